@@ -1,0 +1,137 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Condition types and reasons of a Lock.
+const (
+	// ConditionReady is True while the Lock is active, that is while its
+	// target carries the lock annotation and its deletion is rejected.
+	ConditionReady = "Ready"
+
+	// ReasonActive means the target exists and is protected.
+	ReasonActive = "Active"
+	// ReasonMissingReference means the target does not exist (yet). The Lock
+	// still protects the name: a target created later is protected at once
+	// and the Lock becomes active.
+	ReasonMissingReference = "MissingReference"
+	// ReasonInvalidTarget means the target can never be protected: it is not
+	// in the core.navique.com group, it is itself a Lock, or it is not a
+	// namespaced resource.
+	ReasonInvalidTarget = "InvalidTarget"
+)
+
+// TargetReference names the resource a Lock protects, in the Lock's namespace.
+type TargetReference struct {
+	// APIVersion of the target. Only the core.navique.com group can be
+	// locked; the version is ignored when matching deletes. Defaults to
+	// core.navique.com/v1alpha1.
+	// +kubebuilder:default="core.navique.com/v1alpha1"
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the target, for example Stack, PostgresCluster or Gateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the target, in the Lock's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// GroupKind returns the group and kind of the target. The group is parsed
+// from APIVersion (DefaultTargetAPIVersion when empty); an APIVersion that
+// does not parse yields an error.
+func (r TargetReference) GroupKind() (schema.GroupKind, error) {
+	apiVersion := r.APIVersion
+	if apiVersion == "" {
+		apiVersion = DefaultTargetAPIVersion
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupKind{}, err
+	}
+	return schema.GroupKind{Group: gv.Group, Kind: r.Kind}, nil
+}
+
+// LockSpec is the desired state of a Lock.
+type LockSpec struct {
+	// TargetRef is the resource this Lock protects. It cannot be changed:
+	// delete the Lock and create a new one to protect something else.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="targetRef is immutable: delete this Lock and create a new one to protect another resource"
+	// +required
+	TargetRef TargetReference `json:"targetRef"`
+
+	// Reason is a free-text note, shown in the status and in the denial
+	// message. Empty by default.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// LockStatus is the observed state of a Lock.
+type LockStatus struct {
+	// Active is true once the target carries the lock annotation. (The
+	// webhook denies the target's deletion from the moment the Lock exists;
+	// Active reports that the reconciler has seen and annotated the target.)
+	// +optional
+	Active bool `json:"active"`
+
+	// ObservedGeneration is the metadata.generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions of the Lock. Ready is True when the Lock is active, and
+	// False with reason MissingReference or InvalidTarget otherwise.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Lock protects another core.navique.com resource in its namespace against
+// deletion, like an Azure CanNotDelete lock. While a live Lock targets a
+// resource, every DELETE of that resource is rejected at admission. Delete
+// the Lock to lift the protection.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=navique
+// +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
+type Lock struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says what the Lock protects.
+	// +required
+	Spec LockSpec `json:"spec"`
+
+	// Status is written by lockguard.
+	// +optional
+	Status LockStatus `json:"status,omitempty"`
+}
+
+// LockList is a list of Locks.
+//
+// +kubebuilder:object:root=true
+type LockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Lock `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Lock{}, &LockList{})
+}

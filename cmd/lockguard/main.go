@@ -1,0 +1,89 @@
+// Command lockguard serves the Lock admission webhook (every replica) and
+// runs the reconciler that keeps the core.navique.com/locked annotation and
+// the Lock status (the leader).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/navique/lockguard/internal/manager"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "lockguard:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		o       manager.Options
+		qps     float64
+		burst   int
+		showVer bool
+	)
+	fs := flag.CommandLine
+	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the webhook server binds to (default: all addresses).")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the webhook server.")
+	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with the webhook server's tls.crt and tls.key; reloaded when they change.")
+	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "Serve HTTP/2 on the webhook server (off by default: HTTP/2 rapid reset and stream exhaustion).")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; \"0\" disables it.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only callers authorized to get /metrics (TokenReview and SubjectAccessReview).")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "Run the reconcilers on one elected replica at a time (the webhook is served by every replica).")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace; required out of cluster).")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader's Lease is valid without renewal.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire or renew leadership.")
+	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers of each reconciler.")
+	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
+	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and reconcilers to stop.")
+	fs.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server.")
+	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
+	fs.BoolVar(&showVer, "version", false, "Print the version and exit.")
+	config.RegisterFlags(fs)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(fs)
+	flag.Parse()
+	if showVer {
+		fmt.Println("lockguard", version)
+		return nil
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q; see -help", fs.Args())
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := config.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	cfg.QPS = float32(qps)
+	cfg.Burst = burst
+	cfg.UserAgent = "lockguard/" + version
+
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := manager.New(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	log.Info("Starting lockguard", "version", version, "webhookPort", o.WebhookPort, "leaderElection", o.LeaderElection)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running: %w", err)
+	}
+	log.Info("Stopped")
+	return nil
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TargetIndex is the name of the field index on Locks by target. Its values
+// are TargetIndexValue of the target's group, kind and name; the manager's
+// cache scopes them by namespace.
+const TargetIndex = "lockguard.spec.targetRef"
+
+// TargetIndexValue is the TargetIndex value of an object: "group/Kind/name".
+// The API version is not part of it, so matching is version-agnostic.
+func TargetIndexValue(gk schema.GroupKind, name string) string {
+	return gk.Group + "/" + gk.Kind + "/" + name
+}
+
+// ValidTarget returns the group and kind of the Lock's target, or an error
+// that says why the Lock can never protect it: its apiVersion does not
+// parse, it is outside the core.navique.com group, or it is itself a Lock.
+func ValidTarget(l *lockv1alpha1.Lock) (schema.GroupKind, error) {
+	gk, err := l.Spec.TargetRef.GroupKind()
+	if err != nil {
+		return gk, fmt.Errorf("targetRef.apiVersion %q is not a valid API version: %w", l.Spec.TargetRef.APIVersion, err)
+	}
+	if gk.Group != lockv1alpha1.Group {
+		return gk, fmt.Errorf("only %s resources can be locked, and targetRef.apiVersion %q is in group %q", lockv1alpha1.Group, l.Spec.TargetRef.APIVersion, gk.Group)
+	}
+	if gk.Kind == "Lock" {
+		return gk, errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
+	}
+	return gk, nil
+}
+
+// isLive reports whether a Lock counts: it is not being deleted and its
+// target is valid.
+func isLive(l *lockv1alpha1.Lock) bool {
+	if l.DeletionTimestamp != nil {
+		return false
+	}
+	_, err := ValidTarget(l)
+	return err == nil
+}
+
+// indexLockTarget is the TargetIndex function: live Locks are indexed by
+// their target, others not at all.
+func indexLockTarget(obj client.Object) []string {
+	l, ok := obj.(*lockv1alpha1.Lock)
+	if !ok || !isLive(l) {
+		return nil
+	}
+	gk, _ := ValidTarget(l)
+	return []string{TargetIndexValue(gk, l.Spec.TargetRef.Name)}
+}
+
+// IndexLocks registers TargetIndex on the indexer (the manager's field
+// indexer). It must be called before the cache starts.
+func IndexLocks(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &lockv1alpha1.Lock{}, TargetIndex, indexLockTarget); err != nil {
+		return fmt.Errorf("indexing Locks by target: %w", err)
+	}
+	return nil
+}
+
+// errNotSynced is returned by a Finder whose Lock cache has not synced.
+var errNotSynced = errors.New("the Lock cache has not synced yet")
+
+// Finder finds live Locks through TargetIndex in an informer cache: the cost
+// of a lookup grows with the number of matching Locks, not with all Locks,
+// and it makes no API call.
+type Finder struct {
+	reader client.Reader
+	synced func() bool
+}
+
+// NewFinder returns a Finder that reads from c, in which IndexLocks has
+// registered the index. Until c's Lock informer has synced, FindLocks
+// returns an error instead of an answer that might be incomplete.
+func NewFinder(ctx context.Context, c cache.Cache) (*Finder, error) {
+	inf, err := c.GetInformer(ctx, &lockv1alpha1.Lock{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("getting the Lock informer: %w", err)
+	}
+	return &Finder{reader: c, synced: inf.HasSynced}, nil
+}
+
+// HasSynced reports whether the Lock cache has synced, so that FindLocks
+// answers. It is a readiness check.
+func (f *Finder) HasSynced() bool { return f.synced() }
+
+// FindLocks returns the live Locks in obj's namespace that target the
+// group, kind and name of obj.
+func (f *Finder) FindLocks(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
+	if !f.synced() {
+		return nil, errNotSynced
+	}
+	var locks lockv1alpha1.LockList
+	if err := f.reader.List(ctx, &locks, client.InNamespace(obj.Namespace),
+		client.MatchingFields{TargetIndex: TargetIndexValue(gk, obj.Name)}); err != nil {
+		return nil, fmt.Errorf("listing Locks targeting %s %s: %w", gk, obj, err)
+	}
+	return locks.Items, nil
+}

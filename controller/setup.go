@@ -1,0 +1,92 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Options configure the reconcilers.
+type Options struct {
+	// MaxConcurrentReconciles is the number of workers of each reconciler.
+	// Defaults to 4.
+	MaxConcurrentReconciles int
+	// DiscoveryInterval is how often the core.navique.com group is
+	// rediscovered for kinds to watch. Defaults to 30s.
+	DiscoveryInterval time.Duration
+}
+
+// +kubebuilder:rbac:groups=core.navique.com,resources=locks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core.navique.com,resources=locks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=core.navique.com,resources=*,verbs=get;list;watch;patch
+
+// Setup adds the Lock and target reconcilers to mgr. They run on the leader
+// only. finder must read from mgr's cache, where IndexLocks registered the
+// index.
+func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
+	if opts.MaxConcurrentReconciles <= 0 {
+		opts.MaxConcurrentReconciles = 4
+	}
+	if opts.DiscoveryInterval <= 0 {
+		opts.DiscoveryInterval = 30 * time.Second
+	}
+	watches := &targetWatches{
+		cache:   mgr.GetCache(),
+		mapper:  mgr.GetRESTMapper(),
+		watched: map[schema.GroupKind]bool{},
+	}
+
+	lockController, err := ctrl.NewControllerManagedBy(mgr).
+		Named("lock").
+		For(&lockv1alpha1.Lock{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		Build(&LockReconciler{client: mgr.GetClient(), watches: watches})
+	if err != nil {
+		return fmt.Errorf("building the Lock controller: %w", err)
+	}
+
+	lockToTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []TargetKey {
+		gk, err := ValidTarget(l)
+		if err != nil {
+			return nil
+		}
+		return []TargetKey{{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: l.Spec.TargetRef.Name}}
+	})
+	targetController, err := builder.TypedControllerManagedBy[TargetKey](mgr).
+		Named("target").
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{}, lockToTarget)).
+		WithOptions(controller.TypedOptions[TargetKey]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithLogConstructor(func(k *TargetKey) logr.Logger {
+			log := mgr.GetLogger().WithValues("controller", "target")
+			if k != nil {
+				log = log.WithValues("kind", k.GroupKind(), "namespace", k.Namespace, "name", k.Name)
+			}
+			return log
+		}).
+		Build(&TargetReconciler{client: mgr.GetClient(), finder: finder, watches: watches})
+	if err != nil {
+		return fmt.Errorf("building the target controller: %w", err)
+	}
+	watches.lockController = lockController
+	watches.targetController = targetController
+
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating a discovery client: %w", err)
+	}
+	if err := mgr.Add(&kindDiscoverer{discovery: disco, watches: watches, interval: opts.DiscoveryInterval}); err != nil {
+		return fmt.Errorf("adding kind discovery: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TargetKey identifies an object that Locks may target: the target
+// reconciler's request. The version is not part of it.
+type TargetKey struct {
+	Namespace string
+	Group     string
+	Kind      string
+	Name      string
+}
+
+// GroupKind returns the key's group and kind.
+func (k TargetKey) GroupKind() schema.GroupKind {
+	return schema.GroupKind{Group: k.Group, Kind: k.Kind}
+}
+
+// targetWatches adds, once per kind, a metadata-only watch on a target kind
+// to both reconcilers. Kinds are added while lockguard runs: when a Lock
+// names one, and when discovery finds one in the group.
+type targetWatches struct {
+	cache  cache.Cache
+	mapper meta.RESTMapper
+
+	lockController   controller.Controller
+	targetController controller.TypedController[TargetKey]
+
+	mu      sync.Mutex
+	watched map[schema.GroupKind]bool
+}
+
+// targetMapping resolves a target kind to the version lockguard watches and
+// whether it is namespaced. A kind that is not served yields a NoMatch error.
+func (w *targetWatches) targetMapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
+	return w.mapper.RESTMapping(gk)
+}
+
+// ensure watches the metadata of the kind of gvk, if it does not already.
+func (w *targetWatches) ensure(gvk schema.GroupVersionKind) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched[gvk.GroupKind()] {
+		return nil
+	}
+	newObj := func() *metav1.PartialObjectMetadata {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		return obj
+	}
+	// Targets are only interesting when created, deleted, or when their
+	// annotations change; their spec and status are none of our business.
+	annotationChanged := predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{}
+
+	toTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []TargetKey {
+		return []TargetKey{{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}}
+	})
+	if err := w.targetController.Watch(source.TypedKind(w.cache, newObj(), toTarget, annotationChanged)); err != nil {
+		return fmt.Errorf("watching %s for the target reconciler: %w", gvk.GroupKind(), err)
+	}
+
+	toLocks := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+		var locks lockv1alpha1.LockList
+		if err := w.cache.List(ctx, &locks, client.InNamespace(o.Namespace),
+			client.MatchingFields{TargetIndex: TargetIndexValue(gvk.GroupKind(), o.Name)}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the Locks of a target", "kind", gvk.GroupKind(), "namespace", o.Namespace, "name", o.Name)
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(locks.Items))
+		for _, l := range locks.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l)})
+		}
+		return reqs
+	})
+	if err := w.lockController.Watch(source.Kind(w.cache, newObj(), toLocks, annotationChanged)); err != nil {
+		return fmt.Errorf("watching %s for the Lock reconciler: %w", gvk.GroupKind(), err)
+	}
+	w.watched[gvk.GroupKind()] = true
+	return nil
+}
+
+// kindDiscoverer watches every namespaced kind of the core.navique.com group,
+// found through discovery at start and then every interval, so that the
+// target reconciler sees (and cleans) annotated objects whose Locks were
+// deleted while lockguard was not running, whatever their kind.
+type kindDiscoverer struct {
+	discovery discovery.DiscoveryInterface
+	watches   *targetWatches
+	interval  time.Duration
+}
+
+// NeedLeaderElection is true: the watches feed the reconcilers, which only
+// run on the leader.
+func (d *kindDiscoverer) NeedLeaderElection() bool { return true }
+
+// Start discovers kinds until ctx is done.
+func (d *kindDiscoverer) Start(ctx context.Context) error {
+	wait.UntilWithContext(ctx, d.discover, d.interval)
+	return nil
+}
+
+func (d *kindDiscoverer) discover(ctx context.Context) {
+	log := ctrl.LoggerFrom(ctx).WithName("kind-discovery")
+	kinds, err := groupKinds(d.discovery, lockv1alpha1.Group)
+	if err != nil {
+		log.Error(err, "Cannot discover the kinds of the group", "group", lockv1alpha1.Group)
+		return
+	}
+	for _, gk := range kinds {
+		mapping, err := d.watches.targetMapping(gk)
+		if err != nil {
+			log.Error(err, "Cannot map a discovered kind", "kind", gk)
+			continue
+		}
+		if err := d.watches.ensure(mapping.GroupVersionKind); err != nil {
+			log.Error(err, "Cannot watch a discovered kind", "kind", gk)
+		}
+	}
+}
+
+// groupKinds returns the namespaced kinds of group that can be listed,
+// watched and patched, other than Lock, sorted.
+func groupKinds(d discovery.DiscoveryInterface, group string) ([]schema.GroupKind, error) {
+	groups, err := d.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("listing API groups: %w", err)
+	}
+	seen := map[schema.GroupKind]bool{}
+	for _, g := range groups.Groups {
+		if g.Name != group {
+			continue
+		}
+		for _, v := range g.Versions {
+			resources, err := d.ServerResourcesForGroupVersion(v.GroupVersion)
+			if err != nil {
+				return nil, fmt.Errorf("listing the resources of %s: %w", v.GroupVersion, err)
+			}
+			for _, r := range resources.APIResources {
+				if !r.Namespaced || r.Kind == "Lock" || strings.Contains(r.Name, "/") ||
+					!slices.Contains(r.Verbs, "watch") || !slices.Contains(r.Verbs, "patch") {
+					continue
+				}
+				seen[schema.GroupKind{Group: group, Kind: r.Kind}] = true
+			}
+		}
+	}
+	kinds := make([]schema.GroupKind, 0, len(seen))
+	for gk := range seen {
+		kinds = append(kinds, gk)
+	}
+	slices.SortFunc(kinds, func(a, b schema.GroupKind) int { return strings.Compare(a.Kind, b.Kind) })
+	return kinds, nil
+}

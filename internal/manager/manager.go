@@ -1,0 +1,194 @@
+// Package manager wires lockguard: the Lock cache and its field index, the
+// admission webhook served by every replica, and the reconcilers that run on
+// the leader. cmd/lockguard parses flags into Options; tests build the same
+// manager in-process.
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/webhook"
+)
+
+// LeaderElectionID is the name of the Lease the reconcilers' leader holds.
+const LeaderElectionID = "lockguard.core.navique.com"
+
+// Options configure a lockguard manager. The zero value of each field is
+// its default, except where noted.
+type Options struct {
+	// WebhookHost is the address the webhook server binds to. Default: all.
+	WebhookHost string
+	// WebhookPort is the webhook server's port. Required (9443 in the binary).
+	WebhookPort int
+	// CertDir holds tls.crt and tls.key of the webhook server, reloaded
+	// when they change. Required.
+	CertDir string
+	// EnableHTTP2 serves HTTP/2 on the webhook server. Default false.
+	EnableHTTP2 bool
+
+	// MetricsAddr is the metrics endpoint's address; "0" disables it.
+	// Default "0".
+	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS with authentication and
+	// authorization (TokenReview and SubjectAccessReview). Default false.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint;
+	// empty means a self-signed certificate generated at start.
+	MetricsCertDir string
+
+	// ProbeAddr is the address of /healthz and /readyz; "0" disables them.
+	// Default "0".
+	ProbeAddr string
+
+	// LeaderElection makes the reconcilers run on the leader only.
+	LeaderElection bool
+	// LeaderElectionNamespace holds the Lease; required out of cluster.
+	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election;
+	// zero values take controller-runtime's defaults (15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// Controller configures the reconcilers.
+	Controller controller.Options
+
+	// GracefulShutdownTimeout bounds how long runnables get to stop.
+	// Default 30s.
+	GracefulShutdownTimeout time.Duration
+}
+
+// NewScheme returns the scheme lockguard uses: client-go's types and Locks.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := lockv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New builds a lockguard manager for the API server of cfg. Start it with
+// Start; it stops when the context is cancelled.
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if o.CertDir == "" {
+		return nil, errors.New("a certificate directory for the webhook server is required")
+	}
+	if o.WebhookPort <= 0 {
+		return nil, fmt.Errorf("webhook port %d is not a valid port", o.WebhookPort)
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	certWatcher, err := certs.NewWatcher(o.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	tlsOpts := []func(*tls.Config){certs.ServerTLS(o.EnableHTTP2)}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   orDefault(o.MetricsAddr, "0"),
+		SecureServing: o.MetricsSecure,
+		TLSOpts:       []func(*tls.Config){certs.ServerTLS(false)},
+		CertDir:       o.MetricsCertDir,
+	}
+	if o.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	shutdown := o.GracefulShutdownTimeout
+	if shutdown == 0 {
+		shutdown = 30 * time.Second
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		Cache: cache.Options{
+			// Neither the webhook nor the reconcilers read managedFields.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host:    o.WebhookHost,
+			Port:    o.WebhookPort,
+			TLSOpts: append(tlsOpts, certs.WithCertificate(certWatcher)),
+		}),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        orDefault(o.ProbeAddr, "0"),
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(o.LeaseDuration),
+		RenewDeadline:                 nonZero(o.RenewDeadline),
+		RetryPeriod:                   nonZero(o.RetryPeriod),
+		GracefulShutdownTimeout:       &shutdown,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.Add(certWatcher); err != nil {
+		return nil, err
+	}
+
+	if err := controller.IndexLocks(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	finder, err := controller.NewFinder(ctx, mgr.GetCache())
+	if err != nil {
+		return nil, err
+	}
+	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(finder)})
+	if err := controller.Setup(mgr, finder, o.Controller); err != nil {
+		return nil, err
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("lock-cache", func(*http.Request) error {
+		if !finder.HasSynced() {
+			return errors.New("the Lock cache has not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// nonZero returns nil for 0, so that the manager takes its default.
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
+}
