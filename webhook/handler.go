@@ -11,7 +11,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"

@@ -87,6 +87,12 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockguard-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
 // New builds a lockguard manager for the API server of cfg. Start it with
 // Start; it stops when the context is cancelled.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {

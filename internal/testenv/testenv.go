@@ -82,9 +82,6 @@ type Options struct {
 	ControllerManager bool
 	// CRDDirs are directories of CRDs to install and wait for.
 	CRDDirs []string
-	// WebhookPaths are ValidatingWebhookConfiguration manifests to install,
-	// rewritten to call a local server (see Env.Webhook).
-	WebhookPaths []string
 	// Logs receives the control plane's output; nil discards it.
 	Logs io.Writer
 }
@@ -95,10 +92,6 @@ type Env struct {
 	Config *rest.Config
 	// Version is the Kubernetes version running.
 	Version string
-	// Webhook says where installed webhooks send requests: LocalServingHost,
-	// LocalServingPort, and LocalServingCertDir with tls.crt and tls.key of
-	// a certificate they trust.
-	Webhook *envtest.WebhookInstallOptions
 	// Dir is a scratch directory removed by Stop.
 	Dir string
 
@@ -128,7 +121,6 @@ func Start(o Options) (*Env, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:        o.CRDDirs,
 		ErrorIfCRDPathMissing:    true,
-		WebhookInstallOptions:    envtest.WebhookInstallOptions{Paths: o.WebhookPaths},
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
@@ -146,7 +138,7 @@ func Start(o Options) (*Env, error) {
 		return nil, fmt.Errorf("starting etcd and kube-apiserver v%s: %w", o.Version, err)
 	}
 	cfg.QPS, cfg.Burst = 200, 400
-	e := &Env{Config: cfg, Version: o.Version, Webhook: &env.WebhookInstallOptions, Dir: dir, env: env}
+	e := &Env{Config: cfg, Version: o.Version, Dir: dir, env: env}
 	if o.ControllerManager {
 		if err := e.startControllerManager(filepath.Join(bin, "kube-controller-manager"), o.Logs); err != nil {
 			_ = e.Stop()
