@@ -325,4 +325,3 @@ func TestDryRun(t *testing.T) {
 		t.Fatalf("the Stack after a dry-run delete: %v", err)
 	}
 }
-
