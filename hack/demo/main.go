@@ -1,0 +1,217 @@
+// Command demo runs lockguard for real: it starts a local control plane
+// (etcd, kube-apiserver, kube-controller-manager), installs the Lock CRD,
+// lockguard's RBAC and webhook configuration from deploy/, runs the
+// lockguard binary as its ServiceAccount, applies the contract's example and
+// shows `kubectl delete stack forge -n forge` being denied. It then prints a
+// KUBECONFIG to try more and keeps running until Ctrl-C. `make demo` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/internal/testenv"
+)
+
+const example = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: forge
+---
+apiVersion: core.navique.com/v1alpha1
+kind: Stack
+metadata:
+  name: forge
+  namespace: forge
+spec:
+  environment: production
+---
+apiVersion: core.navique.com/v1alpha1
+kind: Lock
+metadata:
+  name: protect-forge-stack
+  namespace: forge
+spec:
+  targetRef:
+    apiVersion: core.navique.com/v1alpha1   # optional, this is the default
+    kind: Stack
+    name: forge
+  reason: "Production environment - remove this Lock deliberately before deleting."
+`
+
+func main() {
+	binary := flag.String("lockguard", "bin/lockguard", "Path of the lockguard binary.")
+	verbose := flag.Bool("v", false, "Show the control plane's and lockguard's logs.")
+	once := flag.Bool("once", false, "Exit after showing the denial instead of waiting for Ctrl-C.")
+	flag.Parse()
+	if err := run(*binary, *verbose, *once); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+func run(binary string, verbose, once bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(binary); err != nil {
+		return fmt.Errorf("lockguard binary: %w (run `make build`)", err)
+	}
+	var logs *os.File
+	if verbose {
+		logs = os.Stderr
+	}
+
+	step("Starting etcd, kube-apiserver v%s and kube-controller-manager", testenv.Version())
+	o := testenv.Options{
+		ControllerManager: true,
+		CRDDirs:           []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+	}
+	if logs != nil {
+		o.Logs = logs
+	}
+	env, err := testenv.Start(o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("Stopping the control plane")
+		_ = env.Stop()
+	}()
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	adminKubeconfig := filepath.Join(env.Dir, "admin.kubeconfig")
+	if err := testenv.WriteKubeconfig(env.Config, adminKubeconfig); err != nil {
+		return err
+	}
+
+	step("Installing the Lock CRD (deploy/crds), lockguard's RBAC (deploy/rbac) and sample Stack/PostgresCluster CRDs")
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.ServiceAccountNamespace}}); err != nil {
+		return err
+	}
+	rbac, _ := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
+	if err := testenv.ApplyFiles(ctx, c, rbac...); err != nil {
+		return err
+	}
+
+	step("Starting lockguard as system:serviceaccount:%s:%s", testenv.ServiceAccountNamespace, testenv.ServiceAccountName)
+	saConfig, err := env.ServiceAccountConfig()
+	if err != nil {
+		return err
+	}
+	saKubeconfig := filepath.Join(env.Dir, "lockguard.kubeconfig")
+	if err := testenv.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
+		return err
+	}
+	lo := testenv.LockguardOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: env.Dir, Args: []string{"--zap-log-level=info"}}
+	if logs != nil {
+		lo.Logs = logs
+	}
+	lg, err := testenv.StartLockguard(lo)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("Stopping lockguard")
+		if err := lg.Stop(30 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}()
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := lg.WaitReady(readyCtx); err != nil {
+		return err
+	}
+	if _, err := lg.Webhook.InstallWebhook(ctx, c, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
+		return err
+	}
+	step("lockguard is ready: webhook on https://%s/validate-delete", lg.Webhook.Address())
+
+	step("Applying the example: namespace forge, Stack forge, Lock protect-forge-stack")
+	exampleFile := filepath.Join(env.Dir, "example.yaml")
+	if err := os.WriteFile(exampleFile, []byte(example), 0o600); err != nil {
+		return err
+	}
+	if err := testenv.ApplyFiles(ctx, c, exampleFile); err != nil {
+		return err
+	}
+	if err := waitActive(ctx, c); err != nil {
+		return err
+	}
+	kubectl(adminKubeconfig, "get", "locks", "-n", "forge", "-o", "wide")
+	kubectl(adminKubeconfig, "get", "stack", "forge", "-n", "forge", "-o", "jsonpath={.metadata.annotations}{\"\\n\"}")
+
+	step("kubectl delete stack forge -n forge")
+	kubectl(adminKubeconfig, "delete", "stack", "forge", "-n", "forge")
+
+	if once {
+		return nil
+	}
+	fmt.Printf(`
+lockguard is running. Try it from another shell:
+
+  export KUBECONFIG=%s
+  kubectl get locks -A
+  kubectl delete stack forge -n forge          # denied
+  kubectl delete lock protect-forge-stack -n forge
+  kubectl delete stack forge -n forge          # now deleted
+
+Press Ctrl-C to stop and clean up.
+`, adminKubeconfig)
+	<-ctx.Done()
+	fmt.Println()
+	return nil
+}
+
+// waitActive waits until the example Lock is active.
+func waitActive(ctx context.Context, c client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var l lockv1alpha1.Lock
+		err := c.Get(ctx, client.ObjectKey{Namespace: "forge", Name: "protect-forge-stack"}, &l)
+		if err == nil && l.Status.Active {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the Lock did not become active: %v (status %+v)", ctx.Err(), l.Status)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// kubectl runs kubectl, showing the command and its output.
+func kubectl(kubeconfig string, args ...string) {
+	fmt.Printf("$ kubectl %s\n", strings.Join(args, " "))
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		fmt.Printf("(exit status %d)\n", cmd.ProcessState.ExitCode())
+	}
+}
