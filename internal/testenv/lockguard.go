@@ -143,4 +143,3 @@ func (l *Lockguard) Kill() {
 	_ = l.cmd.Process.Kill()
 	<-l.exited
 }
-
