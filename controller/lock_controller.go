@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,6 +35,7 @@ const (
 type LockReconciler struct {
 	client  client.Client
 	watches *targetWatches
+	events  events.EventRecorder
 }
 
 // observation is what a Lock's status should say.
@@ -133,6 +136,13 @@ func (r *LockReconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Loc
 	}
 	if err := r.client.Status().Patch(ctx, lock, client.MergeFrom(orig)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("writing the status of Lock %s: %w", client.ObjectKeyFromObject(lock), err))
+	}
+	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
+		eventType := corev1.EventTypeWarning
+		if obs.active {
+			eventType = corev1.EventTypeNormal
+		}
+		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)
 	}
 	return nil
 }

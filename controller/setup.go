@@ -51,7 +51,7 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 		Named("lock").
 		For(&lockv1alpha1.Lock{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		Build(&LockReconciler{client: mgr.GetClient(), watches: watches})
+		Build(&LockReconciler{client: mgr.GetClient(), watches: watches, events: mgr.GetEventRecorder("lockguard")})
 	if err != nil {
 		return fmt.Errorf("building the Lock controller: %w", err)
 	}

@@ -15,11 +15,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -49,12 +51,29 @@ func (f LockFinderFunc) FindLocks(ctx context.Context, gk schema.GroupKind, obj 
 
 // Handler denies DELETEs of Locked core.navique.com resources.
 type Handler struct {
-	finder LockFinder
+	finder  LockFinder
+	metrics *Metrics
+	events  events.EventRecorder
 }
 
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithMetrics makes the handler count its decisions in m.
+func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } }
+
+// WithEventRecorder makes the handler record a DeleteBlocked Warning Event
+// on the target and on each protecting Lock for every denied delete that is
+// not a dry run. The recorder must be asynchronous (client-go's is).
+func WithEventRecorder(r events.EventRecorder) Option { return func(h *Handler) { h.events = r } }
+
 // NewHandler returns a Handler that finds Locks through finder.
-func NewHandler(finder LockFinder) *Handler {
-	return &Handler{finder: finder}
+func NewHandler(finder LockFinder, opts ...Option) *Handler {
+	h := &Handler{finder: finder}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 var _ admission.Handler = &Handler{}
@@ -63,50 +82,62 @@ var _ admission.Handler = &Handler{}
 // DELETE of a core.navique.com resource other than a Lock, denies the DELETE
 // of a resource targeted by live Locks, and answers Errored (so that the API
 // server, with failurePolicy Fail, rejects the delete) when it cannot tell.
+// It reads its cache only: the Events of a denial are handed to an
+// asynchronous recorder.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, locks := h.decide(ctx, req)
+	h.metrics.observe(req, resp, time.Since(start))
+	if len(locks) > 0 && h.events != nil && !isDryRun(req) {
+		h.recordDenial(req, locks)
+	}
+	return resp
+}
+
+// decide answers req, and returns the Locks that deny it if it is denied.
+func (h *Handler) decide(ctx context.Context, req admission.Request) (admission.Response, []lockv1alpha1.Lock) {
 	if req.Operation != admissionv1.Delete {
-		return admission.Allowed("not a DELETE")
+		return admission.Allowed("not a DELETE"), nil
 	}
 	if req.Kind.Group != lockv1alpha1.Group {
-		return admission.Allowed("not a " + lockv1alpha1.Group + " resource")
+		return admission.Allowed("not a " + lockv1alpha1.Group + " resource"), nil
 	}
 	if req.Kind.Kind == "Lock" {
-		return admission.Allowed("deleting a Lock is never blocked")
+		return admission.Allowed("deleting a Lock is never blocked"), nil
 	}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	obj := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
 	if obj.Name == "" {
 		// A deletecollection request names no object: the API server asks
 		// about each object it deletes, sent as oldObject.
-		name, err := objectName(req.OldObject.Raw)
+		meta, err := objectMeta(req.OldObject.Raw)
 		if err != nil {
-			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the name of the %s being deleted: %w", gk, err))
+			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the name of the %s being deleted: %w", gk, err)), nil
 		}
-		if name == "" {
-			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a %s names no object", gk))
+		if meta.Name == "" {
+			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a %s names no object", gk)), nil
 		}
-		obj.Name = name
+		obj.Name = meta.Name
 	}
 	if obj.Namespace == "" {
 		// Locks are namespaced and protect objects in their own namespace.
-		return admission.Allowed("cluster-scoped resources cannot be locked")
+		return admission.Allowed("cluster-scoped resources cannot be locked"), nil
 	}
 
 	locks, err := h.finder.FindLocks(ctx, gk, obj)
 	if err != nil {
-		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s, so the delete is refused; retry when lockguard is ready: %w", gk, obj, err))
+		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s, so the delete is refused; retry when lockguard is ready: %w", gk, obj, err)), nil
 	}
 	if len(locks) == 0 {
-		return admission.Allowed("")
+		return admission.Allowed(""), nil
 	}
-	return admission.Denied(DenialMessage(locks))
+	return admission.Denied(DenialMessage(locks)), locks
 }
 
 // DenialMessage is the message of a denied delete: the contract's sentence
 // naming every Lock (sorted, Go's %v of a []string), then the Locks' reasons.
 func DenialMessage(locks []lockv1alpha1.Lock) string {
-	sorted := slices.Clone(locks)
-	slices.SortFunc(sorted, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
+	sorted := sortedByName(locks)
 	names := make([]string, 0, len(sorted))
 	var reasons []string
 	for _, l := range sorted {
@@ -122,21 +153,30 @@ func DenialMessage(locks []lockv1alpha1.Lock) string {
 	return msg
 }
 
-// objectName reads metadata.name from a serialized object without decoding
-// the rest of it.
-func objectName(raw []byte) (string, error) {
-	if len(raw) == 0 {
-		return "", nil
-	}
+// sortedByName returns a copy of locks sorted by name.
+func sortedByName(locks []lockv1alpha1.Lock) []lockv1alpha1.Lock {
+	sorted := slices.Clone(locks)
+	slices.SortFunc(sorted, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
+	return sorted
+}
+
+// metadata is the part of an object the handler reads.
+type metadata struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// objectMeta reads metadata.name and metadata.uid from a serialized object;
+// the rest is skipped, not decoded.
+func objectMeta(raw []byte) (metadata, error) {
 	var obj struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
+		Metadata metadata `json:"metadata"`
 	}
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return "", err
+	if len(raw) == 0 {
+		return obj.Metadata, nil
 	}
-	return obj.Metadata.Name, nil
+	err := json.Unmarshal(raw, &obj)
+	return obj.Metadata, err
 }
 
 // errored is admission.Errored with a Status reason that matches its code,

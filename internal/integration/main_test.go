@@ -32,6 +32,7 @@ var suite struct {
 	kubeconfig string
 	root       string
 	webhook    *testenv.LocalWebhook
+	metrics    string // host:port of lockguard's HTTPS metrics endpoint
 	skip       string
 }
 
@@ -93,11 +94,19 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.webhook = wh
+	metricsPort, err := testenv.FreePort()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
 	mgr, err := manager.New(ctx, env.Config, manager.Options{
-		WebhookHost: wh.Host,
-		WebhookPort: wh.Port,
-		CertDir:     wh.CertDir,
-		Controller:  controller.Options{DiscoveryInterval: 2 * time.Second},
+		WebhookHost:   wh.Host,
+		WebhookPort:   wh.Port,
+		CertDir:       wh.CertDir,
+		MetricsAddr:   suite.metrics,
+		MetricsSecure: true,
+		Controller:    controller.Options{DiscoveryInterval: 2 * time.Second},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the manager:", err)

@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -69,6 +71,10 @@ type Options struct {
 
 	// Controller configures the reconcilers.
 	Controller controller.Options
+
+	// Registerer receives lockguard's own metrics. Default: controller-runtime's
+	// registry, which the metrics endpoint serves.
+	Registerer prometheus.Registerer
 
 	// GracefulShutdownTimeout bounds how long runnables get to stop.
 	// Default 30s.
@@ -162,7 +168,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(finder)})
+	reg := o.Registerer
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	handlerMetrics := webhook.NewMetrics()
+	if err := handlerMetrics.Register(reg); err != nil {
+		return nil, fmt.Errorf("registering the webhook metrics: %w", err)
+	}
+	for _, c := range []prometheus.Collector{controller.NewLockStateCollector(finder), certs.NewExpiryCollector(certWatcher)} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	handler := webhook.NewHandler(finder,
+		webhook.WithMetrics(handlerMetrics),
+		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
+	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: handler})
 	if err := controller.Setup(mgr, finder, o.Controller); err != nil {
 		return nil, err
 	}

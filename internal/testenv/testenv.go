@@ -268,3 +268,6 @@ func StartForTest(t testing.TB, o Options) *Env {
 	})
 	return e
 }
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) { return freePort() }

@@ -1,0 +1,81 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Lock states reported by lockguard_locks.
+const (
+	StateActive           = "active"
+	StateMissingReference = "missing_reference"
+	StateInvalidTarget    = "invalid_target"
+	// StatePending is a Lock whose status lockguard has not written yet.
+	StatePending = "pending"
+)
+
+// LockStateCollector reports lockguard_locks{state}: the Locks in the cache
+// by the state of their status. It counts at scrape time, from the cache,
+// so every replica reports the same numbers, leader or not.
+type LockStateCollector struct {
+	reader client.Reader
+	synced func() bool
+	desc   *prometheus.Desc
+}
+
+// NewLockStateCollector returns a collector that reads Locks through f's
+// cache.
+func NewLockStateCollector(f *Finder) *LockStateCollector {
+	return &LockStateCollector{
+		reader: f.reader,
+		synced: f.synced,
+		desc:   prometheus.NewDesc("lockguard_locks", "Locks by state: active, missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *LockStateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector. It reports nothing until the
+// cache has synced.
+func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.synced() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var locks lockv1alpha1.LockList
+	if err := c.reader.List(ctx, &locks, client.UnsafeDisableDeepCopy); err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StatePending: 0}
+	for i := range locks.Items {
+		counts[lockState(&locks.Items[i])]++
+	}
+	for state, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
+	}
+}
+
+func lockState(l *lockv1alpha1.Lock) string {
+	if l.Status.Active {
+		return StateActive
+	}
+	switch c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady); {
+	case c == nil:
+		return StatePending
+	case c.Reason == lockv1alpha1.ReasonMissingReference:
+		return StateMissingReference
+	case c.Reason == lockv1alpha1.ReasonInvalidTarget:
+		return StateInvalidTarget
+	default:
+		return StatePending
+	}
+}

@@ -1,0 +1,54 @@
+package webhook
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// ReasonDeleteBlocked is the reason of the Warning Event recorded on a
+// target and on its Locks when lockguard denies the target's deletion.
+const ReasonDeleteBlocked = "DeleteBlocked"
+
+// recordDenial records a DeleteBlocked Warning Event on the target and on
+// each Lock that protects it, naming the user and the Locks. It runs only
+// for denials, so it may read the target's UID from oldObject (kubectl
+// describe matches Events by UID).
+func (h *Handler) recordDenial(req admission.Request, locks []lockv1alpha1.Lock) {
+	meta, _ := objectMeta(req.OldObject.Raw) // Best effort: without a UID the Event still names the object.
+	name := req.Name
+	if name == "" {
+		name = meta.Name
+	}
+	target := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: meta.UID},
+	}
+	locks = sortedByName(locks)
+	names := make([]string, 0, len(locks))
+	for _, l := range locks {
+		names = append(names, l.Name)
+	}
+	user := req.UserInfo.Username
+	h.events.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+		"%s", truncate(fmt.Sprintf("DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))))
+	for i := range locks {
+		l := &locks[i]
+		h.events.Eventf(l, target, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+			"%s", truncate(fmt.Sprintf("Denied the DELETE of %s %q by %s", req.Kind.Kind, name, user)))
+	}
+}
+
+// truncate keeps an Event note under the API's 1 kB limit.
+func truncate(s string) string {
+	const max = 1000
+	if len(s) <= max {
+		return s
+	}
+	return s[:max-3] + "..."
+}

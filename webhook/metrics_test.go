@@ -1,0 +1,65 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TestMetrics counts one decision of each kind and a dry-run denial, in a
+// fresh registry.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	finder := LockFinderFunc(func(_ context.Context, _ schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
+		switch obj.Name {
+		case "locked":
+			return []lockv1alpha1.Lock{lock("l", "")}, nil
+		case "broken":
+			return nil, context.DeadlineExceeded
+		}
+		return nil, nil
+	})
+	h := NewHandler(finder, WithMetrics(m))
+	dry := request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "locked", "")
+	dry.DryRun = new(bool)
+	*dry.DryRun = true
+	for _, r := range []admission.Request{
+		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "locked", ""),
+		dry,
+		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "free", ""),
+		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "broken", ""),
+	} {
+		h.Handle(context.Background(), r)
+	}
+
+	want := `
+# HELP lockguard_admission_reviews_total Admission reviews answered by lockguard, by decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).
+# TYPE lockguard_admission_reviews_total counter
+lockguard_admission_reviews_total{decision="allowed"} 1
+lockguard_admission_reviews_total{decision="denied"} 2
+lockguard_admission_reviews_total{decision="errored"} 1
+# HELP lockguard_delete_denied_total DELETEs denied because live Locks protect the object, by namespace, group and kind of the object; dry_run="true" for server-side dry-run deletes (would have deleted) and "false" for real ones (tried to delete).
+# TYPE lockguard_delete_denied_total counter
+lockguard_delete_denied_total{dry_run="false",group="core.navique.com",kind="Stack",namespace="ns"} 1
+lockguard_delete_denied_total{dry_run="true",group="core.navique.com",kind="Stack",namespace="ns"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lockguard_admission_reviews_total", "lockguard_delete_denied_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.CollectAndCount(m.duration); got != 1 {
+		t.Errorf("duration histogram: %d series, want 1", got)
+	}
+}
