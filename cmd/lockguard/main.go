@@ -29,6 +29,7 @@ func run() error {
 		qps     float64
 		burst   int
 		showVer bool
+		delay   time.Duration
 	)
 	fs := flag.CommandLine
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the webhook server binds to (default: all addresses).")
@@ -47,6 +48,7 @@ func run() error {
 	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers of each reconciler.")
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and reconcilers to stop.")
+	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
 	fs.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
 	fs.BoolVar(&showVer, "version", false, "Print the version and exit.")
@@ -72,7 +74,7 @@ func run() error {
 	cfg.Burst = burst
 	cfg.UserAgent = "lockguard/" + version
 
-	ctx := ctrl.SetupSignalHandler()
+	ctx := delayDone(ctrl.SetupSignalHandler(), delay)
 	mgr, err := manager.New(ctx, cfg, o)
 	if err != nil {
 		return err
