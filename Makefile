@@ -55,8 +55,15 @@ lint: ## gofmt and go vet.
 unit: ## Unit and integration tests (integration tests start a real control plane).
 	LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
 
+.PHONY: monitoring
+monitoring: ## Check the alert rules (promtool check/test rules) and the dashboard JSON.
+	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
+	promtool check rules deploy/monitoring/alerts.yaml
+	cd deploy/monitoring && promtool test rules alerts_test.yaml
+	python3 -m json.tool deploy/monitoring/dashboard.json >/dev/null
+
 .PHONY: test
-test: kube lint verify-generated unit ## Everything CI runs.
+test: kube lint verify-generated monitoring unit ## Everything CI runs.
 
 .PHONY: demo
 demo: kube build ## Run lockguard for real against a local control plane (Ctrl-C to stop).
