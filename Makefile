@@ -12,6 +12,15 @@ export LOCKGUARD_KUBE_ASSETS := $(KUBE_ASSETS)
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
+# helm, built from its Go module like the released binary (its default
+# Capabilities.KubeVersion is the Kubernetes minor of its client-go). Not a
+# dependency of lockguard's module.
+HELM_VERSION := v3.22.0
+HELM_KUBE_MINOR := 37
+HELM := $(BIN)/helm-$(HELM_VERSION)
+export LOCKGUARD_HELM := $(HELM)
+CHART := deploy/chart/lockguard
+
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
@@ -42,7 +51,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC into deploy/.
 	$(CONTROLLER_GEN) rbac:roleName=lockguard paths=./... output:rbac:artifacts:config=deploy/rbac
 
 .PHONY: verify-generated
-verify-generated: generate manifests ## Fail when generated files are stale.
+verify-generated: generate manifests chart ## Fail when generated files are stale.
 	@if [ -n "$$(git status --porcelain -- api deploy)" ]; then \
 	  echo "generated files are stale: run 'make generate manifests' and commit:"; git status --porcelain -- api deploy; git diff -- api deploy | head -50; exit 1; fi
 
@@ -52,7 +61,7 @@ lint: ## gofmt and go vet.
 	go vet ./...
 
 .PHONY: unit
-unit: ## Unit and integration tests (integration tests start a real control plane).
+unit: $(HELM) ## Unit and integration tests (integration tests start a real control plane).
 	LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: monitoring
@@ -76,3 +85,31 @@ docker-build: ## Build the container image (needs a container engine).
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).
 	rm -f $(BIN)/lockguard
+
+$(HELM):
+	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
+	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
+	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)" \
+	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/tmp-helm/helm $@ && rmdir $(BIN)/tmp-helm
+
+.PHONY: helm
+helm: $(HELM) ## Build the pinned helm into bin/.
+
+.PHONY: chart
+chart: manifests $(HELM) ## Copy the generated CRD and RBAC into the chart; render deploy/lockguard.yaml from it.
+	rm -f $(CHART)/crds/*.yaml && cp deploy/crds/*.yaml $(CHART)/crds/
+	cp deploy/rbac/role.yaml $(CHART)/files/rbac/role.yaml
+	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml
+
+.PHONY: helm-lint
+helm-lint: $(HELM) ## helm lint --strict the chart in each mode.
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) --set mode=both
+	$(HELM) lint --strict $(CHART) --set lockGuard.enabled=false
+	$(HELM) lint --strict $(CHART) --set certManager.enabled=false,webhook.tls.existingSecret=lockguard-tls,webhook.tls.caBundle=Y2E=
+
+.PHONY: chart-e2e
+chart-e2e: kube $(HELM) ## The chart with cert-manager's real controllers (module hack/certmanager).
+	cd hack/certmanager && go vet ./... && LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
