@@ -41,9 +41,13 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 	if opts.DiscoveryInterval <= 0 {
 		opts.DiscoveryInterval = 30 * time.Second
 	}
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating a discovery client: %w", err)
+	}
 	watches := &targetWatches{
 		cache:   mgr.GetCache(),
-		mapper:  mgr.GetRESTMapper(),
+		kinds:   newKindResolver(disco),
 		watched: map[schema.GroupKind]bool{},
 	}
 
@@ -81,10 +85,6 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 	watches.lockController = lockController
 	watches.targetController = targetController
 
-	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating a discovery client: %w", err)
-	}
 	if err := mgr.Add(&kindDiscoverer{discovery: disco, watches: watches, interval: opts.DiscoveryInterval}); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}

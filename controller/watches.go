@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,7 +46,7 @@ func (k TargetKey) GroupKind() schema.GroupKind {
 // names one, and when discovery finds one in the group.
 type targetWatches struct {
 	cache  cache.Cache
-	mapper meta.RESTMapper
+	kinds  *kindResolver
 
 	lockController   controller.Controller
 	targetController controller.TypedController[TargetKey]
@@ -56,7 +58,43 @@ type targetWatches struct {
 // targetMapping resolves a target kind to the version lockguard watches and
 // whether it is namespaced. A kind that is not served yields a NoMatch error.
 func (w *targetWatches) targetMapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
-	return w.mapper.RESTMapping(gk)
+	return w.kinds.mapping(gk)
+}
+
+// kindResolver maps kinds through discovery. On a miss it refreshes its
+// discovery cache (at most once per minRefresh), so that a kind served
+// after lockguard started is found, including one in a version of the group
+// that did not exist before (controller-runtime's mapper only refetches
+// the versions it already knows).
+type kindResolver struct {
+	mapper     *restmapper.DeferredDiscoveryRESTMapper
+	minRefresh time.Duration
+
+	mu          sync.Mutex
+	lastRefresh time.Time
+}
+
+func newKindResolver(d discovery.DiscoveryInterface) *kindResolver {
+	return &kindResolver{mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d)), minRefresh: 2 * time.Second}
+}
+
+func (r *kindResolver) mapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
+	m, err := r.mapper.RESTMapping(gk)
+	if !meta.IsNoMatchError(err) || !r.mayRefresh() {
+		return m, err
+	}
+	r.mapper.Reset()
+	return r.mapper.RESTMapping(gk)
+}
+
+func (r *kindResolver) mayRefresh() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.lastRefresh) < r.minRefresh {
+		return false
+	}
+	r.lastRefresh = time.Now()
+	return true
 }
 
 // ensure watches the metadata of the kind of gvk, if it does not already.
