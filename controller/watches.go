@@ -45,8 +45,8 @@ func (k TargetKey) GroupKind() schema.GroupKind {
 // to both reconcilers. Kinds are added while lockguard runs: when a Lock
 // names one, and when discovery finds one in the group.
 type targetWatches struct {
-	cache  cache.Cache
-	kinds  *kindResolver
+	cache cache.Cache
+	kinds *kindResolver
 
 	lockController   controller.Controller
 	targetController controller.TypedController[TargetKey]
