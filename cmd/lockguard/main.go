@@ -63,6 +63,9 @@ func run() error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q; see -help", fs.Args())
 	}
+	if o.LeaderElection && o.LeaderElectionNamespace == "" && !inCluster() {
+		return fmt.Errorf("--leader-election-namespace is required when running outside a cluster (or pass --leader-elect=false)")
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
 
@@ -85,6 +88,13 @@ func run() error {
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// inCluster reports whether lockguard runs in a Pod with a ServiceAccount,
+// where the leader-election namespace is the Pod's.
+func inCluster() bool {
+	_, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	return err == nil
 }
 
 // version is set at build time with -ldflags "-X main.version=...".
