@@ -10,7 +10,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -167,7 +167,9 @@ type metadata struct {
 }
 
 // objectMeta reads metadata.name and metadata.uid from a serialized object;
-// the rest is skipped, not decoded.
+// the rest is skipped, not decoded. Keys match case-sensitively, as the API
+// server decodes objects: encoding/json would take "Name" or "METADATA" for
+// the name too, and so could check another object than the one deleted.
 func objectMeta(raw []byte) (metadata, error) {
 	var obj struct {
 		Metadata metadata `json:"metadata"`
@@ -175,7 +177,7 @@ func objectMeta(raw []byte) (metadata, error) {
 	if len(raw) == 0 {
 		return obj.Metadata, nil
 	}
-	err := json.Unmarshal(raw, &obj)
+	err := utiljson.Unmarshal(raw, &obj)
 	return obj.Metadata, err
 }
 

@@ -101,6 +101,12 @@ func TestHandle(t *testing.T) {
 			req:    request(admissionv1.Delete, "core.navique.com", "Stack", "forge", "", `{"apiVersion":"core.navique.com/v1alpha1","kind":"Stack","metadata":{"name":"forge","namespace":"forge"},"spec":{"huge":[1,2,3]}}`),
 			want:   result{Code: 403, Reason: metav1.StatusReasonForbidden, Message: protected + "[l]" + tail},
 		},
+		"OldObjectKeysAreCaseSensitive": {
+			reason: "oldObject is read as the API server reads objects: only metadata.name names the object, so a \"Name\" key cannot make the handler check another object (found by FuzzAdmissionReview).",
+			finder: finderOf(t, stack, forge, lock("l", "")),
+			req:    request(admissionv1.Delete, "core.navique.com", "Stack", "forge", "", `{"metadata":{"name":"forge","Name":"free"},"Metadata":{"name":"free"}}`),
+			want:   result{Code: 403, Reason: metav1.StatusReasonForbidden, Message: protected + "[l]" + tail},
+		},
 		"NoNameAnywhere": {
 			reason: "A DELETE that names no object cannot be verified: fail closed.",
 			finder: noLookup(t),
