@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,6 +98,12 @@ type Env struct {
 
 	env *envtest.Environment
 	kcm *exec.Cmd
+
+	// Restarts of kube-apiserver (restart.go).
+	restartMu sync.Mutex
+	apiArgs   []string
+	apiPID    int
+	apiProc   *apiServerProcess
 }
 
 // Start starts a control plane. Stop it with Stop.
@@ -155,6 +162,7 @@ func (e *Env) Stop() error {
 		_ = e.kcm.Process.Kill()
 		_ = e.kcm.Wait()
 	}
+	e.stopRestartedAPIServer()
 	if err := e.env.Stop(); err != nil {
 		errs = append(errs, err)
 	}
