@@ -1,0 +1,202 @@
+// Package hostile_test attacks lockguard's servers the way a hostile or
+// broken client would: HTTP/2 and h2c, old TLS versions, oversized and
+// trickled requests, wrong content types and bodies, unauthenticated and
+// unauthorized metrics scrapes. The servers are the real ones, built by
+// internal/manager.New and running in-process against a real kube-apiserver
+// (internal/testenv). It also checks that a lockguard binary started while
+// Locks exist denies their targets' deletes from its first ready moment.
+package hostile_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/internal/testenv"
+)
+
+// suite is what every test shares: one control plane and one lockguard
+// manager serving its webhook, metrics and probes on loopback.
+var suite struct {
+	env     *testenv.Env
+	client  client.Client
+	root    string
+	webhook *testenv.LocalWebhook
+	metrics string // host:port of the HTTPS metrics endpoint
+	skip    string
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if testing.Short() {
+		suite.skip = "hostile-client tests skipped in -short mode"
+		return m.Run()
+	}
+	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
+		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	suite.root = root
+	env, err := testenv.Start(testenv.Options{
+		CRDDirs: []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+		Logs:    logs(),
+	})
+	if err != nil {
+		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" {
+			suite.skip = err.Error()
+			return m.Run()
+		}
+		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
+		return 1
+	}
+	defer env.Stop()
+	suite.env = env
+	code, err := start(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return code
+}
+
+// start starts lockguard's manager in-process and runs the tests.
+func start(m *testing.M) (int, error) {
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return 0, err
+	}
+	if suite.client, err = client.New(suite.env.Config, client.Options{Scheme: scheme}); err != nil {
+		return 0, err
+	}
+	if suite.webhook, err = testenv.NewLocalWebhook(suite.env.Dir); err != nil {
+		return 0, err
+	}
+	port, err := testenv.FreePort()
+	if err != nil {
+		return 0, err
+	}
+	suite.metrics = fmt.Sprintf("127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	mgr, err := manager.New(ctx, suite.env.Config, manager.Options{
+		WebhookHost:   suite.webhook.Host,
+		WebhookPort:   suite.webhook.Port,
+		CertDir:       suite.webhook.CertDir,
+		MetricsAddr:   suite.metrics,
+		MetricsSecure: true,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("building the manager: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return 0, fmt.Errorf("the manager's cache did not sync")
+	}
+	if err := waitFor(time.Minute, func() error { return mgr.GetWebhookServer().StartedChecker()(&http.Request{}) }); err != nil {
+		return 0, fmt.Errorf("the webhook server did not start: %w", err)
+	}
+	if err := waitFor(time.Minute, func() error {
+		resp, err := insecureClient().Get("https://" + suite.metrics + "/metrics")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("the metrics server did not start: %w", err)
+	}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+	}
+	return code, nil
+}
+
+func logs() io.Writer {
+	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
+		return os.Stderr
+	}
+	return nil
+}
+
+// requireSuite skips a test when the control plane is not there (and
+// LOCKGUARD_REQUIRE_KUBE is not set).
+func requireSuite(t *testing.T) {
+	t.Helper()
+	if suite.skip != "" {
+		t.Skip(suite.skip)
+	}
+}
+
+// waitFor polls check until it returns nil or timeout passes.
+func waitFor(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// endpoint is a TLS server of lockguard under attack.
+type endpoint struct {
+	name string
+	addr string
+	path string
+	// tls returns a client configuration that trusts the server.
+	tls func() *tls.Config
+}
+
+// webhookEndpoint is the admission webhook server; clients verify its
+// certificate against the test CA.
+func webhookEndpoint() endpoint {
+	return endpoint{name: "webhook", addr: suite.webhook.Address(), path: "/validate-delete", tls: func() *tls.Config {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(suite.webhook.CA)
+		return &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}
+	}}
+}
+
+// metricsEndpoint is the metrics server, on a self-signed certificate.
+func metricsEndpoint() endpoint {
+	return endpoint{name: "metrics", addr: suite.metrics, path: "/metrics", tls: func() *tls.Config {
+		return &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}} //nolint:gosec // lockguard's self-signed metrics certificate
+	}}
+}
+
+func endpoints() []endpoint { return []endpoint{webhookEndpoint(), metricsEndpoint()} }
+
+// httpClient returns an HTTP/1.1 client for ep.
+func (ep endpoint) httpClient() *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: ep.tls()}}
+}
+
+func insecureClient() *http.Client { return metricsEndpoint().httpClient() }
