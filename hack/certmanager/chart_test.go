@@ -265,6 +265,21 @@ func TestChartWithCertManager(t *testing.T) {
 		t.Fatalf("the delete of the locked Stack was never denied; last answer: %v", last)
 	}
 	checkDenied(t, last)
+	// The reconciler (the leader, with the chart's RBAC) annotates the
+	// target and activates the Lock.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got := stack.DeepCopy()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
+			return false, err
+		}
+		var l lockv1alpha1.Lock
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lock), &l); err != nil {
+			return false, err
+		}
+		return got.GetAnnotations()[lockv1alpha1.LockedAnnotation] == lock.Name && l.Status.Active, nil
+	}); err != nil {
+		t.Fatalf("lockguard, with the chart's RBAC, did not annotate the Stack and activate the Lock: %v", err)
+	}
 
 	// Deletes of the locked Stack keep going through the API server while
 	// the certificate is renewed and swapped.
@@ -424,13 +439,17 @@ func burst(ctx context.Context, t *testing.T, c client.Client, stack *unstructur
 }
 
 // certManagerCRDs returns the CRD directory of the cert-manager module this
-// test is built with (go.mod of this module).
+// test is built with (go.mod of this module), after checking that it is the
+// version whose CRDs internal/deploytest installs too.
 func certManagerCRDs(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/cert-manager/cert-manager").Output()
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}}@{{.Version}} {{.Dir}}", "github.com/cert-manager/cert-manager").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the cert-manager module: %w", err)
 	}
-	dir := strings.TrimSpace(string(out))
+	mod, dir, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if mod != deploytest.CertManagerModule {
+		return "", fmt.Errorf("this module uses %s but deploytest.CertManagerModule is %s: keep them the same", mod, deploytest.CertManagerModule)
+	}
 	if dir == "" {
 		return "", errors.New("the cert-manager module is not downloaded")
 	}

@@ -165,6 +165,25 @@ func testInstall(t *testing.T, version string) {
 		})
 	}
 
+	t.Run("plain-manifest", func(t *testing.T) {
+		// deploy/lockguard.yaml brings its namespace, which enforces the
+		// restricted standard.
+		objs := readObjects(t, "deploy/lockguard.yaml")
+		t.Cleanup(func() {
+			for _, o := range objs {
+				if strings.HasPrefix(o.GetKind(), "Validating") {
+					_ = c.Delete(ctx, o)
+				}
+			}
+		})
+		install(ctx, t, c, objs)
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" {
+				checkPodSecurity(ctx, t, c, o.GetNamespace(), o)
+			}
+		}
+	})
+
 	if policyCapable {
 		t.Run("PolicyDeniesLockedDeletes", func(t *testing.T) { testPolicy(ctx, t, c, kubeVersion, apiVersions) })
 	}
