@@ -22,7 +22,6 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
@@ -183,7 +182,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	handler := webhook.NewHandler(finder,
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
-	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: handler})
+	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
+	// copy the object being deleted out of the request body.
+	mgr.GetWebhookServer().Register(webhook.Path, handler)
 	if err := controller.Setup(mgr, finder, o.Controller); err != nil {
 		return nil, err
 	}
