@@ -98,9 +98,10 @@ $(HELM):
 helm: $(HELM) ## Build the pinned helm into bin/.
 
 .PHONY: chart
-chart: manifests $(HELM) ## Copy the generated CRD and RBAC into the chart; render deploy/lockguard.yaml from it.
+chart: manifests $(HELM) ## Copy the generated CRD, RBAC, alerts and dashboard into the chart; render deploy/lockguard.yaml from it.
 	rm -f $(CHART)/crds/*.yaml && cp deploy/crds/*.yaml $(CHART)/crds/
 	cp deploy/rbac/role.yaml $(CHART)/files/rbac/role.yaml
+	cp deploy/monitoring/alerts.yaml deploy/monitoring/dashboard.json $(CHART)/files/monitoring/
 	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml
 
 .PHONY: helm-lint

@@ -71,6 +71,7 @@ var installCases = []installCase{
 	{name: "user-issuer", set: []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"}},
 	{name: "user-secret", set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls", "webhook.tls.caBundle=Y2E="}},
 	{name: "service-monitor", set: []string{"metrics.serviceMonitor.enabled=true", "replicas=3"}},
+	{name: "monitoring", set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}},
 }
 
 // TestInstall installs the chart with server-side apply on the real API
@@ -96,9 +97,13 @@ func testInstall(t *testing.T, version string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prometheusRuleCRD, err := deploytest.PrometheusRuleCRD(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := testenv.StartForTest(t, testenv.Options{
 		Version: version,
-		CRDDirs: []string{certManagerCRDs, serviceMonitorCRD, repoFile(t, "internal/testenv/testdata/crds/stacks.yaml")},
+		CRDDirs: []string{certManagerCRDs, serviceMonitorCRD, prometheusRuleCRD, repoFile(t, "internal/testenv/testdata/crds/stacks.yaml")},
 	})
 	c, err := client.New(env.Config, client.Options{Scheme: clientgoscheme.Scheme})
 	if err != nil {

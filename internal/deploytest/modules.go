@@ -44,9 +44,19 @@ func CertManagerCRDs(ctx context.Context) (string, error) {
 // ServiceMonitorCRD returns the file of prometheus-operator's ServiceMonitor
 // CRD.
 func ServiceMonitorCRD(ctx context.Context) (string, error) {
+	return prometheusOperatorCRD(ctx, "servicemonitors")
+}
+
+// PrometheusRuleCRD returns the file of prometheus-operator's PrometheusRule
+// CRD.
+func PrometheusRuleCRD(ctx context.Context) (string, error) {
+	return prometheusOperatorCRD(ctx, "prometheusrules")
+}
+
+func prometheusOperatorCRD(ctx context.Context, plural string) (string, error) {
 	dir, err := ModuleDir(ctx, PrometheusOperatorModule)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_servicemonitors.yaml"), nil
+	return filepath.Join(dir, "example", "prometheus-operator-crd", "monitoring.coreos.com_"+plural+".yaml"), nil
 }

@@ -173,6 +173,11 @@ func TestRenderedObjects(t *testing.T) {
 			r:      deploytest.Release{Set: []string{"metrics.serviceMonitor.enabled=true"}},
 			want:   join(common, certManager, webhook, []string{"ServiceMonitor/lockguard"}),
 		},
+		"Monitoring": {
+			reason: "metrics.prometheusRule.enabled and metrics.dashboard.enabled add the alerts and the dashboard",
+			r:      deploytest.Release{Set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}},
+			want:   join(common, certManager, webhook, []string{"ConfigMap/lockguard-dashboard", "PrometheusRule/lockguard"}),
+		},
 		"SingleReplica": {
 			reason: "no PodDisruptionBudget for a single replica (it would block node drains)",
 			r:      deploytest.Release{Set: []string{"replicas=1"}},
@@ -562,6 +567,8 @@ func TestGeneratedCopies(t *testing.T) {
 	for src, dst := range map[string]string{
 		"deploy/crds/core.navique.com_locks.yaml": "deploy/chart/lockguard/crds/core.navique.com_locks.yaml",
 		"deploy/rbac/role.yaml":                   "deploy/chart/lockguard/files/rbac/role.yaml",
+		"deploy/monitoring/alerts.yaml":           "deploy/chart/lockguard/files/monitoring/alerts.yaml",
+		"deploy/monitoring/dashboard.json":        "deploy/chart/lockguard/files/monitoring/dashboard.json",
 	} {
 		want, err := os.ReadFile(repoFile(t, src))
 		if err != nil {
