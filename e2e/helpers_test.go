@@ -181,6 +181,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx con
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
 	defer cancel()
+	var last error // the last error of a call the deadline did not cut short
 	for {
 		err := f(ctx)
 		if err == nil {
@@ -190,9 +191,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx con
 			}
 			return d
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
 		case <-time.After(pollInterval):
 		}
 	}
