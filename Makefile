@@ -24,6 +24,10 @@ CHART := deploy/chart/lockguard
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
+# Timeout of the e2e suite on one Kubernetes version, and the image
+# `make e2e-kind` builds and loads into kind.
+E2E_TIMEOUT ?= 10m
+E2E_IMG ?= ghcr.io/navique/lockguard:e2e
 
 .PHONY: help
 help: ## List the targets.
@@ -71,8 +75,22 @@ monitoring: ## Check the alert rules (promtool check/test rules) and the dashboa
 	cd deploy/monitoring && promtool test rules alerts_test.yaml
 	python3 -m json.tool deploy/monitoring/dashboard.json >/dev/null
 
+.PHONY: e2e
+e2e: kube build ## End-to-end tests of bin/lockguard against a local control plane, on every KUBE_VERSIONS (e2e/README.md).
+	go vet -tags e2e ./e2e/
+	@for v in $(KUBE_VERSIONS); do \
+	  echo "e2e: Kubernetes $$v"; \
+	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
+	    go test -tags e2e $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) ./e2e/; \
+	  cat $(BIN)/e2e-report-$$v.txt; \
+	done
+
+.PHONY: e2e-kind
+e2e-kind: $(HELM) ## The e2e suite in cluster mode on a new kind cluster: needs docker, kind and helm (e2e/README.md).
+	IMG=$(E2E_IMG) VERSION=$(VERSION) HELM=$(HELM) e2e/kind.sh
+
 .PHONY: test
-test: kube lint verify-generated monitoring unit ## Everything CI runs.
+test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
 
 .PHONY: demo
 demo: kube build ## Run lockguard for real against a local control plane (Ctrl-C to stop).
