@@ -116,7 +116,7 @@ func Test06Cascade(t *testing.T) {
 // core.navique.com delete fails closed) and goes once lockguard is back.
 func Test07NamespaceDeletion(t *testing.T) {
 	// populate fills a namespace with locked and unlocked objects.
-	populate := func(t *testing.T) (string, time.Time) {
+	populate := func(t *testing.T) string {
 		ns := newNamespace(t, "doomed")
 		createTarget(t, stackGVK, ns, "app")
 		createTarget(t, pgGVK, ns, "db")
@@ -126,11 +126,15 @@ func Test07NamespaceDeletion(t *testing.T) {
 			createLock(t, newLock(ns, "keep-db", "PostgresCluster", "db", "")),
 			createLock(t, newLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
 		waitAnnotation(t, pgGVK, ns, "db", "keep-db,keep-db-too")
+		return ns
+	}
+	// deleteNamespace deletes the namespace and returns when it did.
+	deleteNamespace := func(t *testing.T, ns string) time.Time {
 		deleted := time.Now()
 		if err := s.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
-		return ns, deleted
+		return deleted
 	}
 	// waitDeleted waits until the namespace is gone and returns the last
 	// NamespaceDeletionContentFailure message seen on the way.
@@ -156,7 +160,8 @@ func Test07NamespaceDeletion(t *testing.T) {
 	}
 
 	t.Run("lockguard running", func(t *testing.T) {
-		ns, _ := populate(t)
+		ns := populate(t)
+		deleteNamespace(t, ns)
 		d, failure := waitDeleted(t, ns, namespaceBound)
 		report(t, "namespace with locked objects deleted in %s (bound %s)", d.Round(100*time.Millisecond), namespaceBound)
 		if failure != "" {
@@ -166,8 +171,11 @@ func Test07NamespaceDeletion(t *testing.T) {
 
 	t.Run("lockguard down", func(t *testing.T) {
 		n := replicaCount(t)
-		ns, deleted := populate(t)
+		ns := populate(t)
+		// Stopped first: in a cluster, replicas keep serving for a while
+		// after SIGTERM (--shutdown-delay).
 		scale(t, 0)
+		deleted := deleteNamespace(t, ns)
 		// Stacks and PostgresClusters remain.
 		prefix := "Failed to delete all resource types, 2 remaining: "
 		failed := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", s.webhookName)
