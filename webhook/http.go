@@ -16,7 +16,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	admissionmetrics "sigs.k8s.io/controller-runtime/pkg/webhook/admission/metrics"
-	k8sjson "sigs.k8s.io/json"
 )
 
 // MaxReviewSize bounds the body of an AdmissionReview, as in
@@ -56,8 +55,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var review reviewRequest
-	req, err := review.decode(body)
+	req, err := decodeReview(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -126,71 +124,4 @@ func readBody(r io.Reader, contentLength int64) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return buf.Bytes(), nil
-}
-
-// reviewRequest is the JSON of an AdmissionReview request. Its objects are
-// kept as slices of the body (bodySlice); every other field is decoded into
-// an admission.Request.
-type reviewRequest struct {
-	APIVersion string       `json:"apiVersion"`
-	Kind       string       `json:"kind"`
-	Request    *requestJSON `json:"request"`
-}
-
-// requestJSON shadows the RawExtension fields of AdmissionRequest, which
-// would copy the objects, with bodySlices.
-type requestJSON struct {
-	admissionv1.AdmissionRequest
-	Object    bodySlice `json:"object"`
-	OldObject bodySlice `json:"oldObject"`
-	Options   bodySlice `json:"options"`
-}
-
-// decode decodes body into an admission.Request whose objects are slices
-// of body. body must be an admission.k8s.io/v1 AdmissionReview with a
-// request.
-func (rv *reviewRequest) decode(body []byte) (admission.Request, error) {
-	rv.Request = &requestJSON{}
-	for _, s := range []*bodySlice{&rv.Request.Object, &rv.Request.OldObject, &rv.Request.Options} {
-		s.body = body
-	}
-	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, rv); err != nil {
-		return admission.Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
-	}
-	if v := admissionv1.SchemeGroupVersion.String(); rv.APIVersion != v || rv.Kind != "AdmissionReview" {
-		return admission.Request{}, fmt.Errorf("the body is a %q %q, not an %s AdmissionReview", rv.APIVersion, rv.Kind, v)
-	}
-	// An absent request leaves rv.Request empty: a request without a uid,
-	// which the API server never sends, is refused the same way.
-	if rv.Request == nil || rv.Request.UID == "" {
-		return admission.Request{}, errors.New("the AdmissionReview has no request with a uid")
-	}
-	req := admission.Request{AdmissionRequest: rv.Request.AdmissionRequest}
-	req.Object.Raw = rv.Request.Object.raw
-	req.OldObject.Raw = rv.Request.OldObject.raw
-	req.Options.Raw = rv.Request.Options.raw
-	return req, nil
-}
-
-// bodySlice is a JSON value kept as a slice of the request body rather
-// than copied. The body must not change while the request is handled.
-type bodySlice struct {
-	body []byte // the whole request body
-	raw  []byte // the value; nil for null or absent
-}
-
-// UnmarshalJSON keeps b as a slice of the body: sigs.k8s.io/json (like
-// encoding/json) passes a sub-slice of its input to UnmarshalJSON. Should
-// it ever pass a copy, b is cloned instead, as the json package requires.
-func (s *bodySlice) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		s.raw = nil
-		return nil
-	}
-	if i := cap(s.body) - cap(b); len(b) > 0 && i >= 0 && i+len(b) <= len(s.body) && &s.body[i] == &b[0] {
-		s.raw = s.body[i : i+len(b) : i+len(b)]
-		return nil
-	}
-	s.raw = bytes.Clone(b)
-	return nil
 }

@@ -128,8 +128,7 @@ func TestServeHTTP(t *testing.T) {
 // body, not a copy.
 func TestDecodeKeepsOldObjectInBody(t *testing.T) {
 	body := []byte(reviewJSON("admission.k8s.io/v1", "", `{"metadata":{"name":"forge"}}`))
-	var rv reviewRequest
-	req, err := rv.decode(body)
+	req, err := decodeReview(body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,104 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	k8sjson "sigs.k8s.io/json"
+)
+
+// referenceDecode decodes body the way the API server's decoder would:
+// the whole AdmissionReview with sigs.k8s.io/json. ok is false when body is
+// not an admission.k8s.io/v1 AdmissionReview with a request.
+func referenceDecode(body []byte) (req *admissionv1.AdmissionRequest, ok bool) {
+	var ar admissionv1.AdmissionReview
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, &ar); err != nil {
+		return nil, false
+	}
+	if ar.APIVersion != "admission.k8s.io/v1" || ar.Kind != "AdmissionReview" || ar.Request == nil {
+		return nil, false
+	}
+	return ar.Request, true
+}
+
+// checkDecode compares decodeReview with referenceDecode on body.
+func checkDecode(t *testing.T, body []byte) {
+	t.Helper()
+	want, ok := referenceDecode(body)
+	got, err := decodeReview(body)
+	if !ok {
+		if err == nil {
+			t.Fatalf("decodeReview(%q) succeeded, want an error as the reference decoder", clipBody(body))
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("decodeReview(%q): %v, want the reference decoder's request", clipBody(body), err)
+	}
+	if diff := cmp.Diff(*want, got.AdmissionRequest); diff != "" {
+		t.Fatalf("decodeReview(%q): -reference, +got:\n%s", clipBody(body), diff)
+	}
+}
+
+func clipBody(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "..."
+	}
+	return string(b)
+}
+
+var decodeSeeds = []string{
+	reviewJSON("admission.k8s.io/v1", "forge", `{"metadata":{"name":"forge"}}`),
+	reviewJSON("admission.k8s.io/v1", "", `{"metadata":{"name":"forge"},"spec":{"a":[1,-2.5e+3,true,false,null,"\u00e9\n"]}}`),
+	reviewJSON("admission.k8s.io/v1beta1", "forge", `{}`),
+	reviewJSON("admission.k8s.io/v1", "forge", `null`),
+	reviewJSON("admission.k8s.io/v1", "forge", `"str"`),
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a","name":"x"},"request":{"uid":"b","kind":{"group":"g"}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a"},"request":null}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"oldObject":{"a":1},"oldObject":null}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"old\u004fbject":{"a":1},"uid":"x"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"OldObject":{"a":1},"UID":"x"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"},"response":5}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"},"response":{"allowed":true}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","name":5}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} x`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":[1,2,]}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a":01}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":"\x01"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":"\uZZZZ"}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a":1.}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a" 1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":tru}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"username":"a","extra":{"k":["v"]}},"dryRun":true}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":5}`,
+	`{"apiVersion":5,"kind":"AdmissionReview","request":{}}`,
+	`{"apiVersion":null,"kind":"AdmissionReview","request":{}}`,
+	`{"kind":"AdmissionReview","request":{}}`,
+	`[]`, `null`, ``, ` `, `{`, `{"a":}`, `{,}`, `{"a":1,}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9998) + `1` + strings.Repeat("}", 9998) + `}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9999) + `1` + strings.Repeat("}", 9999) + `}}`,
+}
+
+// TestDecodeReview compares decodeReview with the API server's decoder on
+// well-formed, odd and malformed reviews.
+func TestDecodeReview(t *testing.T) {
+	for _, s := range decodeSeeds {
+		checkDecode(t, []byte(s))
+	}
+}
+
+// FuzzDecodeReview: decodeReview accepts exactly what the API server's
+// decoder accepts (as an admission.k8s.io/v1 review with a request), and
+// decodes the same request from it.
+func FuzzDecodeReview(f *testing.F) {
+	for _, s := range decodeSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkDecode(t, body) })
+}
