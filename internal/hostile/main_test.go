@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -51,6 +52,8 @@ func run(m *testing.M) int {
 	}
 	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
 		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	} else {
+		ctrl.SetLogger(logr.Discard())
 	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
