@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -102,7 +103,11 @@ func start(m *testing.M) (int, error) {
 	suite.metrics = fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, err := manager.New(ctx, suite.env.Config, manager.Options{
+	// lockguard's Lock watch goes through lagWatches, so that a test can
+	// hold back its events.
+	cfg := rest.CopyConfig(suite.env.Config)
+	cfg.Wrap(lagWatches)
+	mgr, err := manager.New(ctx, cfg, manager.Options{
 		WebhookHost:   suite.webhook.Host,
 		WebhookPort:   suite.webhook.Port,
 		CertDir:       suite.webhook.CertDir,

@@ -179,7 +179,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	handler := webhook.NewHandler(finder,
+	// The webhook confirms with the API server what the cache would allow:
+	// the cache may not have seen a Lock created a moment ago.
+	handler := webhook.NewHandler(controller.NewConfirmedFinder(finder, mgr.GetAPIReader()),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
