@@ -23,6 +23,11 @@ type RestartOptions struct {
 	Kill bool
 	// Down is how long it stays down before it starts again. Default 0.
 	Down time.Duration
+	// GracePeriod is how long a SIGTERMed kube-apiserver may take to exit
+	// before it gets SIGKILL, as kubelet's terminationGracePeriodSeconds.
+	// It matters: kube-apiserver stops listening at once, but waits up to
+	// its request timeout (60s) for open watches to end. Default 30s.
+	GracePeriod time.Duration
 }
 
 // apiServerProcess is the kube-apiserver that RestartAPIServer started, if
@@ -59,18 +64,22 @@ func (e *Env) RestartAPIServer(ctx context.Context, o RestartOptions) error {
 	if o.Kill {
 		sig = syscall.SIGKILL
 	}
+	grace := o.GracePeriod
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
 	if e.apiProc != nil {
 		_ = e.apiProc.cmd.Process.Signal(sig)
 		select {
 		case <-e.apiProc.exited:
-		case <-time.After(time.Minute):
+		case <-time.After(grace):
 			_ = e.apiProc.cmd.Process.Kill()
 			<-e.apiProc.exited
 		}
 		e.apiProc = nil
 	} else if e.apiPID != 0 {
 		// envtest's process: envtest reaps it; wait until it is gone.
-		if err := stopPID(e.apiPID, sig); err != nil {
+		if err := stopPID(e.apiPID, sig, grace); err != nil {
 			return err
 		}
 		e.apiPID = 0
@@ -191,12 +200,12 @@ func parentPID(pid int) (int, error) {
 }
 
 // stopPID signals pid and waits until it has exited (and been reaped by
-// its parent, here envtest), a minute at most before SIGKILL.
-func stopPID(pid int, sig syscall.Signal) error {
+// its parent, here envtest), grace at most before SIGKILL.
+func stopPID(pid int, sig syscall.Signal, grace time.Duration) error {
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("signalling kube-apiserver (pid %d): %w", pid, err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(grace)
 	for {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			return nil

@@ -28,7 +28,7 @@ func TestRestartAPIServer(t *testing.T) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "survivor"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []testenv.RestartOptions{{Down: 500 * time.Millisecond}, {Kill: true}} {
+	for _, o := range []testenv.RestartOptions{{Down: 500 * time.Millisecond, GracePeriod: 10 * time.Second}, {Kill: true}} {
 		if err := env.RestartAPIServer(ctx, o); err != nil {
 			t.Fatalf("RestartAPIServer(%+v): %v", o, err)
 		}
