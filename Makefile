@@ -92,6 +92,28 @@ e2e-kind: $(HELM) ## The e2e suite in cluster mode on a new kind cluster: needs 
 .PHONY: test
 test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
 
+FUZZ_TIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the admission path, FUZZ_TIME (5s) per target; go test runs the seed corpus (webhook/testdata/fuzz).
+	@for t in $$(go test -list '^Fuzz' ./webhook/ | grep '^Fuzz'); do \
+	  echo "fuzz: $$t for $(FUZZ_TIME)"; \
+	  go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) ./webhook/; \
+	done
+
+# The fuzz run is part of everything CI runs.
+test: fuzz
+
+CHAOS_DURATION ?= 3m
+
+.PHONY: chaos
+chaos: kube build ## Chaos run: two replicas, faults and an invariant checker for CHAOS_DURATION (3m); counts last (docs/reliability.md).
+	go vet -tags chaos ./internal/chaos/
+	rm -f $(BIN)/chaos-counts.txt
+	rc=0; LOCKGUARD_BINARY=$(BIN)/lockguard LOCKGUARD_CHAOS_DURATION=$(CHAOS_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-counts.txt \
+	  go test -tags chaos $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./internal/chaos/ 2>&1 | tee $(BIN)/chaos.log || rc=$$?; \
+	  echo "chaos: full log in $(BIN)/chaos.log"; cat $(BIN)/chaos-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
+
 .PHONY: demo
 demo: kube build ## Run lockguard for real against a local control plane (Ctrl-C to stop).
 	go run ./hack/demo --lockguard $(BIN)/lockguard
