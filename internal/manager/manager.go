@@ -70,6 +70,15 @@ type Options struct {
 	// Controller configures the reconcilers.
 	Controller controller.Options
 
+	// CacheOnlyDecisions makes the webhook decide from the Lock cache alone,
+	// without confirming with the API server the deletes the cache would
+	// allow. Allowed deletes then cost no API call, but a delete sent
+	// milliseconds after a Lock's create may get through (the cache lags
+	// the API server). Default false: allowed deletes are confirmed with a
+	// consistent list of the namespace's Locks, which costs up to about
+	// 100ms under write load (the API server's watch-cache freshness wait).
+	CacheOnlyDecisions bool
+
 	// Registerer receives lockguard's own metrics. Default: controller-runtime's
 	// registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer
@@ -181,7 +190,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// The webhook confirms with the API server what the cache would allow:
 	// the cache may not have seen a Lock created a moment ago.
-	handler := webhook.NewHandler(controller.NewConfirmedFinder(finder, mgr.GetAPIReader()),
+	var lockFinder webhook.LockFinder = controller.NewConfirmedFinder(finder, mgr.GetAPIReader())
+	if o.CacheOnlyDecisions {
+		lockFinder = finder
+	}
+	handler := webhook.NewHandler(lockFinder,
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
