@@ -84,6 +84,7 @@ func TestHTTP2Refused(t *testing.T) {
 				if isH2Frame(got) || !bytes.HasPrefix(got, []byte("HTTP/1.1 4")) {
 					t.Fatalf("answer to an HTTP/2 preface: %q, want an HTTP/1.1 4xx", got)
 				}
+				t.Logf("answer: %q", got)
 			})
 			t.Run("h2c prior knowledge over TCP", func(t *testing.T) {
 				conn, err := net.Dial("tcp", ep.addr)
@@ -91,9 +92,11 @@ func TestHTTP2Refused(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer conn.Close()
-				if got := exchange(t, conn, h2Preface); isH2Frame(got) || len(got) > 0 && !bytes.HasPrefix(got, []byte("HTTP/1.")) {
+				got := exchange(t, conn, h2Preface)
+				if isH2Frame(got) || len(got) > 0 && !bytes.HasPrefix(got, []byte("HTTP/1.")) {
 					t.Fatalf("answer to a cleartext HTTP/2 preface: %q, want nothing or HTTP/1.x", got)
 				}
+				t.Logf("answer: %q", got)
 			})
 			t.Run("Upgrade h2c", func(t *testing.T) {
 				conn, err := tls.Dial("tcp", ep.addr, ep.tls())
@@ -106,6 +109,7 @@ func TestHTTP2Refused(t *testing.T) {
 				if bytes.HasPrefix(got, []byte("HTTP/1.1 101")) || isH2Frame(got) {
 					t.Fatalf("answer to an h2c upgrade: %q", got)
 				}
+				t.Logf("answer: %q", got)
 			})
 		})
 	}

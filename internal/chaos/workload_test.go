@@ -1,0 +1,609 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+var (
+	stackGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
+	pgGVK    = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "PostgresCluster"}
+)
+
+// denialPrefix starts the API server's error for a delete lockguard denied.
+const denialPrefix = `admission webhook "delete.lockguard.core.navique.com" denied the request: resource is protected by Lock(s) [`
+
+// counts are the run's counters.
+type counts struct {
+	attempts      atomic.Int64 // deletes of targets sent: direct, dry-run, deletecollection
+	denials       atomic.Int64 // attempts on locked targets that lockguard denied
+	errors        atomic.Int64 // attempts that failed otherwise (lockguard or the API server unreachable)
+	violations    atomic.Int64 // objects deleted (or a dry run allowed) while a live Lock protected them
+	lockedTries   atomic.Int64 // attempts on locked targets
+	unlockedTries atomic.Int64 // attempts on unlocked targets
+	unlockedOK    atomic.Int64 // unlocked attempts that succeeded
+	staleDenials  atomic.Int64 // unlocked attempts denied by a Lock already deleted (a cache catching up)
+	racedTries    atomic.Int64 // deletes sent the moment a Lock's create was answered
+	dryRuns       atomic.Int64
+	collections   atomic.Int64
+	gcCascades    atomic.Int64 // owner Stacks deleted while their child was locked
+	lockCreates   atomic.Int64
+	lockDeletes   atomic.Int64
+	annotations   atomic.Int64 // hand edits of the lock annotation
+	slowestUnlock atomic.Int64 // longest time an unlocked target waited for its delete, ns
+}
+
+// lockState is what a client knows of one of its Locks.
+type lockState int
+
+const (
+	creating lockState = iota // the create's outcome is unknown
+	live                      // created (the client saw it) and not yet being deleted
+	deleting                  // the delete's outcome is unknown
+	gone                      // the client saw it deleted (or never created)
+)
+
+// lockRec is a Lock a worker created.
+type lockRec struct {
+	name   string
+	target *target
+	state  lockState
+	// acked is when the client saw the Lock exist (the create's answer).
+	acked time.Time
+	// seenUID is the UID of the target the client saw exist after acked:
+	// from then on, until the client deletes the Lock, that object must
+	// exist.
+	seenUID types.UID
+	invalid bool // targets another group: never protects
+}
+
+// target is an object a worker may lock and delete.
+type target struct {
+	gvk   schema.GroupVersionKind
+	name  string
+	owner *target // a PostgresCluster's owner Stack, for cascades
+	uid   types.UID
+	// unlockedSince is when a delete of the unlocked target was first
+	// refused; zero when none is pending.
+	unlockedSince time.Time
+}
+
+func (t *target) String() string { return t.gvk.Kind + "/" + t.name }
+
+// worker is one client, alone in its namespace, so that it knows every
+// Lock there and when it saw it.
+type worker struct {
+	id      int
+	ns      string
+	c       client.Client
+	rng     *rand.Rand
+	n       *counts
+	targets []*target
+	locks   []*lockRec
+	seq     int
+	report  func(format string, args ...any) // a violation, with details
+	logf    func(format string, args ...any)
+}
+
+func newWorker(id int, c client.Client, seed uint64, n *counts, report, logf func(string, ...any)) *worker {
+	w := &worker{id: id, ns: fmt.Sprintf("chaos-%d", id), c: c, rng: rand.New(rand.NewPCG(seed, uint64(id))), n: n, report: report, logf: logf}
+	for i := range 4 {
+		w.targets = append(w.targets, &target{gvk: stackGVK, name: fmt.Sprintf("stack-%d", i)})
+	}
+	for i := range 3 {
+		w.targets = append(w.targets, &target{gvk: pgGVK, name: fmt.Sprintf("db-%d", i), owner: w.targets[i]})
+	}
+	return w
+}
+
+func (w *worker) object(t *target, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(w.ns)
+	u.SetName(t.name)
+	return u
+}
+
+// locksOn returns the worker's Locks on t in state s.
+func (w *worker) locksOn(t *target, s lockState) []*lockRec {
+	var out []*lockRec
+	for _, l := range w.locks {
+		if l.target == t && l.state == s && !l.invalid {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// run works until ctx ends.
+func (w *worker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		w.step(ctx)
+	}
+}
+
+func (w *worker) step(ctx context.Context) {
+	if !w.resolve(ctx) {
+		time.Sleep(100 * time.Millisecond) // The API server is away.
+		return
+	}
+	switch r := w.rng.Float64(); {
+	case r < 0.10:
+		w.ensureTargets(ctx)
+	case r < 0.25:
+		w.createLock(ctx)
+	case r < 0.30:
+		w.lockThenDelete(ctx)
+	case r < 0.45:
+		w.deleteLock(ctx)
+	case r < 0.88:
+		w.deleteTarget(ctx)
+	case r < 0.92:
+		w.deleteCollection(ctx)
+	case r < 0.95:
+		w.cascade(ctx)
+	default:
+		w.editAnnotation(ctx)
+	}
+}
+
+// resolve settles the Locks whose create or delete had an unknown
+// outcome, by reading them. It returns false when the API server does not
+// answer.
+func (w *worker) resolve(ctx context.Context) bool {
+	kept := w.locks[:0]
+	for _, l := range w.locks {
+		if l.state == creating || l.state == deleting {
+			err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: l.name}, &lockv1alpha1.Lock{})
+			switch {
+			case err == nil && l.state == creating:
+				l.state, l.acked = live, time.Now()
+				w.observe(ctx, l.target)
+			case err == nil:
+				l.state = live // The delete did not happen; acked is unchanged.
+			case apierrors.IsNotFound(err):
+				l.state = gone
+			default:
+				return false
+			}
+		}
+		if l.state != gone {
+			kept = append(kept, l)
+		}
+	}
+	w.locks = kept
+	return true
+}
+
+// observe reads t and checks the invariant for it: an object that a live
+// Lock protected when the client saw it must still be there, the same
+// object. It returns false when the API server does not answer.
+func (w *worker) observe(ctx context.Context, t *target) bool {
+	u := w.object(t, t.gvk)
+	err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u)
+	var uid types.UID
+	switch {
+	case err == nil:
+		uid = u.GetUID()
+	case apierrors.IsNotFound(err):
+	default:
+		return false
+	}
+	for _, l := range w.locksOn(t, live) {
+		if l.seenUID != "" && l.seenUID != uid {
+			w.violation("%s %s (uid %s) was deleted while Lock %s protected it (created and seen %s ago, seen the object after that)",
+				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID, l.name, time.Since(l.acked).Round(time.Millisecond))
+			l.seenUID = ""
+		}
+		if l.seenUID == "" {
+			l.seenUID = uid
+		}
+	}
+	t.uid = uid
+	return true
+}
+
+func (w *worker) violation(format string, args ...any) {
+	w.n.violations.Add(1)
+	w.report(format, args...)
+}
+
+// ensureTargets creates the targets that do not exist; a PostgresCluster
+// is owned by its Stack when that exists, so that deleting the Stack
+// cascades to it.
+func (w *worker) ensureTargets(ctx context.Context) {
+	for _, t := range w.targets {
+		if !w.observe(ctx, t) || t.uid != "" {
+			continue
+		}
+		u := w.object(t, t.gvk)
+		u.Object["spec"] = map[string]any{"size": int64(1)}
+		if t.owner != nil && t.owner.uid != "" {
+			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: stackGVK.GroupVersion().String(), Kind: "Stack", Name: t.owner.name, UID: t.owner.uid}})
+		}
+		if err := w.c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		w.observe(ctx, t)
+		t.unlockedSince = time.Time{}
+	}
+}
+
+// createLock creates a Lock on a random target (at most two per target),
+// through either served version of its apiVersion; one in ten targets
+// another group and never protects anything.
+func (w *worker) createLock(ctx context.Context) {
+	t := w.targets[w.rng.IntN(len(w.targets))]
+	if len(w.locksOn(t, live)) >= 2 {
+		return
+	}
+	w.seq++
+	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
+	ref := lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}
+	switch r := w.rng.IntN(10); {
+	case r == 0:
+		ref.APIVersion, l.invalid = "apps/v1", true
+	case r < 4:
+		ref.APIVersion = lockv1alpha1.Group + "/v1beta1"
+	}
+	lock := &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: ref, Reason: "chaos"},
+	}
+	w.locks = append(w.locks, l)
+	w.n.lockCreates.Add(1)
+	if err := w.c.Create(ctx, lock); err != nil {
+		return // Unknown: resolve reads it.
+	}
+	l.state, l.acked = live, time.Now()
+	if !l.invalid {
+		t.unlockedSince = time.Time{}
+		w.observe(ctx, t)
+	}
+}
+
+// lockThenDelete locks an existing, unlocked target and sends its delete
+// the moment the Lock's create is answered, without another request in
+// between: the delete must be denied even though lockguard's caches may
+// not have seen the Lock yet.
+func (w *worker) lockThenDelete(ctx context.Context) {
+	t := w.targets[w.rng.IntN(len(w.targets))]
+	if locks, known := w.classify(t); len(locks) > 0 || !known || t.uid == "" {
+		return
+	}
+	w.seq++
+	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
+	lock := &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}},
+	}
+	w.locks = append(w.locks, l)
+	w.n.lockCreates.Add(1)
+	if err := w.c.Create(ctx, lock); err != nil {
+		return
+	}
+	l.state, l.acked = live, time.Now()
+	t.unlockedSince = time.Time{}
+	uid := t.uid
+	w.n.attempts.Add(1)
+	w.n.racedTries.Add(1)
+	sent := time.Now()
+	err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &uid})
+	w.judge(ctx, t, []*lockRec{l}, false, sent, err)
+	w.observe(ctx, t)
+}
+
+// deleteLock deletes a random live Lock, after checking its target.
+func (w *worker) deleteLock(ctx context.Context) {
+	var candidates []*lockRec
+	for _, l := range w.locks {
+		if l.state == live {
+			candidates = append(candidates, l)
+		}
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	l := candidates[w.rng.IntN(len(candidates))]
+	if !l.invalid && !w.observe(ctx, l.target) {
+		return
+	}
+	l.state = deleting
+	w.n.lockDeletes.Add(1)
+	err := w.c.Delete(ctx, &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name}})
+	if err == nil || apierrors.IsNotFound(err) {
+		l.state = gone
+	}
+}
+
+// classify returns the target's live Locks, and whether the worker knows
+// them all (no create or delete of a Lock on it has an unknown outcome).
+func (w *worker) classify(t *target) ([]*lockRec, bool) {
+	return w.locksOn(t, live), len(w.locksOn(t, creating)) == 0 && len(w.locksOn(t, deleting)) == 0
+}
+
+// pick returns a target to delete: one whose unlocked delete is pending,
+// half of the time, else any.
+func (w *worker) pick() *target {
+	if w.rng.IntN(2) == 0 {
+		for _, t := range w.targets {
+			if !t.unlockedSince.IsZero() {
+				return t
+			}
+		}
+	}
+	return w.targets[w.rng.IntN(len(w.targets))]
+}
+
+// deleteTarget tries to delete a target (sometimes as a dry run, or
+// through another version) and checks the answer against the Locks the
+// worker knows.
+func (w *worker) deleteTarget(ctx context.Context) {
+	t := w.pick()
+	if !w.observe(ctx, t) || t.uid == "" {
+		return
+	}
+	locks, known := w.classify(t)
+	if !known {
+		return
+	}
+	gvk := t.gvk
+	if gvk == stackGVK && w.rng.IntN(4) == 0 {
+		gvk.Version = "v1beta1"
+	}
+	opts := []client.DeleteOption{client.Preconditions{UID: &t.uid}}
+	dryRun := w.rng.IntN(6) == 0
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+		w.n.dryRuns.Add(1)
+	}
+	w.n.attempts.Add(1)
+	sent := time.Now()
+	err := w.c.Delete(ctx, w.object(t, gvk), opts...)
+	w.judge(ctx, t, locks, dryRun, sent, err)
+}
+
+// judge checks the answer err to a delete of t sent at sent while locks
+// (live Locks the worker saw created before) protected it.
+func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, dryRun bool, sent time.Time, err error) {
+	locked := len(locks) > 0
+	if locked {
+		w.n.lockedTries.Add(1)
+	} else {
+		w.n.unlockedTries.Add(1)
+	}
+	switch {
+	case err == nil && locked:
+		names := make([]string, 0, len(locks))
+		for _, l := range locks {
+			names = append(names, fmt.Sprintf("%s (seen %s before)", l.name, sent.Sub(l.acked).Round(time.Millisecond)))
+		}
+		w.violation("%s of %s %s was allowed while Locks %v protected it", deleteKind(dryRun), t.gvk.Kind, w.ns+"/"+t.name, names)
+		if !dryRun {
+			for _, l := range locks {
+				l.seenUID = "" // Counted once.
+			}
+			t.uid = ""
+		}
+	case err == nil:
+		w.n.unlockedOK.Add(1)
+		if !dryRun {
+			if !t.unlockedSince.IsZero() {
+				w.recordWait(time.Since(t.unlockedSince))
+			}
+			t.uid, t.unlockedSince = "", time.Time{}
+		}
+	case strings.HasPrefix(err.Error(), denialPrefix) && apierrors.IsForbidden(err):
+		if locked {
+			w.n.denials.Add(1)
+		} else {
+			w.n.staleDenials.Add(1)
+			w.pending(t, dryRun)
+		}
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		w.observe(ctx, t) // Gone or replaced: the invariant check says whether that was allowed.
+	default:
+		w.n.errors.Add(1)
+		if !locked {
+			w.pending(t, dryRun)
+		}
+	}
+}
+
+func deleteKind(dryRun bool) string {
+	if dryRun {
+		return "a dry-run DELETE"
+	}
+	return "a DELETE"
+}
+
+// pending records that the unlocked t still waits for its delete.
+func (w *worker) pending(t *target, dryRun bool) {
+	if !dryRun && t.unlockedSince.IsZero() {
+		t.unlockedSince = time.Now()
+	}
+}
+
+func (w *worker) recordWait(d time.Duration) {
+	for {
+		cur := w.n.slowestUnlock.Load()
+		if int64(d) <= cur || w.n.slowestUnlock.CompareAndSwap(cur, int64(d)) {
+			return
+		}
+	}
+}
+
+// deleteCollection deletes every Stack of the namespace in one request
+// (kubectl delete stacks --all), sometimes as a dry run: the locked ones
+// must survive.
+func (w *worker) deleteCollection(ctx context.Context) {
+	var stacks []*target
+	for _, t := range w.targets {
+		if t.gvk != stackGVK {
+			continue
+		}
+		if !w.observe(ctx, t) {
+			return
+		}
+		if _, known := w.classify(t); !known {
+			return
+		}
+		stacks = append(stacks, t)
+	}
+	dryRun := w.rng.IntN(3) == 0
+	opts := []client.DeleteAllOfOption{client.InNamespace(w.ns)}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+		w.n.dryRuns.Add(1)
+	}
+	w.n.attempts.Add(1)
+	w.n.collections.Add(1)
+	err := w.c.DeleteAllOf(ctx, w.object(&target{name: ""}, stackGVK), opts...)
+	switch {
+	case err == nil:
+	case strings.HasPrefix(err.Error(), denialPrefix):
+		w.n.denials.Add(1)
+	default:
+		w.n.errors.Add(1)
+	}
+	// Each Stack: gone only if unlocked (observe checks), and an unlocked
+	// one that survived a real deletecollection is pending.
+	for _, t := range stacks {
+		locks, _ := w.classify(t)
+		existed := t.uid != ""
+		w.observe(ctx, t)
+		if existed && t.uid != "" && len(locks) == 0 && !dryRun {
+			w.pending(t, false)
+		}
+	}
+}
+
+// cascade deletes the owner Stack of a locked PostgresCluster, when the
+// Stack itself is unlocked: the garbage collector's delete of the child
+// must be denied.
+func (w *worker) cascade(ctx context.Context) {
+	for _, t := range w.targets {
+		if t.owner == nil {
+			continue
+		}
+		childLocks, known := w.classify(t)
+		ownerLocks, ownerKnown := w.classify(t.owner)
+		if len(childLocks) == 0 || !known || len(ownerLocks) > 0 || !ownerKnown {
+			continue
+		}
+		if !w.observe(ctx, t) || !w.observe(ctx, t.owner) || t.uid == "" || t.owner.uid == "" {
+			continue
+		}
+		w.n.attempts.Add(1)
+		w.n.gcCascades.Add(1)
+		sent := time.Now()
+		err := w.c.Delete(ctx, w.object(t.owner, stackGVK), client.Preconditions{UID: &t.owner.uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		w.judge(ctx, t.owner, nil, false, sent, err)
+		return
+	}
+}
+
+// editAnnotation removes or rewrites the lock annotation of a locked
+// target by hand: it must not unprotect it, and lockguard puts it back.
+func (w *worker) editAnnotation(ctx context.Context) {
+	t := w.targets[w.rng.IntN(len(w.targets))]
+	if len(w.locksOn(t, live)) == 0 || t.uid == "" {
+		return
+	}
+	var value any // nil removes it
+	if w.rng.IntN(2) == 0 {
+		value = "nothing-to-see"
+	}
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%s}}}`, lockv1alpha1.LockedAnnotation, jsonValue(value))
+	if err := w.c.Patch(ctx, w.object(t, t.gvk), client.RawPatch(types.MergePatchType, patch)); err == nil {
+		w.n.annotations.Add(1)
+	}
+}
+
+func jsonValue(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+// settle retries the pending unlocked deletes until they succeed or ctx
+// ends, and returns those still pending.
+func (w *worker) settle(ctx context.Context) []string {
+	for {
+		var left []string
+		if w.resolve(ctx) {
+			for _, t := range w.targets {
+				if t.unlockedSince.IsZero() {
+					continue
+				}
+				if locks, known := w.classify(t); len(locks) > 0 || !known {
+					t.unlockedSince = time.Time{} // Locked since: nothing to wait for.
+					continue
+				}
+				if !w.observe(ctx, t) || t.uid == "" {
+					if t.uid == "" {
+						t.unlockedSince = time.Time{} // Gone: its delete went through (or a cascade did it).
+					}
+					continue
+				}
+				w.n.attempts.Add(1)
+				sent := time.Now()
+				err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &t.uid})
+				w.judge(ctx, t, nil, false, sent, err)
+				if !t.unlockedSince.IsZero() {
+					left = append(left, fmt.Sprintf("%s %s/%s (waiting %s, last error %v)", t.gvk.Kind, w.ns, t.name, time.Since(t.unlockedSince).Round(time.Second), err))
+				}
+			}
+		} else {
+			left = append(left, "the API server does not answer")
+		}
+		if len(left) == 0 || ctx.Err() != nil {
+			return left
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// audit checks every target against the worker's live Locks one last time.
+func (w *worker) audit(ctx context.Context) {
+	w.resolve(ctx)
+	for _, t := range w.targets {
+		w.observe(ctx, t)
+	}
+}
+
+// violations collects the details of every violation.
+type violations struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (v *violations) add(format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.list = append(v.list, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+}
+
+func (v *violations) all() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.list)
+}
