@@ -330,25 +330,45 @@ func FuzzAdmissionReview(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s.op, s.group, s.version, s.kind, s.ns, s.name, []byte(s.oldObject))
 	}
-	// Huge oldObjects, name last: the whole object must be skipped, not
-	// mistaken. Generated rather than stored in testdata, which holds the
-	// regression seeds (webhook/testdata/fuzz).
-	f.Add("DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(stack("forge", "forge", 1<<20)))
-	f.Add("DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(stack("forge", "free", 256<<10)))
-	f.Add("DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(`{"metadata":{"name":"forge"},"spec":`+strings.Repeat("[", 20000)+strings.Repeat("]", 20000)+`}`))
-
+	// The regression seeds are in webhook/testdata/fuzz; huge oldObjects
+	// are in TestHugeOldObjects, where they do not slow the fuzzer down.
 	h := served(fuzzFinder)
 	f.Fuzz(func(t *testing.T, op, group, version, kind, ns, name string, oldObject []byte) {
-		var answers [2]*admissionv1.AdmissionResponse
-		for i, dryRun := range []bool{false, true} {
-			body := review(admissionv1.Operation(op), group, version, kind, ns, name, string(oldObject), dryRun)
-			answers[i] = checkAnswer(t, body, json.Valid(oldObject), post(h, "application/json", body))
-		}
-		real, dry := answers[0], answers[1]
-		if (real == nil) != (dry == nil) || real != nil && (real.Allowed != dry.Allowed || !equalResult(real.Result, dry.Result)) {
-			t.Fatalf("a dry run got another answer:\n  real %+v\n  dry  %+v", real, dry)
-		}
+		checkReview(t, h, op, group, version, kind, ns, name, oldObject)
 	})
+}
+
+// checkReview posts the review of these fields, as a real and as a dry-run
+// delete, checks both answers and that they agree.
+func checkReview(t *testing.T, h http.Handler, op, group, version, kind, ns, name string, oldObject []byte) {
+	t.Helper()
+	var answers [2]*admissionv1.AdmissionResponse
+	for i, dryRun := range []bool{false, true} {
+		body := review(admissionv1.Operation(op), group, version, kind, ns, name, string(oldObject), dryRun)
+		answers[i] = checkAnswer(t, body, json.Valid(oldObject), post(h, "application/json", body))
+	}
+	real, dry := answers[0], answers[1]
+	if (real == nil) != (dry == nil) || real != nil && (real.Allowed != dry.Allowed || !equalResult(real.Result, dry.Result)) {
+		t.Fatalf("a dry run got another answer:\n  real %+v\n  dry  %+v", real, dry)
+	}
+}
+
+// TestHugeOldObjects runs FuzzAdmissionReview's checks on deletecollection
+// reviews whose oldObject is huge, with its name after megabytes of spec,
+// or nested past the JSON decoders' depth limit: the name must be found,
+// not mistaken, and the limit must fail closed.
+func TestHugeOldObjects(t *testing.T) {
+	h := served(fuzzFinder)
+	for name, oldObject := range map[string]string{
+		"LockedAfter4MiB":     stack("forge", "forge", 4<<20),
+		"UnlockedAfter4MiB":   stack("forge", "free", 4<<20),
+		"LockedAfterManyKeys": `{"spec":{` + strings.Repeat(`"k":"v",`, 200000) + `"k":"v"},"metadata":{"name":"forge"}}`,
+		"NestedPastTheLimit":  `{"metadata":{"name":"forge"},"spec":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			checkReview(t, h, "DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(oldObject))
+		})
+	}
 }
 
 func equalResult(a, b *metav1.Status) bool {
