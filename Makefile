@@ -110,7 +110,7 @@ CHAOS_DURATION ?= 3m
 chaos: kube build ## Chaos run: two replicas, faults and an invariant checker for CHAOS_DURATION (3m); counts last (docs/reliability.md).
 	go vet -tags chaos ./internal/chaos/
 	rm -f $(BIN)/chaos-counts.txt
-	rc=0; LOCKGUARD_BINARY=$(BIN)/lockguard LOCKGUARD_CHAOS_DURATION=$(CHAOS_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-counts.txt \
+	rc=0; LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) LOCKGUARD_BINARY=$(BIN)/lockguard LOCKGUARD_CHAOS_DURATION=$(CHAOS_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-counts.txt \
 	  go test -tags chaos $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./internal/chaos/ 2>&1 | tee $(BIN)/chaos.log || rc=$$?; \
 	  echo "chaos: full log in $(BIN)/chaos.log"; cat $(BIN)/chaos-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
 
