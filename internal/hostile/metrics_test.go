@@ -67,7 +67,10 @@ func TestMetricsRefusesStrangers(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if err := waitFor(30*time.Second, func() error {
+	// The authorizer caches a denial for 30s: wait longer than that, in case
+	// the first scrape came before the binding reached the API server's
+	// RBAC cache.
+	if err := waitFor(45*time.Second, func() error {
 		if code, body := scrape("Bearer " + scraper); code != http.StatusOK || !strings.Contains(body, "lockguard_admission_reviews_total") {
 			return fmt.Errorf("HTTP %d", code)
 		}
