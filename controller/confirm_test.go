@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,4 +105,84 @@ func TestConfirmedFinder(t *testing.T) {
 func ptrNow() *metav1.Time {
 	now := metav1.Now()
 	return &now
+}
+
+// blockingReader counts Lists and holds each until released.
+type blockingReader struct {
+	client.Reader
+	lists   atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.lists.Add(1)
+	r.started <- struct{}{}
+	<-r.release
+	return r.Reader.List(ctx, list, opts...)
+}
+
+// TestConfirmedFinderSharesReads: confirmations that arrive while
+// maxNamespaceReads reads of their namespace are under way share the next
+// read, which starts after they arrived, so that a burst of deletes costs a
+// few reads, not one each.
+func TestConfirmedFinderSharesReads(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	cached := &Finder{reader: fake.NewClientBuilder().WithScheme(s).WithIndex(&lockv1alpha1.Lock{}, TargetIndex, indexLockTarget).Build(), synced: func() bool { return true }}
+	live := &blockingReader{
+		Reader:  fake.NewClientBuilder().WithScheme(s).WithObjects(newLock("forge", "new", "", "Stack", "forge")).Build(),
+		started: make(chan struct{}, 20), release: make(chan struct{}),
+	}
+	f := NewConfirmedFinder(cached, live)
+	stack := schema.GroupKind{Group: "core.navique.com", Kind: "Stack"}
+	find := func(name string, out chan<- []string) {
+		locks, err := f.FindLocks(context.Background(), stack, types.NamespacedName{Namespace: "forge", Name: name})
+		if err != nil {
+			t.Error(err)
+		}
+		var names []string
+		for _, l := range locks {
+			names = append(names, l.Name)
+		}
+		out <- names
+	}
+	first := make(chan []string, 1)
+	go find("forge", first)
+	<-live.started // The first read is under way.
+	const n = 12
+	rest := make(chan []string, n)
+	for range n {
+		go find("forge", rest)
+	}
+	// Wait until all but maxNamespaceReads-1 of them have joined the
+	// pending read, then let the reads go.
+	for {
+		f.mu.Lock()
+		joined := 0
+		if r := f.namespaces["forge"].pending; r != nil {
+			joined = r.waiters
+		}
+		f.mu.Unlock()
+		if joined == n-(maxNamespaceReads-1) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(live.release)
+	for range n + 1 {
+		var got []string
+		select {
+		case got = <-first:
+		case got = <-rest:
+		}
+		if diff := cmp.Diff([]string{"new"}, got); diff != "" {
+			t.Errorf("FindLocks(...): -want, +got:\n%s", diff)
+		}
+	}
+	if got, want := live.lists.Load(), int32(maxNamespaceReads+1); got != want {
+		t.Errorf("%d reads of the API server for %d concurrent confirmations, want %d (%d under way, and one shared by those that arrived meanwhile)", got, n+1, want, maxNamespaceReads)
+	}
 }
