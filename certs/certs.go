@@ -71,33 +71,64 @@ type SelfSigned struct {
 // GenerateSelfSigned creates a CA and a serving certificate for hosts (DNS
 // names or IP addresses), valid for validFor. Keys are ECDSA P-256.
 func GenerateSelfSigned(hosts []string, validFor time.Duration) (*SelfSigned, error) {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewAuthority("lockguard-ca", validFor)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, _, err := ca.Issue(hosts, validFor)
+	if err != nil {
+		return nil, err
+	}
+	return &SelfSigned{CACert: ca.CertPEM, Cert: cert, Key: key}, nil
+}
+
+// Authority is a self-signed CA that issues serving certificates, for local
+// runs and tests (renewals issue a new key from the same CA, as cert-manager
+// does).
+type Authority struct {
+	// Cert is the CA certificate, CertPEM the same PEM encoded.
+	Cert    *x509.Certificate
+	CertPEM []byte
+	key     *ecdsa.PrivateKey
+}
+
+// NewAuthority creates a CA named commonName, valid for validFor, with an
+// ECDSA P-256 key.
+func NewAuthority(commonName string, validFor time.Duration) (*Authority, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating the CA key: %w", err)
 	}
-	caTmpl := &x509.Certificate{
+	now := time.Now()
+	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "lockguard-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Minute),
 		NotAfter:              now.Add(validFor),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing the CA certificate: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, err
 	}
+	return &Authority{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}, nil
+}
 
+// Issue signs a serving certificate for hosts (DNS names or IP addresses)
+// with a new ECDSA P-256 key, valid for validFor. It returns the
+// certificate and key PEM encoded, and the certificate's serial number.
+func (a *Authority) Issue(hosts []string, validFor time.Duration) (certPEM, keyPEM []byte, serialNumber *big.Int, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("generating the serving key: %w", err)
+		return nil, nil, nil, fmt.Errorf("generating the serving key: %w", err)
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "lockguard"},
@@ -113,19 +144,16 @@ func GenerateSelfSigned(hosts []string, validFor time.Duration) (*SelfSigned, er
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.Cert, &key.PublicKey, a.key)
 	if err != nil {
-		return nil, fmt.Errorf("signing the serving certificate: %w", err)
+		return nil, nil, nil, fmt.Errorf("signing the serving certificate: %w", err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return &SelfSigned{
-		CACert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		Cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		Key:    pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-	}, nil
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), tmpl.SerialNumber, nil
 }
 
 // WriteDir writes tls.crt, tls.key and ca.crt into dir, creating it. Each

@@ -56,6 +56,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/internal/deploytest"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/testenv"
 )
@@ -108,10 +110,9 @@ type harness struct {
 	env      *testenv.Env
 	admin    client.Client
 	replicas []*replica
-	ca       *authority
+	ca       *certs.Authority
 	rng      *rand.Rand
 	f        faultCounts
-	certGen  int
 	logf     func(string, ...any)
 	bg       sync.WaitGroup
 }
@@ -180,10 +181,10 @@ func TestChaos(t *testing.T) {
 	}
 
 	h := &harness{t: t, env: env, admin: admin, rng: rand.New(rand.NewPCG(seed, 1)), logf: logf}
-	if h.ca, err = newAuthority(); err != nil {
+	if h.ca, err = certs.NewAuthority("lockguard-chaos-ca", 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, _, err := h.ca.issue()
+	certPEM, keyPEM, _, err := h.ca.Issue(servingHosts, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestChaos(t *testing.T) {
 			opts:    testenv.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Dir: dir},
 		}
 		r.restartDelay.Store(int64(time.Second))
-		if err := writeCertDir(r.certDir, 0, certPEM, keyPEM); err != nil {
+		if err := deploytest.ProjectSecret(r.certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
 			t.Fatal(err)
 		}
 		h.replicas = append(h.replicas, r)
@@ -227,7 +228,7 @@ func TestChaos(t *testing.T) {
 	if err := h.waitReady(2 * time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	front := &testenv.LocalWebhook{Host: "127.0.0.1", Port: lb.port(), CA: h.ca.pem}
+	front := &testenv.LocalWebhook{Host: "127.0.0.1", Port: lb.port(), CA: h.ca.CertPEM}
 	if _, err := front.InstallWebhook(ctx, admin, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -445,21 +446,23 @@ func (h *harness) deleteLease(ctx context.Context) {
 	h.logf("fault: delete the leader Lease (%v)", err)
 }
 
+// servingHosts are the addresses the replicas' serving certificates are for.
+var servingHosts = []string{"127.0.0.1"}
+
 // rotate issues a new serving certificate and swaps it into each
 // replica's certificate volume, a little apart, then checks in the
 // background that every replica serves it.
 func (h *harness) rotate() {
-	certPEM, keyPEM, serial, err := h.ca.issue()
+	certPEM, keyPEM, serial, err := h.ca.Issue(servingHosts, time.Hour)
 	if err != nil {
 		h.t.Errorf("issuing a certificate: %v", err)
 		return
 	}
-	h.certGen++
 	h.f.rotations.Add(1)
 	h.logf("fault: rotate the serving certificate (serial %x...)", serial.Bytes()[:4])
 	rotated := time.Now()
 	for _, rep := range h.replicas {
-		if err := writeCertDir(rep.certDir, h.certGen, certPEM, keyPEM); err != nil {
+		if err := deploytest.ProjectSecret(rep.certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
 			h.t.Errorf("writing %s: %v", rep.certDir, err)
 		}
 		time.Sleep(jitter(h.rng, 0, time.Second))
