@@ -50,8 +50,8 @@ func run() error {
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and reconcilers to stop.")
 	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
-	fs.Float64Var(&qps, "kube-api-qps", 100, "Queries per second to the API server.")
-	fs.IntVar(&burst, "kube-api-burst", 200, "Burst of queries to the API server.")
+	fs.Float64Var(&qps, "kube-api-qps", 500, "Queries per second to the API server, per resource (each resource's client has its own limit). Locks cost about two writes each to converge.")
+	fs.IntVar(&burst, "kube-api-burst", 1000, "Burst of queries to the API server, per resource.")
 	fs.BoolVar(&showVer, "version", false, "Print the version and exit.")
 	config.RegisterFlags(fs)
 	zapOpts := zap.Options{}
