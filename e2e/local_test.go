@@ -79,7 +79,7 @@ func setupLocal() (*suite, func(), error) {
 
 	env, err := testenv.Start(testenv.Options{
 		ControllerManager: true,
-		CRDDirs:           []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+		CRDDirs:           testenv.CRDDirs(root),
 		Logs:              logs,
 	})
 	if err != nil {

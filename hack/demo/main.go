@@ -84,7 +84,7 @@ func run(binary string, verbose, once bool) error {
 	step("Starting etcd, kube-apiserver v%s and kube-controller-manager", testenv.Version())
 	o := testenv.Options{
 		ControllerManager: true,
-		CRDDirs:           []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+		CRDDirs:           testenv.CRDDirs(root),
 	}
 	if logs != nil {
 		o.Logs = logs

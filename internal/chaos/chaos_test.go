@@ -135,7 +135,7 @@ func TestChaos(t *testing.T) {
 	}
 	env := testenv.StartForTest(t, testenv.Options{
 		ControllerManager: true,
-		CRDDirs:           []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+		CRDDirs:           testenv.CRDDirs(root),
 	})
 	dir, err := os.MkdirTemp("", "lockguard-chaos-")
 	if err != nil {

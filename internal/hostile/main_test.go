@@ -16,7 +16,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,7 +62,7 @@ func run(m *testing.M) int {
 	}
 	suite.root = root
 	env, err := testenv.Start(testenv.Options{
-		CRDDirs: []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")},
+		CRDDirs: testenv.CRDDirs(root),
 		Logs:    logs(),
 	})
 	if err != nil {

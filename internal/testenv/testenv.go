@@ -279,3 +279,10 @@ func StartForTest(t testing.TB, o Options) *Env {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) { return freePort() }
+
+// CRDDirs returns the CRD directories most tests install: the Lock CRD
+// (deploy/crds) and the sample target kinds (internal/testenv/testdata/crds)
+// of the repository at root.
+func CRDDirs(root string) []string {
+	return []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "internal", "testenv", "testdata", "crds")}
+}
