@@ -47,6 +47,7 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 	}
 	watches := &targetWatches{
 		cache:   mgr.GetCache(),
+		finder:  finder,
 		kinds:   newKindResolver(disco),
 		watched: map[schema.GroupKind]bool{},
 	}

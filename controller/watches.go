@@ -45,8 +45,9 @@ func (k TargetKey) GroupKind() schema.GroupKind {
 // to both reconcilers. Kinds are added while lockguard runs: when a Lock
 // names one, and when discovery finds one in the group.
 type targetWatches struct {
-	cache cache.Cache
-	kinds *kindResolver
+	cache  cache.Cache
+	finder *Finder // the Locks of a target
+	kinds  *kindResolver
 
 	lockController   controller.Controller
 	targetController controller.TypedController[TargetKey]
@@ -121,14 +122,13 @@ func (w *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	}
 
 	toLocks := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-		var locks lockv1alpha1.LockList
-		if err := w.cache.List(ctx, &locks, client.InNamespace(o.Namespace),
-			client.MatchingFields{TargetIndex: TargetIndexValue(gvk.GroupKind(), o.Name)}); err != nil {
+		locks, err := w.finder.find(ctx, gvk.GroupKind(), client.ObjectKeyFromObject(o))
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the Locks of a target", "kind", gvk.GroupKind(), "namespace", o.Namespace, "name", o.Name)
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(locks.Items))
-		for _, l := range locks.Items {
+		reqs := make([]reconcile.Request, 0, len(locks))
+		for _, l := range locks {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l)})
 		}
 		return reqs

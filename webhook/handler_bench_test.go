@@ -274,7 +274,7 @@ func benchHandler(b *testing.B, n int) *webhook.Handler {
 	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
 		Scheme:           scheme,
 		Mapper:           mapper,
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: controller.CacheTransform(),
 		// The informer is controller-runtime's, with its indexers and
 		// transform; only the ListWatch is replaced by an in-memory one.
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {

@@ -142,8 +142,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
-			// Neither the webhook nor the reconcilers read managedFields.
-			DefaultTransform: cache.TransformStripManagedFields(),
+			// Only what the webhook and the reconcilers read is cached.
+			DefaultTransform: controller.CacheTransform(),
 		},
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    o.WebhookHost,

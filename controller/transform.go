@@ -1,0 +1,46 @@
+package controller
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// CacheTransform returns the transform of lockguard's informer cache: it
+// drops from each object, before it is stored, what neither the webhook nor
+// the reconcilers read, so that memory grows with the Locks and targets,
+// not with what other tools write on them (labels, last-applied
+// annotations, managedFields often several kilobytes).
+//
+//   - A target (metadata only) keeps its name, namespace, resourceVersion,
+//     deletionTimestamp and the lock annotation: the reconcilers patch that
+//     annotation alone, with merge patches computed from the cached object.
+//   - A Lock keeps its metadata but labels, annotations, owner references,
+//     finalizers and managedFields, and its spec and status.
+//   - Anything else loses its managedFields.
+func CacheTransform() toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		switch o := in.(type) {
+		case *metav1.PartialObjectMetadata:
+			locked, has := o.Annotations[lockv1alpha1.LockedAnnotation]
+			switch {
+			case !has:
+				o.Annotations = nil
+			case len(o.Annotations) > 1:
+				o.Annotations = map[string]string{lockv1alpha1.LockedAnnotation: locked}
+			}
+			o.UID, o.GenerateName = "", ""
+			o.Labels, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil
+		case *lockv1alpha1.Lock:
+			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
+		default:
+			// Nil-checked, see https://github.com/kubernetes/kubernetes/issues/124337.
+			if obj, err := meta.Accessor(in); err == nil && obj.GetManagedFields() != nil {
+				obj.SetManagedFields(nil)
+			}
+		}
+		return in, nil
+	}
+}

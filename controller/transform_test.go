@@ -1,0 +1,64 @@
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+func TestCacheTransform(t *testing.T) {
+	now := metav1.Now()
+	full := metav1.ObjectMeta{
+		Name: "forge", Namespace: "forge", UID: "u", ResourceVersion: "7", Generation: 2, GenerateName: "f-",
+		DeletionTimestamp: &now, Labels: map[string]string{"app": "x"},
+		Annotations:     map[string]string{lockv1alpha1.LockedAnnotation: "a,b", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+		OwnerReferences: []metav1.OwnerReference{{Name: "owner"}}, Finalizers: []string{"f"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
+	}
+	cases := map[string]struct {
+		reason string
+		in     any
+		want   any
+	}{
+		"Target": {
+			reason: "A target keeps what the reconcilers read: name, namespace, resourceVersion, deletion, the lock annotation.",
+			in:     &metav1.PartialObjectMetadata{ObjectMeta: *full.DeepCopy()},
+			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+				Name: "forge", Namespace: "forge", ResourceVersion: "7", Generation: 2, DeletionTimestamp: &now,
+				Annotations: map[string]string{lockv1alpha1.LockedAnnotation: "a,b"},
+			}},
+		},
+		"UnlockedTarget": {
+			reason: "A target without the lock annotation keeps no annotations.",
+			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"other": "y"}}},
+			want:   &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
+		},
+		"Lock": {
+			reason: "A Lock keeps its identity, deletion, spec and status.",
+			in:     &lockv1alpha1.Lock{ObjectMeta: *full.DeepCopy(), Spec: lockv1alpha1.LockSpec{Reason: "r"}, Status: lockv1alpha1.LockStatus{Active: true}},
+			want: &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{
+				Name: "forge", Namespace: "forge", UID: "u", ResourceVersion: "7", Generation: 2, GenerateName: "f-", DeletionTimestamp: &now,
+			}, Spec: lockv1alpha1.LockSpec{Reason: "r"}, Status: lockv1alpha1.LockStatus{Active: true}},
+		},
+		"Other": {
+			reason: "Anything else loses its managedFields only.",
+			in:     &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}}},
+			want:   &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c", Labels: map[string]string{"a": "b"}}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := CacheTransform()(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nCacheTransform()(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
