@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 )
@@ -33,7 +35,7 @@ const (
 func decodeReview(body []byte) (admission.Request, error) {
 	s := scanner{data: body}
 	var apiVersion, kind []byte
-	var request *requestMembers
+	var request *admissionv1.AdmissionRequest
 	err := s.object(func(key []byte, start int) error {
 		switch string(key) {
 		case "apiVersion", "kind":
@@ -53,17 +55,10 @@ func decodeReview(body []byte) (admission.Request, error) {
 				return nil
 			}
 			if request == nil {
-				request = &requestMembers{}
+				request = &admissionv1.AdmissionRequest{}
 			}
 			// A second request is decoded into the first, as encoding/json does.
-			return s.object(func(key []byte, start int) error {
-				vstart := s.i
-				if err := s.skipValue(); err != nil {
-					return err
-				}
-				request.add(string(key), body[start:s.i], body[vstart:s.i])
-				return nil
-			})
+			return s.request(request)
 		case "response":
 			// Not read, but it must decode, as in the API server's decoder.
 			vstart := s.i
@@ -88,66 +83,7 @@ func decodeReview(body []byte) (admission.Request, error) {
 	if request == nil {
 		return admission.Request{}, errors.New("the AdmissionReview has no request")
 	}
-	var req admission.Request
-	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(request.rest(), &req.AdmissionRequest); err != nil {
-		return admission.Request{}, fmt.Errorf("decoding the AdmissionReview's request: %w", err)
-	}
-	req.Object.Raw = request.object
-	req.OldObject.Raw = request.oldObject
-	req.Options.Raw = request.options
-	return req, nil
-}
-
-// requestMembers are the members of an AdmissionReview's request: the
-// objects as slices of the body, the text of the others.
-type requestMembers struct {
-	object, oldObject, options []byte
-	others                     [][]byte
-	buf                        [16][]byte
-}
-
-// add records member key (already unescaped), whose text (key and value)
-// is member and whose value is value, as decoding into an AdmissionRequest
-// would: the last of duplicate members wins (for the objects here, for the
-// others when rest is decoded), and an object that is null is ignored.
-func (r *requestMembers) add(key string, member, value []byte) {
-	switch key {
-	case memberObject, memberOldObject, memberOptions:
-		if string(value) == "null" {
-			return // RawExtension ignores null
-		}
-	}
-	switch key {
-	case memberObject:
-		r.object = value
-	case memberOldObject:
-		r.oldObject = value
-	case memberOptions:
-		r.options = value
-	default:
-		if r.others == nil {
-			r.others = r.buf[:0]
-		}
-		r.others = append(r.others, member)
-	}
-}
-
-// rest returns the members other than the objects as a JSON object:
-// {"uid":…,"kind":…,…}.
-func (r *requestMembers) rest() []byte {
-	n := 2
-	for _, m := range r.others {
-		n += len(m) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '{')
-	for i, m := range r.others {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, m...)
-	}
-	return append(out, '}')
+	return admission.Request{AdmissionRequest: *request}, nil
 }
 
 // scanner validates JSON as encoding/json's scanner does (RFC 8259
@@ -497,4 +433,263 @@ func (s *scanner) memberKey() error {
 	}
 	s.i++
 	return nil
+}
+
+// The members of an AdmissionRequest are decoded by hand, field by field,
+// as sigs.k8s.io/json would decode them into admissionv1.AdmissionRequest:
+// keys matched case-sensitively, unknown members skipped, the last of
+// duplicate members winning (objects merged into), null leaving a value
+// as it is (setting a pointer, slice or map to nil), and any other type
+// mismatch an error. TestDecodeReview and FuzzDecodeReview compare the two.
+
+// request decodes the request object at s.i into r.
+func (s *scanner) request(r *admissionv1.AdmissionRequest) error {
+	return s.object(func(key []byte, _ int) error {
+		var err error
+		switch string(key) {
+		case "uid":
+			err = s.stringInto((*string)(&r.UID))
+		case "kind":
+			err = s.gvk(&r.Kind)
+		case "resource":
+			err = s.gvr(&r.Resource)
+		case "subResource":
+			err = s.stringInto(&r.SubResource)
+		case "requestKind":
+			if s.literal("null") {
+				r.RequestKind = nil
+				return nil
+			}
+			if r.RequestKind == nil {
+				r.RequestKind = &metav1.GroupVersionKind{}
+			}
+			err = s.gvk(r.RequestKind)
+		case "requestResource":
+			if s.literal("null") {
+				r.RequestResource = nil
+				return nil
+			}
+			if r.RequestResource == nil {
+				r.RequestResource = &metav1.GroupVersionResource{}
+			}
+			err = s.gvr(r.RequestResource)
+		case "requestSubResource":
+			err = s.stringInto(&r.RequestSubResource)
+		case "name":
+			err = s.stringInto(&r.Name)
+		case "namespace":
+			err = s.stringInto(&r.Namespace)
+		case "operation":
+			err = s.stringInto((*string)(&r.Operation))
+		case "userInfo":
+			err = s.userInfo(&r.UserInfo)
+		case "dryRun":
+			switch {
+			case s.literal("null"):
+				r.DryRun = nil
+			case s.literal("true"):
+				r.DryRun = ptrTo(true)
+			case s.literal("false"):
+				r.DryRun = ptrTo(false)
+			default:
+				err = s.typeError("dryRun", "a boolean")
+			}
+		case memberObject, memberOldObject, memberOptions:
+			start := s.i
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+			v := s.data[start:s.i]
+			if string(v) == "null" {
+				return nil // RawExtension ignores null.
+			}
+			switch string(key) {
+			case memberObject:
+				r.Object.Raw = v
+			case memberOldObject:
+				r.OldObject.Raw = v
+			default:
+				r.Options.Raw = v
+			}
+		default:
+			err = s.skipValue()
+		}
+		return err
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// typeError skips the value at s.i and reports that it is not of the type
+// of member.
+func (s *scanner) typeError(member, want string) error {
+	start := s.i
+	if err := s.skipValue(); err != nil {
+		return err
+	}
+	return fmt.Errorf("the AdmissionReview's %s is %.20q, not %s", member, s.data[start:s.i], want)
+}
+
+// stringInto decodes a string value at s.i into *dst; null leaves it.
+func (s *scanner) stringInto(dst *string) error {
+	if s.literal("null") {
+		return nil
+	}
+	if s.i >= len(s.data) || s.data[s.i] != '"' {
+		return s.typeError("member", "a string")
+	}
+	start := s.i
+	escaped, err := s.str()
+	if err != nil {
+		return err
+	}
+	raw := s.data[start+1 : s.i-1]
+	if !escaped && isASCII(raw) {
+		*dst = string(raw)
+		return nil
+	}
+	// Escapes or non-ASCII bytes (invalid UTF-8 becomes U+FFFD): the
+	// json package decodes them.
+	return k8sjson.UnmarshalCaseSensitivePreserveInts(s.data[start:s.i], dst)
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// gvk decodes a GroupVersionKind object at s.i into dst (merging); null
+// leaves it.
+func (s *scanner) gvk(dst *metav1.GroupVersionKind) error {
+	if s.literal("null") {
+		return nil
+	}
+	if s.i >= len(s.data) || s.data[s.i] != '{' {
+		return s.typeError("kind", "an object")
+	}
+	return s.object(func(key []byte, _ int) error {
+		switch string(key) {
+		case "group":
+			return s.stringInto(&dst.Group)
+		case "version":
+			return s.stringInto(&dst.Version)
+		case "kind":
+			return s.stringInto(&dst.Kind)
+		}
+		return s.skipValue()
+	})
+}
+
+// gvr decodes a GroupVersionResource object at s.i into dst (merging);
+// null leaves it.
+func (s *scanner) gvr(dst *metav1.GroupVersionResource) error {
+	if s.literal("null") {
+		return nil
+	}
+	if s.i >= len(s.data) || s.data[s.i] != '{' {
+		return s.typeError("resource", "an object")
+	}
+	return s.object(func(key []byte, _ int) error {
+		switch string(key) {
+		case "group":
+			return s.stringInto(&dst.Group)
+		case "version":
+			return s.stringInto(&dst.Version)
+		case "resource":
+			return s.stringInto(&dst.Resource)
+		}
+		return s.skipValue()
+	})
+}
+
+// strings decodes an array of strings at s.i into *dst, replacing it; null
+// sets it to nil, and a null element is "".
+func (s *scanner) strings(dst *[]string) error {
+	if s.literal("null") {
+		*dst = nil
+		return nil
+	}
+	if s.i >= len(s.data) || s.data[s.i] != '[' {
+		return s.typeError("array member", "an array")
+	}
+	if err := s.push('['); err != nil {
+		return err
+	}
+	s.i++
+	out := []string{}
+	s.ws()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		s.pop()
+		*dst = out
+		return nil
+	}
+	for {
+		s.ws()
+		var v string
+		if err := s.stringInto(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		s.ws()
+		if s.i >= len(s.data) {
+			return errUnexpectedEnd
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			s.pop()
+			*dst = out
+			return nil
+		default:
+			return s.syntaxError("after array element")
+		}
+	}
+}
+
+// userInfo decodes a UserInfo object at s.i into dst (merging); null
+// leaves it.
+func (s *scanner) userInfo(dst *authenticationv1.UserInfo) error {
+	if s.literal("null") {
+		return nil
+	}
+	if s.i >= len(s.data) || s.data[s.i] != '{' {
+		return s.typeError("userInfo", "an object")
+	}
+	return s.object(func(key []byte, _ int) error {
+		switch string(key) {
+		case "username":
+			return s.stringInto(&dst.Username)
+		case "uid":
+			return s.stringInto(&dst.UID)
+		case "groups":
+			return s.strings(&dst.Groups)
+		case "extra":
+			if s.literal("null") {
+				dst.Extra = nil
+				return nil
+			}
+			if s.i >= len(s.data) || s.data[s.i] != '{' {
+				return s.typeError("userInfo.extra", "an object")
+			}
+			if dst.Extra == nil {
+				dst.Extra = map[string]authenticationv1.ExtraValue{}
+			}
+			return s.object(func(key []byte, _ int) error {
+				var v []string
+				if err := s.strings(&v); err != nil {
+					return err
+				}
+				dst.Extra[string(key)] = v
+				return nil
+			})
+		}
+		return s.skipValue()
+	})
 }
