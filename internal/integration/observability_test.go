@@ -83,6 +83,32 @@ func TestEvents(t *testing.T) {
 		return nil
 	})
 
+	// Repeated attempts aggregate into a series rather than flood.
+	for range 3 {
+		if err := aliceClient.Delete(context.Background(), object(stackV1alpha1, ns, "forge")); err == nil {
+			t.Fatal("delete of a locked Stack was allowed")
+		}
+	}
+	eventually(t, "repeated denials form one Event series on the Stack", func() error {
+		var list eventsv1.EventList
+		if err := suite.client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var onStack []eventsv1.Event
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "Stack" && e.Reason == "DeleteBlocked" {
+				onStack = append(onStack, e)
+			}
+		}
+		if len(onStack) != 1 {
+			return fmt.Errorf("%d DeleteBlocked Events on the Stack, want 1", len(onStack))
+		}
+		if onStack[0].Series == nil || onStack[0].Series.Count < 2 {
+			return fmt.Errorf("the DeleteBlocked Event has series %+v, want a count of at least 2", onStack[0].Series)
+		}
+		return nil
+	})
+
 	// kubectl describe shows why the Stack still exists.
 	out, stderr, err := kubectl("describe", "stack", "forge", "-n", ns)
 	if err != nil {
