@@ -106,6 +106,18 @@ test: fuzz
 
 CHAOS_DURATION ?= 3m
 
+BENCH_SCALE ?= 1
+BENCH_OUT ?= docs/benchmarks.md
+
+.PHONY: bench
+bench: kube build ## Performance benchmarks (issue 6), under 15 minutes; BENCH_SCALE shrinks them; writes BENCH_OUT (docs/benchmarks.md).
+	BENCH_SCALE=$(BENCH_SCALE) LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) go run ./hack/bench -lockguard $(BIN)/lockguard -out $(BENCH_OUT) \
+	  -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
+
+.PHONY: bench-quick
+bench-quick: ## make bench at BENCH_SCALE=0.1 (a few minutes), written to bin/benchmarks-quick.md.
+	$(MAKE) bench BENCH_SCALE=0.1 BENCH_OUT=$(BIN)/benchmarks-quick.md
+
 .PHONY: chaos
 chaos: kube build ## Chaos run: two replicas, faults and an invariant checker for CHAOS_DURATION (3m); counts last (docs/reliability.md).
 	go vet -tags chaos ./internal/chaos/

@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// MemoryPoint is lockguard's memory with some number of Locks.
+type MemoryPoint struct {
+	Locks, Stacks int
+	// Ready is the time from the process's start to /readyz answering 200.
+	Ready time.Duration
+	// Settled is the time from ready until lockguard was idle (initial
+	// reconciliation done).
+	Settled time.Duration
+	// RSS and HeapInuse are medians of samples taken once idle; HeapMin is
+	// the smallest go_memstats_heap_inuse_bytes seen.
+	RSS, HeapInuse, HeapMin, HeapAlloc int64
+}
+
+// CountObjects counts the Locks and Stacks in the cluster.
+func (c *Cluster) CountObjects(ctx context.Context) (locks, stacks int, err error) {
+	for _, kind := range []string{"LockList", "StackList"} {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(lockv1alpha1.GroupVersion.WithKind(kind))
+		if err := c.Client.List(ctx, list); err != nil {
+			return 0, 0, err
+		}
+		if kind == "LockList" {
+			locks = len(list.Items)
+		} else {
+			stacks = len(list.Items)
+		}
+	}
+	return locks, stacks, nil
+}
+
+// MeasureMemory starts lockguard with args, waits until it is ready and
+// then idle, and samples its memory. It returns lockguard running.
+func (c *Cluster) MeasureMemory(ctx context.Context, binary string, args ...string) (*MemoryPoint, *Lockguard, error) {
+	p := &MemoryPoint{}
+	var err error
+	if p.Locks, p.Stacks, err = c.CountObjects(ctx); err != nil {
+		return nil, nil, err
+	}
+	lg, err := c.StartLockguard(binary, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	readyCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if p.Ready, err = lg.WaitReady(readyCtx); err != nil {
+		lg.Stop()
+		return nil, nil, err
+	}
+	ready := time.Now()
+	if err := lg.waitIdle(5 * time.Minute); err != nil {
+		lg.Stop()
+		return nil, nil, err
+	}
+	p.Settled = time.Since(ready)
+	var rss, heap, alloc []int64
+	for range 10 {
+		m, err := lg.Memory()
+		if err != nil {
+			lg.Stop()
+			return nil, nil, err
+		}
+		rss, heap, alloc = append(rss, m.RSS), append(heap, m.HeapInuse), append(alloc, m.HeapAlloc)
+		time.Sleep(300 * time.Millisecond)
+	}
+	p.RSS, p.HeapInuse, p.HeapAlloc = medianInt(rss), medianInt(heap), medianInt(alloc)
+	p.HeapMin = slices.Min(heap)
+	return p, lg, nil
+}
+
+// waitIdle waits until the process uses under 3% of a CPU over a second
+// (after at least 2s), so that its initial reconciliation is over.
+func (l *Lockguard) waitIdle(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	time.Sleep(2 * time.Second)
+	prev, err := l.CPUTime()
+	if err != nil {
+		return err
+	}
+	for {
+		time.Sleep(time.Second)
+		cur, err := l.CPUTime()
+		if err != nil {
+			return err
+		}
+		if cur-prev < 30*time.Millisecond {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("lockguard still busy after %s", timeout)
+		}
+		prev = cur
+	}
+}
+
+func medianInt(xs []int64) int64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// GrowLocks creates n more Locks in namespace ns, m-<from> to
+// m-<from+n-1>, each with its Stack, already converged as lockguard
+// leaves them (the Stack annotated, the Lock's status active), so that
+// lockguard, stopped meanwhile, finds nothing to write when it starts.
+func (c *Cluster) GrowLocks(ctx context.Context, ns string, from, n, workers int) error {
+	if err := c.CreateNamespace(ctx, ns); err != nil {
+		return err
+	}
+	return Parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		name := fmt.Sprintf("m-%d", from+i)
+		s := Stack(ns, name, 256)
+		s.SetAnnotations(map[string]string{lockv1alpha1.LockedAnnotation: name})
+		if err := retry(ctx, func() error { return client.IgnoreAlreadyExists(c.Client.Create(ctx, s)) }); err != nil {
+			return err
+		}
+		l := LockOn(ns, name, name)
+		if err := retry(ctx, func() error { return client.IgnoreAlreadyExists(c.Client.Create(ctx, l)) }); err != nil {
+			return err
+		}
+		// The status lockguard's Lock reconciler writes for an active Lock.
+		l.Status = lockv1alpha1.LockStatus{
+			Active:             true,
+			ObservedGeneration: l.Generation,
+			Conditions: []metav1.Condition{{
+				Type: lockv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive,
+				Message:            fmt.Sprintf("deleting %s %q is denied while this Lock exists: %s", "Stack", name, l.Spec.Reason),
+				ObservedGeneration: l.Generation, LastTransitionTime: metav1.Now(),
+			}},
+		}
+		return retry(ctx, func() error { return c.Client.Status().Update(ctx, l) })
+	})
+}
