@@ -160,3 +160,20 @@ func TestFinder(t *testing.T) {
 		t.Errorf("FindLocks before sync: error %v, want %v", err, errNotSynced)
 	}
 }
+
+// TestAnnotationPatch: the patch names the lock annotation only, so the
+// target's other annotations are never touched.
+func TestAnnotationPatch(t *testing.T) {
+	for value, want := range map[string]string{
+		"a,b": `{"metadata":{"annotations":{"core.navique.com/locked":"a,b"}}}`,
+		"":    `{"metadata":{"annotations":{"core.navique.com/locked":null}}}`,
+	} {
+		data, err := annotationPatch(value).Data(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, string(data)); diff != "" {
+			t.Errorf("annotationPatch(%q): -want, +got:\n%s", value, diff)
+		}
+	}
+}

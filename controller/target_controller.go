@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,18 +56,24 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key TargetKey) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 
-	orig := target.DeepCopy()
-	if want == "" {
-		delete(target.Annotations, lockv1alpha1.LockedAnnotation)
-	} else {
-		if target.Annotations == nil {
-			target.Annotations = map[string]string{}
-		}
-		target.Annotations[lockv1alpha1.LockedAnnotation] = want
-	}
-	if err := r.client.Patch(ctx, target, client.MergeFrom(orig)); err != nil {
+	if err := r.client.Patch(ctx, target, annotationPatch(want)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation of %s %s: %w", lockv1alpha1.LockedAnnotation, key.GroupKind(), name, err))
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
 	return ctrl.Result{}, nil
+}
+
+// annotationPatch is a JSON merge patch that sets LockedAnnotation to value,
+// or removes it when value is "", and touches nothing else. It is written
+// out rather than computed from the cached object: the cache keeps only
+// this annotation of a target, so a diff against it could not tell the
+// target's other annotations apart from absent ones (removing the last
+// cached key would patch "annotations": null and drop them all).
+func annotationPatch(value string) client.Patch {
+	var v any
+	if value != "" {
+		v = value
+	}
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lockv1alpha1.LockedAnnotation: v}}})
+	return client.RawPatch(types.MergePatchType, data)
 }
