@@ -565,42 +565,28 @@ func isASCII(b []byte) bool {
 // gvk decodes a GroupVersionKind object at s.i into dst (merging); null
 // leaves it.
 func (s *scanner) gvk(dst *metav1.GroupVersionKind) error {
-	if s.literal("null") {
-		return nil
-	}
-	if s.i >= len(s.data) || s.data[s.i] != '{' {
-		return s.typeError("kind", "an object")
-	}
-	return s.object(func(key []byte, _ int) error {
-		switch string(key) {
-		case "group":
-			return s.stringInto(&dst.Group)
-		case "version":
-			return s.stringInto(&dst.Version)
-		case "kind":
-			return s.stringInto(&dst.Kind)
-		}
-		return s.skipValue()
-	})
+	return s.stringFields("kind", map[string]*string{"group": &dst.Group, "version": &dst.Version, "kind": &dst.Kind})
 }
 
 // gvr decodes a GroupVersionResource object at s.i into dst (merging);
 // null leaves it.
 func (s *scanner) gvr(dst *metav1.GroupVersionResource) error {
+	return s.stringFields("resource", map[string]*string{"group": &dst.Group, "version": &dst.Version, "resource": &dst.Resource})
+}
+
+// stringFields decodes the object at s.i, the value of member, into the
+// strings of fields by key (merging); other keys are skipped, and null
+// leaves everything as it is.
+func (s *scanner) stringFields(member string, fields map[string]*string) error {
 	if s.literal("null") {
 		return nil
 	}
 	if s.i >= len(s.data) || s.data[s.i] != '{' {
-		return s.typeError("resource", "an object")
+		return s.typeError(member, "an object")
 	}
 	return s.object(func(key []byte, _ int) error {
-		switch string(key) {
-		case "group":
-			return s.stringInto(&dst.Group)
-		case "version":
-			return s.stringInto(&dst.Version)
-		case "resource":
-			return s.stringInto(&dst.Resource)
+		if dst, ok := fields[string(key)]; ok {
+			return s.stringInto(dst)
 		}
 		return s.skipValue()
 	})
