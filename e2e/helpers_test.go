@@ -146,17 +146,6 @@ func deleteTarget(ctx context.Context, gvk schema.GroupVersionKind, ns, name str
 	return s.c.Delete(ctx, newTarget(gvk, ns, name), opts...)
 }
 
-// newLock returns a Lock of target (kind and name), not yet created.
-func newLock(ns, name, kind, target, reason string) *lockv1alpha1.Lock {
-	return &lockv1alpha1.Lock{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: lockv1alpha1.LockSpec{
-			TargetRef: lockv1alpha1.TargetReference{Kind: kind, Name: target},
-			Reason:    reason,
-		},
-	}
-}
-
 // createLock creates a Lock.
 func createLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock {
 	t.Helper()

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/navique/lockguard/internal/testenv"
 )
 
 // TestOtherAnnotationsKept: lockguard adds and removes its annotation
@@ -21,7 +23,7 @@ func TestOtherAnnotationsKept(t *testing.T) {
 	if err := suite.client.Create(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	createLock(t, lockOn(ns, "keep-mine", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "keep-mine", "Stack", "forge", ""))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "keep-mine")
 	deleteLock(t, ns, "keep-mine")
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "")

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/testenv"
 )
 
 const seedReason = "Production environment - remove this Lock deliberately before deleting."
@@ -22,7 +23,7 @@ func TestSeedExample(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "protect-forge-stack", "Stack", "forge", seedReason))
+	createLock(t, testenv.NewLock(ns, "protect-forge-stack", "Stack", "forge", seedReason))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "protect-forge-stack")
 
 	_, stderr, err := kubectl("delete", "stack", "forge", "-n", ns)
@@ -55,7 +56,7 @@ func TestKubectlGetLocks(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "protect-forge-stack", "Stack", "forge", "prod"))
+	createLock(t, testenv.NewLock(ns, "protect-forge-stack", "Stack", "forge", "prod"))
 	waitLockState(t, ns, "protect-forge-stack", active)
 
 	out, stderr, err := kubectl("get", "locks", "-n", ns, "-o", "wide", "--no-headers=false")
@@ -81,7 +82,7 @@ func TestVersionAgnostic(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	l := lockOn(ns, "by-beta", "Stack", "forge", "")
+	l := testenv.NewLock(ns, "by-beta", "Stack", "forge", "")
 	l.Spec.TargetRef.APIVersion = "core.navique.com/v1beta1"
 	createLock(t, l)
 	waitLockState(t, ns, "by-beta", active)
@@ -103,9 +104,9 @@ func TestLocksStack(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "b-lock", "Stack", "forge", "second"))
+	createLock(t, testenv.NewLock(ns, "b-lock", "Stack", "forge", "second"))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "b-lock")
-	createLock(t, lockOn(ns, "a-lock", "Stack", "forge", "first"))
+	createLock(t, testenv.NewLock(ns, "a-lock", "Stack", "forge", "first"))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "a-lock,b-lock")
 	waitLockState(t, ns, "a-lock", active)
 	waitLockState(t, ns, "b-lock", active)
@@ -131,7 +132,7 @@ func TestAnnotationRestored(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "keep", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "keep", "Stack", "forge", ""))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "keep")
 
 	for _, patch := range []string{
@@ -155,11 +156,11 @@ func TestInvalidTarget(t *testing.T) {
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
 
-	other := lockOn(ns, "other-group", "Deployment", "forge", "")
+	other := testenv.NewLock(ns, "other-group", "Deployment", "forge", "")
 	other.Spec.TargetRef.APIVersion = "apps/v1"
 	createLock(t, other)
-	lockOfLock := createLock(t, lockOn(ns, "lock-of-lock", "Lock", "other-group", ""))
-	region := createLock(t, lockOn(ns, "cluster-scoped", "Region", "eu", ""))
+	lockOfLock := createLock(t, testenv.NewLock(ns, "lock-of-lock", "Lock", "other-group", ""))
+	region := createLock(t, testenv.NewLock(ns, "cluster-scoped", "Region", "eu", ""))
 
 	for name, wantMsg := range map[string]string{
 		other.Name:      `only core.navique.com resources can be locked, and targetRef.apiVersion "apps/v1" is in group "apps"`,
@@ -181,7 +182,7 @@ func TestInvalidTarget(t *testing.T) {
 func TestMissingReference(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
-	createLock(t, lockOn(ns, "early", "PostgresCluster", "db", ""))
+	createLock(t, testenv.NewLock(ns, "early", "PostgresCluster", "db", ""))
 	l := waitLockState(t, ns, "early", missingReference)
 	if want := `PostgresCluster "db" not found in namespace "` + ns + `"; its deletion will be denied as soon as it is created`; l.Status.Conditions[0].Message != want {
 		t.Errorf("Ready message %q, want %q", l.Status.Conditions[0].Message, want)
@@ -202,7 +203,7 @@ func TestOtherNamespace(t *testing.T) {
 	requireSuite(t)
 	nsA, nsB := newNamespace(t), newNamespace(t)
 	createObject(t, stackV1alpha1, nsB, "forge")
-	createLock(t, lockOn(nsA, "elsewhere", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(nsA, "elsewhere", "Stack", "forge", ""))
 	waitLockState(t, nsA, "elsewhere", missingReference)
 	if err := deleteErr(stackV1alpha1, nsB, "forge"); err != nil {
 		t.Fatalf("deleting an object protected only by a Lock in another namespace: %v", err)
@@ -217,7 +218,7 @@ func TestUpdatesAndLockLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "guard", "Stack", "forge", "v1"))
+	createLock(t, testenv.NewLock(ns, "guard", "Stack", "forge", "v1"))
 	waitAnnotation(t, stackV1alpha1, ns, "forge", "guard")
 
 	u := object(stackV1alpha1, ns, "forge")
@@ -276,7 +277,7 @@ func TestDeleteCollection(t *testing.T) {
 	for _, n := range []string{"a", "b", "c", "d"} {
 		createObject(t, stackV1alpha1, ns, n)
 	}
-	createLock(t, lockOn(ns, "keep-b", "Stack", "b", ""))
+	createLock(t, testenv.NewLock(ns, "keep-b", "Stack", "b", ""))
 	waitLockState(t, ns, "keep-b", active)
 
 	// The API server stops a deletecollection at the first denied object,
@@ -317,7 +318,7 @@ func TestDryRun(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "dry", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "dry", "Stack", "forge", ""))
 	waitLockState(t, ns, "dry", active)
 	wantDenied(t, deleteErr(stackV1alpha1, ns, "forge", client.DryRunAll),
 		"resource is protected by Lock(s) [dry]; delete the Lock(s) before deleting this resource")

@@ -94,6 +94,6 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatalf("delete: got %v (reason %q), want ServiceUnavailable %q", lastErr, apierrors.ReasonForError(lastErr), want)
 	}
 	// Locks can still be deleted: the webhook never sees them.
-	createLock(t, lockOn(ns.Name, "free", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns.Name, "free", "Stack", "forge", ""))
 	deleteLock(t, ns.Name, "free")
 }

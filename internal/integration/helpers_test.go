@@ -61,17 +61,6 @@ func createObject(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *u
 	return u
 }
 
-// lockOn returns a Lock of kind/name, not yet created.
-func lockOn(ns, name, kind, target, reason string) *lockv1alpha1.Lock {
-	return &lockv1alpha1.Lock{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: lockv1alpha1.LockSpec{
-			TargetRef: lockv1alpha1.TargetReference{Kind: kind, Name: target},
-			Reason:    reason,
-		},
-	}
-}
-
 // createLock creates a Lock.
 func createLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock {
 	t.Helper()

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/navique/lockguard/internal/testenv"
 )
 
 // TestKindInstalledAfterStart: a Lock on a kind that no CRD serves yet is
@@ -18,7 +20,7 @@ import (
 func TestKindInstalledAfterStart(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
-	createLock(t, lockOn(ns, "future", "Gateway", "edge", ""))
+	createLock(t, testenv.NewLock(ns, "future", "Gateway", "edge", ""))
 	l := waitLockState(t, ns, "future", missingReference)
 	if want := `no kind Gateway.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and Gateway "edge" exists`; l.Status.Conditions[0].Message != want {
 		t.Errorf("Ready message %q, want %q", l.Status.Conditions[0].Message, want)

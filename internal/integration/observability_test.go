@@ -34,10 +34,10 @@ import (
 func TestEvents(t *testing.T) {
 	requireSuite(t)
 	ns := newNamespace(t)
-	createLock(t, lockOn(ns, "early", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "early", "Stack", "forge", ""))
 	waitLockState(t, ns, "early", missingReference)
 	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, lockOn(ns, "second", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "second", "Stack", "forge", ""))
 	waitLockState(t, ns, "early", active)
 	waitLockState(t, ns, "second", active)
 
@@ -190,7 +190,7 @@ func TestPrometheus(t *testing.T) {
 	ns := newNamespace(t)
 	createObject(t, stackV1alpha1, ns, "forge")
 	createObject(t, stackV1alpha1, ns, "free")
-	createLock(t, lockOn(ns, "guard", "Stack", "forge", ""))
+	createLock(t, testenv.NewLock(ns, "guard", "Stack", "forge", ""))
 	waitLockState(t, ns, "guard", active)
 	if err := deleteErr(stackV1alpha1, ns, "forge"); err == nil {
 		t.Fatal("locked delete allowed")

@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // ReadObjects reads every object of the YAML (or JSON) manifests at paths.
@@ -56,4 +59,16 @@ func ApplyFiles(ctx context.Context, c client.Client, paths ...string) error {
 		return err
 	}
 	return Apply(ctx, c, objs...)
+}
+
+// NewLock returns a Lock named name in ns that protects the kind and
+// target (default apiVersion), with reason; not yet created.
+func NewLock(ns, name, kind, target, reason string) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: lockv1alpha1.LockSpec{
+			TargetRef: lockv1alpha1.TargetReference{Kind: kind, Name: target},
+			Reason:    reason,
+		},
+	}
 }
