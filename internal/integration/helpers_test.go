@@ -169,6 +169,22 @@ func waitLockState(t *testing.T, ns, name string, want lockState) *lockv1alpha1.
 	return l
 }
 
+// waitObserved waits until the Lock's status.observedGeneration reaches
+// generation, which means lockguard's cache holds that generation.
+func waitObserved(t *testing.T, ns, name string, generation int64) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("Lock %s/%s observes generation %d", ns, name, generation), func() error {
+		var l lockv1alpha1.Lock
+		if err := suite.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &l); err != nil {
+			return err
+		}
+		if l.Status.ObservedGeneration < generation {
+			return fmt.Errorf("observedGeneration is %d", l.Status.ObservedGeneration)
+		}
+		return nil
+	})
+}
+
 var (
 	active           = lockState{Active: true, Ready: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive}
 	missingReference = lockState{Active: false, Ready: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference}
