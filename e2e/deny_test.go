@@ -118,9 +118,7 @@ func Test02EveryServedVersion(t *testing.T) {
 
 			deleteLock(t, lock)
 			waitAnnotation(t, gvkOf(versions[0]), ns, "db", "")
-			if err := deleteTarget(t.Context(), gvkOf(versions[len(versions)-1]), ns, "db"); err != nil {
-				t.Fatalf("deleting %s db through %s once unlocked: %v", tc.kind, versions[len(versions)-1], err)
-			}
+			deleteOnceUnlocked(t, gvkOf(versions[len(versions)-1]), ns, "db")
 			eventually(t, defaultTimeout, tc.kind+" db gone", gone(gvkOf(versions[0]), ns, "db"))
 		})
 	}
@@ -143,14 +141,12 @@ func Test03LocksStack(t *testing.T) {
 
 	deleteLock(t, first)
 	waitAnnotation(t, stackGVK, ns, "db", "b-second")
-	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "db"), second)
+	waitDenied(t, stackGVK, ns, "db", second)
 	waitActive(t, second)
 
 	deleteLock(t, second)
 	waitAnnotation(t, stackGVK, ns, "db", "")
-	if err := deleteTarget(t.Context(), stackGVK, ns, "db"); err != nil {
-		t.Fatalf("deleting Stack db once both Locks are gone: %v", err)
-	}
+	deleteOnceUnlocked(t, stackGVK, ns, "db")
 	eventually(t, defaultTimeout, "Stack db gone", gone(stackGVK, ns, "db"))
 }
 

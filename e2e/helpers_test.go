@@ -371,6 +371,42 @@ func wantDenied(t *testing.T, err error, locks ...*lockv1alpha1.Lock) {
 	}
 }
 
+// waitDenied is wantDenied right after Locks were deleted or edited. A
+// replica whose cache has not seen the change yet still denies, naming the
+// Locks it has (the safe side of cache lag, which shows with several
+// replicas), so the delete is retried until the denial names exactly these
+// Locks. A delete that goes through fails the test at once.
+func waitDenied(t *testing.T, gvk schema.GroupVersionKind, ns, name string, locks ...*lockv1alpha1.Lock) {
+	t.Helper()
+	want := denialError(locks...)
+	eventually(t, defaultTimeout, fmt.Sprintf("deleting %s %s/%s is denied with %q", gvk.Kind, ns, name, want), func(ctx context.Context) error {
+		err := deleteTarget(ctx, gvk, ns, name)
+		switch {
+		case err == nil:
+			t.Fatalf("deleting %s %s/%s succeeded; want it denied with %q", gvk.Kind, ns, name, want)
+		case !apierrors.IsForbidden(err):
+			t.Fatalf("deleting %s %s/%s: got error %v, want Forbidden", gvk.Kind, ns, name, err)
+		case err.Error() != want:
+			return err
+		}
+		return nil
+	})
+}
+
+// deleteOnceUnlocked deletes a target whose last Lock was just deleted. A
+// replica whose cache has not seen the Lock go yet still denies, so a
+// denial is retried until the deadline; any other error fails the test.
+func deleteOnceUnlocked(t *testing.T, gvk schema.GroupVersionKind, ns, name string) {
+	t.Helper()
+	eventually(t, defaultTimeout, fmt.Sprintf("deleting %s %s/%s once unlocked", gvk.Kind, ns, name), func(ctx context.Context) error {
+		err := deleteTarget(ctx, gvk, ns, name)
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatalf("deleting %s %s/%s once unlocked: %v", gvk.Kind, ns, name, err)
+		}
+		return err
+	})
+}
+
 // kubectlResult is what a kubectl run printed and its exit code.
 type kubectlResult struct {
 	stdout, stderr string

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -149,23 +148,12 @@ func Test09OnlyDeletesAreBlocked(t *testing.T) {
 	})
 	lock.Spec.Reason = "second reason"
 	waitActive(t, lock)
-	eventually(t, defaultTimeout, "denial with the new reason", func(ctx context.Context) error {
-		err := deleteTarget(ctx, stackGVK, ns, "web")
-		if err == nil {
-			return fmt.Errorf("the delete of a locked Stack succeeded")
-		}
-		if err.Error() != denialError(lock) {
-			return fmt.Errorf("got %q, want %q", err.Error(), denialError(lock))
-		}
-		return nil
-	})
+	waitDenied(t, stackGVK, ns, "web", lock)
 
 	another := createLock(t, testenv.NewLock(ns, "keep-web-too", "Stack", "web", ""))
 	waitAnnotation(t, stackGVK, ns, "web", "keep-web,keep-web-too")
 	deleteLock(t, another)
 	deleteLock(t, lock)
 	waitAnnotation(t, stackGVK, ns, "web", "")
-	if err := deleteTarget(t.Context(), stackGVK, ns, "web"); err != nil {
-		t.Fatalf("deleting Stack web once unlocked: %v", err)
-	}
+	deleteOnceUnlocked(t, stackGVK, ns, "web")
 }
