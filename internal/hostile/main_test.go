@@ -8,22 +8,16 @@
 package hostile_test
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/testenv"
@@ -50,21 +44,14 @@ func run(m *testing.M) int {
 		suite.skip = "hostile-client tests skipped in -short mode"
 		return m.Run()
 	}
-	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	} else {
-		ctrl.SetLogger(logr.Discard())
-	}
+	logs := testenv.Logs()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	suite.root = root
-	env, err := testenv.Start(testenv.Options{
-		CRDDirs: testenv.CRDDirs(root),
-		Logs:    logs(),
-	})
+	env, err := testenv.Start(testenv.Options{CRDDirs: testenv.CRDDirs(root), Logs: logs})
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" {
 			suite.skip = err.Error()
@@ -75,78 +62,28 @@ func run(m *testing.M) int {
 	}
 	defer env.Stop()
 	suite.env = env
-	code, err := start(m)
+	scheme, err := manager.NewScheme()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return code
-}
-
-// start starts lockguard's manager in-process and runs the tests.
-func start(m *testing.M) (int, error) {
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		return 0, err
+	if suite.client, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	if suite.client, err = client.New(suite.env.Config, client.Options{Scheme: scheme}); err != nil {
-		return 0, err
-	}
-	if suite.webhook, err = testenv.NewLocalWebhook(suite.env.Dir); err != nil {
-		return 0, err
-	}
-	port, err := testenv.FreePort()
-	if err != nil {
-		return 0, err
-	}
-	suite.metrics = fmt.Sprintf("127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	// lockguard's Lock watch goes through lagWatches, so that a test can
 	// hold back its events.
-	cfg := rest.CopyConfig(suite.env.Config)
-	cfg.Wrap(lagWatches)
-	mgr, err := manager.New(ctx, cfg, manager.Options{
-		WebhookHost:   suite.webhook.Host,
-		WebhookPort:   suite.webhook.Port,
-		CertDir:       suite.webhook.CertDir,
-		MetricsAddr:   suite.metrics,
-		MetricsSecure: true,
-	})
+	mgr, err := env.StartManager(testenv.ManagerOptions{Wrap: lagWatches})
 	if err != nil {
-		return 0, fmt.Errorf("building the manager: %w", err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		return 0, fmt.Errorf("the manager's cache did not sync")
-	}
-	if err := waitFor(time.Minute, func() error { return mgr.GetWebhookServer().StartedChecker()(&http.Request{}) }); err != nil {
-		return 0, fmt.Errorf("the webhook server did not start: %w", err)
-	}
-	if err := waitFor(time.Minute, func() error {
-		resp, err := insecureClient().Get("https://" + suite.metrics + "/metrics")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		return nil
-	}); err != nil {
-		return 0, fmt.Errorf("the metrics server did not start: %w", err)
-	}
+	suite.webhook, suite.metrics = mgr.Webhook, mgr.Metrics
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := mgr.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
-	return code, nil
-}
-
-func logs() io.Writer {
-	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
-		return os.Stderr
-	}
-	return nil
+	return code
 }
 
 // requireSuite skips a test when the control plane is not there (and

@@ -8,16 +8,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/manager"
@@ -46,19 +43,14 @@ func run(m *testing.M) int {
 		suite.skip = "integration tests skipped in -short mode"
 		return m.Run()
 	}
-	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
-		ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
-	}
+	logs := testenv.Logs()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	suite.root = root
-	env, err := testenv.Start(testenv.Options{
-		CRDDirs: testenv.CRDDirs(root),
-		Logs:    logs(),
-	})
+	env, err := testenv.Start(testenv.Options{CRDDirs: testenv.CRDDirs(root), Logs: logs})
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" {
 			suite.skip = err.Error()
@@ -85,56 +77,23 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	wh, err := testenv.NewLocalWebhook(env.Dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	suite.webhook = wh
-	metricsPort, err := testenv.FreePort()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	suite.metrics = fmt.Sprintf("127.0.0.1:%d", metricsPort)
-	mgr, err := manager.New(ctx, env.Config, manager.Options{
-		WebhookHost:   wh.Host,
-		WebhookPort:   wh.Port,
-		CertDir:       wh.CertDir,
-		MetricsAddr:   suite.metrics,
-		MetricsSecure: true,
-		Controller:    controller.Options{DiscoveryInterval: 2 * time.Second},
+	mgr, err := env.StartManager(testenv.ManagerOptions{
+		Controller: controller.Options{DiscoveryInterval: 2 * time.Second},
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "building the manager:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		fmt.Fprintln(os.Stderr, "the manager's cache did not sync")
-		return 1
-	}
-	if _, err := wh.InstallWebhook(ctx, suite.client, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
+	suite.webhook, suite.metrics = mgr.Webhook, mgr.Metrics
+	if _, err := mgr.Webhook.InstallWebhook(context.Background(), suite.client, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	code := m.Run()
-	cancel()
-	if err := <-done; err != nil {
+	if err := mgr.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
-}
-
-func logs() io.Writer {
-	if os.Getenv("LOCKGUARD_KUBE_LOGS") == "1" {
-		return os.Stderr
-	}
-	return nil
 }
 
 // requireSuite skips a test when the control plane is not there (and
