@@ -85,6 +85,10 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 	}, o.Args...)
 	l.cmd = exec.Command(filepath.Clean(o.Binary), args...)
 	l.cmd.Stdout, l.cmd.Stderr = o.Logs, o.Logs
+	// Its own process group: a Ctrl-C at the terminal (make demo) reaches
+	// only the parent, which stops lockguard with one SIGTERM. A second
+	// signal would make lockguard exit at once with status 1.
+	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := l.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
