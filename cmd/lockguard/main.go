@@ -40,6 +40,7 @@ func run() error {
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only callers authorized to get /metrics (TokenReview and SubjectAccessReview).")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "Address of the Go profiler's /debug/pprof/ endpoints, unauthenticated: use loopback, e.g. 127.0.0.1:6060; \"0\" disables them.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", true, "Run the reconcilers on one elected replica at a time (the webhook is served by every replica).")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's namespace; required out of cluster).")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader's Lease is valid without renewal.")

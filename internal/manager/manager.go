@@ -59,6 +59,10 @@ type Options struct {
 	// Default "0".
 	ProbeAddr string
 
+	// PprofAddr is the address of net/http/pprof's /debug/pprof/ endpoints
+	// (no authentication: bind it to loopback); "0" or empty disables them.
+	PprofAddr string
+
 	// LeaderElection makes the reconcilers run on the leader only.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; required out of cluster.
@@ -152,6 +156,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        orDefault(o.ProbeAddr, "0"),
+		PprofBindAddress:              orDefault(o.PprofAddr, "0"),
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
