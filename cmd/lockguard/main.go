@@ -70,6 +70,11 @@ func run() error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	if limit, err := setMemoryLimit(cgroupLimitFiles); err != nil {
+		log.Error(err, "Not setting a Go memory limit")
+	} else if limit > 0 {
+		log.Info("Go memory limit set to 90% of the container's", "bytes", limit)
+	}
 
 	cfg, err := config.GetConfig()
 	if err != nil {
