@@ -514,7 +514,13 @@ the heap in use stays near the live heap.
 spends ~1.1-1.2 ms of CPU per Lock (decoding three Lock events and a target
 event, four reconciles, two patches, a status Event) on the same two cores as
 the API server and etcd; the raw client only writes. More workers would help
-both sides equally.
+both sides equally. The status Event (issue 5 asks for one on every Ready
+change, so a new Lock's Active) is a third API write per Lock where the raw
+client makes two; a CPU profile of the burst (` + "`--pprof-bind-address`" + `) puts
+lockguard itself at ~0.2 cores, so the API server's writes are the limit.
+An experiment build without that Event, run minutes apart with ` + "`go run ./hack/bench -only convergence`" + `
+(so not side by side): 72% (247 vs 345 Locks/s) without it, 65% (190 vs
+292) with it. The Event stays.
 
 **Target 6, protection window.** Deciding from the cache alone, a few
 percent of deletes sent the moment a Lock's create returns go through: the
