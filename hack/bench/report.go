@@ -506,9 +506,13 @@ lockguard holds ~2.9 KiB per Lock and target (10k of each): the typed Lock
 their stores ~0.2 KiB, and ~0.5 KiB of work-queue maps that keep their
 capacity after the initial reconcile of every object; ` + "`go_memstats_heap_inuse_bytes`" + `
 runs 1.5-1.8× the live heap with GOGC=100. Reaching 1.5 KiB would take a
-slimmer cached Lock (the fields read, not the typed object), an index without
-a set per value, and a GOMEMLIMIT (set from the container's limit) so that
-the heap in use stays near the live heap.
+slimmer cached Lock (the fields read, not the typed object) and an index
+without a set per value. Since 98fc196 lockguard sets the Go runtime's
+memory limit to 90% of its container's, so that near the limit the heap in
+use stays close to the live heap; the bench's processes run without a
+memory cgroup, so this report does not show it. A profile after a burst of
+new Locks also holds ~1 KiB per Lock for their status Events, which
+client-go's event cache keeps for 6 minutes.
 
 **Target 5, convergence.** 62-70% over runs at the default QPS. lockguard
 spends ~1.1-1.2 ms of CPU per Lock (decoding three Lock events and a target
