@@ -2,6 +2,7 @@ package deploytest_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/navique/lockguard/internal/deploytest"
@@ -157,6 +159,11 @@ func testInstall(t *testing.T, version string) {
 			})
 			createRestrictedNamespace(ctx, t, c, ns)
 			install(ctx, t, c, objs)
+			if kinds["FlowSchema"] {
+				checkFlowSchema(ctx, t, env.Config, c, objs)
+			} else if kinds["ValidatingWebhookConfiguration"] {
+				t.Errorf("a webhook without a FlowSchema for its reads")
+			}
 			deployments := 0
 			for _, o := range objs {
 				if o.GetKind() == "Deployment" {
@@ -385,5 +392,62 @@ func testPolicy(ctx context.Context, t *testing.T, c client.Client, kubeVersion 
 	}
 	if err := c.Delete(ctx, stack("locked", "v1alpha1", "-")); err != nil {
 		t.Errorf("deleting the Stack once unannotated: %v", err)
+	}
+}
+
+// checkFlowSchema checks with the API server's own classification (API
+// Priority and Fairness answers every request with the UID of the
+// FlowSchema it matched, in X-Kubernetes-PF-FlowSchema-UID) that the
+// chart's FlowSchema takes lockguard's list of a namespace's Locks, the
+// read that confirms an allowed delete, and leaves its informer's
+// cluster-wide list and other users' lists alone.
+func checkFlowSchema(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var schema, sa *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "FlowSchema":
+			schema = o
+		case "ServiceAccount":
+			sa = o
+		}
+	}
+	if sa == nil {
+		t.Fatal("no ServiceAccount rendered")
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(schema.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(schema), live); err != nil {
+		t.Fatal(err)
+	}
+	classify := func(user, path string) string {
+		t.Helper()
+		imp := rest.CopyConfig(cfg)
+		imp.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+		hc, err := rest.HTTPClientFor(imp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, imp.Host+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID")
+	}
+	lockguard := "system:serviceaccount:" + sa.GetNamespace() + ":" + sa.GetName()
+	const namespaced, clusterWide = "/apis/core.navique.com/v1alpha1/namespaces/default/locks", "/apis/core.navique.com/v1alpha1/locks"
+	if got := classify(lockguard, namespaced); got != string(live.GetUID()) {
+		t.Errorf("lockguard's list of a namespace's Locks went to FlowSchema %q, want %s (%s)", got, live.GetName(), live.GetUID())
+	}
+	if got := classify(lockguard, clusterWide); got == "" || got == string(live.GetUID()) {
+		t.Errorf("lockguard's cluster-wide list of Locks went to FlowSchema %q, want another one", got)
+	}
+	if got := classify("system:serviceaccount:default:someone", namespaced); got == "" || got == string(live.GetUID()) {
+		t.Errorf("another ServiceAccount's list of Locks went to FlowSchema %q, want another one", got)
 	}
 }

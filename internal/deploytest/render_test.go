@@ -102,7 +102,7 @@ func TestRenderedObjects(t *testing.T) {
 		"Issuer/lockguard-ca",
 		"Issuer/lockguard-selfsigned",
 	}
-	webhook := []string{"ValidatingWebhookConfiguration/lockguard"}
+	webhook := []string{"FlowSchema/lockguard", "ValidatingWebhookConfiguration/lockguard"}
 	policy := []string{
 		"ValidatingAdmissionPolicy/lockguard-locked",
 		"ValidatingAdmissionPolicyBinding/lockguard-locked",
@@ -178,6 +178,11 @@ func TestRenderedObjects(t *testing.T) {
 			r:      deploytest.Release{Set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}},
 			want:   join(common, certManager, webhook, []string{"ConfigMap/lockguard-dashboard", "PrometheusRule/lockguard"}),
 		},
+		"NoFlowControl": {
+			reason: "flowControl.enabled=false drops the FlowSchema",
+			r:      deploytest.Release{Set: []string{"flowControl.enabled=false"}},
+			want:   join(common, certManager, []string{"ValidatingWebhookConfiguration/lockguard"}),
+		},
 		"SingleReplica": {
 			reason: "no PodDisruptionBudget for a single replica (it would block node drains)",
 			r:      deploytest.Release{Set: []string{"replicas=1"}},
@@ -233,6 +238,11 @@ func TestRenderRejects(t *testing.T) {
 			reason: "replicas is a non-negative integer",
 			r:      deploytest.Release{Set: []string{"replicas=two"}},
 			want:   "/replicas",
+		},
+		"FlowSchemaPrecedence": {
+			reason: "the API server allows matchingPrecedence 1 to 10000",
+			r:      deploytest.Release{Set: []string{"flowControl.matchingPrecedence=0"}},
+			want:   "minimum: got 0, want 1",
 		},
 		"NoCertificate": {
 			reason: "without cert-manager a Secret must be named",
