@@ -2,6 +2,7 @@ package deploytest_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,14 +72,13 @@ func TestHelmLifecycle(t *testing.T) {
 		}
 		return out
 	}
-	revision := func() string {
+	revision := func() int {
 		t.Helper()
-		out := mustHelm("history", release, "--max", "1", "-o", "json")
-		i := strings.Index(out, `"revision":`)
-		if i < 0 {
-			t.Fatalf("helm history: no revision in %s", out)
+		var history []struct{ Revision int }
+		if err := json.Unmarshal([]byte(mustHelm("history", release, "--max", "1", "-o", "json")), &history); err != nil || len(history) != 1 {
+			t.Fatalf("helm history: %v (%d entries)", err, len(history))
 		}
-		return strings.TrimSpace(strings.SplitN(out[i+len(`"revision":`):], ",", 2)[0])
+		return history[0].Revision
 	}
 	deployment := func() (*appsv1.Deployment, error) {
 		d := &appsv1.Deployment{}
@@ -142,7 +142,7 @@ func TestHelmLifecycle(t *testing.T) {
 	}
 	t.Logf("a mistyped value: %v", err)
 	if after := revision(); after != before {
-		t.Errorf("a failed upgrade made revision %s (was %s)", after, before)
+		t.Errorf("a failed upgrade made revision %d (was %d)", after, before)
 	}
 	if d, err = deployment(); err != nil || *d.Spec.Replicas != 3 {
 		t.Fatalf("after the failed upgrade: replicas %v, %v; want 3 unchanged", d.Spec.Replicas, err)
