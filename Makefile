@@ -130,6 +130,13 @@ chaos: kube build ## Chaos run: two replicas, faults and an invariant checker fo
 demo: kube build ## Run lockguard for real against a local control plane (Ctrl-C to stop).
 	go run ./hack/demo --lockguard $(BIN)/lockguard
 
+.PHONY: image-check
+image-check: ## The Dockerfile's build stage without a container engine, on its build context, for amd64 and arm64 (hack/image/check.sh).
+	hack/image/check.sh
+
+# No container engine here: CI checks the image's build stage instead.
+test: image-check
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a container engine).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
