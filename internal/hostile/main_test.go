@@ -40,27 +40,20 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	if testing.Short() {
-		suite.skip = "hostile-client tests skipped in -short mode"
-		return m.Run()
-	}
-	logs := testenv.Logs()
-	root, err := testenv.RepoRoot()
+	env, skip, err := testenv.StartForMain("hostile-client tests")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	suite.root = root
-	env, err := testenv.Start(testenv.Options{CRDDirs: testenv.CRDDirs(root), Logs: logs})
-	if err != nil {
-		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" {
-			suite.skip = err.Error()
-			return m.Run()
-		}
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
+	if skip != "" {
+		suite.skip = skip
+		return m.Run()
 	}
 	defer env.Stop()
+	if suite.root, err = testenv.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	suite.env = env
 	scheme, err := manager.NewScheme()
 	if err != nil {

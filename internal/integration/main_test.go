@@ -39,27 +39,20 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
-	if testing.Short() {
-		suite.skip = "integration tests skipped in -short mode"
-		return m.Run()
-	}
-	logs := testenv.Logs()
-	root, err := testenv.RepoRoot()
+	env, skip, err := testenv.StartForMain("integration tests")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	suite.root = root
-	env, err := testenv.Start(testenv.Options{CRDDirs: testenv.CRDDirs(root), Logs: logs})
-	if err != nil {
-		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" {
-			suite.skip = err.Error()
-			return m.Run()
-		}
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
+	if skip != "" {
+		suite.skip = skip
+		return m.Run()
 	}
 	defer env.Stop()
+	if suite.root, err = testenv.RepoRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	suite.env, suite.cfg = env, env.Config
 
 	scheme, err := manager.NewScheme()
@@ -85,7 +78,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.webhook, suite.metrics = mgr.Webhook, mgr.Metrics
-	if _, err := mgr.Webhook.InstallWebhook(context.Background(), suite.client, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
+	if _, err := mgr.Webhook.InstallWebhook(context.Background(), suite.client, filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

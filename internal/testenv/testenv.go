@@ -277,6 +277,28 @@ func StartForTest(t testing.TB, o Options) *Env {
 	return e
 }
 
+// StartForMain starts, for a suite's TestMain (after flag.Parse), a control
+// plane with the CRDs of CRDDirs and logs per Logs. It returns instead a
+// reason to skip the suite in -short mode, or when the binaries are missing
+// and LOCKGUARD_REQUIRE_KUBE is not 1 (as StartForTest does).
+func StartForMain(suite string) (env *Env, skip string, err error) {
+	if testing.Short() {
+		return nil, suite + " skipped in -short mode", nil
+	}
+	logs := Logs()
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, "", err
+	}
+	if env, err = Start(Options{CRDDirs: CRDDirs(root), Logs: logs}); err != nil {
+		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") != "1" && strings.Contains(err.Error(), "is missing") {
+			return nil, "no control plane: " + err.Error(), nil
+		}
+		return nil, "", fmt.Errorf("starting the control plane: %w", err)
+	}
+	return env, "", nil
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) { return freePort() }
 
