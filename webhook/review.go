@@ -189,21 +189,30 @@ func (s *scanner) object(member func(key []byte, start int) error) error {
 		if err := member(key, start); err != nil {
 			return err
 		}
-		s.ws()
-		if s.i >= len(s.data) {
-			return errUnexpectedEnd
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.pop()
-			return nil
-		default:
-			return s.syntaxError("after object key:value pair")
+		if done, err := s.separator('}', "after object key:value pair"); done || err != nil {
+			return err
 		}
 	}
+}
+
+// separator scans past what follows an object member or an array element:
+// a ',' (done is false) or the closing byte, which pops the nesting level
+// (done is true).
+func (s *scanner) separator(closing byte, context string) (done bool, err error) {
+	s.ws()
+	if s.i >= len(s.data) {
+		return false, errUnexpectedEnd
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		return false, nil
+	case closing:
+		s.i++
+		s.pop()
+		return true, nil
+	}
+	return false, s.syntaxError(context)
 }
 
 // key scans a string and returns its unescaped value.
@@ -621,20 +630,13 @@ func (s *scanner) strings(dst *[]string) error {
 			return err
 		}
 		out = append(out, v)
-		s.ws()
-		if s.i >= len(s.data) {
-			return errUnexpectedEnd
+		done, err := s.separator(']', "after array element")
+		if err != nil {
+			return err
 		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.pop()
+		if done {
 			*dst = out
 			return nil
-		default:
-			return s.syntaxError("after array element")
 		}
 	}
 }
