@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
-	"github.com/navique/lockguard/internal/testenv"
 )
 
 // failoverBound bounds how long the leader Lease takes to move after the
@@ -88,8 +88,8 @@ func Test10LockguardDown(t *testing.T) {
 	createTarget(t, stackGVK, ns, "kept")
 	createTarget(t, stackGVK, ns, "released")
 	createTarget(t, stackGVK, ns, "free")
-	kept := createLock(t, testenv.NewLock(ns, "keep-kept", "Stack", "kept", "still locked"))
-	released := createLock(t, testenv.NewLock(ns, "keep-released", "Stack", "released", "deleted while lockguard is down"))
+	kept := createLock(t, framework.NewLock(ns, "keep-kept", "Stack", "kept", "still locked"))
+	released := createLock(t, framework.NewLock(ns, "keep-released", "Stack", "released", "deleted while lockguard is down"))
 	waitActive(t, kept, released)
 
 	d := scale(t, 0)
@@ -117,7 +117,7 @@ func Test10LockguardDown(t *testing.T) {
 		t.Fatalf("deleting a cluster-scoped Region while lockguard is down: %v", err)
 	}
 	// Locks: created, updated and deleted without lockguard.
-	spare := createLock(t, testenv.NewLock(ns, "spare", "Stack", "free", ""))
+	spare := createLock(t, framework.NewLock(ns, "spare", "Stack", "free", ""))
 	spare.Spec.Reason = "edited while lockguard is down"
 	if err := s.c.Update(t.Context(), spare); err != nil {
 		t.Fatalf("updating a Lock while lockguard is down: %v", err)
@@ -211,7 +211,7 @@ func Test11AnnotationByHand(t *testing.T) {
 	ns := newNamespace(t, "byhand")
 	n := replicaCount(t)
 	createTarget(t, stackGVK, ns, "guarded")
-	lock := createLock(t, testenv.NewLock(ns, "keep-guarded", "Stack", "guarded", ""))
+	lock := createLock(t, framework.NewLock(ns, "keep-guarded", "Stack", "guarded", ""))
 	waitActive(t, lock)
 	waitAnnotation(t, stackGVK, ns, "guarded", "keep-guarded")
 
@@ -310,7 +310,7 @@ func Test12LeaderElection(t *testing.T) {
 	replicaCount(t)
 	createTarget(t, stackGVK, ns, "ha")
 	free := createTarget(t, stackGVK, ns, "free")
-	lock := createLock(t, testenv.NewLock(ns, "keep-ha", "Stack", "ha", "two replicas"))
+	lock := createLock(t, framework.NewLock(ns, "keep-ha", "Stack", "ha", "two replicas"))
 	waitActive(t, lock)
 	ha := mustExist(t, stackGVK, ns, "ha")
 	free = mustExist(t, stackGVK, ns, free.GetName())
@@ -382,7 +382,7 @@ func Test12LeaderElection(t *testing.T) {
 	report(t, "leader killed: %s took the Lease after %s (killing took %s)", holder, d.Round(100*time.Millisecond), (time.Since(start) - d).Round(time.Millisecond))
 
 	// The new leader reconciles: a new Lock becomes active.
-	late := createLock(t, testenv.NewLock(ns, "keep-free", "Stack", "free", "created after the failover"))
+	late := createLock(t, framework.NewLock(ns, "keep-free", "Stack", "free", "created after the failover"))
 	waitActive(t, late)
 	waitAnnotation(t, stackGVK, ns, "free", "keep-free")
 	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "ha"), lock)

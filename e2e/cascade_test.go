@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/testenv"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Bounds the tests enforce on the control plane's controllers (see
@@ -58,7 +58,7 @@ func Test06Cascade(t *testing.T) {
 			if err := s.c.Create(t.Context(), child); err != nil {
 				t.Fatal(err)
 			}
-			lock := createLock(t, testenv.NewLock(ns, "keep-child", "PostgresCluster", "child", "the data outlives the stack"))
+			lock := createLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", "the data outlives the stack"))
 			waitActive(t, lock)
 
 			blockedSince := time.Now()
@@ -123,9 +123,9 @@ func Test07NamespaceDeletion(t *testing.T) {
 		createTarget(t, pgGVK, ns, "db")
 		createTarget(t, stackGVK, ns, "free")
 		waitActive(t,
-			createLock(t, testenv.NewLock(ns, "keep-app", "Stack", "app", "")),
-			createLock(t, testenv.NewLock(ns, "keep-db", "PostgresCluster", "db", "")),
-			createLock(t, testenv.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
+			createLock(t, framework.NewLock(ns, "keep-app", "Stack", "app", "")),
+			createLock(t, framework.NewLock(ns, "keep-db", "PostgresCluster", "db", "")),
+			createLock(t, framework.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
 		waitAnnotation(t, pgGVK, ns, "db", "keep-db,keep-db-too")
 		return ns
 	}

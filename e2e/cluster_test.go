@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
-	"github.com/navique/lockguard/internal/testenv"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -71,11 +71,11 @@ func setupCluster() (*suite, func(), error) {
 		return st, cleanup, fmt.Errorf("no ValidatingWebhookConfiguration has a webhook named %s (set %s)", st.webhookName, envWebhookName)
 	}
 
-	root, err := testenv.RepoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return st, cleanup, err
 	}
-	crds, err := filepath.Glob(filepath.Join(root, "internal", "testenv", "testdata", "crds", "*.yaml"))
+	crds, err := filepath.Glob(filepath.Join(root, "e2e", "testdata", "crds", "*.yaml"))
 	if err != nil {
 		return st, cleanup, err
 	}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/testenv"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Test01SeedExample is the contract's seed example, through kubectl: the
@@ -46,7 +46,7 @@ spec:
 	if r := kubectl(t, manifests, "apply", "-f", "-"); r.code != 0 {
 		t.Fatalf("kubectl apply: exit %d: %s", r.code, r.stderr)
 	}
-	lock := testenv.NewLock(ns, "protect-forge-stack", "Stack", "forge", reason)
+	lock := framework.NewLock(ns, "protect-forge-stack", "Stack", "forge", reason)
 	lock.Spec.TargetRef.APIVersion = lockv1alpha1.DefaultTargetAPIVersion
 	waitActive(t, lock)
 	waitAnnotation(t, stackGVK, ns, "forge", "protect-forge-stack")
@@ -105,7 +105,7 @@ func Test02EveryServedVersion(t *testing.T) {
 				return schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: v, Kind: tc.kind}
 			}
 			createTarget(t, gvkOf(versions[0]), ns, "db")
-			lock := testenv.NewLock(ns, "keep-"+tc.plural, tc.kind, "db", "versioned")
+			lock := framework.NewLock(ns, "keep-"+tc.plural, tc.kind, "db", "versioned")
 			lock.Spec.TargetRef.APIVersion = lockv1alpha1.Group + "/" + versions[len(versions)-1]
 			createLock(t, lock)
 			waitActive(t, lock)
@@ -130,8 +130,8 @@ func Test02EveryServedVersion(t *testing.T) {
 func Test03LocksStack(t *testing.T) {
 	ns := newNamespace(t, "stacked")
 	createTarget(t, stackGVK, ns, "db")
-	first := createLock(t, testenv.NewLock(ns, "a-first", "Stack", "db", "quarter close"))
-	second := createLock(t, testenv.NewLock(ns, "b-second", "Stack", "db", ""))
+	first := createLock(t, framework.NewLock(ns, "a-first", "Stack", "db", "quarter close"))
+	second := createLock(t, framework.NewLock(ns, "b-second", "Stack", "db", ""))
 	waitActive(t, first, second)
 	waitAnnotation(t, stackGVK, ns, "db", "a-first,b-second")
 	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "db"), first, second)
@@ -156,7 +156,7 @@ func Test04ServerSideDryRun(t *testing.T) {
 	ns := newNamespace(t, "dryrun")
 	createTarget(t, stackGVK, ns, "prod")
 	createTarget(t, stackGVK, ns, "scratch")
-	lock := createLock(t, testenv.NewLock(ns, "keep-prod", "Stack", "prod", "dry-run must not lie"))
+	lock := createLock(t, framework.NewLock(ns, "keep-prod", "Stack", "prod", "dry-run must not lie"))
 	waitActive(t, lock)
 	prod := mustExist(t, stackGVK, ns, "prod")
 	scratch := mustExist(t, stackGVK, ns, "scratch")
@@ -214,8 +214,8 @@ func Test05DeleteAll(t *testing.T) {
 		for _, name := range []string{"locked-a", "locked-b", "free-1", "free-2"} {
 			createTarget(t, stackGVK, ns, name)
 		}
-		a := createLock(t, testenv.NewLock(ns, "lock-a", "Stack", "locked-a", "keep a"))
-		b := createLock(t, testenv.NewLock(ns, "lock-b", "Stack", "locked-b", ""))
+		a := createLock(t, framework.NewLock(ns, "lock-a", "Stack", "locked-a", "keep a"))
+		b := createLock(t, framework.NewLock(ns, "lock-b", "Stack", "locked-b", ""))
 		waitActive(t, a, b)
 		return ns, a, b
 	}

@@ -8,7 +8,7 @@
 //	go test -tags e2e -count=1 ./e2e/
 //
 // With LOCKGUARD_E2E_MODE unset or "local", the suite starts etcd,
-// kube-apiserver and kube-controller-manager itself (internal/testenv) and
+// kube-apiserver and kube-controller-manager itself (e2e/framework) and
 // runs bin/lockguard as a separate process with the RBAC of deploy/rbac.
 // With LOCKGUARD_E2E_MODE=cluster it runs against the cluster in KUBECONFIG,
 // where lockguard is already deployed.

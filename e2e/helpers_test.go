@@ -35,7 +35,7 @@ const (
 	defaultTimeout = 30 * time.Second
 )
 
-// Kinds of the sample CRDs (internal/testenv/testdata/crds).
+// Kinds of the sample CRDs (e2e/testdata/crds).
 var (
 	stackGVK  = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
 	pgGVK     = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "PostgresCluster"}

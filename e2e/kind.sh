@@ -67,8 +67,8 @@ kind load docker-image "$IMG" --name "$CLUSTER"
 # The sample CRDs the scenarios use, installed before lockguard so that its
 # kind discovery and the garbage collector know them from the start (the
 # suite installs them too when they are missing).
-kubectl apply -f internal/testenv/testdata/crds/
-kubectl wait --for=condition=Established --timeout=60s -f internal/testenv/testdata/crds/
+kubectl apply -f e2e/testdata/crds/
+kubectl wait --for=condition=Established --timeout=60s -f e2e/testdata/crds/
 
 echo "--- lockguard"
 if [ -n "$HELM" ] && [ -d deploy/chart/lockguard ]; then

@@ -28,8 +28,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
-	"github.com/navique/lockguard/internal/testenv"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -48,7 +48,7 @@ var serviceAccountGroups = []string{"system:serviceaccounts", "system:serviceacc
 // configuration from deploy/, and runs one replica of bin/lockguard as
 // lockguard's ServiceAccount.
 func setupLocal() (*suite, func(), error) {
-	root, err := testenv.RepoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,9 +77,9 @@ func setupLocal() (*suite, func(), error) {
 	}
 	closers = append(closers, func() { logs.Close() })
 
-	env, err := testenv.Start(testenv.Options{
+	env, err := framework.Start(framework.Options{
 		ControllerManager: true,
-		CRDDirs:           testenv.CRDDirs(root),
+		CRDDirs:           framework.CRDDirs(root),
 		Logs:              logs,
 	})
 	if err != nil {
@@ -97,7 +97,7 @@ func setupLocal() (*suite, func(), error) {
 	}
 	st.namespace = lockguardNamespace
 	st.kubeconfig = filepath.Join(work, "admin.kubeconfig")
-	if err := testenv.WriteKubeconfig(env.Config, st.kubeconfig); err != nil {
+	if err := framework.WriteKubeconfig(env.Config, st.kubeconfig); err != nil {
 		return nil, cleanup, err
 	}
 
@@ -120,13 +120,13 @@ func setupLocal() (*suite, func(), error) {
 		return nil, cleanup, err
 	}
 	saKubeconfig := filepath.Join(work, "lockguard.kubeconfig")
-	if err := testenv.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
+	if err := framework.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
 		return nil, cleanup, err
 	}
 
 	// The webhook configuration of deploy/ points at a local address,
 	// where a TCP proxy stands for the Service in front of the replicas.
-	lw, err := testenv.NewLocalWebhook(work)
+	lw, err := framework.NewLocalWebhook(work)
 	if err != nil {
 		return nil, cleanup, err
 	}

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/testenv"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Test08Targets covers Locks that protect nothing, or not yet: targets in
@@ -28,7 +28,7 @@ func Test08Targets(t *testing.T) {
 		if err := s.c.Create(t.Context(), cm); err != nil {
 			t.Fatal(err)
 		}
-		lock := testenv.NewLock(ns, "keep-settings", "ConfigMap", "settings", "")
+		lock := framework.NewLock(ns, "keep-settings", "ConfigMap", "settings", "")
 		lock.Spec.TargetRef.APIVersion = "v1"
 		createLock(t, lock)
 		waitLockStatus(t, lock, invalidStatus(`only core.navique.com resources can be locked, and targetRef.apiVersion "v1" is in group ""`))
@@ -39,8 +39,8 @@ func Test08Targets(t *testing.T) {
 
 	t.Run("lock of a lock", func(t *testing.T) {
 		ns := newNamespace(t, "lockoflock")
-		inner := createLock(t, testenv.NewLock(ns, "inner", "Stack", "nothing", ""))
-		outer := createLock(t, testenv.NewLock(ns, "outer", "Lock", "inner", "locks cannot be locked"))
+		inner := createLock(t, framework.NewLock(ns, "inner", "Stack", "nothing", ""))
+		outer := createLock(t, framework.NewLock(ns, "outer", "Lock", "inner", "locks cannot be locked"))
 		waitLockStatus(t, outer, invalidStatus("a Lock cannot protect another Lock: deleting a Lock is never blocked"))
 		waitLockStatus(t, inner, missingStatus(inner))
 		deleteLock(t, inner)
@@ -52,7 +52,7 @@ func Test08Targets(t *testing.T) {
 		if err := s.c.Create(t.Context(), region); err != nil {
 			t.Fatal(err)
 		}
-		lock := createLock(t, testenv.NewLock(ns, "keep-region", "Region", region.GetName(), ""))
+		lock := createLock(t, framework.NewLock(ns, "keep-region", "Region", region.GetName(), ""))
 		waitLockStatus(t, lock, invalidStatus("Region.core.navique.com is cluster-scoped; a Lock protects resources in its own namespace"))
 		if err := s.c.Delete(t.Context(), region); err != nil {
 			t.Fatalf("deleting the Region an invalid Lock names: %v", err)
@@ -61,7 +61,7 @@ func Test08Targets(t *testing.T) {
 
 	t.Run("missing reference becomes active", func(t *testing.T) {
 		ns := newNamespace(t, "missing")
-		lock := createLock(t, testenv.NewLock(ns, "early", "Stack", "later", "created before its target"))
+		lock := createLock(t, framework.NewLock(ns, "early", "Stack", "later", "created before its target"))
 		waitLockStatus(t, lock, missingStatus(lock))
 		createTarget(t, stackGVK, ns, "later")
 		waitActive(t, lock)
@@ -71,7 +71,7 @@ func Test08Targets(t *testing.T) {
 
 	t.Run("kind not served", func(t *testing.T) {
 		ns := newNamespace(t, "unserved")
-		lock := createLock(t, testenv.NewLock(ns, "keep-gateway", "Gateway", "edge", ""))
+		lock := createLock(t, framework.NewLock(ns, "keep-gateway", "Gateway", "edge", ""))
 		waitLockStatus(t, lock, lockStatus{
 			Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference,
 			Message: `no kind Gateway.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and Gateway "edge" exists`,
@@ -82,7 +82,7 @@ func Test08Targets(t *testing.T) {
 		lockNS := newNamespace(t, "lockhere")
 		targetNS := newNamespace(t, "targetthere")
 		createTarget(t, stackGVK, targetNS, "shared")
-		lock := createLock(t, testenv.NewLock(lockNS, "elsewhere", "Stack", "shared", ""))
+		lock := createLock(t, framework.NewLock(lockNS, "elsewhere", "Stack", "shared", ""))
 		waitLockStatus(t, lock, missingStatus(lock))
 		if err := annotationIs(stackGVK, targetNS, "shared", "")(t.Context()); err != nil {
 			t.Fatal(err)
@@ -99,7 +99,7 @@ func Test08Targets(t *testing.T) {
 func Test09OnlyDeletesAreBlocked(t *testing.T) {
 	ns := newNamespace(t, "updates")
 	createTarget(t, stackGVK, ns, "web")
-	lock := createLock(t, testenv.NewLock(ns, "keep-web", "Stack", "web", "first reason"))
+	lock := createLock(t, framework.NewLock(ns, "keep-web", "Stack", "web", "first reason"))
 	waitActive(t, lock)
 
 	u := mustExist(t, stackGVK, ns, "web")
@@ -150,7 +150,7 @@ func Test09OnlyDeletesAreBlocked(t *testing.T) {
 	waitActive(t, lock)
 	waitDenied(t, stackGVK, ns, "web", lock)
 
-	another := createLock(t, testenv.NewLock(ns, "keep-web-too", "Stack", "web", ""))
+	another := createLock(t, framework.NewLock(ns, "keep-web-too", "Stack", "web", ""))
 	waitAnnotation(t, stackGVK, ns, "web", "keep-web,keep-web-too")
 	deleteLock(t, another)
 	deleteLock(t, lock)

@@ -23,7 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/navique/lockguard/internal/bench"
+	"github.com/navique/lockguard/e2e/bench"
 )
 
 func main() {

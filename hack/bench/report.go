@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/navique/lockguard/internal/bench"
+	"github.com/navique/lockguard/e2e/bench"
 )
 
 // modeResult is a result with the lockguard configuration it was measured with.
@@ -308,7 +308,7 @@ func (r *report) webhookSection(w writer) {
 	}
 	w("## 2. Webhook server over TLS\n\n")
 	res0 := r.webhook[0].res
-	w("A Go load generator (`internal/bench/webhookload.go`) posts a %d-byte AdmissionReview (the DELETE of an unlocked Stack) over %d keep-alive HTTP/1.1 TLS connections on loopback, to the lockguard binary's webhook server and to a bare Go TLS HTTP/1.1 server (same certificate and TLS settings, its own process) that reads the body and returns a fixed AdmissionReview. Closed loop for throughput, alternating the servers round by round; then open loop at half the bare server's median throughput, latency counted from when each request was due. CPU per request is the server process's user+system time over the closed-loop rounds.\n\n", res0.BodyBytes, res0.Conns)
+	w("A Go load generator (`e2e/bench/webhookload.go`) posts a %d-byte AdmissionReview (the DELETE of an unlocked Stack) over %d keep-alive HTTP/1.1 TLS connections on loopback, to the lockguard binary's webhook server and to a bare Go TLS HTTP/1.1 server (same certificate and TLS settings, its own process) that reads the body and returns a fixed AdmissionReview. Closed loop for throughput, alternating the servers round by round; then open loop at half the bare server's median throughput, latency counted from when each request was due. CPU per request is the server process's user+system time over the closed-loop rounds.\n\n", res0.BodyBytes, res0.Conns)
 	w("| lockguard | round | bare reviews/s | lockguard reviews/s | ratio |\n|---|---|---|---|---|\n")
 	for _, m := range r.webhook {
 		for i, rd := range m.res.Rounds {

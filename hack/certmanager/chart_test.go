@@ -44,10 +44,9 @@ import (
 	cmclient "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/hack/certmanager"
-	"github.com/navique/lockguard/internal/deploytest"
 	"github.com/navique/lockguard/internal/manager"
-	"github.com/navique/lockguard/internal/testenv"
 )
 
 const (
@@ -73,7 +72,7 @@ const (
 // key) is served without a restart while every delete keeps being decided
 // by lockguard, with no TLS failure.
 func TestChartWithCertManager(t *testing.T) {
-	if _, err := deploytest.HelmPath(); err != nil {
+	if _, err := framework.HelmPath(); err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") == "1" {
 			t.Fatal(err)
 		}
@@ -85,7 +84,7 @@ func TestChartWithCertManager(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
 	tlsErrors := countTLSHandshakeErrors(t, logs)
 
-	root, err := testenv.RepoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +92,10 @@ func TestChartWithCertManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := testenv.StartForTest(t, testenv.Options{CRDDirs: []string{
+	env := framework.StartForTest(t, framework.Options{CRDDirs: []string{
 		cmCRDs,
 		filepath.Join(root, "deploy", "crds"),
-		filepath.Join(root, "internal", "testenv", "testdata", "crds", "stacks.yaml"),
+		filepath.Join(root, "e2e", "testdata", "crds", "stacks.yaml"),
 	}})
 	scheme, err := manager.NewScheme()
 	if err != nil {
@@ -113,22 +112,22 @@ func TestChartWithCertManager(t *testing.T) {
 
 	// cert-manager, in this process.
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := testenv.WriteKubeconfig(env.Config, kubeconfig); err != nil {
+	if err := framework.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	runInBackground(t, "cert-manager", func(ctx context.Context) error { return certmanager.Run(ctx, kubeconfig) })
 
 	// The chart, rendered for this API server. lockguard listens on a free
 	// port of 127.0.0.1 and the webhook Service's port is that port.
-	port, err := testenv.FreePort()
+	port, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeVersion, apiVersions, err := deploytest.Capabilities(env.Config)
+	kubeVersion, apiVersions, err := framework.Capabilities(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := deploytest.Render(ctx, deploytest.Release{KubeVersion: kubeVersion, APIVersions: apiVersions,
+	objs, err := framework.Render(ctx, framework.Release{KubeVersion: kubeVersion, APIVersions: apiVersions,
 		Set: []string{"webhook.servicePort=" + strconv.Itoa(port)}})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +157,7 @@ func TestChartWithCertManager(t *testing.T) {
 			apply = append(apply, o)
 		}
 	}
-	if err := testenv.Apply(ctx, c, apply...); err != nil {
+	if err := framework.Apply(ctx, c, apply...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -186,7 +185,7 @@ func TestChartWithCertManager(t *testing.T) {
 	// chart's RBAC is what it has), serving the Secret projected like a
 	// Secret volume mounted without subPath.
 	certDir := filepath.Join(t.TempDir(), "serving-certs")
-	if err := deploytest.ProjectSecret(certDir, first.Data); err != nil {
+	if err := framework.ProjectSecret(certDir, first.Data); err != nil {
 		t.Fatal(err)
 	}
 	saConfig, err := env.UserConfig("system:serviceaccount:"+ns+":lockguard",
@@ -194,7 +193,7 @@ func TestChartWithCertManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probePort, err := testenv.FreePort()
+	probePort, err := framework.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +310,7 @@ func TestChartWithCertManager(t *testing.T) {
 
 	// kubelet updates the volume: lockguard must pick the new files up
 	// without a restart.
-	if err := deploytest.ProjectSecret(certDir, second.Data); err != nil {
+	if err := framework.ProjectSecret(certDir, second.Data); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -375,7 +374,7 @@ func TestChartWithCertManager(t *testing.T) {
 // it signs the serving certificate and its CA is injected.
 func testUserIssuer(ctx context.Context, t *testing.T, c client.Client, cm cmclient.Interface, kubeVersion string, apiVersions []string) {
 	const userNS = "ops"
-	objs, err := deploytest.Render(ctx, deploytest.Release{Name: "guard", Namespace: userNS, KubeVersion: kubeVersion, APIVersions: apiVersions,
+	objs, err := framework.Render(ctx, framework.Release{Name: "guard", Namespace: userNS, KubeVersion: kubeVersion, APIVersions: apiVersions,
 		Set: []string{"certManager.issuerRef.name=corp-ca", "webhook.failurePolicy=Ignore"}})
 	if err != nil {
 		t.Fatal(err)
@@ -400,9 +399,9 @@ func testUserIssuer(ctx context.Context, t *testing.T, c client.Client, cm cmcli
 		}
 	}
 	if len(apply) != 2 {
-		t.Fatalf("rendered %v; want one Certificate and the webhook configuration", deploytest.Kinds(apply))
+		t.Fatalf("rendered %v; want one Certificate and the webhook configuration", framework.Kinds(apply))
 	}
-	if err := testenv.Apply(ctx, c, apply...); err != nil {
+	if err := framework.Apply(ctx, c, apply...); err != nil {
 		t.Fatal(err)
 	}
 	waitCertificateReady(ctx, t, cm, userNS, "guard-lockguard-serving", 1)
@@ -440,15 +439,15 @@ func burst(ctx context.Context, t *testing.T, c client.Client, stack *unstructur
 
 // certManagerCRDs returns the CRD directory of the cert-manager module this
 // test is built with (go.mod of this module), after checking that it is the
-// version whose CRDs internal/deploytest installs too.
+// version whose CRDs e2e/chart installs too.
 func certManagerCRDs(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Path}}@{{.Version}} {{.Dir}}", "github.com/cert-manager/cert-manager").Output()
 	if err != nil {
 		return "", fmt.Errorf("finding the cert-manager module: %w", err)
 	}
 	mod, dir, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if mod != deploytest.CertManagerModule {
-		return "", fmt.Errorf("this module uses %s but deploytest.CertManagerModule is %s: keep them the same", mod, deploytest.CertManagerModule)
+	if mod != framework.CertManagerModule {
+		return "", fmt.Errorf("this module uses %s but framework.CertManagerModule is %s: keep them the same", mod, framework.CertManagerModule)
 	}
 	if dir == "" {
 		return "", errors.New("the cert-manager module is not downloaded")
@@ -697,7 +696,7 @@ func (d *deleter) errors() []error {
 
 // checkAPIServerMetrics checks, from the API server's own metrics, that it
 // called lockguard's webhook at least denied times and never failed to.
-func checkAPIServerMetrics(ctx context.Context, t *testing.T, env *testenv.Env, denied int64) {
+func checkAPIServerMetrics(ctx context.Context, t *testing.T, env *framework.Env, denied int64) {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
-	"github.com/navique/lockguard/internal/testenv"
 )
 
 const example = `apiVersion: v1
@@ -69,7 +69,7 @@ func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) 
 func run(binary string, verbose, once bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root, err := testenv.RepoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -81,15 +81,15 @@ func run(binary string, verbose, once bool) error {
 		logs = os.Stderr
 	}
 
-	step("Starting etcd, kube-apiserver v%s and kube-controller-manager", testenv.Version())
-	o := testenv.Options{
+	step("Starting etcd, kube-apiserver v%s and kube-controller-manager", framework.Version())
+	o := framework.Options{
 		ControllerManager: true,
-		CRDDirs:           testenv.CRDDirs(root),
+		CRDDirs:           framework.CRDDirs(root),
 	}
 	if logs != nil {
 		o.Logs = logs
 	}
-	env, err := testenv.Start(o)
+	env, err := framework.Start(o)
 	if err != nil {
 		return err
 	}
@@ -106,33 +106,33 @@ func run(binary string, verbose, once bool) error {
 		return err
 	}
 	adminKubeconfig := filepath.Join(env.Dir, "admin.kubeconfig")
-	if err := testenv.WriteKubeconfig(env.Config, adminKubeconfig); err != nil {
+	if err := framework.WriteKubeconfig(env.Config, adminKubeconfig); err != nil {
 		return err
 	}
 
 	step("Installing the Lock CRD (deploy/crds), lockguard's RBAC (deploy/rbac) and sample Stack/PostgresCluster CRDs")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testenv.ServiceAccountNamespace}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.ServiceAccountNamespace}}); err != nil {
 		return err
 	}
 	rbac, _ := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
-	if err := testenv.ApplyFiles(ctx, c, rbac...); err != nil {
+	if err := framework.ApplyFiles(ctx, c, rbac...); err != nil {
 		return err
 	}
 
-	step("Starting lockguard as system:serviceaccount:%s:%s", testenv.ServiceAccountNamespace, testenv.ServiceAccountName)
+	step("Starting lockguard as system:serviceaccount:%s:%s", framework.ServiceAccountNamespace, framework.ServiceAccountName)
 	saConfig, err := env.ServiceAccountConfig()
 	if err != nil {
 		return err
 	}
 	saKubeconfig := filepath.Join(env.Dir, "lockguard.kubeconfig")
-	if err := testenv.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
+	if err := framework.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
 		return err
 	}
-	lo := testenv.LockguardOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: env.Dir, Args: []string{"--zap-log-level=info"}}
+	lo := framework.LockguardOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: env.Dir, Args: []string{"--zap-log-level=info"}}
 	if logs != nil {
 		lo.Logs = logs
 	}
-	lg, err := testenv.StartLockguard(lo)
+	lg, err := framework.StartLockguard(lo)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func run(binary string, verbose, once bool) error {
 	if err := os.WriteFile(exampleFile, []byte(example), 0o600); err != nil {
 		return err
 	}
-	if err := testenv.ApplyFiles(ctx, c, exampleFile); err != nil {
+	if err := framework.ApplyFiles(ctx, c, exampleFile); err != nil {
 		return err
 	}
 	if err := waitActive(ctx, c); err != nil {

@@ -1,0 +1,72 @@
+package chart_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// TestMonitoring checks the chart's PrometheusRule and dashboard: they are
+// deploy/monitoring's alerts (with the job label of this release's metrics
+// Service, which the ServiceMonitor's scrapes carry) and dashboard, and the
+// rendered rules pass promtool.
+func TestMonitoring(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{Name: "guard", Set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}})
+
+	rule := framework.Find(objs, "PrometheusRule", "guard-lockguard")
+	if rule == nil {
+		t.Fatalf("no PrometheusRule guard-lockguard in %v", framework.Kinds(objs))
+	}
+	src, err := os.ReadFile(repoFile(t, "deploy/monitoring/alerts.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(src), `job="lockguard-metrics"`, `job="guard-lockguard-metrics"`)), &want); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, rule.Object["spec"]); diff != "" {
+		t.Errorf("PrometheusRule spec: -deploy/monitoring/alerts.yaml (job relabelled), +rendered:\n%s", diff)
+	}
+	if svc := framework.Find(objs, "Service", "guard-lockguard-metrics"); svc == nil {
+		t.Errorf("the alerts select job=\"guard-lockguard-metrics\" but no such Service is rendered")
+	}
+
+	if promtool, err := exec.LookPath("promtool"); err == nil {
+		spec, err := yaml.Marshal(rule.Object["spec"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(f, spec, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput(); err != nil {
+			t.Errorf("promtool check rules on the rendered PrometheusRule: %v\n%s", err, out)
+		}
+	}
+
+	dash := framework.Find(objs, "ConfigMap", "guard-lockguard-dashboard")
+	if dash == nil {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if got := dash.GetLabels()["grafana_dashboard"]; got != "1" {
+		t.Errorf("dashboard ConfigMap label grafana_dashboard=%q, want \"1\" (Grafana's sidecar selects on it)", got)
+	}
+	json, err := os.ReadFile(repoFile(t, "deploy/monitoring/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := dash.Object["data"].(map[string]any)
+	if diff := cmp.Diff(string(json), data["lockguard.json"]); diff != "" {
+		t.Errorf("dashboard ConfigMap: -deploy/monitoring/dashboard.json, +rendered:\n%s", diff)
+	}
+}

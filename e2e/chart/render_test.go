@@ -1,0 +1,632 @@
+package chart_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// vapCapability is what an API server serving ValidatingAdmissionPolicy in
+// admissionregistration.k8s.io/v1 (Kubernetes 1.30+) adds to helm's
+// Capabilities.APIVersions.
+const vapCapability = "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
+
+func requireHelm(t *testing.T) {
+	t.Helper()
+	if _, err := framework.HelmPath(); err != nil {
+		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+func render(t *testing.T, r framework.Release) []*unstructured.Unstructured {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r.KubeVersion == "" {
+		r.KubeVersion = "1.37.2"
+	}
+	objs, err := framework.Render(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	if u == nil {
+		t.Fatal("object not rendered")
+	}
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, &out, true); err != nil {
+		t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+	return &out
+}
+
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, rel)
+}
+
+// readObjects reads a manifest of the repository.
+func readObjects(t *testing.T, rel string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := framework.ReadObjects(repoFile(t, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// TestRenderedObjects checks which objects each configuration renders.
+func TestRenderedObjects(t *testing.T) {
+	requireHelm(t)
+	common := []string{
+		"ClusterRole/lockguard",
+		"ClusterRole/lockguard-metrics-reader",
+		"ClusterRoleBinding/lockguard",
+		"Deployment/lockguard",
+		"PodDisruptionBudget/lockguard",
+		"Role/lockguard-leader-election",
+		"RoleBinding/lockguard-leader-election",
+		"Service/lockguard-metrics",
+		"Service/lockguard-webhook",
+		"ServiceAccount/lockguard",
+	}
+	certManager := []string{
+		"Certificate/lockguard-ca",
+		"Certificate/lockguard-serving",
+		"Issuer/lockguard-ca",
+		"Issuer/lockguard-selfsigned",
+	}
+	webhook := []string{"FlowSchema/lockguard", "ValidatingWebhookConfiguration/lockguard"}
+	policy := []string{
+		"ValidatingAdmissionPolicy/lockguard-locked",
+		"ValidatingAdmissionPolicyBinding/lockguard-locked",
+	}
+	join := func(lists ...[]string) []string {
+		out := slices.Concat(lists...)
+		slices.Sort(out)
+		return out
+	}
+	cases := map[string]struct {
+		reason string
+		r      framework.Release
+		want   []string
+	}{
+		"Defaults": {
+			reason: "webhook mode, certificates from cert-manager with the chart's own CA",
+			want:   join(common, certManager, webhook),
+		},
+		"DefaultsOnPolicyCapableServer": {
+			reason: "mode webhook never renders the policy",
+			r:      framework.Release{APIVersions: []string{vapCapability}},
+			want:   join(common, certManager, webhook),
+		},
+		"Policy": {
+			reason: "mode policy renders the policy instead of the webhook; lockguard still runs to keep the annotation",
+			r:      framework.Release{Set: []string{"mode=policy"}, APIVersions: []string{vapCapability}},
+			want:   join(common, certManager, policy),
+		},
+		"Both": {
+			reason: "mode both renders the webhook and the policy",
+			r:      framework.Release{Set: []string{"mode=both"}, APIVersions: []string{vapCapability}},
+			want:   join(common, certManager, webhook, policy),
+		},
+		"BothWithoutPolicyAPI": {
+			reason: "mode both on an API server without admissionregistration.k8s.io/v1 policies keeps the webhook only",
+			r:      framework.Release{Set: []string{"mode=both"}, KubeVersion: "1.29.15"},
+			want:   join(common, certManager, webhook),
+		},
+		"Disabled": {
+			reason: "lockGuard.enabled=false renders nothing",
+			r:      framework.Release{Set: []string{"lockGuard.enabled=false", "mode=both"}, APIVersions: []string{vapCapability}},
+			want:   []string{},
+		},
+		"DisabledWithCRDs": {
+			reason: "lockGuard.enabled=false still ships the CRD",
+			r:      framework.Release{Set: []string{"lockGuard.enabled=false"}, IncludeCRDs: true},
+			want:   []string{"CustomResourceDefinition/locks.core.navique.com"},
+		},
+		"UserIssuer": {
+			reason: "a user-named issuer replaces the chart's CA",
+			r:      framework.Release{Set: []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"}},
+			want:   join(common, []string{"Certificate/lockguard-serving"}, webhook),
+		},
+		"UserSecret": {
+			reason: "without cert-manager the user's Secret is mounted and nothing of cert-manager is rendered",
+			r: framework.Release{Set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
+				SetString: []string{"webhook.tls.caBundle=Y2E="}},
+			want: join(common, webhook),
+		},
+		"NoMetrics": {
+			reason: "metrics.enabled=false drops the metrics Service and reader role",
+			r:      framework.Release{Set: []string{"metrics.enabled=false"}},
+			want: join(slices.DeleteFunc(slices.Clone(common), func(s string) bool { return strings.Contains(s, "metrics") }),
+				certManager, webhook),
+		},
+		"ServiceMonitor": {
+			reason: "metrics.serviceMonitor.enabled adds a ServiceMonitor",
+			r:      framework.Release{Set: []string{"metrics.serviceMonitor.enabled=true"}},
+			want:   join(common, certManager, webhook, []string{"ServiceMonitor/lockguard"}),
+		},
+		"Monitoring": {
+			reason: "metrics.prometheusRule.enabled and metrics.dashboard.enabled add the alerts and the dashboard",
+			r:      framework.Release{Set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}},
+			want:   join(common, certManager, webhook, []string{"ConfigMap/lockguard-dashboard", "PrometheusRule/lockguard"}),
+		},
+		"NoFlowControl": {
+			reason: "flowControl.enabled=false drops the FlowSchema",
+			r:      framework.Release{Set: []string{"flowControl.enabled=false"}},
+			want:   join(common, certManager, []string{"ValidatingWebhookConfiguration/lockguard"}),
+		},
+		"SingleReplica": {
+			reason: "no PodDisruptionBudget for a single replica (it would block node drains)",
+			r:      framework.Release{Set: []string{"replicas=1"}},
+			want: join(slices.DeleteFunc(slices.Clone(common), func(s string) bool { return strings.HasPrefix(s, "PodDisruptionBudget/") }),
+				certManager, webhook),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := framework.Kinds(render(t, tc.r))
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nhelm template: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestRenderRejects checks values the chart refuses, through
+// values.schema.json or the templates.
+func TestRenderRejects(t *testing.T) {
+	requireHelm(t)
+	cases := map[string]struct {
+		reason string
+		r      framework.Release
+		want   string
+	}{
+		"Typo": {
+			reason: "an unknown key fails instead of being ignored",
+			r:      framework.Release{Set: []string{"replica=3"}},
+			want:   "additional properties 'replica' not allowed",
+		},
+		"NestedTypo": {
+			reason: "unknown keys are refused at every level",
+			r:      framework.Release{Set: []string{"webhook.failurPolicy=Ignore"}},
+			want:   "additional properties 'failurPolicy' not allowed",
+		},
+		"Mode": {
+			reason: "mode is webhook, policy or both",
+			r:      framework.Release{Set: []string{"mode=webhooks"}},
+			want:   "value must be one of 'webhook', 'policy', 'both'",
+		},
+		"FailurePolicy": {
+			reason: "failurePolicy is Fail or Ignore",
+			r:      framework.Release{Set: []string{"webhook.failurePolicy=Deny"}},
+			want:   "value must be one of 'Fail', 'Ignore'",
+		},
+		"Timeout": {
+			reason: "the API server allows 1 to 30 seconds",
+			r:      framework.Release{Set: []string{"webhook.timeoutSeconds=31"}},
+			want:   "maximum: got 31, want 30",
+		},
+		"Replicas": {
+			reason: "replicas is a non-negative integer",
+			r:      framework.Release{Set: []string{"replicas=two"}},
+			want:   "/replicas",
+		},
+		"FlowSchemaPrecedence": {
+			reason: "the API server allows matchingPrecedence 1 to 10000",
+			r:      framework.Release{Set: []string{"flowControl.matchingPrecedence=0"}},
+			want:   "minimum: got 0, want 1",
+		},
+		"NoCertificate": {
+			reason: "without cert-manager a Secret must be named",
+			r:      framework.Release{Set: []string{"certManager.enabled=false"}},
+			want:   "/webhook/tls/existingSecret",
+		},
+		"NoCABundle": {
+			reason: "without cert-manager the webhook needs the CA of the Secret",
+			r:      framework.Release{Set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls"}},
+			want:   "webhook.tls.caBundle",
+		},
+		"PolicyWithoutPolicyAPI": {
+			reason: "mode policy alone would enforce nothing on an API server without admissionregistration.k8s.io/v1 policies",
+			r:      framework.Release{Set: []string{"mode=policy"}},
+			want:   "mode=policy needs ValidatingAdmissionPolicy in admissionregistration.k8s.io/v1",
+		},
+		"OldKubernetes": {
+			reason: "webhook matchConditions need Kubernetes 1.28",
+			r:      framework.Release{KubeVersion: "1.27.9"},
+			want:   "chart requires kubeVersion: >=1.28.0-0",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if tc.r.KubeVersion == "" {
+				tc.r.KubeVersion = "1.37.2"
+			}
+			_, err := framework.Render(ctx, tc.r)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s\nhelm template: got error %v, want one containing %q", tc.reason, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestWebhookConfiguration checks that the chart's webhook configuration is
+// deploy/webhook/webhook.yaml, apart from the settings that are values.
+func TestWebhookConfiguration(t *testing.T) {
+	requireHelm(t)
+	want, err := framework.ReadWebhookConfiguration(repoFile(t, "deploy/webhook/webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
+		framework.Find(render(t, framework.Release{}), "ValidatingWebhookConfiguration", "lockguard"))
+	if diff := cmp.Diff(want.Webhooks, got.Webhooks); diff != "" {
+		t.Errorf("webhooks of the chart (release lockguard in lockguard-system, default values) differ from deploy/webhook/webhook.yaml: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Annotations, got.Annotations); diff != "" {
+		t.Errorf("annotations: -want, +got:\n%s", diff)
+	}
+
+	// Values that change the webhook.
+	got = convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
+		framework.Find(render(t, framework.Release{Name: "guard", Namespace: "ops", Set: []string{
+			"webhook.failurePolicy=Ignore", "webhook.timeoutSeconds=3", "webhook.servicePort=8443",
+		}}), "ValidatingWebhookConfiguration", "guard-lockguard"))
+	wh := got.Webhooks[0]
+	if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.TimeoutSeconds != 3 {
+		t.Errorf("failurePolicy, timeoutSeconds = %s, %d; want Ignore, 3", *wh.FailurePolicy, *wh.TimeoutSeconds)
+	}
+	svc := wh.ClientConfig.Service
+	if svc.Name != "guard-lockguard-webhook" || svc.Namespace != "ops" || *svc.Port != 8443 {
+		t.Errorf("clientConfig.service = %s/%s:%d; want ops/guard-lockguard-webhook:8443", svc.Namespace, svc.Name, *svc.Port)
+	}
+	if a := got.Annotations["cert-manager.io/inject-ca-from"]; a != "ops/guard-lockguard-serving" {
+		t.Errorf("cert-manager.io/inject-ca-from = %q; want ops/guard-lockguard-serving", a)
+	}
+}
+
+// TestDeployment checks the pod: availability, probes, flags, hardening and
+// the certificate volume.
+func TestDeployment(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{})
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d; want 2", *d.Spec.Replicas)
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("strategy = %+v; want RollingUpdate with maxUnavailable 0", d.Spec.Strategy)
+	}
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers; want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	flags := map[string]string{}
+	for _, a := range c.Args {
+		k, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		flags[k] = v
+	}
+	wantFlags := map[string]string{
+		"leader-elect":              "true",
+		"leader-election-namespace": "lockguard-system",
+		"webhook-port":              "9443",
+		"cert-dir":                  "/tmp/k8s-webhook-server/serving-certs",
+		"health-probe-bind-address": ":8081",
+		"metrics-bind-address":      ":8443",
+		"metrics-secure":            "true",
+		"shutdown-delay":            "10s",
+	}
+	if diff := cmp.Diff(wantFlags, flags); diff != "" {
+		t.Errorf("lockguard flags: -want, +got:\n%s", diff)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if diff := cmp.Diff(map[string]int32{"webhook": 9443, "healthz": 8081, "metrics": 8443}, ports); diff != "" {
+		t.Errorf("container ports: -want, +got:\n%s", diff)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port.String() != "healthz" {
+		t.Errorf("readinessProbe = %+v; want GET /readyz on the healthz port (--health-probe-bind-address)", p)
+	}
+	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		t.Errorf("livenessProbe = %+v; want GET /healthz", p)
+	}
+	if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds < 40 {
+		t.Errorf("terminationGracePeriodSeconds = %v; want room for the 10s shutdown delay and the 30s graceful shutdown", pod.TerminationGracePeriodSeconds)
+	}
+
+	// The serving certificate: the Secret of the Certificate, mounted
+	// without subPath at --cert-dir.
+	if len(c.VolumeMounts) != 1 {
+		t.Fatalf("volumeMounts = %+v; want the certificate only", c.VolumeMounts)
+	}
+	m := c.VolumeMounts[0]
+	if m.MountPath != flags["cert-dir"] || m.SubPath != "" || m.SubPathExpr != "" || !m.ReadOnly {
+		t.Errorf("volumeMount = %+v; want read-only at %s without subPath", m, flags["cert-dir"])
+	}
+	cert := framework.Find(objs, "Certificate", "lockguard-serving")
+	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Name != m.Name || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != secretName {
+		t.Errorf("volumes = %+v; want Secret %s (the serving Certificate's) as %s", pod.Volumes, secretName, m.Name)
+	}
+
+	// Restricted Pod Security Standard (also enforced for real by the
+	// install test).
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("container securityContext = %+v; want the restricted profile", sc)
+	}
+	if psc := pod.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 {
+		t.Errorf("pod securityContext = %+v; want runAsNonRoot as 65532 (distroless nonroot)", psc)
+	}
+
+	// Topology spread by default, selecting the release's pods.
+	if len(pod.TopologySpreadConstraints) != 2 {
+		t.Fatalf("topologySpreadConstraints = %+v; want hostname and zone", pod.TopologySpreadConstraints)
+	}
+	for _, tsc := range pod.TopologySpreadConstraints {
+		if tsc.LabelSelector == nil || !cmp.Equal(tsc.LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+			t.Errorf("topology spread %s selects %+v; want the Deployment's selector %v", tsc.TopologyKey, tsc.LabelSelector, d.Spec.Selector.MatchLabels)
+		}
+	}
+
+	// The Services reach the named container ports.
+	for name, port := range map[string]string{"lockguard-webhook": "webhook", "lockguard-metrics": "metrics"} {
+		svc := convert[corev1.Service](t, framework.Find(objs, "Service", name))
+		if !cmp.Equal(svc.Spec.Selector, d.Spec.Selector.MatchLabels) || svc.Spec.Ports[0].TargetPort.String() != port {
+			t.Errorf("Service %s: selector %v, targetPort %s; want %v, %s", name, svc.Spec.Selector, svc.Spec.Ports[0].TargetPort.String(), d.Spec.Selector.MatchLabels, port)
+		}
+	}
+}
+
+// TestPlacementAndMetadata checks the values that reach the pod spec and the
+// objects' metadata.
+func TestPlacementAndMetadata(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{
+		Set: []string{
+			"replicas=3",
+			"nodeSelector.pool=system",
+			"tolerations[0].key=dedicated", "tolerations[0].operator=Exists", "tolerations[0].effect=NoSchedule",
+			"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=arch",
+			"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In",
+			"affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values[0]=arm64",
+			"topologySpreadConstraints[0].maxSkew=2",
+			"topologySpreadConstraints[0].topologyKey=example.com/rack",
+			"topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+			"priorityClassName=system-cluster-critical",
+			"commonLabels.team=platform",
+			"commonAnnotations.owner=ops",
+			"podLabels.tier=guard",
+			"podAnnotations.scrape=no",
+			"image.repository=registry.example/lockguard", "image.tag=v9",
+			"extraArgs[0]=--zap-log-level=debug",
+		},
+	})
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+	pod := d.Spec.Template.Spec
+	if *d.Spec.Replicas != 3 || pod.NodeSelector["pool"] != "system" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" ||
+		pod.Affinity == nil || pod.Affinity.NodeAffinity == nil || pod.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("pod spec does not carry the values: replicas %d, %+v", *d.Spec.Replicas, pod)
+	}
+	if len(pod.TopologySpreadConstraints) != 1 || pod.TopologySpreadConstraints[0].TopologyKey != "example.com/rack" ||
+		pod.TopologySpreadConstraints[0].LabelSelector == nil {
+		t.Errorf("topologySpreadConstraints = %+v; want the one given, with the release's selector", pod.TopologySpreadConstraints)
+	}
+	if c := pod.Containers[0]; c.Image != "registry.example/lockguard:v9" || !slices.Contains(c.Args, "--zap-log-level=debug") {
+		t.Errorf("image %s, args %v; want registry.example/lockguard:v9 and --zap-log-level=debug", c.Image, c.Args)
+	}
+	tmpl := d.Spec.Template.ObjectMeta
+	if tmpl.Labels["tier"] != "guard" || tmpl.Labels["team"] != "platform" || tmpl.Annotations["scrape"] != "no" {
+		t.Errorf("pod template metadata = %+v; want podLabels, commonLabels and podAnnotations", tmpl)
+	}
+	for _, o := range objs {
+		if o.GetLabels()["team"] != "platform" || o.GetAnnotations()["owner"] != "ops" {
+			t.Errorf("%s %s: labels %v, annotations %v; want commonLabels and commonAnnotations", o.GetKind(), o.GetName(), o.GetLabels(), o.GetAnnotations())
+		}
+	}
+	vwc := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard")
+	if vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] == "" {
+		t.Error("commonAnnotations replaced cert-manager.io/inject-ca-from; want both")
+	}
+}
+
+// TestCertificates checks the cert-manager objects: the chart's CA chain and
+// an ECDSA P-256 serving certificate for the webhook Service's names.
+func TestCertificates(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{})
+	str := func(o *unstructured.Unstructured, path ...string) string {
+		t.Helper()
+		if o == nil {
+			t.Fatalf("object for %v not rendered", path)
+		}
+		s, _, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
+		v, _ := s.(string)
+		return v
+	}
+	selfSigned := framework.Find(objs, "Issuer", "lockguard-selfsigned")
+	if _, ok, _ := unstructured.NestedMap(selfSigned.Object, "spec", "selfSigned"); !ok {
+		t.Error("Issuer lockguard-selfsigned is not a SelfSigned issuer")
+	}
+	ca := framework.Find(objs, "Certificate", "lockguard-ca")
+	if isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA"); !isCA || str(ca, "spec", "issuerRef", "name") != "lockguard-selfsigned" {
+		t.Errorf("Certificate lockguard-ca = %v; want a CA signed by lockguard-selfsigned", ca.Object["spec"])
+	}
+	caIssuer := framework.Find(objs, "Issuer", "lockguard-ca")
+	if str(caIssuer, "spec", "ca", "secretName") != str(ca, "spec", "secretName") {
+		t.Errorf("Issuer lockguard-ca does not use the CA Certificate's Secret %s", str(ca, "spec", "secretName"))
+	}
+	serving := framework.Find(objs, "Certificate", "lockguard-serving")
+	if str(serving, "spec", "issuerRef", "name") != "lockguard-ca" || str(serving, "spec", "issuerRef", "kind") != "Issuer" {
+		t.Errorf("serving certificate issuerRef = %v; want Issuer lockguard-ca", serving.Object["spec"])
+	}
+	if str(serving, "spec", "privateKey", "algorithm") != "ECDSA" {
+		t.Errorf("serving key algorithm %q; want ECDSA", str(serving, "spec", "privateKey", "algorithm"))
+	}
+	if size, _, _ := unstructured.NestedFieldNoCopy(serving.Object, "spec", "privateKey", "size"); size != int64(256) && size != float64(256) {
+		t.Errorf("serving key size %v; want 256 (P-256)", size)
+	}
+	dns, _, _ := unstructured.NestedStringSlice(serving.Object, "spec", "dnsNames")
+	if !slices.Contains(dns, "lockguard-webhook.lockguard-system.svc") {
+		t.Errorf("dnsNames = %v; want lockguard-webhook.lockguard-system.svc, the name the API server verifies", dns)
+	}
+
+	// A user-named issuer.
+	objs = render(t, framework.Release{Set: []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"}})
+	serving = framework.Find(objs, "Certificate", "lockguard-serving")
+	if str(serving, "spec", "issuerRef", "name") != "corp-ca" || str(serving, "spec", "issuerRef", "kind") != "ClusterIssuer" {
+		t.Errorf("serving certificate issuerRef = %v; want ClusterIssuer corp-ca", serving.Object["spec"])
+	}
+
+	// A user-provided Secret, no cert-manager.
+	objs = render(t, framework.Release{Set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
+		SetString: []string{"webhook.tls.caBundle=Y2E="}})
+	vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"))
+	if string(vwc.Webhooks[0].ClientConfig.CABundle) != "ca" || vwc.Annotations["cert-manager.io/inject-ca-from"] != "" {
+		t.Errorf("webhook caBundle %q, annotations %v; want the given CA and no cert-manager annotation", vwc.Webhooks[0].ClientConfig.CABundle, vwc.Annotations)
+	}
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+	if v := d.Spec.Template.Spec.Volumes[0]; v.Secret == nil || v.Secret.SecretName != "my-tls" {
+		t.Errorf("certificate volume = %+v; want Secret my-tls", v)
+	}
+}
+
+// TestRBACFromMarkers checks that the chart grants exactly the rules that
+// controller-gen generated into deploy/rbac, to the release's ServiceAccount.
+func TestRBACFromMarkers(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{Name: "guard", Namespace: "ops"})
+	var wantCluster, wantNamespaced []rbacv1.PolicyRule
+	for _, o := range readObjects(t, "deploy/rbac/role.yaml") {
+		switch o.GetKind() {
+		case "ClusterRole":
+			wantCluster = append(wantCluster, convert[rbacv1.ClusterRole](t, o).Rules...)
+		case "Role":
+			wantNamespaced = append(wantNamespaced, convert[rbacv1.Role](t, o).Rules...)
+		}
+	}
+	cr := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "guard-lockguard"))
+	if diff := cmp.Diff(wantCluster, cr.Rules); diff != "" {
+		t.Errorf("ClusterRole rules differ from deploy/rbac/role.yaml: -want, +got:\n%s", diff)
+	}
+	role := convert[rbacv1.Role](t, framework.Find(objs, "Role", "guard-lockguard-leader-election"))
+	if diff := cmp.Diff(wantNamespaced, role.Rules); diff != "" {
+		t.Errorf("Role rules differ from deploy/rbac/role.yaml: -want, +got:\n%s", diff)
+	}
+	if role.Namespace != "ops" {
+		t.Errorf("Role namespace %s; want the release's, ops", role.Namespace)
+	}
+	wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "guard-lockguard", Namespace: "ops"}}
+	crb := convert[rbacv1.ClusterRoleBinding](t, framework.Find(objs, "ClusterRoleBinding", "guard-lockguard"))
+	rb := convert[rbacv1.RoleBinding](t, framework.Find(objs, "RoleBinding", "guard-lockguard-leader-election"))
+	for _, got := range [][]rbacv1.Subject{crb.Subjects, rb.Subjects} {
+		if diff := cmp.Diff(wantSubject, got); diff != "" {
+			t.Errorf("binding subjects: -want, +got:\n%s", diff)
+		}
+	}
+	for _, r := range slices.Concat(cr.Rules, role.Rules) {
+		if slices.Contains(r.Resources, "secrets") {
+			t.Errorf("rule %+v grants Secrets; lockguard reads its certificate from a volume", r)
+		}
+	}
+}
+
+// TestGeneratedCopies checks that the chart's copies of generated files and
+// the plain manifest are current (make chart writes them; make
+// verify-generated fails on a stale copy too).
+func TestGeneratedCopies(t *testing.T) {
+	requireHelm(t)
+	for src, dst := range map[string]string{
+		"deploy/crds/core.navique.com_locks.yaml": "deploy/chart/lockguard/crds/core.navique.com_locks.yaml",
+		"deploy/rbac/role.yaml":                   "deploy/chart/lockguard/files/rbac/role.yaml",
+		"deploy/monitoring/alerts.yaml":           "deploy/chart/lockguard/files/monitoring/alerts.yaml",
+		"deploy/monitoring/dashboard.json":        "deploy/chart/lockguard/files/monitoring/dashboard.json",
+	} {
+		want, err := os.ReadFile(repoFile(t, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(repoFile(t, dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(want) != string(got) {
+			t.Errorf("%s is not a copy of %s: run make chart", dst, src)
+		}
+	}
+
+	// deploy/lockguard.yaml is the chart with default values, plus the
+	// namespace.
+	plain := readObjects(t, "deploy/lockguard.yaml")
+	want := render(t, framework.Release{IncludeCRDs: true})
+	wantKinds := append(framework.Kinds(want), "Namespace/lockguard-system")
+	slices.Sort(wantKinds)
+	if diff := cmp.Diff(wantKinds, framework.Kinds(plain)); diff != "" {
+		t.Errorf("deploy/lockguard.yaml objects: -want, +got:\n%s", diff)
+	}
+	for _, w := range want {
+		g := framework.Find(plain, w.GetKind(), w.GetName())
+		if g == nil {
+			continue
+		}
+		if diff := cmp.Diff(w.Object, g.Object); diff != "" {
+			t.Errorf("deploy/lockguard.yaml: %s %s is stale (run make chart): -chart, +file:\n%s", w.GetKind(), w.GetName(), diff)
+		}
+	}
+}
+
+// TestLint runs helm lint --strict for each mode.
+func TestLint(t *testing.T) {
+	requireHelm(t)
+	for _, set := range [][]string{
+		nil,
+		{"mode=both"},
+		{"lockGuard.enabled=false"},
+		{"metrics.serviceMonitor.enabled=true"},
+		{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls", "webhook.tls.caBundle=Y2E="},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := framework.Lint(ctx, framework.Release{KubeVersion: "1.37.2", Set: set})
+		cancel()
+		if err != nil {
+			t.Errorf("helm lint --strict %v: %v\n%s", set, err, out)
+		}
+	}
+}

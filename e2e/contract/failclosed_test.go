@@ -1,0 +1,99 @@
+package contract_test
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/webhook"
+)
+
+// TestFailClosedWhenCacheNotSynced serves the handler with a Finder whose
+// cache never started, registered through the product webhook
+// configuration (scoped to one namespace): the API server rejects the
+// delete with lockguard's "could not verify" message.
+func TestFailClosedWhenCacheNotSynced(t *testing.T) {
+	requireSuite(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstarted, err := cache.New(suite.cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := controller.IndexLocks(ctx, unstarted); err != nil {
+		t.Fatal(err)
+	}
+	finder, err := controller.NewFinder(ctx, unstarted)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	wh, err := framework.NewLocalWebhook(suite.env.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
+	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(finder)})
+	go func() { _ = server.Start(ctx) }()
+	eventually(t, "the webhook server is up", func() error { return server.StartedChecker()(&http.Request{}) })
+
+	// The product configuration, renamed and limited to one namespace.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-failclosed-", Labels: map[string]string{"lockguard-test": "fail-closed"}}}
+	if err := suite.client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	vwc, err := framework.ReadWebhookConfiguration(filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.Name = "lockguard-fail-closed-test"
+	for i := range vwc.Webhooks {
+		vwc.Webhooks[i].Name = "not-synced.lockguard.core.navique.com"
+		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"lockguard-test": "fail-closed"}}
+	}
+	wh.PointAt(vwc)
+	if err := suite.client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	defer suite.client.Delete(context.Background(), vwc)
+
+	createObject(t, stackV1alpha1, ns.Name, "forge")
+	var lastErr error
+	eventually(t, "the delete is refused by the not-synced webhook", func() error {
+		lastErr = deleteErr(stackV1alpha1, ns.Name, "forge")
+		if lastErr == nil {
+			t.Fatal("the delete went through although lockguard could not verify Locks")
+		}
+		if !strings.Contains(lastErr.Error(), "not-synced.lockguard") {
+			return lastErr // the configuration is not in effect yet
+		}
+		return nil
+	})
+	want := `admission webhook "not-synced.lockguard.core.navique.com" denied the request: lockguard could not verify Locks for Stack.core.navique.com ` +
+		ns.Name + `/forge, so the delete is refused; retry when lockguard is ready: the Lock cache has not synced yet`
+	if !apierrors.IsServiceUnavailable(lastErr) || lastErr.Error() != want {
+		t.Fatalf("delete: got %v (reason %q), want ServiceUnavailable %q", lastErr, apierrors.ReasonForError(lastErr), want)
+	}
+	// Locks can still be deleted: the webhook never sees them.
+	createLock(t, framework.NewLock(ns.Name, "free", "Stack", "forge", ""))
+	deleteLock(t, ns.Name, "free")
+}

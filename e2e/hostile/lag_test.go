@@ -1,0 +1,101 @@
+package hostile_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// watchLag holds back the events of the suite lockguard's watches on
+// Locks by this long (0: not at all).
+var watchLag atomic.Int64
+
+// lagWatches wraps the transport of the suite's lockguard: the bodies of
+// its watches on Locks deliver their events watchLag late.
+func lagWatches(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/locks") {
+			resp.Body = lateBody{resp.Body}
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// lateBody hands on what it reads watchLag after it arrived.
+type lateBody struct{ io.ReadCloser }
+
+func (b lateBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if d := time.Duration(watchLag.Load()); d > 0 && n > 0 {
+		time.Sleep(d)
+	}
+	return n, err
+}
+
+// TestLaggingCacheStillDenies: while lockguard's Lock cache lags behind
+// the API server (its watch events arrive late, as they do for
+// milliseconds always, and for seconds while a watch reconnects), a delete
+// sent right after a Lock's create was answered must still be denied.
+// Regression test for the violations the chaos run found (issue 7).
+func TestLaggingCacheStillDenies(t *testing.T) {
+	requireSuite(t)
+	ctx := context.Background()
+	c := suite.client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lagging", Labels: map[string]string{"lockguard.test/suite": "hostile"}}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	// A webhook configuration for the suite's lockguard, for this
+	// namespace only.
+	vwc, err := framework.ReadWebhookConfiguration(filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.Name = "lockguard-hostile"
+	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
+	suite.webhook.PointAt(vwc)
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+
+	const rounds = 5
+	for i := range rounds {
+		name := "forge-" + string(rune('a'+i))
+		if err := c.Create(ctx, stackObject(ns.Name, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watchLag.Store(int64(3 * time.Second))
+	defer watchLag.Store(0)
+	for i := range rounds {
+		name := "forge-" + string(rune('a'+i))
+		lock := &lockv1alpha1.Lock{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock-" + name},
+			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: name}},
+		}
+		if err := c.Create(ctx, lock); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Delete(ctx, stackObject(ns.Name, name))
+		if !isDenial(err, vwc.Webhooks[0].Name, lock.Name) {
+			t.Fatalf("delete of Stack %s right after its Lock was created, while lockguard's cache lags: got %v, want the denial", name, err)
+		}
+	}
+}
