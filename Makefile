@@ -19,6 +19,9 @@ HELM_VERSION := v3.22.0
 HELM_KUBE_MINOR := 37
 HELM := $(BIN)/helm-$(HELM_VERSION)
 export LOCKGUARD_HELM := $(HELM)
+# The chart is the one source of what ships: controller-gen writes the CRD
+# and RBAC into it, the alerts and dashboard live in it, and
+# deploy/lockguard.yaml is rendered from it.
 CHART := deploy/chart/lockguard
 
 IMG ?= ghcr.io/navique/lockguard:dev
@@ -50,14 +53,14 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC into deploy/.
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=deploy/crds
-	$(CONTROLLER_GEN) rbac:roleName=lockguard paths=./... output:rbac:artifacts:config=deploy/rbac
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC into the chart ($(CHART)/crds, $(CHART)/files/rbac).
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=$(CHART)/crds
+	$(CONTROLLER_GEN) rbac:roleName=lockguard paths=./... output:rbac:artifacts:config=$(CHART)/files/rbac
 
 .PHONY: verify-generated
 verify-generated: generate manifests chart ## Fail when generated files are stale.
 	@if [ -n "$$(git status --porcelain -- api deploy)" ]; then \
-	  echo "generated files are stale: run 'make generate manifests' and commit:"; git status --porcelain -- api deploy; git diff -- api deploy | head -50; exit 1; fi
+	  echo "generated files are stale: run 'make generate manifests chart' and commit:"; git status --porcelain -- api deploy; git diff -- api deploy | head -50; exit 1; fi
 
 .PHONY: lint
 lint: ## gofmt and go vet.
@@ -69,11 +72,11 @@ unit: $(HELM) ## Unit and integration tests (integration tests start a real cont
 	LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: monitoring
-monitoring: ## Check the alert rules (promtool check/test rules) and the dashboard JSON.
+monitoring: ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
 	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
-	promtool check rules deploy/monitoring/alerts.yaml
-	cd deploy/monitoring && promtool test rules alerts_test.yaml
-	python3 -m json.tool deploy/monitoring/dashboard.json >/dev/null
+	promtool check rules $(CHART)/files/monitoring/alerts.yaml
+	cd $(CHART)/files/monitoring && promtool test rules alerts_test.yaml
+	python3 -m json.tool $(CHART)/files/monitoring/dashboard.json >/dev/null
 
 .PHONY: e2e
 e2e: kube build ## End-to-end tests of bin/lockguard against a local control plane, on every KUBE_VERSIONS (e2e/README.md).
@@ -157,10 +160,7 @@ $(HELM):
 helm: $(HELM) ## Build the pinned helm into bin/.
 
 .PHONY: chart
-chart: manifests $(HELM) ## Copy the generated CRD, RBAC, alerts and dashboard into the chart; render deploy/lockguard.yaml from it.
-	rm -f $(CHART)/crds/*.yaml && cp deploy/crds/*.yaml $(CHART)/crds/
-	cp deploy/rbac/role.yaml $(CHART)/files/rbac/role.yaml
-	cp deploy/monitoring/alerts.yaml deploy/monitoring/dashboard.json $(CHART)/files/monitoring/
+chart: manifests $(HELM) ## Render deploy/lockguard.yaml (the plain manifest) from the chart.
 	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml
 
 .PHONY: helm-lint

@@ -25,8 +25,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
@@ -103,18 +101,7 @@ func setupLocal() (*suite, func(), error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := st.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockguardNamespace}}); err != nil {
-		return nil, cleanup, err
-	}
-	rbac, err := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
-	if err != nil || len(rbac) == 0 {
-		return nil, cleanup, fmt.Errorf("no RBAC manifests in deploy/rbac: %v", err)
-	}
-	if err := createManifests(ctx, st.c, rbac...); err != nil {
-		return nil, cleanup, err
-	}
-
-	// lockguard runs as its ServiceAccount: only what deploy/rbac grants.
+	// lockguard runs as its ServiceAccount: only what the chart grants.
 	saConfig, err := env.UserConfig(serviceAccountUser, serviceAccountGroups...)
 	if err != nil {
 		return nil, cleanup, err
@@ -124,8 +111,9 @@ func setupLocal() (*suite, func(), error) {
 		return nil, cleanup, err
 	}
 
-	// The webhook configuration of deploy/ points at a local address,
-	// where a TCP proxy stands for the Service in front of the replicas.
+	// The chart's RBAC and webhook configuration, pointing at a local
+	// address, where a TCP proxy stands for the Service in front of the
+	// replicas.
 	lw, err := framework.NewLocalWebhook(work)
 	if err != nil {
 		return nil, cleanup, err
@@ -135,12 +123,12 @@ func setupLocal() (*suite, func(), error) {
 		return nil, cleanup, err
 	}
 	closers = append(closers, svc.Close)
-	vwc, err := lw.InstallWebhook(ctx, st.c, filepath.Join(root, "deploy", "webhook", "webhook.yaml"))
+	vwc, err := lw.InstallChart(ctx, st.c)
 	if err != nil {
 		return nil, cleanup, err
 	}
 	if len(vwc.Webhooks) != 1 || vwc.Webhooks[0].Name != st.webhookName {
-		return nil, cleanup, fmt.Errorf("deploy/webhook/webhook.yaml: want one webhook named %s", st.webhookName)
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want one webhook named %s", st.webhookName)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {

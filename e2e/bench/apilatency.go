@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Admission modes of the API latency benchmark.
@@ -262,11 +261,10 @@ func (c *Cluster) benchInterleaved(ctx context.Context, o APILatencyOptions, cli
 			return err
 		}
 	}
-	vwc, err := framework.ReadWebhookConfiguration(c.WebhookConfig())
+	vwc, err := c.Webhook.WebhookConfiguration(ctx)
 	if err != nil {
 		return err
 	}
-	c.Webhook.PointAt(vwc)
 	for i := range vwc.Webhooks {
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{benchModeLabel: ModeWebhook}}
 	}

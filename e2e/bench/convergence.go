@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // The raw-write baseline writes copies of the Lock and Stack kinds in
@@ -35,7 +36,7 @@ var (
 // subresource included) and BenchStack (the Stack CRD) in benchGroup.
 func (c *Cluster) installBenchCRDs(ctx context.Context) error {
 	for _, crd := range []struct{ file, kind, plural string }{
-		{filepath.Join(c.Root, "deploy", "crds", "core.navique.com_locks.yaml"), "Lock", "locks"},
+		{filepath.Join(framework.LockCRDDir(c.Root), "core.navique.com_locks.yaml"), "Lock", "locks"},
 		{filepath.Join(c.Root, "e2e", "testdata", "crds", "stacks.yaml"), "Stack", "stacks"},
 	} {
 		data, err := os.ReadFile(crd.file)

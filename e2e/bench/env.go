@@ -56,10 +56,7 @@ func StartCluster(ctx context.Context, logs io.Writer) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := framework.Start(framework.Options{
-		CRDDirs: []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "e2e", "testdata", "crds")},
-		Logs:    logs,
-	})
+	env, err := framework.Start(framework.Options{CRDDirs: framework.CRDDirs(root), Logs: logs})
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +77,15 @@ func (c *Cluster) setup(ctx context.Context) error {
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: c.Scheme}); err != nil {
 		return err
 	}
-	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.ServiceAccountNamespace}}); err != nil {
+	if c.Webhook, err = framework.NewLocalWebhook(c.Env.Dir); err != nil {
 		return err
 	}
-	rbac, err := filepath.Glob(filepath.Join(c.Root, "deploy", "rbac", "*.yaml"))
-	if err != nil {
+	// The chart's RBAC (and its webhook configuration, removed until a
+	// benchmark installs it).
+	if _, err := c.Webhook.InstallChart(ctx, c.Client); err != nil {
 		return err
 	}
-	if err := framework.ApplyFiles(ctx, c.Client, rbac...); err != nil {
+	if err := c.UninstallWebhook(ctx); err != nil {
 		return err
 	}
 	sa, err := c.Env.ServiceAccountConfig()
@@ -95,11 +93,7 @@ func (c *Cluster) setup(ctx context.Context) error {
 		return err
 	}
 	c.LockguardKubeconfig = filepath.Join(c.Env.Dir, "lockguard.kubeconfig")
-	if err := framework.WriteKubeconfig(sa, c.LockguardKubeconfig); err != nil {
-		return err
-	}
-	c.Webhook, err = framework.NewLocalWebhook(c.Env.Dir)
-	return err
+	return framework.WriteKubeconfig(sa, c.LockguardKubeconfig)
 }
 
 // Stop stops the control plane.
@@ -114,21 +108,16 @@ func Unthrottled(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// WebhookConfig is the path of lockguard's ValidatingWebhookConfiguration.
-func (c *Cluster) WebhookConfig() string {
-	return filepath.Join(c.Root, "deploy", "webhook", "webhook.yaml")
-}
-
-// InstallWebhook points lockguard's ValidatingWebhookConfiguration at
-// c.Webhook.
+// InstallWebhook installs the chart's ValidatingWebhookConfiguration,
+// pointing at c.Webhook.
 func (c *Cluster) InstallWebhook(ctx context.Context) error {
-	_, err := c.Webhook.InstallWebhook(ctx, c.Client, c.WebhookConfig())
+	_, err := c.Webhook.InstallChart(ctx, c.Client)
 	return err
 }
 
 // UninstallWebhook deletes lockguard's ValidatingWebhookConfiguration.
 func (c *Cluster) UninstallWebhook(ctx context.Context) error {
-	vwc, err := framework.ReadWebhookConfiguration(c.WebhookConfig())
+	vwc, err := c.Webhook.WebhookConfiguration(ctx)
 	if err != nil {
 		return err
 	}

@@ -9,9 +9,9 @@ package chaos
 //
 // A local control plane (etcd, kube-apiserver, kube-controller-manager for
 // the garbage collector) runs two lockguard replicas (the built binary, as
-// its ServiceAccount with deploy/rbac, leader election on) behind a TCP
+// its ServiceAccount with the chart's RBAC, leader election on) behind a TCP
 // round-robin balancer that stands in for the webhook's Service: the
-// ValidatingWebhookConfiguration from deploy/webhook points at the
+// chart's ValidatingWebhookConfiguration points at the
 // balancer, as it points at a Service in a cluster. Registering two
 // webhooks instead would make every delete need both replicas' approval,
 // which is not how a Deployment behind a Service behaves.
@@ -162,14 +162,7 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// lockguard's identity and RBAC, as deploy/ installs them.
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.ServiceAccountNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	rbac, _ := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
-	if err := framework.ApplyFiles(ctx, admin, rbac...); err != nil {
-		t.Fatal(err)
-	}
+	// lockguard's identity; InstallChart below gives it the chart's RBAC.
 	saCfg, err := env.ServiceAccountConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -211,6 +204,12 @@ func TestChaos(t *testing.T) {
 	}
 	defer lb.close()
 	go lb.serve()
+	// The chart's RBAC and webhook configuration, the webhook pointing at
+	// the balancer.
+	front := &framework.LocalWebhook{Host: "127.0.0.1", Port: lb.port(), CA: h.ca.CertPEM}
+	if _, err := front.InstallChart(ctx, admin); err != nil {
+		t.Fatal(err)
+	}
 	superCtx, stopReplicas := context.WithCancel(ctx)
 	var supervisors sync.WaitGroup
 	for _, r := range h.replicas {
@@ -225,10 +224,6 @@ func TestChaos(t *testing.T) {
 		supervisors.Wait()
 	}()
 	if err := h.waitReady(2 * time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	front := &framework.LocalWebhook{Host: "127.0.0.1", Port: lb.port(), CA: h.ca.CertPEM}
-	if _, err := front.InstallWebhook(ctx, admin, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	logf("setup done: Kubernetes %s, lockguard replicas on %s and %s behind 127.0.0.1:%d; %d clients, %s of faults, seed %d",

@@ -14,9 +14,9 @@ import (
 )
 
 // TestMonitoring checks the chart's PrometheusRule and dashboard: they are
-// deploy/monitoring's alerts (with the job label of this release's metrics
-// Service, which the ServiceMonitor's scrapes carry) and dashboard, and the
-// rendered rules pass promtool.
+// the alerts of files/monitoring (with the job label of this release's
+// metrics Service, which the ServiceMonitor's scrapes carry) and its
+// dashboard, and the rendered rules pass promtool.
 func TestMonitoring(t *testing.T) {
 	requireHelm(t)
 	objs := render(t, framework.Release{Name: "guard", Set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}})
@@ -25,7 +25,7 @@ func TestMonitoring(t *testing.T) {
 	if rule == nil {
 		t.Fatalf("no PrometheusRule guard-lockguard in %v", framework.Kinds(objs))
 	}
-	src, err := os.ReadFile(repoFile(t, "deploy/monitoring/alerts.yaml"))
+	src, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/files/monitoring/alerts.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestMonitoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, rule.Object["spec"]); diff != "" {
-		t.Errorf("PrometheusRule spec: -deploy/monitoring/alerts.yaml (job relabelled), +rendered:\n%s", diff)
+		t.Errorf("PrometheusRule spec: -files/monitoring/alerts.yaml (job relabelled), +rendered:\n%s", diff)
 	}
 	if svc := framework.Find(objs, "Service", "guard-lockguard-metrics"); svc == nil {
 		t.Errorf("the alerts select job=\"guard-lockguard-metrics\" but no such Service is rendered")
@@ -61,12 +61,12 @@ func TestMonitoring(t *testing.T) {
 	if got := dash.GetLabels()["grafana_dashboard"]; got != "1" {
 		t.Errorf("dashboard ConfigMap label grafana_dashboard=%q, want \"1\" (Grafana's sidecar selects on it)", got)
 	}
-	json, err := os.ReadFile(repoFile(t, "deploy/monitoring/dashboard.json"))
+	json, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/files/monitoring/dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := dash.Object["data"].(map[string]any)
 	if diff := cmp.Diff(string(json), data["lockguard.json"]); diff != "" {
-		t.Errorf("dashboard ConfigMap: -deploy/monitoring/dashboard.json, +rendered:\n%s", diff)
+		t.Errorf("dashboard ConfigMap: -files/monitoring/dashboard.json, +rendered:\n%s", diff)
 	}
 }

@@ -279,25 +279,12 @@ func TestRenderRejects(t *testing.T) {
 	}
 }
 
-// TestWebhookConfiguration checks that the chart's webhook configuration is
-// deploy/webhook/webhook.yaml, apart from the settings that are values.
+// TestWebhookConfiguration checks the values that change the chart's webhook
+// configuration. It is the only copy of it: the behaviour tests install it
+// too, pointed at a local URL (framework.LocalWebhook.InstallChart).
 func TestWebhookConfiguration(t *testing.T) {
 	requireHelm(t)
-	want, err := framework.ReadWebhookConfiguration(repoFile(t, "deploy/webhook/webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
-		framework.Find(render(t, framework.Release{}), "ValidatingWebhookConfiguration", "lockguard"))
-	if diff := cmp.Diff(want.Webhooks, got.Webhooks); diff != "" {
-		t.Errorf("webhooks of the chart (release lockguard in lockguard-system, default values) differ from deploy/webhook/webhook.yaml: -want, +got:\n%s", diff)
-	}
-	if diff := cmp.Diff(want.Annotations, got.Annotations); diff != "" {
-		t.Errorf("annotations: -want, +got:\n%s", diff)
-	}
-
-	// Values that change the webhook.
-	got = convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
 		framework.Find(render(t, framework.Release{Name: "guard", Namespace: "ops", Set: []string{
 			"webhook.failurePolicy=Ignore", "webhook.timeoutSeconds=3", "webhook.servicePort=8443",
 		}}), "ValidatingWebhookConfiguration", "guard-lockguard"))
@@ -529,12 +516,13 @@ func TestCertificates(t *testing.T) {
 }
 
 // TestRBACFromMarkers checks that the chart grants exactly the rules that
-// controller-gen generated into deploy/rbac, to the release's ServiceAccount.
+// controller-gen generated into its files/rbac/role.yaml, to the release's
+// ServiceAccount.
 func TestRBACFromMarkers(t *testing.T) {
 	requireHelm(t)
 	objs := render(t, framework.Release{Name: "guard", Namespace: "ops"})
 	var wantCluster, wantNamespaced []rbacv1.PolicyRule
-	for _, o := range readObjects(t, "deploy/rbac/role.yaml") {
+	for _, o := range readObjects(t, "deploy/chart/lockguard/files/rbac/role.yaml") {
 		switch o.GetKind() {
 		case "ClusterRole":
 			wantCluster = append(wantCluster, convert[rbacv1.ClusterRole](t, o).Rules...)
@@ -544,11 +532,11 @@ func TestRBACFromMarkers(t *testing.T) {
 	}
 	cr := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "guard-lockguard"))
 	if diff := cmp.Diff(wantCluster, cr.Rules); diff != "" {
-		t.Errorf("ClusterRole rules differ from deploy/rbac/role.yaml: -want, +got:\n%s", diff)
+		t.Errorf("ClusterRole rules differ from files/rbac/role.yaml: -want, +got:\n%s", diff)
 	}
 	role := convert[rbacv1.Role](t, framework.Find(objs, "Role", "guard-lockguard-leader-election"))
 	if diff := cmp.Diff(wantNamespaced, role.Rules); diff != "" {
-		t.Errorf("Role rules differ from deploy/rbac/role.yaml: -want, +got:\n%s", diff)
+		t.Errorf("Role rules differ from files/rbac/role.yaml: -want, +got:\n%s", diff)
 	}
 	if role.Namespace != "ops" {
 		t.Errorf("Role namespace %s; want the release's, ops", role.Namespace)
@@ -568,32 +556,11 @@ func TestRBACFromMarkers(t *testing.T) {
 	}
 }
 
-// TestGeneratedCopies checks that the chart's copies of generated files and
-// the plain manifest are current (make chart writes them; make
-// verify-generated fails on a stale copy too).
-func TestGeneratedCopies(t *testing.T) {
+// TestPlainManifest checks that deploy/lockguard.yaml is current: the chart
+// with its default values, plus the namespace (make chart writes it; make
+// verify-generated fails on a stale one too).
+func TestPlainManifest(t *testing.T) {
 	requireHelm(t)
-	for src, dst := range map[string]string{
-		"deploy/crds/core.navique.com_locks.yaml": "deploy/chart/lockguard/crds/core.navique.com_locks.yaml",
-		"deploy/rbac/role.yaml":                   "deploy/chart/lockguard/files/rbac/role.yaml",
-		"deploy/monitoring/alerts.yaml":           "deploy/chart/lockguard/files/monitoring/alerts.yaml",
-		"deploy/monitoring/dashboard.json":        "deploy/chart/lockguard/files/monitoring/dashboard.json",
-	} {
-		want, err := os.ReadFile(repoFile(t, src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(repoFile(t, dst))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(want) != string(got) {
-			t.Errorf("%s is not a copy of %s: run make chart", dst, src)
-		}
-	}
-
-	// deploy/lockguard.yaml is the chart with default values, plus the
-	// namespace.
 	plain := readObjects(t, "deploy/lockguard.yaml")
 	want := render(t, framework.Release{IncludeCRDs: true})
 	wantKinds := append(framework.Kinds(want), "Namespace/lockguard-system")

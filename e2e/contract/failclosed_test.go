@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,7 +60,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	if err := suite.client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	vwc, err := framework.ReadWebhookConfiguration(filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml"))
+	vwc, err := wh.WebhookConfiguration(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,6 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		vwc.Webhooks[i].Name = "not-synced.lockguard.core.navique.com"
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"lockguard-test": "fail-closed"}}
 	}
-	wh.PointAt(vwc)
 	if err := suite.client.Create(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package integration_test runs lockguard's manager in-process against a
 // real kube-apiserver and etcd: the API server calls the webhook over TLS
-// through the ValidatingWebhookConfiguration from deploy/, and the tests
+// through the chart's ValidatingWebhookConfiguration, and the tests
 // check the contract's core rules end to end.
 package contract_test
 
@@ -78,7 +78,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.webhook, suite.metrics = mgr.Webhook, mgr.Metrics
-	if _, err := mgr.Webhook.InstallWebhook(context.Background(), suite.client, filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml")); err != nil {
+	if _, err := mgr.Webhook.InstallChart(context.Background(), suite.client); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

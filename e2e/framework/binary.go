@@ -30,9 +30,3 @@ func BuildLockguard(dir string) (string, error) {
 	}
 	return out, nil
 }
-
-// Exited is closed when the lockguard process has exited.
-func (l *Lockguard) Exited() <-chan struct{} { return l.exited }
-
-// Pid returns the process id.
-func (l *Lockguard) Pid() int { return l.cmd.Process.Pid }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,36 +10,52 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/navique/lockguard/internal/manager"
 )
 
-// ServiceAccount is the identity lockguard runs as: the ServiceAccount
-// deploy/rbac binds its roles to.
+// The release the tests install (InstallChart) and the identity lockguard
+// runs as: the ServiceAccount the chart binds its roles to.
 const (
+	ReleaseName             = "lockguard"
 	ServiceAccountNamespace = "lockguard-system"
 	ServiceAccountName      = "lockguard"
 )
 
+// ServiceAccountUser is the user name of lockguard's ServiceAccount, as
+// the API server (and RBAC denials in lockguard's log) names it.
+const ServiceAccountUser = "system:serviceaccount:" + ServiceAccountNamespace + ":" + ServiceAccountName
+
 // ServiceAccountConfig returns a client configuration that authenticates as
 // lockguard's ServiceAccount (with the groups the API server gives a
-// ServiceAccount), so it has exactly the RBAC that deploy/ grants.
+// ServiceAccount), so it has exactly the RBAC that the chart grants.
 func (e *Env) ServiceAccountConfig() (*rest.Config, error) {
-	return e.UserConfig("system:serviceaccount:"+ServiceAccountNamespace+":"+ServiceAccountName,
+	return e.UserConfig(ServiceAccountUser,
 		"system:serviceaccounts", "system:serviceaccounts:"+ServiceAccountNamespace, "system:authenticated")
 }
 
-// Lockguard is a lockguard binary running as a separate process.
+// Lockguard is a lockguard binary running as a separate process: the one
+// launcher of the binary for the demo, the e2e, hostile, chaos and bench
+// runs.
 type Lockguard struct {
 	// Webhook is where it serves the webhook.
 	Webhook *LocalWebhook
 	// ProbeAddr serves /healthz and /readyz.
 	ProbeAddr string
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	err       error
+	// MetricsAddr serves /metrics over plain HTTP; empty when
+	// LockguardOptions.Metrics is false.
+	MetricsAddr string
+	// Started is when the process started.
+	Started time.Time
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
 }
 
 // LockguardOptions say how to run the binary.
@@ -51,15 +68,18 @@ type LockguardOptions struct {
 	Webhook *LocalWebhook
 	// Dir is where a new webhook certificate goes.
 	Dir string
-	// Args are extra flags.
+	// Metrics serves the metrics on a free loopback port over plain HTTP
+	// (--metrics-secure=false), for IsLeader and Metrics; default off.
+	Metrics bool
+	// Args are extra flags; they override the defaults.
 	Args []string
 	// Logs receives its output; nil discards it.
 	Logs io.Writer
 }
 
 // StartLockguard starts the binary (leader election on, in
-// lockguard-system; metrics off unless Args say otherwise) and returns when
-// it is running; call WaitReady to wait until it is ready.
+// lockguard-system) and returns when it is running; call WaitReady to wait
+// until it is ready.
 func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 	wh := o.Webhook
 	if wh == nil {
@@ -68,27 +88,38 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 			return nil, err
 		}
 	}
-	probePort, err := freePort()
+	probePort, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	l := &Lockguard{Webhook: wh, ProbeAddr: "127.0.0.1:" + strconv.Itoa(probePort), exited: make(chan struct{})}
+	metrics := []string{"--metrics-bind-address=0"}
+	if o.Metrics {
+		port, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		l.MetricsAddr = "127.0.0.1:" + strconv.Itoa(port)
+		// Plain HTTP on loopback, so that the harness reads it without a
+		// ServiceAccount token.
+		metrics = []string{"--metrics-bind-address=" + l.MetricsAddr, "--metrics-secure=false"}
+	}
 	args := append([]string{
 		"--kubeconfig=" + o.Kubeconfig,
 		"--webhook-host=" + wh.Host,
 		"--webhook-port=" + strconv.Itoa(wh.Port),
 		"--cert-dir=" + wh.CertDir,
 		"--health-probe-bind-address=" + l.ProbeAddr,
-		"--metrics-bind-address=0",
 		"--leader-elect=true",
 		"--leader-election-namespace=" + ServiceAccountNamespace,
-	}, o.Args...)
+	}, append(metrics, o.Args...)...)
 	l.cmd = exec.Command(filepath.Clean(o.Binary), args...)
 	l.cmd.Stdout, l.cmd.Stderr = o.Logs, o.Logs
 	// Its own process group: a Ctrl-C at the terminal (make demo) reaches
 	// only the parent, which stops lockguard with one SIGTERM. A second
 	// signal would make lockguard exit at once with status 1.
 	l.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	l.Started = time.Now()
 	if err := l.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
@@ -99,25 +130,37 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 	return l, nil
 }
 
+// Exited is closed when the lockguard process has exited.
+func (l *Lockguard) Exited() <-chan struct{} { return l.exited }
+
+// Pid returns the process id.
+func (l *Lockguard) Pid() int { return l.cmd.Process.Pid }
+
+// probeClient is the client of the readiness probes.
+var probeClient = &http.Client{Timeout: time.Second}
+
+// Ready probes /readyz once, as kubelet's readiness probe does.
+func (l *Lockguard) Ready() bool {
+	resp, err := probeClient.Get("http://" + l.ProbeAddr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
 // WaitReady waits until /readyz answers 200, the process exits, or ctx ends.
 func (l *Lockguard) WaitReady(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := client.Get("http://" + l.ProbeAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
+	for !l.Ready() {
 		select {
 		case <-l.exited:
 			return fmt.Errorf("lockguard exited before it was ready: %v", l.err)
 		case <-ctx.Done():
 			return fmt.Errorf("lockguard not ready: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return nil
 }
 
 // Stop sends SIGTERM and waits for a graceful exit (SIGKILL after timeout).
@@ -142,8 +185,67 @@ func (l *Lockguard) Stop(timeout time.Duration) error {
 	}
 }
 
-// Kill sends SIGKILL and waits for the process to end.
+// Kill sends SIGKILL and waits for the process to end: no graceful
+// shutdown, the leader Lease is not released.
 func (l *Lockguard) Kill() {
 	_ = l.cmd.Process.Kill()
 	<-l.exited
+}
+
+// Metrics scrapes the metrics endpoint (LockguardOptions.Metrics) and
+// returns the value of every sample by its full name, labels included.
+func (l *Lockguard) Metrics(ctx context.Context) (map[string]float64, error) {
+	if l.MetricsAddr == "" {
+		return nil, errors.New("lockguard runs without metrics (LockguardOptions.Metrics)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("metrics: HTTP %d: %s", resp.StatusCode, b)
+	}
+	out := map[string]float64{}
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, s.Err()
+}
+
+// IsLeader reports whether the process holds the leader Lease, from
+// controller-runtime's leader_election_master_status metric: the one way
+// the harness tells the leader of local replicas (they share a hostname,
+// so the Lease holder alone does not say which one leads).
+func (l *Lockguard) IsLeader(ctx context.Context) (bool, error) {
+	select {
+	case <-l.exited:
+		return false, nil
+	default:
+	}
+	m, err := l.Metrics(ctx)
+	if err != nil {
+		return false, err
+	}
+	return m[`leader_election_master_status{name="`+manager.LeaderElectionID+`"}`] == 1, nil
 }

@@ -56,14 +56,14 @@ type ManagerOptions struct {
 
 // StartManager starts lockguard's manager in-process and returns once its
 // cache has synced and its webhook and metrics servers answer. It does not
-// register the webhook with the API server (LocalWebhook.InstallWebhook
+// register the webhook with the API server (LocalWebhook.InstallChart
 // does).
 func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 	wh, err := NewLocalWebhook(e.Dir)
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -198,7 +198,7 @@ func (e *Env) startControllerManager(path string, logs io.Writer) error {
 	if err := WriteKubeconfig(e.Config, kc); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
@@ -245,14 +245,6 @@ func (e *Env) startControllerManager(path string, logs io.Writer) error {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // StartForTest starts a control plane for a test and stops it at cleanup.
 // Without the binaries it skips the test, unless LOCKGUARD_REQUIRE_KUBE=1
@@ -299,12 +291,25 @@ func StartForMain(suite string) (env *Env, skip string, err error) {
 	return env, "", nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func FreePort() (int, error) { return freePort() }
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago:
+// the harness's one free-port helper.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // CRDDirs returns the CRD directories most tests install: the Lock CRD
-// (deploy/crds) and the sample target kinds (e2e/testdata/crds)
-// of the repository at root.
+// (the chart's crds/, where controller-gen writes it) and the sample
+// target kinds (e2e/testdata/crds) of the repository at root.
 func CRDDirs(root string) []string {
-	return []string{filepath.Join(root, "deploy", "crds"), filepath.Join(root, "e2e", "testdata", "crds")}
+	return []string{LockCRDDir(root), filepath.Join(root, "e2e", "testdata", "crds")}
+}
+
+// LockCRDDir returns the directory of the Lock CRD: the chart's crds/.
+func LockCRDDir(root string) string {
+	return filepath.Join(root, "deploy", "chart", "lockguard", "crds")
 }

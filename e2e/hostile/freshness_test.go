@@ -50,18 +50,20 @@ func TestReadyMeansFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := suite.client
-	for _, ns := range []string{framework.ServiceAccountNamespace, "fresh"} {
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			t.Fatal(err)
-		}
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}})); err != nil {
+		t.Fatal(err)
 	}
-	rbac, err := filepath.Glob(filepath.Join(suite.root, "deploy", "rbac", "*.yaml"))
+	wh, err := framework.NewLocalWebhook(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.ApplyFiles(ctx, c, rbac...); err != nil {
+	// The chart's RBAC for lockguard's ServiceAccount, and its webhook
+	// configuration pointing at wh.
+	vwc, err := wh.InstallChart(ctx, c)
+	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
 	saCfg, err := suite.env.ServiceAccountConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -70,15 +72,6 @@ func TestReadyMeansFresh(t *testing.T) {
 	if err := framework.WriteKubeconfig(saCfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	wh, err := framework.NewLocalWebhook(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vwc, err := wh.InstallWebhook(ctx, c, filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
 	webhookName := vwc.Webhooks[0].Name
 
 	var locked []string // targets, in creation order

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/e2e/framework"
 )
 
 // watchLag holds back the events of the suite lockguard's watches on
@@ -63,13 +61,12 @@ func TestLaggingCacheStillDenies(t *testing.T) {
 	}
 	// A webhook configuration for the suite's lockguard, for this
 	// namespace only.
-	vwc, err := framework.ReadWebhookConfiguration(filepath.Join(suite.root, "deploy", "webhook", "webhook.yaml"))
+	vwc, err := suite.webhook.WebhookConfiguration(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vwc.Name = "lockguard-hostile"
 	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-	suite.webhook.PointAt(vwc)
 	if err := c.Create(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}

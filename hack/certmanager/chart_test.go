@@ -94,7 +94,7 @@ func TestChartWithCertManager(t *testing.T) {
 	}
 	env := framework.StartForTest(t, framework.Options{CRDDirs: []string{
 		cmCRDs,
-		filepath.Join(root, "deploy", "crds"),
+		framework.LockCRDDir(root),
 		filepath.Join(root, "e2e", "testdata", "crds", "stacks.yaml"),
 	}})
 	scheme, err := manager.NewScheme()

@@ -1,6 +1,7 @@
 // Command demo runs lockguard for real: it starts a local control plane
-// (etcd, kube-apiserver, kube-controller-manager), installs the Lock CRD,
-// lockguard's RBAC and webhook configuration from deploy/, runs the
+// (etcd, kube-apiserver, kube-controller-manager), installs lockguard's Helm
+// chart as rendered for a local control plane (the Lock CRD, RBAC and
+// webhook configuration, the webhook at a local URL), runs the
 // lockguard binary as its ServiceAccount, applies the contract's example and
 // shows `kubectl delete stack forge -n forge` being denied. It then prints a
 // KUBECONFIG to try more and keeps running until Ctrl-C. `make demo` runs it.
@@ -18,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -81,7 +80,7 @@ func run(binary string, verbose, once bool) error {
 		logs = os.Stderr
 	}
 
-	step("Starting etcd, kube-apiserver v%s and kube-controller-manager", framework.Version())
+	step("Starting etcd, kube-apiserver v%s and kube-controller-manager; the Lock CRD (the chart's crds/) and sample Stack/PostgresCluster CRDs", framework.Version())
 	o := framework.Options{
 		ControllerManager: true,
 		CRDDirs:           framework.CRDDirs(root),
@@ -110,12 +109,14 @@ func run(binary string, verbose, once bool) error {
 		return err
 	}
 
-	step("Installing the Lock CRD (deploy/crds), lockguard's RBAC (deploy/rbac) and sample Stack/PostgresCluster CRDs")
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.ServiceAccountNamespace}}); err != nil {
+	// lockguard's webhook address and serving certificate, then the
+	// chart's RBAC and webhook configuration pointing there.
+	wh, err := framework.NewLocalWebhook(env.Dir)
+	if err != nil {
 		return err
 	}
-	rbac, _ := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
-	if err := framework.ApplyFiles(ctx, c, rbac...); err != nil {
+	step("Installing the chart (deploy/chart/lockguard): its RBAC, FlowSchema and webhook configuration, the webhook at https://%s", wh.Address())
+	if _, err := wh.InstallChart(ctx, c); err != nil {
 		return err
 	}
 
@@ -128,7 +129,7 @@ func run(binary string, verbose, once bool) error {
 	if err := framework.WriteKubeconfig(saConfig, saKubeconfig); err != nil {
 		return err
 	}
-	lo := framework.LockguardOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: env.Dir, Args: []string{"--zap-log-level=info"}}
+	lo := framework.LockguardOptions{Binary: binary, Kubeconfig: saKubeconfig, Webhook: wh, Args: []string{"--zap-log-level=info"}}
 	if logs != nil {
 		lo.Logs = logs
 	}
@@ -145,9 +146,6 @@ func run(binary string, verbose, once bool) error {
 	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := lg.WaitReady(readyCtx); err != nil {
-		return err
-	}
-	if _, err := lg.Webhook.InstallWebhook(ctx, c, filepath.Join(root, "deploy", "webhook", "webhook.yaml")); err != nil {
 		return err
 	}
 	step("lockguard is ready: webhook on https://%s/validate-delete", lg.Webhook.Address())
