@@ -4,108 +4,53 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/navique/lockguard/e2e/framework"
 )
 
-// Lockguard is the lockguard binary running as its ServiceAccount, with
-// plain-HTTP metrics on loopback.
+// Lockguard is the lockguard binary running as its ServiceAccount
+// (framework.StartLockguard), with plain-HTTP metrics on loopback.
 type Lockguard struct {
-	cmd         *exec.Cmd
-	started     time.Time
-	exited      chan struct{}
-	err         error
-	probeAddr   string
-	metricsAddr string
+	*framework.Lockguard
 }
 
 // StartLockguard runs binary against c, serving the webhook at c.Webhook,
 // with extra flags args (which override the defaults).
 func (c *Cluster) StartLockguard(binary string, args ...string) (*Lockguard, error) {
-	probe, err := framework.FreePort()
+	lg, err := framework.StartLockguard(framework.LockguardOptions{
+		Binary:     binary,
+		Kubeconfig: c.LockguardKubeconfig,
+		Webhook:    c.Webhook,
+		Metrics:    true,
+		Logs:       c.Logs,
+		Args: append([]string{
+			// A restarted lockguard takes the Lease at once.
+			"--leader-election-lease-duration=4s",
+			"--leader-election-renew-deadline=3s",
+			"--leader-election-retry-period=500ms",
+		}, append(c.LockguardArgs, args...)...),
+	})
 	if err != nil {
 		return nil, err
 	}
-	metrics, err := framework.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	l := &Lockguard{
-		exited:      make(chan struct{}),
-		probeAddr:   "127.0.0.1:" + strconv.Itoa(probe),
-		metricsAddr: "127.0.0.1:" + strconv.Itoa(metrics),
-	}
-	all := append([]string{
-		"--kubeconfig=" + c.LockguardKubeconfig,
-		"--webhook-host=" + c.Webhook.Host,
-		"--webhook-port=" + strconv.Itoa(c.Webhook.Port),
-		"--cert-dir=" + c.Webhook.CertDir,
-		"--health-probe-bind-address=" + l.probeAddr,
-		"--metrics-bind-address=" + l.metricsAddr,
-		"--metrics-secure=false",
-		"--leader-elect=true",
-		"--leader-election-namespace=" + framework.ServiceAccountNamespace,
-		// A restarted lockguard takes the Lease at once.
-		"--leader-election-lease-duration=4s",
-		"--leader-election-renew-deadline=3s",
-		"--leader-election-retry-period=500ms",
-	}, append(c.LockguardArgs, args...)...)
-	l.cmd = exec.Command(binary, all...)
-	l.cmd.Stdout, l.cmd.Stderr = c.Logs, c.Logs
-	l.started = time.Now()
-	if err := l.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", binary, err)
-	}
-	go func() {
-		l.err = l.cmd.Wait()
-		close(l.exited)
-	}()
-	return l, nil
+	return &Lockguard{lg}, nil
 }
-
-// Pid is the process id.
-func (l *Lockguard) Pid() int { return l.cmd.Process.Pid }
 
 // WaitReady waits until /readyz answers 200 and returns the time since the
 // process started.
 func (l *Lockguard) WaitReady(ctx context.Context) (time.Duration, error) {
-	hc := &http.Client{Timeout: time.Second}
-	for {
-		resp, err := hc.Get("http://" + l.probeAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return time.Since(l.started), nil
-			}
-		}
-		select {
-		case <-l.exited:
-			return 0, fmt.Errorf("lockguard exited before it was ready: %v", l.err)
-		case <-ctx.Done():
-			return 0, fmt.Errorf("lockguard not ready: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := l.Lockguard.WaitReady(ctx); err != nil {
+		return 0, err
 	}
+	return time.Since(l.Started), nil
 }
 
 // Stop sends SIGTERM and waits (SIGKILL after 30s).
-func (l *Lockguard) Stop() {
-	_ = l.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-l.exited:
-	case <-time.After(30 * time.Second):
-		_ = l.cmd.Process.Kill()
-		<-l.exited
-	}
-}
+func (l *Lockguard) Stop() { _ = l.Lockguard.Stop(30 * time.Second) }
 
 // RSS returns the resident set size of the process, from /proc.
 func (l *Lockguard) RSS() (int64, error) {
@@ -141,37 +86,9 @@ func cpuTime(pid int) (time.Duration, error) {
 }
 
 // Metrics scrapes the metrics endpoint and returns the value of every
-// sample without labels, and of labelled samples by their full name.
+// sample by its full name.
 func (l *Lockguard) Metrics() (map[string]float64, error) {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get("http://" + l.metricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return nil, fmt.Errorf("metrics: HTTP %d: %s", resp.StatusCode, b)
-	}
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	return out, s.Err()
+	return l.Lockguard.Metrics(context.Background())
 }
 
 // Memory is a memory sample of the process.

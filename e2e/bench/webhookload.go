@@ -26,6 +26,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -308,7 +309,7 @@ func (c *Cluster) BenchWebhook(ctx context.Context, lg *Lockguard, o WebhookOpti
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := framework.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -372,11 +373,3 @@ func (c *Cluster) BenchWebhook(ctx context.Context, lg *Lockguard, o WebhookOpti
 	return res, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}

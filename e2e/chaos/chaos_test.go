@@ -108,7 +108,7 @@ type harness struct {
 	t        *testing.T
 	env      *framework.Env
 	admin    client.Client
-	replicas []*replica
+	replicas []*framework.Replica
 	ca       *certs.Authority
 	rng      *rand.Rand
 	f        faultCounts
@@ -180,54 +180,36 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		port, err := framework.FreePort()
-		if err != nil {
+	// Two replicas, each with a certificate volume of its own, restarted
+	// like pods whenever their process exits, behind the front that the
+	// chart's webhook configuration points at.
+	certDirs := make([]string, 2)
+	for i := range certDirs {
+		certDirs[i] = filepath.Join(dir, fmt.Sprintf("certs-%d", i))
+		if err := framework.ProjectSecret(certDirs[i], map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
 			t.Fatal(err)
 		}
-		r := &replica{
-			name:    fmt.Sprintf("lockguard-%d", i),
-			port:    port,
-			certDir: filepath.Join(dir, fmt.Sprintf("certs-%d", i)),
-			logDir:  dir,
-			opts:    framework.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Dir: dir},
-		}
-		r.restartDelay.Store(int64(time.Second))
-		if err := framework.ProjectSecret(r.certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
-			t.Fatal(err)
-		}
-		h.replicas = append(h.replicas, r)
 	}
-	lb, err := newBalancer(h.replicas)
+	set, err := framework.NewReplicaSet(&framework.LocalWebhook{CA: h.ca.CertPEM}, framework.ReplicaOptions{
+		Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Restart: true,
+		CertDir: func(i int) string { return certDirs[i] },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lb.close()
-	go lb.serve()
-	// The chart's RBAC and webhook configuration, the webhook pointing at
-	// the balancer.
-	front := &framework.LocalWebhook{Host: "127.0.0.1", Port: lb.port(), CA: h.ca.CertPEM}
-	if _, err := front.InstallChart(ctx, admin); err != nil {
+	defer func() { _ = set.Stop() }()
+	if _, err := set.Webhook.InstallChart(ctx, admin); err != nil {
 		t.Fatal(err)
 	}
-	superCtx, stopReplicas := context.WithCancel(ctx)
-	var supervisors sync.WaitGroup
-	for _, r := range h.replicas {
-		supervisors.Add(1)
-		go func() {
-			defer supervisors.Done()
-			r.supervise(superCtx, logf)
-		}()
-	}
-	defer func() {
-		stopReplicas()
-		supervisors.Wait()
-	}()
-	if err := h.waitReady(2 * time.Minute); err != nil {
+	readyCtx, cancelReady := context.WithTimeout(ctx, 2*time.Minute)
+	err = set.Scale(readyCtx, 2)
+	cancelReady()
+	if err != nil {
 		t.Fatal(err)
 	}
+	h.replicas = set.Replicas()
 	logf("setup done: Kubernetes %s, lockguard replicas on %s and %s behind 127.0.0.1:%d; %d clients, %s of faults, seed %d",
-		env.Version, h.replicas[0].address(), h.replicas[1].address(), lb.port(), clients, duration, seed)
+		env.Version, h.replicas[0].Address(), h.replicas[1].Address(), set.Front.Port(), clients, duration, seed)
 
 	// The workload.
 	var n counts
@@ -308,7 +290,7 @@ func TestChaos(t *testing.T) {
 		fmt.Sprintf("chaos: faults: %d replica SIGKILLs, %d leader SIGKILLs, %d outages of both replicas, %d leader Lease deletions, %d kube-apiserver restarts (%d by SIGKILL), %d certificate rotations (%d served by every replica, slowest after %s)",
 			f.replicaKills.Load(), f.leaderKills.Load(), f.outages.Load(), f.leaseDeletions.Load(), f.apiRestarts.Load(), f.apiKills.Load(), f.rotations.Load(), f.rotationsSeen.Load(), time.Duration(f.rotationLag.Load()).Round(100*time.Millisecond)),
 		fmt.Sprintf("chaos: Locks created %d, deleted %d; lock annotations edited by hand %d; owner deletes cascading onto a locked child %d; dry runs %d; deletecollections %d; balancer connections %d (%d refused: no replica ready)",
-			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), n.gcCascades.Load(), n.dryRuns.Load(), n.collections.Load(), lb.conns.Load(), lb.refused.Load()),
+			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), n.gcCascades.Load(), n.dryRuns.Load(), n.collections.Load(), set.Front.Conns.Load(), set.Front.Refused.Load()),
 		fmt.Sprintf("chaos: deletes of locked objects %d (%d sent the moment the Lock's create was answered), of unlocked objects %d (%d went through, %d denied by a Lock already deleted, slowest waited %s, %d still refused after the faults)",
 			n.lockedTries.Load(), n.racedTries.Load(), n.unlockedTries.Load(), n.unlockedOK.Load(), n.staleDenials.Load(), time.Duration(n.slowestUnlock.Load()).Round(100*time.Millisecond), len(stuck)),
 		fmt.Sprintf("chaos: converged %s after the faults stopped (bound %s)", convergedText(convergedAfter), convergeWithin),
@@ -348,26 +330,6 @@ func convergedText(d time.Duration) string {
 	return d.Round(100 * time.Millisecond).String()
 }
 
-// waitReady waits until every replica is ready.
-func (h *harness) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ready := 0
-		for _, r := range h.replicas {
-			if r.ready.Load() {
-				ready++
-			}
-		}
-		if ready == len(h.replicas) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d replicas ready after %s", ready, len(h.replicas), timeout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // faults injects a fault every 3 to 8 seconds until ctx ends.
 func (h *harness) faults(ctx context.Context) {
 	for {
@@ -381,8 +343,8 @@ func (h *harness) faults(ctx context.Context) {
 			rep := h.replicas[h.rng.IntN(len(h.replicas))]
 			h.f.replicaKills.Add(1)
 			delay := jitter(h.rng, 200*time.Millisecond, 3*time.Second)
-			h.logf("fault: SIGKILL %s (back in %s)", rep.name, delay.Round(100*time.Millisecond))
-			rep.kill(delay)
+			h.logf("fault: SIGKILL %s (back in %s)", rep.Name, delay.Round(100*time.Millisecond))
+			rep.Kill(delay)
 		case r < 40:
 			h.killLeader()
 		case r < 50:
@@ -390,7 +352,7 @@ func (h *harness) faults(ctx context.Context) {
 			delay := jitter(h.rng, time.Second, 4*time.Second)
 			h.logf("fault: SIGKILL both replicas (back in %s)", delay.Round(100*time.Millisecond))
 			for _, rep := range h.replicas {
-				rep.kill(delay)
+				rep.Kill(delay)
 			}
 		case r < 60:
 			h.deleteLease(ctx)
@@ -419,11 +381,11 @@ func (h *harness) faults(ctx context.Context) {
 // killLeader SIGKILLs the replica holding the leader Lease.
 func (h *harness) killLeader() {
 	for _, rep := range h.replicas {
-		if rep.isLeader() {
+		if leads, _ := rep.IsLeader(context.Background()); leads {
 			h.f.leaderKills.Add(1)
 			delay := jitter(h.rng, 200*time.Millisecond, 3*time.Second)
-			h.logf("fault: SIGKILL the leader %s (back in %s)", rep.name, delay.Round(100*time.Millisecond))
-			rep.kill(delay)
+			h.logf("fault: SIGKILL the leader %s (back in %s)", rep.Name, delay.Round(100*time.Millisecond))
+			rep.Kill(delay)
 			return
 		}
 	}
@@ -456,8 +418,8 @@ func (h *harness) rotate() {
 	h.logf("fault: rotate the serving certificate (serial %x...)", serial.Bytes()[:4])
 	rotated := time.Now()
 	for _, rep := range h.replicas {
-		if err := framework.ProjectSecret(rep.certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
-			h.t.Errorf("writing %s: %v", rep.certDir, err)
+		if err := framework.ProjectSecret(rep.CertDir(), map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
+			h.t.Errorf("writing %s: %v", rep.CertDir(), err)
 		}
 		time.Sleep(jitter(h.rng, 0, time.Second))
 	}
@@ -485,9 +447,9 @@ func (h *harness) waitServed(serial *big.Int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pending := slices.Clone(h.replicas)
 	for len(pending) > 0 {
-		var left []*replica
+		var left []*framework.Replica
 		for _, rep := range pending {
-			got, err := servedSerial(rep.address(), h.ca)
+			got, err := servedSerial(rep.Address(), h.ca)
 			if err != nil || got.Cmp(serial) != 0 {
 				left = append(left, rep)
 			}
@@ -497,7 +459,7 @@ func (h *harness) waitServed(serial *big.Int, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still not serving the certificate rotated %s ago", pending[0].name, timeout)
+			return fmt.Errorf("%s still not serving the certificate rotated %s ago", pending[0].Name, timeout)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -587,4 +549,9 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// jitter returns a random duration in [lo, hi).
+func jitter(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }

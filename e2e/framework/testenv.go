@@ -245,7 +245,6 @@ func (e *Env) startControllerManager(path string, logs io.Writer) error {
 	}
 }
 
-
 // StartForTest starts a control plane for a test and stops it at cleanup.
 // Without the binaries it skips the test, unless LOCKGUARD_REQUIRE_KUBE=1
 // (set by `make test`), where it fails.
