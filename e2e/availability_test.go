@@ -66,7 +66,7 @@ func scale(t *testing.T, n int) time.Duration {
 // webhook that cannot be called (failurePolicy Fail).
 func wantFailClosed(t *testing.T, err error) {
 	t.Helper()
-	prefix := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", s.webhookName)
+	prefix := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", kube.WebhookName)
 	if err == nil {
 		t.Fatalf("the delete succeeded while lockguard is down; want %q...", prefix)
 	}
@@ -83,62 +83,62 @@ func wantFailClosed(t *testing.T, err error) {
 // lockguard runs again, protection resumes and the annotation of a Lock
 // deleted in the meantime is removed.
 func Test10LockguardDown(t *testing.T) {
-	ns := newNamespace(t, "down")
+	ns := kube.NewNamespace(t, "down")
 	n := replicaCount(t)
-	createTarget(t, stackGVK, ns, "kept")
-	createTarget(t, stackGVK, ns, "released")
-	createTarget(t, stackGVK, ns, "free")
-	kept := createLock(t, framework.NewLock(ns, "keep-kept", "Stack", "kept", "still locked"))
-	released := createLock(t, framework.NewLock(ns, "keep-released", "Stack", "released", "deleted while lockguard is down"))
-	waitActive(t, kept, released)
+	kube.CreateObject(t, framework.StackGVK, ns, "kept")
+	kube.CreateObject(t, framework.StackGVK, ns, "released")
+	kube.CreateObject(t, framework.StackGVK, ns, "free")
+	kept := kube.CreateLock(t, framework.NewLock(ns, "keep-kept", "Stack", "kept", "still locked"))
+	released := kube.CreateLock(t, framework.NewLock(ns, "keep-released", "Stack", "released", "deleted while lockguard is down"))
+	kube.WaitActive(t, kept, released)
 
 	d := scale(t, 0)
 	t.Logf("lockguard stopped in %s", d.Round(time.Millisecond))
 
-	wantFailClosed(t, deleteTarget(t.Context(), stackGVK, ns, "free"))
-	wantFailClosed(t, deleteTarget(t.Context(), stackGVK, ns, "kept"))
-	wantFailClosed(t, s.c.DeleteAllOf(t.Context(), newTarget(stackGVK, ns, ""), client.InNamespace(ns)))
+	wantFailClosed(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "free"))
+	wantFailClosed(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "kept"))
+	wantFailClosed(t, kube.Client.DeleteAllOf(t.Context(), framework.Object(framework.StackGVK, ns, ""), client.InNamespace(ns)))
 	for _, name := range []string{"free", "kept", "released"} {
-		mustExist(t, stackGVK, ns, name)
+		kube.MustExist(t, framework.StackGVK, ns, name)
 	}
 
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}}
-	if err := s.c.Create(t.Context(), cm); err != nil {
+	if err := kube.Client.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.c.Delete(t.Context(), cm); err != nil {
+	if err := kube.Client.Delete(t.Context(), cm); err != nil {
 		t.Fatalf("deleting a ConfigMap while lockguard is down: %v", err)
 	}
-	region := newTarget(regionGVK, "", "e2e-down-"+rand.String(5))
-	if err := s.c.Create(t.Context(), region); err != nil {
+	region := framework.Object(framework.RegionGVK, "", "e2e-down-"+rand.String(5))
+	if err := kube.Client.Create(t.Context(), region); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.c.Delete(t.Context(), region); err != nil {
+	if err := kube.Client.Delete(t.Context(), region); err != nil {
 		t.Fatalf("deleting a cluster-scoped Region while lockguard is down: %v", err)
 	}
 	// Locks: created, updated and deleted without lockguard.
-	spare := createLock(t, framework.NewLock(ns, "spare", "Stack", "free", ""))
+	spare := kube.CreateLock(t, framework.NewLock(ns, "spare", "Stack", "free", ""))
 	spare.Spec.Reason = "edited while lockguard is down"
-	if err := s.c.Update(t.Context(), spare); err != nil {
+	if err := kube.Client.Update(t.Context(), spare); err != nil {
 		t.Fatalf("updating a Lock while lockguard is down: %v", err)
 	}
-	deleteLock(t, spare)
-	if r := kubectl(t, "", "delete", "lock", "keep-released", "-n", ns); r.code != 0 {
-		t.Fatalf("kubectl delete lock while lockguard is down: exit %d: %s", r.code, r.stderr)
+	kube.DeleteLock(t, spare)
+	if r := kube.Kubectl(t, "", "delete", "lock", "keep-released", "-n", ns); r.Code != 0 {
+		t.Fatalf("kubectl delete lock while lockguard is down: exit %d: %s", r.Code, r.Stderr)
 	}
-	if err := annotationIs(stackGVK, ns, "released", "keep-released")(t.Context()); err != nil {
+	if err := kube.AnnotationIs(framework.StackGVK, ns, "released", "keep-released")(t.Context()); err != nil {
 		t.Fatalf("nothing should touch annotations while lockguard is down: %v", err)
 	}
 
 	start := time.Now()
 	d = scale(t, n)
 	t.Logf("lockguard ready again in %s", d.Round(time.Millisecond))
-	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "kept"), kept)
-	waitAnnotation(t, stackGVK, ns, "released", "")
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "kept"), kept)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "released", "")
 	report(t, "stale annotation removed %s after lockguard was started again", time.Since(start).Round(10*time.Millisecond))
-	waitActive(t, kept)
+	kube.WaitActive(t, kept)
 	for _, name := range []string{"released", "free"} {
-		if err := deleteTarget(t.Context(), stackGVK, ns, name); err != nil {
+		if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, name); err != nil {
 			t.Fatalf("deleting unlocked Stack %s after lockguard is back: %v", name, err)
 		}
 	}
@@ -157,14 +157,14 @@ func holdLease(t *testing.T) {
 	now := metav1.NewMicroTime(time.Now())
 	spec := coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fakeHolder), LeaseDurationSeconds: ptr.To[int32](3600), AcquireTime: &now, RenewTime: &now}
 	var lease coordinationv1.Lease
-	err := s.c.Get(t.Context(), key, &lease)
+	err := kube.Client.Get(t.Context(), key, &lease)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: spec}
-		err = s.c.Create(t.Context(), &lease)
+		err = kube.Client.Create(t.Context(), &lease)
 	case err == nil:
 		lease.Spec = spec
-		err = s.c.Update(t.Context(), &lease)
+		err = kube.Client.Update(t.Context(), &lease)
 	}
 	if err != nil {
 		t.Fatalf("taking lockguard's Lease: %v", err)
@@ -175,19 +175,19 @@ func holdLease(t *testing.T) {
 // releaseLease deletes lockguard's Lease if fakeHolder holds it.
 func releaseLease(ctx context.Context) error {
 	var lease coordinationv1.Lease
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: manager.LeaderElectionID}, &lease); err != nil {
+	if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: manager.LeaderElectionID}, &lease); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if ptr.Deref(lease.Spec.HolderIdentity, "") != fakeHolder {
 		return nil
 	}
-	return client.IgnoreNotFound(s.c.Delete(ctx, &lease))
+	return client.IgnoreNotFound(kube.Client.Delete(ctx, &lease))
 }
 
 // leaseHolder returns the holder of lockguard's Lease.
 func leaseHolder(ctx context.Context) (string, error) {
 	var lease coordinationv1.Lease
-	if err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: manager.LeaderElectionID}, &lease); err != nil {
+	if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: manager.LeaderElectionID}, &lease); err != nil {
 		return "", err
 	}
 	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
@@ -197,57 +197,44 @@ func leaseHolder(ctx context.Context) (string, error) {
 func removeAnnotation(t *testing.T, ns, name string) {
 	t.Helper()
 	patch := `[{"op":"remove","path":"/metadata/annotations/` + strings.ReplaceAll(lockv1alpha1.LockedAnnotation, "/", "~1") + `"}]`
-	if err := s.c.Patch(t.Context(), newTarget(stackGVK, ns, name), client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+	if err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, name), client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
 		t.Fatalf("removing the annotation of Stack %s: %v", name, err)
 	}
 }
 
-// Test11AnnotationByHand removes and edits the lock annotation by hand:
-// the Stack stays protected, because the webhook reads Locks, and the
-// reconciler puts the annotation back. To show that the webhook alone
-// decides, part of the test runs while no replica reconciles (the leader
-// Lease is held by someone else).
-func Test11AnnotationByHand(t *testing.T) {
-	ns := newNamespace(t, "byhand")
+// Test11AnnotationWithoutReconciler removes the lock annotation by hand
+// while no replica reconciles (the leader Lease is held by someone else,
+// the replicas ready): the Stack stays protected, because the webhook reads
+// Locks, and nothing puts the annotation back until a replica leads again.
+// (The contract suite's TestAnnotationByHand covers the annotation put
+// back while lockguard runs.)
+func Test11AnnotationWithoutReconciler(t *testing.T) {
+	ns := kube.NewNamespace(t, "byhand")
 	n := replicaCount(t)
-	createTarget(t, stackGVK, ns, "guarded")
-	lock := createLock(t, framework.NewLock(ns, "keep-guarded", "Stack", "guarded", ""))
-	waitActive(t, lock)
-	waitAnnotation(t, stackGVK, ns, "guarded", "keep-guarded")
+	kube.CreateObject(t, framework.StackGVK, ns, "guarded")
+	lock := kube.CreateLock(t, framework.NewLock(ns, "keep-guarded", "Stack", "guarded", ""))
+	kube.WaitActive(t, lock)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "guarded", "keep-guarded")
 
-	t.Run("removed", func(t *testing.T) {
-		removeAnnotation(t, ns, "guarded")
-		wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "guarded"), lock)
-		d := eventually(t, defaultTimeout, "annotation put back", annotationIs(stackGVK, ns, "guarded", "keep-guarded"))
-		report(t, "annotation put back %s after it was removed by hand", d.Round(10*time.Millisecond))
-	})
-	t.Run("edited", func(t *testing.T) {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"someone-else"}}}`, lockv1alpha1.LockedAnnotation)
-		if err := s.c.Patch(t.Context(), newTarget(stackGVK, ns, "guarded"), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			t.Fatal(err)
-		}
-		wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "guarded"), lock)
-		waitAnnotation(t, stackGVK, ns, "guarded", "keep-guarded")
-	})
 	t.Run("removed with no reconciler", func(t *testing.T) {
 		scale(t, 0)
 		holdLease(t)
 		scale(t, n) // Ready: caches synced and webhook serving, but not leading.
 		removeAnnotation(t, ns, "guarded")
-		wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "guarded"), lock)
-		wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "guarded", client.DryRunAll), lock)
+		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "guarded"), lock)
+		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "guarded", client.DryRunAll), lock)
 		// Nothing put the annotation back: the denials came from the Lock.
-		if err := annotationIs(stackGVK, ns, "guarded", "")(t.Context()); err != nil {
+		if err := kube.AnnotationIs(framework.StackGVK, ns, "guarded", "")(t.Context()); err != nil {
 			t.Fatalf("with no leader, nothing should have put the annotation back: %v", err)
 		}
 		if err := releaseLease(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		d := eventually(t, defaultTimeout, "annotation put back by the new leader", annotationIs(stackGVK, ns, "guarded", "keep-guarded"))
+		d := framework.Eventually(t, framework.DefaultTimeout, "annotation put back by the new leader", kube.AnnotationIs(framework.StackGVK, ns, "guarded", "keep-guarded"))
 		report(t, "a replica took the released Lease and put the annotation back in %s", d.Round(10*time.Millisecond))
 	})
-	waitActive(t, lock)
-	mustExist(t, stackGVK, ns, "guarded")
+	kube.WaitActive(t, lock)
+	kube.MustExist(t, framework.StackGVK, ns, "guarded")
 }
 
 // deleteReview is the AdmissionReview the API server sends for a DELETE of
@@ -297,8 +284,8 @@ func wantReview(t *testing.T, r replica, review *admissionv1.AdmissionReview, lo
 		t.Errorf("%s answered UID %s, want %s", r.Name(), resp.UID, review.Request.UID)
 	case len(locks) == 0 && !resp.Allowed:
 		t.Errorf("%s denied the delete of unlocked %s: %+v", r.Name(), review.Request.Name, resp.Result)
-	case len(locks) > 0 && (resp.Allowed || resp.Result == nil || resp.Result.Code != 403 || resp.Result.Message != denialMessage(locks...)):
-		t.Errorf("%s answered allowed=%t %+v; want denied with code 403 and message %q", r.Name(), resp.Allowed, resp.Result, denialMessage(locks...))
+	case len(locks) > 0 && (resp.Allowed || resp.Result == nil || resp.Result.Code != 403 || resp.Result.Message != framework.DenialMessage(locks...)):
+		t.Errorf("%s answered allowed=%t %+v; want denied with code 403 and message %q", r.Name(), resp.Allowed, resp.Result, framework.DenialMessage(locks...))
 	}
 }
 
@@ -306,14 +293,14 @@ func wantReview(t *testing.T, r replica, review *admissionv1.AdmissionReview, lo
 // sent AdmissionReviews directly, over TLS), one leads. Killing the leader
 // moves the Lease to the other replica, which carries on reconciling.
 func Test12LeaderElection(t *testing.T) {
-	ns := newNamespace(t, "ha")
+	ns := kube.NewNamespace(t, "ha")
 	replicaCount(t)
-	createTarget(t, stackGVK, ns, "ha")
-	free := createTarget(t, stackGVK, ns, "free")
-	lock := createLock(t, framework.NewLock(ns, "keep-ha", "Stack", "ha", "two replicas"))
-	waitActive(t, lock)
-	ha := mustExist(t, stackGVK, ns, "ha")
-	free = mustExist(t, stackGVK, ns, free.GetName())
+	kube.CreateObject(t, framework.StackGVK, ns, "ha")
+	free := kube.CreateObject(t, framework.StackGVK, ns, "free")
+	lock := kube.CreateLock(t, framework.NewLock(ns, "keep-ha", "Stack", "ha", "two replicas"))
+	kube.WaitActive(t, lock)
+	ha := kube.MustExist(t, framework.StackGVK, ns, "ha")
+	free = kube.MustExist(t, framework.StackGVK, ns, free.GetName())
 
 	scale(t, 2)
 	replicas, err := s.lg.Replicas(t.Context())
@@ -321,7 +308,7 @@ func Test12LeaderElection(t *testing.T) {
 		t.Fatalf("replicas: %d, %v; want 2", len(replicas), err)
 	}
 	var leader, follower replica
-	eventually(t, defaultTimeout, "exactly one leader", func(ctx context.Context) error {
+	framework.Eventually(t, framework.DefaultTimeout, "exactly one leader", func(ctx context.Context) error {
 		leader, follower = nil, nil
 		for _, r := range replicas {
 			ok, err := r.IsLeader(ctx)
@@ -359,7 +346,7 @@ func Test12LeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	var holder string
-	d := eventually(t, failoverBound, "the Lease moves to a live replica", func(ctx context.Context) error {
+	d := framework.Eventually(t, failoverBound, "the Lease moves to a live replica", func(ctx context.Context) error {
 		h, err := leaseHolder(ctx)
 		if err != nil {
 			return err
@@ -382,11 +369,11 @@ func Test12LeaderElection(t *testing.T) {
 	report(t, "leader killed: %s took the Lease after %s (killing took %s)", holder, d.Round(100*time.Millisecond), (time.Since(start) - d).Round(time.Millisecond))
 
 	// The new leader reconciles: a new Lock becomes active.
-	late := createLock(t, framework.NewLock(ns, "keep-free", "Stack", "free", "created after the failover"))
-	waitActive(t, late)
-	waitAnnotation(t, stackGVK, ns, "free", "keep-free")
-	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "ha"), lock)
-	wantDenied(t, deleteTarget(t.Context(), stackGVK, ns, "free"), late)
+	late := kube.CreateLock(t, framework.NewLock(ns, "keep-free", "Stack", "free", "created after the failover"))
+	kube.WaitActive(t, late)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "free", "keep-free")
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "ha"), lock)
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "free"), late)
 	rs, err := s.lg.Replicas(t.Context())
 	if err != nil {
 		t.Fatal(err)

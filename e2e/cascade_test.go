@@ -44,33 +44,33 @@ const (
 func Test06Cascade(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 		t.Run(string(policy), func(t *testing.T) {
-			ns := newNamespace(t, "cascade")
-			parent := createTarget(t, stackGVK, ns, "parent")
-			child := newTarget(pgGVK, ns, "child")
+			ns := kube.NewNamespace(t, "cascade")
+			parent := kube.CreateObject(t, framework.StackGVK, ns, "parent")
+			child := framework.Object(framework.PostgresClusterGVK, ns, "child")
 			child.SetOwnerReferences([]metav1.OwnerReference{{
-				APIVersion:         stackGVK.GroupVersion().String(),
+				APIVersion:         framework.StackGVK.GroupVersion().String(),
 				Kind:               "Stack",
 				Name:               "parent",
 				UID:                parent.GetUID(),
 				Controller:         ptr.To(true),
 				BlockOwnerDeletion: ptr.To(true),
 			}})
-			if err := s.c.Create(t.Context(), child); err != nil {
+			if err := kube.Client.Create(t.Context(), child); err != nil {
 				t.Fatal(err)
 			}
-			lock := createLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", "the data outlives the stack"))
-			waitActive(t, lock)
+			lock := kube.CreateLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", "the data outlives the stack"))
+			kube.WaitActive(t, lock)
 
 			blockedSince := time.Now()
-			if err := deleteTarget(t.Context(), stackGVK, ns, "parent", client.PropagationPolicy(policy)); err != nil {
+			if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, "parent", client.PropagationPolicy(policy)); err != nil {
 				t.Fatalf("deleting Stack parent (%s): %v", policy, err)
 			}
 			if policy == metav1.DeletePropagationBackground {
-				eventually(t, defaultTimeout, "Stack parent gone", gone(stackGVK, ns, "parent"))
+				framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
 			} else {
 				// The owner waits for its blocking dependents.
-				eventually(t, defaultTimeout, "Stack parent waiting for its dependents", func(ctx context.Context) error {
-					p, err := getTarget(ctx, stackGVK, ns, "parent")
+				framework.Eventually(t, framework.DefaultTimeout, "Stack parent waiting for its dependents", func(ctx context.Context) error {
+					p, err := kube.GetObject(ctx, framework.StackGVK, ns, "parent")
 					if err != nil {
 						return err
 					}
@@ -80,12 +80,12 @@ func Test06Cascade(t *testing.T) {
 					return nil
 				})
 			}
-			consistently(t, blockedFor, "locked child while its owner is deleted", func(ctx context.Context) error {
-				if err := exists(pgGVK, ns, "child")(ctx); err != nil {
+			framework.Consistently(t, blockedFor, "locked child while its owner is deleted", func(ctx context.Context) error {
+				if err := kube.Exists(framework.PostgresClusterGVK, ns, "child")(ctx); err != nil {
 					return err
 				}
 				if policy == metav1.DeletePropagationForeground {
-					p, err := getTarget(ctx, stackGVK, ns, "parent")
+					p, err := kube.GetObject(ctx, framework.StackGVK, ns, "parent")
 					if err != nil {
 						return fmt.Errorf("the owner should wait for its locked child: %w", err)
 					}
@@ -93,16 +93,16 @@ func Test06Cascade(t *testing.T) {
 						return fmt.Errorf("Stack parent is no longer being deleted")
 					}
 				}
-				return annotationIs(pgGVK, ns, "child", "keep-child")(ctx)
+				return kube.AnnotationIs(framework.PostgresClusterGVK, ns, "child", "keep-child")(ctx)
 			})
 
 			start := time.Now()
-			deleteLock(t, lock)
-			d := eventually(t, gcBound, "garbage collector deletes the child after its Lock is gone", gone(pgGVK, ns, "child"))
+			kube.DeleteLock(t, lock)
+			d := framework.Eventually(t, gcBound, "garbage collector deletes the child after its Lock is gone", kube.Gone(framework.PostgresClusterGVK, ns, "child"))
 			report(t, "%s propagation: the garbage collector deleted the child %s after its Lock was deleted (the child had been blocked for %s)",
 				policy, d.Round(10*time.Millisecond), start.Sub(blockedSince).Round(100*time.Millisecond))
 			if policy == metav1.DeletePropagationForeground {
-				eventually(t, defaultTimeout, "Stack parent gone after its child", gone(stackGVK, ns, "parent"))
+				framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone after its child", kube.Gone(framework.StackGVK, ns, "parent"))
 			}
 		})
 	}
@@ -118,21 +118,21 @@ func Test06Cascade(t *testing.T) {
 func Test07NamespaceDeletion(t *testing.T) {
 	// populate fills a namespace with locked and unlocked objects.
 	populate := func(t *testing.T) string {
-		ns := newNamespace(t, "doomed")
-		createTarget(t, stackGVK, ns, "app")
-		createTarget(t, pgGVK, ns, "db")
-		createTarget(t, stackGVK, ns, "free")
-		waitActive(t,
-			createLock(t, framework.NewLock(ns, "keep-app", "Stack", "app", "")),
-			createLock(t, framework.NewLock(ns, "keep-db", "PostgresCluster", "db", "")),
-			createLock(t, framework.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
-		waitAnnotation(t, pgGVK, ns, "db", "keep-db,keep-db-too")
+		ns := kube.NewNamespace(t, "doomed")
+		kube.CreateObject(t, framework.StackGVK, ns, "app")
+		kube.CreateObject(t, framework.PostgresClusterGVK, ns, "db")
+		kube.CreateObject(t, framework.StackGVK, ns, "free")
+		kube.WaitActive(t,
+			kube.CreateLock(t, framework.NewLock(ns, "keep-app", "Stack", "app", "")),
+			kube.CreateLock(t, framework.NewLock(ns, "keep-db", "PostgresCluster", "db", "")),
+			kube.CreateLock(t, framework.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
+		kube.WaitAnnotation(t, framework.PostgresClusterGVK, ns, "db", "keep-db,keep-db-too")
 		return ns
 	}
 	// deleteNamespace deletes the namespace and returns when it did.
 	deleteNamespace := func(t *testing.T, ns string) time.Time {
 		deleted := time.Now()
-		if err := s.c.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := kube.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 		return deleted
@@ -141,9 +141,9 @@ func Test07NamespaceDeletion(t *testing.T) {
 	// NamespaceDeletionContentFailure message seen on the way.
 	waitDeleted := func(t *testing.T, ns string, timeout time.Duration) (time.Duration, string) {
 		var failure string
-		d := eventually(t, timeout, "namespace deleted", func(ctx context.Context) error {
+		d := framework.Eventually(t, timeout, "namespace deleted", func(ctx context.Context) error {
 			var n corev1.Namespace
-			err := s.c.Get(ctx, client.ObjectKey{Name: ns}, &n)
+			err := kube.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -179,10 +179,10 @@ func Test07NamespaceDeletion(t *testing.T) {
 		deleted := deleteNamespace(t, ns)
 		// Stacks and PostgresClusters remain.
 		prefix := "Failed to delete all resource types, 2 remaining: "
-		failed := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", s.webhookName)
-		eventually(t, namespaceBound, "namespace deletion fails closed", func(ctx context.Context) error {
+		failed := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", kube.WebhookName)
+		framework.Eventually(t, namespaceBound, "namespace deletion fails closed", func(ctx context.Context) error {
 			var n corev1.Namespace
-			if err := s.c.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+			if err := kube.Client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
 				return err
 			}
 			for _, c := range n.Status.Conditions {
@@ -194,12 +194,12 @@ func Test07NamespaceDeletion(t *testing.T) {
 			return fmt.Errorf("namespace %s is %s with conditions %+v; want %s %q followed by two %q", ns, n.Status.Phase, n.Status.Conditions, corev1.NamespaceDeletionContentFailure, prefix, failed)
 		})
 		for _, name := range []string{"app", "free"} {
-			if err := exists(stackGVK, ns, name)(t.Context()); err != nil {
+			if err := kube.Exists(framework.StackGVK, ns, name)(t.Context()); err != nil {
 				t.Fatalf("with lockguard down, the namespace controller cannot delete Stacks: %v", err)
 			}
 		}
 		var lock lockv1alpha1.Lock
-		if err := s.c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "keep-app"}, &lock); !apierrors.IsNotFound(err) {
+		if err := kube.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "keep-app"}, &lock); !apierrors.IsNotFound(err) {
 			t.Fatalf("the namespace controller should have deleted the Locks (they are never blocked): %v", err)
 		}
 		back := time.Now()

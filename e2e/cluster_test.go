@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,7 +19,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -257,4 +265,60 @@ func (r *podReplica) Review(ctx context.Context, review *admissionv1.AdmissionRe
 		return nil, fmt.Errorf("decoding the AdmissionReview from %s: %w", r.pod.Name, err)
 	}
 	return &out, nil
+}
+
+// createManifests creates every object of the YAML files (multi-document),
+// leaving those that already exist as they are.
+func createManifests(ctx context.Context, c client.Client, paths ...string) error {
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			var u unstructured.Unstructured
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("decoding %s: %w", path, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := c.Create(ctx, &u); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
+			}
+		}
+	}
+	return nil
+}
+
+// waitCRDsEstablished waits until the named CRDs are Established.
+func waitCRDsEstablished(ctx context.Context, c client.Client, names ...string) error {
+	for _, name := range names {
+		for {
+			crd := &unstructured.Unstructured{}
+			crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+			err := c.Get(ctx, client.ObjectKey{Name: name}, crd)
+			if err == nil {
+				conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+				established := false
+				for _, cond := range conds {
+					m, _ := cond.(map[string]any)
+					established = established || (m["type"] == "Established" && m["status"] == "True")
+				}
+				if established {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CRD %s is not established: %v", name, err)
+			case <-time.After(framework.PollInterval):
+			}
+		}
+	}
+	return nil
 }

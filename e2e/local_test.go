@@ -84,6 +84,7 @@ func setupLocal() (*suite, func(), error) {
 	if err := framework.WriteKubeconfig(env.Config, st.kubeconfig); err != nil {
 		return nil, cleanup, err
 	}
+	kube.Kubeconfig = st.kubeconfig
 
 	// lockguard runs as its ServiceAccount: only what the chart grants.
 	saConfig, err := env.ServiceAccountConfig()

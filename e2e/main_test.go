@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Environment variables of the suite.
@@ -39,9 +40,6 @@ const (
 	// envReport is a file the suite writes its measurements to.
 	envReport = "LOCKGUARD_E2E_REPORT"
 )
-
-// defaultWebhookName is the webhook's name in deploy/webhook/webhook.yaml.
-const defaultWebhookName = "delete.lockguard.core.navique.com"
 
 // suite is what every test shares: one control plane and one lockguard
 // deployment per run. Each test works in namespaces of its own.
@@ -91,6 +89,9 @@ type replica interface {
 }
 
 var s *suite
+
+// kube is the harness's helper vocabulary for the suite's API server.
+var kube *framework.Kube
 
 // keepArtifacts is set when the run failed: local mode then keeps its logs.
 var keepArtifacts bool
@@ -201,13 +202,15 @@ func newSuite(mode string, cfg *rest.Config) (*suite, error) {
 	if err != nil {
 		return nil, fmt.Errorf("getting the server version: %w", err)
 	}
+	kube = framework.NewKube(c, "", "e2e-")
+	kube.WebhookName = envOr(envWebhookName, framework.DefaultWebhookName)
 	return &suite{
 		mode:          mode,
 		cfg:           cfg,
 		c:             c,
 		cs:            cs,
 		serverVersion: v.GitVersion,
-		webhookName:   envOr(envWebhookName, defaultWebhookName),
+		webhookName:   kube.WebhookName,
 	}, nil
 }
 

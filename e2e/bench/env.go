@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,9 +23,9 @@ import (
 	"github.com/navique/lockguard/internal/manager"
 )
 
-// StackGVK is the target kind of the benchmarks (a test CRD from
+// StackGVK is the target kind of the benchmarks (a sample CRD from
 // e2e/testdata/crds).
-var StackGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
+var StackGVK = framework.StackGVK
 
 // Cluster is a control plane set up for lockguard: the Lock and test CRDs,
 // lockguard's RBAC, and a kubeconfig for its ServiceAccount.

@@ -372,4 +372,3 @@ func (c *Cluster) BenchWebhook(ctx context.Context, lg *Lockguard, o WebhookOpti
 	}
 	return res, nil
 }
-

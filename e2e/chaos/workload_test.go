@@ -20,11 +20,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
+// The kinds the workload locks and deletes.
 var (
-	stackGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
-	pgGVK    = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "PostgresCluster"}
+	stackGVK = framework.StackGVK
+	pgGVK    = framework.PostgresClusterGVK
 )
 
 // denialPrefix starts the API server's error for a delete lockguard denied.

@@ -1,7 +1,6 @@
 package contract_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,21 +13,19 @@ import (
 // without touching the target's other annotations, whatever its cache
 // keeps of them.
 func TestOtherAnnotationsKept(t *testing.T) {
-	requireSuite(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	u := object(stackV1alpha1, ns, "forge")
+	ctx := t.Context()
+	ns := kube.NewNamespace(t, "annotations")
+	u := framework.Object(framework.StackGVK, ns, "forge")
 	u.SetAnnotations(map[string]string{"team": "platform", "kubectl.kubernetes.io/last-applied-configuration": `{"spec":{}}`})
-	u.Object["spec"] = map[string]any{"size": int64(1)}
-	if err := suite.client.Create(ctx, u); err != nil {
+	if err := kube.Client.Create(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	createLock(t, framework.NewLock(ns, "keep-mine", "Stack", "forge", ""))
-	waitAnnotation(t, stackV1alpha1, ns, "forge", "keep-mine")
-	deleteLock(t, ns, "keep-mine")
-	waitAnnotation(t, stackV1alpha1, ns, "forge", "")
+	lock := kube.CreateLock(t, framework.NewLock(ns, "keep-mine", "Stack", "forge", ""))
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "forge", "keep-mine")
+	kube.DeleteLock(t, lock)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "forge", "")
 
-	if err := suite.client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+	if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"team": "platform", "kubectl.kubernetes.io/last-applied-configuration": `{"spec":{}}`}

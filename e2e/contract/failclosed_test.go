@@ -26,7 +26,6 @@ import (
 // configuration (scoped to one namespace): the API server rejects the
 // delete with lockguard's "could not verify" message.
 func TestFailClosedWhenCacheNotSynced(t *testing.T) {
-	requireSuite(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -34,7 +33,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstarted, err := cache.New(suite.cfg, cache.Options{Scheme: scheme})
+	unstarted, err := cache.New(suite.env.Config, cache.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +52,11 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
 	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(finder)})
 	go func() { _ = server.Start(ctx) }()
-	eventually(t, "the webhook server is up", func() error { return server.StartedChecker()(&http.Request{}) })
+	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
 
 	// The product configuration, renamed and limited to one namespace.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-failclosed-", Labels: map[string]string{"lockguard-test": "fail-closed"}}}
-	if err := suite.client.Create(ctx, ns); err != nil {
+	if err := kube.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	vwc, err := wh.WebhookConfiguration(ctx)
@@ -69,15 +68,16 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		vwc.Webhooks[i].Name = "not-synced.lockguard.core.navique.com"
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"lockguard-test": "fail-closed"}}
 	}
-	if err := suite.client.Create(ctx, vwc); err != nil {
+	if err := kube.Client.Create(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}
-	defer suite.client.Delete(context.Background(), vwc)
+	defer kube.Client.Delete(context.Background(), vwc)
+	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), ns) })
 
-	createObject(t, stackV1alpha1, ns.Name, "forge")
+	kube.CreateObject(t, framework.StackGVK, ns.Name, "forge")
 	var lastErr error
-	eventually(t, "the delete is refused by the not-synced webhook", func() error {
-		lastErr = deleteErr(stackV1alpha1, ns.Name, "forge")
+	framework.Eventually(t, framework.DefaultTimeout, "the delete is refused by the not-synced webhook", func(ctx context.Context) error {
+		lastErr = kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "forge")
 		if lastErr == nil {
 			t.Fatal("the delete went through although lockguard could not verify Locks")
 		}
@@ -92,6 +92,5 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatalf("delete: got %v (reason %q), want ServiceUnavailable %q", lastErr, apierrors.ReasonForError(lastErr), want)
 	}
 	// Locks can still be deleted: the webhook never sees them.
-	createLock(t, framework.NewLock(ns.Name, "free", "Stack", "forge", ""))
-	deleteLock(t, ns.Name, "free")
+	kube.DeleteLock(t, kube.CreateLock(t, framework.NewLock(ns.Name, "free", "Stack", "forge", "")))
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 )
 
@@ -18,13 +19,12 @@ import (
 // MissingReference; once the CRD is installed (after lockguard started) and
 // the object created, the Lock becomes active and the delete is denied.
 func TestKindInstalledAfterStart(t *testing.T) {
-	requireSuite(t)
-	ns := newNamespace(t)
-	createLock(t, framework.NewLock(ns, "future", "Gateway", "edge", ""))
-	l := waitLockState(t, ns, "future", missingReference)
-	if want := `no kind Gateway.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and Gateway "edge" exists`; l.Status.Conditions[0].Message != want {
-		t.Errorf("Ready message %q, want %q", l.Status.Conditions[0].Message, want)
-	}
+	ns := kube.NewNamespace(t, "latecrd")
+	lock := kube.CreateLock(t, framework.NewLock(ns, "future", "Gateway", "edge", ""))
+	kube.WaitLockStatus(t, lock, framework.LockStatus{
+		Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference,
+		Message: `no kind Gateway.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and Gateway "edge" exists`,
+	})
 
 	preserve := true
 	crd := &apiextensionsv1.CustomResourceDefinition{
@@ -39,24 +39,23 @@ func TestKindInstalledAfterStart(t *testing.T) {
 			}},
 		},
 	}
-	if err := envtest.CreateCRDs(suite.cfg, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+	if err := envtest.CreateCRDs(suite.env.Config, []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
 		t.Fatal(err)
 	}
-	if err := envtest.WaitForCRDs(suite.cfg, []*apiextensionsv1.CustomResourceDefinition{crd}, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond}); err != nil {
+	if err := envtest.WaitForCRDs(suite.env.Config, []*apiextensionsv1.CustomResourceDefinition{crd}, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = suite.client.Delete(context.Background(), crd) })
+	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), crd) })
 
 	gateway := schema.GroupVersionKind{Group: "core.navique.com", Version: "v1", Kind: "Gateway"}
-	createObject(t, gateway, ns, "edge")
-	wantDenied(t, deleteErr(gateway, ns, "edge"),
-		"resource is protected by Lock(s) [future]; delete the Lock(s) before deleting this resource")
-	waitAnnotation(t, gateway, ns, "edge", "future")
-	waitLockState(t, ns, "future", active)
+	kube.CreateObject(t, gateway, ns, "edge")
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), gateway, ns, "edge"), lock)
+	kube.WaitAnnotation(t, gateway, ns, "edge", "future")
+	kube.WaitActive(t, lock)
 
-	deleteLock(t, ns, "future")
-	waitAnnotation(t, gateway, ns, "edge", "")
-	if err := suite.client.Delete(context.Background(), object(gateway, ns, "edge"), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	kube.DeleteLock(t, lock)
+	kube.WaitAnnotation(t, gateway, ns, "edge", "")
+	if err := kube.DeleteObject(t.Context(), gateway, ns, "edge", client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatalf("deleting the Gateway once unlocked: %v", err)
 	}
 }

@@ -32,28 +32,26 @@ import (
 // and on each Lock, naming the user and the Locks; a dry-run denial records
 // nothing; Lock status changes record Events too.
 func TestEvents(t *testing.T) {
-	requireSuite(t)
-	ns := newNamespace(t)
-	createLock(t, framework.NewLock(ns, "early", "Stack", "forge", ""))
-	waitLockState(t, ns, "early", missingReference)
-	createObject(t, stackV1alpha1, ns, "forge")
-	createLock(t, framework.NewLock(ns, "second", "Stack", "forge", ""))
-	waitLockState(t, ns, "early", active)
-	waitLockState(t, ns, "second", active)
+	ns := kube.NewNamespace(t, "events")
+	early := kube.CreateLock(t, framework.NewLock(ns, "early", "Stack", "forge", ""))
+	kube.WaitLockStatus(t, early, framework.MissingStatus(early))
+	kube.CreateObject(t, framework.StackGVK, ns, "forge")
+	second := kube.CreateLock(t, framework.NewLock(ns, "second", "Stack", "forge", ""))
+	kube.WaitActive(t, early, second)
 
 	alice, err := suite.env.UserConfig("alice", "system:masters")
 	if err != nil {
 		t.Fatal(err)
 	}
-	aliceClient, err := client.New(alice, client.Options{Scheme: suite.client.Scheme()})
+	aliceClient, err := client.New(alice, client.Options{Scheme: kube.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A dry run first: it must record nothing.
-	if err := aliceClient.Delete(context.Background(), object(stackV1alpha1, ns, "forge"), client.DryRunAll); err == nil {
+	if err := aliceClient.Delete(context.Background(), framework.Object(framework.StackGVK, ns, "forge"), client.DryRunAll); err == nil {
 		t.Fatal("dry-run delete of a locked Stack was allowed")
 	}
-	if err := aliceClient.Delete(context.Background(), object(stackV1alpha1, ns, "forge")); err == nil {
+	if err := aliceClient.Delete(context.Background(), framework.Object(framework.StackGVK, ns, "forge")); err == nil {
 		t.Fatal("delete of a locked Stack was allowed")
 	}
 
@@ -67,9 +65,9 @@ func TestEvents(t *testing.T) {
 		{"Stack", "forge", "Warning", "DeleteBlocked", "DELETE by alice denied: protected by Lock(s) early, second"},
 	}
 	var got []ev
-	eventually(t, "the Events are recorded", func() error {
+	framework.Eventually(t, framework.DefaultTimeout, "the Events are recorded", func(context.Context) error {
 		var list eventsv1.EventList
-		if err := suite.client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		if err := kube.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		got = got[:0]
@@ -85,13 +83,13 @@ func TestEvents(t *testing.T) {
 
 	// Repeated attempts aggregate into a series rather than flood.
 	for range 3 {
-		if err := aliceClient.Delete(context.Background(), object(stackV1alpha1, ns, "forge")); err == nil {
+		if err := aliceClient.Delete(context.Background(), framework.Object(framework.StackGVK, ns, "forge")); err == nil {
 			t.Fatal("delete of a locked Stack was allowed")
 		}
 	}
-	eventually(t, "repeated denials form one Event series on the Stack", func() error {
+	framework.Eventually(t, framework.DefaultTimeout, "repeated denials form one Event series on the Stack", func(context.Context) error {
 		var list eventsv1.EventList
-		if err := suite.client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		if err := kube.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		var onStack []eventsv1.Event
@@ -110,12 +108,12 @@ func TestEvents(t *testing.T) {
 	})
 
 	// kubectl describe shows why the Stack still exists.
-	out, stderr, err := kubectl("describe", "stack", "forge", "-n", ns)
-	if err != nil {
-		t.Fatalf("kubectl describe: %v: %s", err, stderr)
+	r := kube.Kubectl(t, "", "describe", "stack", "forge", "-n", ns)
+	if r.Code != 0 {
+		t.Fatalf("kubectl describe: exit %d: %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(out, "DeleteBlocked") || !strings.Contains(out, "DELETE by alice denied: protected by Lock(s) early, second") {
-		t.Errorf("kubectl describe stack does not show the DeleteBlocked Event:\n%s", out)
+	if !strings.Contains(r.Stdout, "DeleteBlocked") || !strings.Contains(r.Stdout, "DELETE by alice denied: protected by Lock(s) early, second") {
+		t.Errorf("kubectl describe stack does not show the DeleteBlocked Event:\n%s", r.Stdout)
 	}
 }
 
@@ -124,7 +122,6 @@ func TestEvents(t *testing.T) {
 // waits until the denial counters show a denied, a dry-run denied and an
 // allowed delete. Unauthenticated and unauthorized scrapes are refused.
 func TestPrometheus(t *testing.T) {
-	requireSuite(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_PROMETHEUS") == "1" {
@@ -133,10 +130,10 @@ func TestPrometheus(t *testing.T) {
 		t.Skipf("prometheus is not installed: %v", err)
 	}
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(suite.cfg)
+	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
 
 	// A scraper identity allowed to GET /metrics, and one that is not.
-	mon := newNamespace(t)
+	mon := kube.NewNamespace(t, "monitoring")
 	token := func(sa string) string {
 		t.Helper()
 		if _, err := cs.CoreV1().ServiceAccounts(mon).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
@@ -155,7 +152,7 @@ func TestPrometheus(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: mon}}}
 	for _, o := range []client.Object{role, binding} {
-		if err := suite.client.Create(ctx, o); err != nil {
+		if err := kube.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -173,7 +170,7 @@ func TestPrometheus(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	eventually(t, "the authorized scraper can scrape", func() error {
+	framework.Eventually(t, framework.DefaultTimeout, "the authorized scraper can scrape", func(context.Context) error {
 		if code := scrape(promToken); code != http.StatusOK {
 			return fmt.Errorf("HTTP %d", code)
 		}
@@ -187,18 +184,17 @@ func TestPrometheus(t *testing.T) {
 	}
 
 	// A denied, a dry-run denied and an allowed delete.
-	ns := newNamespace(t)
-	createObject(t, stackV1alpha1, ns, "forge")
-	createObject(t, stackV1alpha1, ns, "free")
-	createLock(t, framework.NewLock(ns, "guard", "Stack", "forge", ""))
-	waitLockState(t, ns, "guard", active)
-	if err := deleteErr(stackV1alpha1, ns, "forge"); err == nil {
+	ns := kube.NewNamespace(t, "scraped")
+	kube.CreateObject(t, framework.StackGVK, ns, "forge")
+	kube.CreateObject(t, framework.StackGVK, ns, "free")
+	kube.WaitActive(t, kube.CreateLock(t, framework.NewLock(ns, "guard", "Stack", "forge", "")))
+	if err := kube.DeleteObject(ctx, framework.StackGVK, ns, "forge"); err == nil {
 		t.Fatal("locked delete allowed")
 	}
-	if err := deleteErr(stackV1alpha1, ns, "forge", client.DryRunAll); err == nil {
+	if err := kube.DeleteObject(ctx, framework.StackGVK, ns, "forge", client.DryRunAll); err == nil {
 		t.Fatal("locked dry-run delete allowed")
 	}
-	if err := deleteErr(stackV1alpha1, ns, "free"); err != nil {
+	if err := kube.DeleteObject(ctx, framework.StackGVK, ns, "free"); err != nil {
 		t.Fatalf("unlocked delete: %v", err)
 	}
 
@@ -287,7 +283,7 @@ scrape_configs:
 // activeLocks counts the active Locks in the whole test API server.
 func activeLocks(t *testing.T) int {
 	var list lockv1alpha1.LockList
-	if err := suite.client.List(context.Background(), &list); err != nil {
+	if err := kube.Client.List(context.Background(), &list); err != nil {
 		t.Fatal(err)
 	}
 	n := 0

@@ -11,27 +11,13 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/webhook"
 )
-
-var stackGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
-
-func stackObject(ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(stackGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
-}
 
 // TestReadyMeansFresh starts the lockguard binary, as its ServiceAccount,
 // while Locks exist, polls /readyz without pause, and the first moment it
@@ -49,10 +35,8 @@ func TestReadyMeansFresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := suite.client
-	if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}})); err != nil {
-		t.Fatal(err)
-	}
+	c := kube.Client
+	fresh := kube.NewNamespace(t, "fresh")
 	wh, err := framework.NewLocalWebhook(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -82,16 +66,16 @@ func TestReadyMeansFresh(t *testing.T) {
 			names[i] = fmt.Sprintf("s%04d", start+i)
 		}
 		parallel(t, names, func(name string) error {
-			if err := c.Create(ctx, stackObject("fresh", name)); err != nil {
+			if err := c.Create(ctx, framework.Object(framework.StackGVK, fresh, name)); err != nil {
 				return err
 			}
 			return c.Create(ctx, &lockv1alpha1.Lock{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "fresh", Name: "lock-" + name},
+				ObjectMeta: metav1.ObjectMeta{Namespace: fresh, Name: "lock-" + name},
 				Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: name}},
 			})
 		})
 		locked = append(locked, names...)
-		if err := c.Create(ctx, stackObject("fresh", fmt.Sprintf("free-%d", round))); err != nil {
+		if err := c.Create(ctx, framework.Object(framework.StackGVK, fresh, fmt.Sprintf("free-%d", round))); err != nil {
 			t.Fatal(err)
 		}
 
@@ -108,15 +92,17 @@ func TestReadyMeansFresh(t *testing.T) {
 		// The first ready moment: the newest Lock's target first, then a
 		// dry run of every Lock's target.
 		newest := locked[len(locked)-1]
-		wantDenied(t, c.Delete(ctx, stackObject("fresh", newest)), webhookName, "lock-"+newest)
+		if err := c.Delete(ctx, framework.Object(framework.StackGVK, fresh, newest)); !isDenial(err, webhookName, "lock-"+newest) {
+			t.Fatalf("delete of a Stack locked by lock-%s at lockguard's first ready moment: got %v, want a denial", newest, err)
+		}
 		parallel(t, locked, func(name string) error {
-			err := c.Delete(ctx, stackObject("fresh", name), client.DryRunAll)
+			err := c.Delete(ctx, framework.Object(framework.StackGVK, fresh, name), client.DryRunAll)
 			if !isDenial(err, webhookName, "lock-"+name) {
 				return fmt.Errorf("dry-run delete of locked Stack %s right after ready: %v", name, err)
 			}
 			return nil
 		})
-		if err := c.Delete(ctx, stackObject("fresh", fmt.Sprintf("free-%d", round))); err != nil {
+		if err := c.Delete(ctx, framework.Object(framework.StackGVK, fresh, fmt.Sprintf("free-%d", round))); err != nil {
 			t.Errorf("round %d: delete of an unlocked Stack: %v", round, err)
 		}
 		t.Logf("round %d: %d Locks; ready after %d polls of /readyz (%d not ready); every locked delete denied", round, len(locked), polls, notReady)
@@ -188,13 +174,6 @@ func parallel(t *testing.T, names []string, f func(string) error) {
 // isDenial reports whether err is lockguard's denial naming exactly lock.
 func isDenial(err error, webhookName, lock string) bool {
 	want := fmt.Sprintf("admission webhook %q denied the request: ", webhookName) +
-		webhook.DenialMessage([]lockv1alpha1.Lock{{ObjectMeta: metav1.ObjectMeta{Name: lock}}})
+		framework.DenialMessage(&lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Name: lock}})
 	return apierrors.IsForbidden(err) && strings.HasSuffix(err.Error(), want)
-}
-
-func wantDenied(t *testing.T, err error, webhookName, lock string) {
-	t.Helper()
-	if !isDenial(err, webhookName, lock) {
-		t.Fatalf("delete of a Stack locked by %s at lockguard's first ready moment: got %v, want a denial", lock, err)
-	}
 }

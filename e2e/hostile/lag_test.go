@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // watchLag holds back the events of the suite lockguard's watches on
@@ -54,8 +56,8 @@ func (b lateBody) Read(p []byte) (int, error) {
 func TestLaggingCacheStillDenies(t *testing.T) {
 	requireSuite(t)
 	ctx := context.Background()
-	c := suite.client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lagging", Labels: map[string]string{"lockguard.test/suite": "hostile"}}}
+	c := kube.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hostile-lagging-", Labels: map[string]string{"lockguard.test/suite": "hostile-lagging-" + rand.String(5)}}}
 	if err := c.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestLaggingCacheStillDenies(t *testing.T) {
 	const rounds = 5
 	for i := range rounds {
 		name := "forge-" + string(rune('a'+i))
-		if err := c.Create(ctx, stackObject(ns.Name, name)); err != nil {
+		if err := c.Create(ctx, framework.Object(framework.StackGVK, ns.Name, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +92,7 @@ func TestLaggingCacheStillDenies(t *testing.T) {
 		if err := c.Create(ctx, lock); err != nil {
 			t.Fatal(err)
 		}
-		err := c.Delete(ctx, stackObject(ns.Name, name))
+		err := c.Delete(ctx, framework.Object(framework.StackGVK, ns.Name, name))
 		if !isDenial(err, vwc.Webhooks[0].Name, lock.Name) {
 			t.Fatalf("delete of Stack %s right after its Lock was created, while lockguard's cache lags: got %v, want the denial", name, err)
 		}

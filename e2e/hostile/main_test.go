@@ -27,12 +27,13 @@ import (
 // manager serving its webhook, metrics and probes on loopback.
 var suite struct {
 	env     *framework.Env
-	client  client.Client
-	root    string
 	webhook *framework.LocalWebhook
 	metrics string // host:port of the HTTPS metrics endpoint
 	skip    string
 }
+
+// kube is the harness's helper vocabulary for the suite's API server.
+var kube *framework.Kube
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -50,20 +51,18 @@ func run(m *testing.M) int {
 		return m.Run()
 	}
 	defer env.Stop()
-	if suite.root, err = framework.RepoRoot(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	suite.env = env
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if suite.client, err = client.New(env.Config, client.Options{Scheme: scheme}); err != nil {
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	kube = framework.NewKube(c, "", "hostile-")
 	// lockguard's Lock watch goes through lagWatches, so that a test can
 	// hold back its events.
 	mgr, err := env.StartManager(framework.ManagerOptions{Wrap: lagWatches})

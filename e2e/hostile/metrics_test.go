@@ -25,10 +25,7 @@ func TestMetricsRefusesStrangers(t *testing.T) {
 	requireSuite(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
-	ns := "scrapers"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := kube.NewNamespace(t, "scrapers")
 	token := func(sa string) string {
 		t.Helper()
 		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
@@ -41,13 +38,13 @@ func TestMetricsRefusesStrangers(t *testing.T) {
 		return tr.Status.Token
 	}
 	scraper, nobody := token("scraper"), token("nobody")
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hostile-metrics-reader"},
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hostile-metrics-reader-" + ns},
 		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: ns}}}
 	for _, o := range []client.Object{role, binding} {
-		if err := suite.client.Create(ctx, o); err != nil {
+		if err := kube.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,417 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/webhook"
+)
+
+// DefaultWebhookName is the name of the chart's webhook, as the API server
+// quotes it in denial messages.
+const DefaultWebhookName = "delete.lockguard.core.navique.com"
+
+// Kube is the one helper vocabulary of the suites that drive lockguard
+// through an API server (the contract suite in-process, the e2e suite
+// against the binary or a cluster): namespaces, objects of the sample
+// kinds, Locks, their status and annotation, denials, kubectl. Every wait
+// polls with a deadline.
+type Kube struct {
+	// Client is an admin client whose scheme knows Locks.
+	Client client.Client
+	// Kubeconfig is the admin kubeconfig file for kubectl; empty means
+	// kubectl's own default ($KUBECONFIG).
+	Kubeconfig string
+	// WebhookName is the webhook's name in denial messages; default
+	// DefaultWebhookName.
+	WebhookName string
+	// NamespacePrefix starts the name of every namespace NewNamespace
+	// creates (with a random suffix, so that a suite can run twice in one
+	// API server).
+	NamespacePrefix string
+}
+
+// NewKube returns the vocabulary for an admin client.
+func NewKube(c client.Client, kubeconfig, namespacePrefix string) *Kube {
+	return &Kube{Client: c, Kubeconfig: kubeconfig, WebhookName: DefaultWebhookName, NamespacePrefix: namespacePrefix}
+}
+
+// Waiting: every wait polls with a deadline.
+const (
+	// PollInterval is how often a wait checks again.
+	PollInterval = 100 * time.Millisecond
+	// DefaultTimeout bounds waits for lockguard's reconcilers and webhook.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Kinds of the sample CRDs (e2e/testdata/crds): Stack and PostgresCluster
+// serve v1alpha1 and v1beta1, Region is cluster-scoped.
+var (
+	StackGVK           = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"}
+	PostgresClusterGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "PostgresCluster"}
+	RegionGVK          = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Region"}
+)
+
+// NewNamespace creates a namespace for one test and deletes it (without
+// waiting) at the end of the test.
+func (k *Kube) NewNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.NamespacePrefix + prefix + "-" + rand.String(5)}}
+	if err := k.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("creating namespace %s: %v", ns.Name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.IgnoreNotFound(k.Client.Delete(ctx, ns))
+	})
+	return ns.Name
+}
+
+// Object returns an object of a sample kind, not yet created.
+func Object(gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"size": "small"}}}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// CreateObject creates an object of a sample kind.
+func (k *Kube) CreateObject(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := Object(gvk, ns, name)
+	if err := k.Client.Create(t.Context(), u); err != nil {
+		t.Fatalf("creating %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
+	return u
+}
+
+// GetObject reads an object of a sample kind.
+func (k *Kube) GetObject(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := k.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	return u, err
+}
+
+// DeleteObject deletes an object of a sample kind through gvk's version.
+func (k *Kube) DeleteObject(ctx context.Context, gvk schema.GroupVersionKind, ns, name string, opts ...client.DeleteOption) error {
+	return k.Client.Delete(ctx, Object(gvk, ns, name), opts...)
+}
+
+// CreateLock creates a Lock.
+func (k *Kube) CreateLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock {
+	t.Helper()
+	if err := k.Client.Create(t.Context(), l); err != nil {
+		t.Fatalf("creating Lock %s/%s: %v", l.Namespace, l.Name, err)
+	}
+	return l
+}
+
+// DeleteLock deletes a Lock and waits until it is gone (nothing, lockguard
+// least of all, may hold a Lock's deletion up).
+func (k *Kube) DeleteLock(t *testing.T, l *lockv1alpha1.Lock) {
+	t.Helper()
+	if err := k.Client.Delete(t.Context(), l); err != nil {
+		t.Fatalf("deleting Lock %s/%s: %v", l.Namespace, l.Name, err)
+	}
+	Eventually(t, DefaultTimeout, "Lock "+l.Name+" gone", func(ctx context.Context) error {
+		err := k.Client.Get(ctx, client.ObjectKeyFromObject(l), &lockv1alpha1.Lock{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("Lock %s/%s still there (err %v)", l.Namespace, l.Name, err)
+	})
+}
+
+// Eventually calls f until it returns nil, failing the test with f's last
+// error after timeout. It returns how long it waited.
+func Eventually(t *testing.T, timeout time.Duration, what string, f func(ctx context.Context) error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	var last error // the last error of a call the deadline did not cut short
+	for {
+		err := f(ctx)
+		if err == nil {
+			d := time.Since(start)
+			if d > 2*time.Second {
+				t.Logf("%s: took %s", what, d.Round(10*time.Millisecond))
+			}
+			return d
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-time.After(PollInterval):
+		}
+	}
+}
+
+// Consistently calls f until d has passed, failing the test as soon as it
+// returns an error.
+func Consistently(t *testing.T, d time.Duration, what string, f func(ctx context.Context) error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if err := f(t.Context()); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(PollInterval)
+	}
+}
+
+// AnnotationIs returns a check that the object's lock annotation is want;
+// "" means no annotation.
+func (k *Kube) AnnotationIs(gvk schema.GroupVersionKind, ns, name, want string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		u, err := k.GetObject(ctx, gvk, ns, name)
+		if err != nil {
+			return err
+		}
+		got, has := u.GetAnnotations()[lockv1alpha1.LockedAnnotation]
+		switch {
+		case want == "" && has:
+			return fmt.Errorf("%s %s/%s has annotation %s=%q, want none", gvk.Kind, ns, name, lockv1alpha1.LockedAnnotation, got)
+		case want != "" && got != want:
+			return fmt.Errorf("%s %s/%s has annotation %s=%q (present: %t), want %q", gvk.Kind, ns, name, lockv1alpha1.LockedAnnotation, got, has, want)
+		}
+		return nil
+	}
+}
+
+// WaitAnnotation waits until the object's lock annotation is want ("" for
+// none).
+func (k *Kube) WaitAnnotation(t *testing.T, gvk schema.GroupVersionKind, ns, name, want string) {
+	t.Helper()
+	Eventually(t, DefaultTimeout, "lock annotation", k.AnnotationIs(gvk, ns, name, want))
+}
+
+// Exists returns a check that the object exists (and is not being deleted).
+func (k *Kube) Exists(gvk schema.GroupVersionKind, ns, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		u, err := k.GetObject(ctx, gvk, ns, name)
+		if err != nil {
+			return fmt.Errorf("%s %s/%s: %w", gvk.Kind, ns, name, err)
+		}
+		if u.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("%s %s/%s is being deleted", gvk.Kind, ns, name)
+		}
+		return nil
+	}
+}
+
+// Gone returns a check that the object does not exist.
+func (k *Kube) Gone(gvk schema.GroupVersionKind, ns, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := k.GetObject(ctx, gvk, ns, name)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s %s/%s still exists", gvk.Kind, ns, name)
+	}
+}
+
+// MustExist fails the test unless the object exists and is not being
+// deleted; it returns it.
+func (k *Kube) MustExist(t *testing.T, gvk schema.GroupVersionKind, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := k.GetObject(t.Context(), gvk, ns, name)
+	if err != nil {
+		t.Fatalf("%s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
+	if u.GetDeletionTimestamp() != nil {
+		t.Fatalf("%s %s/%s is being deleted", gvk.Kind, ns, name)
+	}
+	return u
+}
+
+// LockStatus is what a test expects of a Lock's status.
+type LockStatus struct {
+	Active  bool
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+}
+
+// ActiveStatus is the status of a Lock whose target exists and is
+// annotated.
+func ActiveStatus(l *lockv1alpha1.Lock) LockStatus {
+	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
+	if l.Spec.Reason != "" {
+		msg += ": " + l.Spec.Reason
+	}
+	return LockStatus{Active: true, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive, Message: msg}
+}
+
+// MissingStatus is the status of a Lock whose target does not exist.
+func MissingStatus(l *lockv1alpha1.Lock) LockStatus {
+	return LockStatus{
+		Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference,
+		Message: fmt.Sprintf("%s %q not found in namespace %q; its deletion will be denied as soon as it is created", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name, l.Namespace),
+	}
+}
+
+// InvalidStatus is the status of a Lock whose target can never be locked.
+func InvalidStatus(message string) LockStatus {
+	return LockStatus{Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonInvalidTarget, Message: message}
+}
+
+// WaitLockStatus waits until the Lock's status is exactly want, computed
+// for its current generation.
+func (k *Kube) WaitLockStatus(t *testing.T, l *lockv1alpha1.Lock, want LockStatus) {
+	t.Helper()
+	Eventually(t, DefaultTimeout, fmt.Sprintf("status of Lock %s", l.Name), func(ctx context.Context) error {
+		var got lockv1alpha1.Lock
+		if err := k.Client.Get(ctx, client.ObjectKeyFromObject(l), &got); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReady)
+		if cond == nil {
+			return fmt.Errorf("no Ready condition yet (status %+v)", got.Status)
+		}
+		have := LockStatus{Active: got.Status.Active, Status: cond.Status, Reason: cond.Reason, Message: cond.Message}
+		if have != want {
+			return fmt.Errorf("status:\n  got  %+v\n  want %+v", have, want)
+		}
+		if got.Status.ObservedGeneration != got.Generation || cond.ObservedGeneration != got.Generation {
+			return fmt.Errorf("status observed generation %d, condition %d, want %d", got.Status.ObservedGeneration, cond.ObservedGeneration, got.Generation)
+		}
+		if len(got.Status.Conditions) != 1 {
+			return fmt.Errorf("conditions %+v, want only Ready", got.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// WaitActive waits until each Lock is active (its target annotated), so
+// that every lockguard replica's cache has seen it.
+func (k *Kube) WaitActive(t *testing.T, locks ...*lockv1alpha1.Lock) {
+	t.Helper()
+	for _, l := range locks {
+		k.WaitLockStatus(t, l, ActiveStatus(l))
+	}
+}
+
+// DenialMessage is the contract's message for a delete denied by locks.
+func DenialMessage(locks ...*lockv1alpha1.Lock) string {
+	ls := make([]lockv1alpha1.Lock, 0, len(locks))
+	for _, l := range locks {
+		ls = append(ls, *l)
+	}
+	return webhook.DenialMessage(ls)
+}
+
+// DenialError is the API server's error text for a delete denied by locks.
+func (k *Kube) DenialError(locks ...*lockv1alpha1.Lock) string {
+	return fmt.Sprintf("admission webhook %q denied the request: %s", k.WebhookName, DenialMessage(locks...))
+}
+
+// WantDenied fails the test unless err is the API server's Forbidden
+// error for a delete denied by exactly these locks.
+func (k *Kube) WantDenied(t *testing.T, err error, locks ...*lockv1alpha1.Lock) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("the delete succeeded; want it denied with %q", k.DenialError(locks...))
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("got error %v (reason %s), want Forbidden", err, apierrors.ReasonForError(err))
+	}
+	if got, want := err.Error(), k.DenialError(locks...); got != want {
+		t.Fatalf("denial message:\n  got  %s\n  want %s", got, want)
+	}
+}
+
+// WaitDenied is WantDenied right after Locks were deleted or edited. A
+// replica whose cache has not seen the change yet still denies, naming the
+// Locks it has (the safe side of cache lag, which shows with several
+// replicas), so the delete is retried until the denial names exactly these
+// Locks. A delete that goes through fails the test at once.
+func (k *Kube) WaitDenied(t *testing.T, gvk schema.GroupVersionKind, ns, name string, locks ...*lockv1alpha1.Lock) {
+	t.Helper()
+	want := k.DenialError(locks...)
+	Eventually(t, DefaultTimeout, fmt.Sprintf("deleting %s %s/%s is denied with %q", gvk.Kind, ns, name, want), func(ctx context.Context) error {
+		err := k.DeleteObject(ctx, gvk, ns, name)
+		switch {
+		case err == nil:
+			t.Fatalf("deleting %s %s/%s succeeded; want it denied with %q", gvk.Kind, ns, name, want)
+		case !apierrors.IsForbidden(err):
+			t.Fatalf("deleting %s %s/%s: got error %v, want Forbidden", gvk.Kind, ns, name, err)
+		case err.Error() != want:
+			return err
+		}
+		return nil
+	})
+}
+
+// DeleteOnceUnlocked deletes a target whose last Lock was just deleted. A
+// replica whose cache has not seen the Lock go yet still denies, so a
+// denial is retried until the deadline; any other error fails the test.
+func (k *Kube) DeleteOnceUnlocked(t *testing.T, gvk schema.GroupVersionKind, ns, name string) {
+	t.Helper()
+	Eventually(t, DefaultTimeout, fmt.Sprintf("deleting %s %s/%s once unlocked", gvk.Kind, ns, name), func(ctx context.Context) error {
+		err := k.DeleteObject(ctx, gvk, ns, name)
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatalf("deleting %s %s/%s once unlocked: %v", gvk.Kind, ns, name, err)
+		}
+		return err
+	})
+}
+
+// KubectlResult is what a kubectl run printed and its exit code.
+type KubectlResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Kubectl runs kubectl (admin credentials) with stdin and returns what
+// it printed and its exit code.
+func (k *Kube) Kubectl(t *testing.T, stdin string, args ...string) KubectlResult {
+	t.Helper()
+	if k.Kubeconfig != "" {
+		args = append([]string{"--kubeconfig=" + k.Kubeconfig}, args...)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	code := 0
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("running kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	t.Logf("kubectl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return KubectlResult{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
