@@ -329,7 +329,7 @@ func (r *report) apiSection(w writer) {
 	}
 	o := r.api[0].res.Options
 	w("## 3. DELETE latency through the API server\n\n")
-	w("One kube-apiserver and etcd, lockguard running throughout (its reconcilers see every create and delete in all modes). %d clients, each with its own connection, delete unlocked Stacks (%d-byte spec); modes: **none** (no admission), **policy** (the seed's ValidatingAdmissionPolicy and binding, created by the bench), **webhook** (lockguard's ValidatingWebhookConfiguration from `deploy/webhook`).\n\n", o.Clients, o.Payload)
+	w("One kube-apiserver and etcd, lockguard running throughout (its reconcilers see every create and delete in all modes). %d clients, each with its own connection, delete unlocked Stacks (%d-byte spec); modes: **none** (no admission), **policy** (the seed's ValidatingAdmissionPolicy and binding, created by the bench), **webhook** (the chart's ValidatingWebhookConfiguration, pointed at lockguard).\n\n", o.Clients, o.Payload)
 	w("- **interleaved, paced** (the targets): the three modes at once, each scoped to its own namespace by a namespace selector on the policy and on the webhook; requests cycle through the modes, so noise hits them alike; %d rounds of %d deletes per mode at half the saturated rate.\n", o.Rounds, o.DeletesPerRound)
 	w("- **interleaved, saturated**: one round of the same as fast as the clients go: on two cores this measures CPU contention more than admission.\n")
 	w("- **sequential**: one mode at a time for the whole API server, %d rounds in a rotating order, as fast as the clients go; CPU per delete is what etcd, kube-apiserver and lockguard used during the deletes.\n\n", o.SequentialRounds)
