@@ -193,15 +193,6 @@ func leaseHolder(ctx context.Context) (string, error) {
 	return ptr.Deref(lease.Spec.HolderIdentity, ""), nil
 }
 
-// removeAnnotation removes the lock annotation from a Stack by hand.
-func removeAnnotation(t *testing.T, ns, name string) {
-	t.Helper()
-	patch := `[{"op":"remove","path":"/metadata/annotations/` + strings.ReplaceAll(lockv1alpha1.LockedAnnotation, "/", "~1") + `"}]`
-	if err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, name), client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
-		t.Fatalf("removing the annotation of Stack %s: %v", name, err)
-	}
-}
-
 // Test11AnnotationWithoutReconciler removes the lock annotation by hand
 // while no replica reconciles (the leader Lease is held by someone else,
 // the replicas ready): the Stack stays protected, because the webhook reads
@@ -220,7 +211,7 @@ func Test11AnnotationWithoutReconciler(t *testing.T) {
 		scale(t, 0)
 		holdLease(t)
 		scale(t, n) // Ready: caches synced and webhook serving, but not leading.
-		removeAnnotation(t, ns, "guarded")
+		kube.RemoveAnnotation(t, framework.StackGVK, ns, "guarded")
 		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "guarded"), lock)
 		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "guarded", client.DryRunAll), lock)
 		// Nothing put the annotation back: the denials came from the Lock.

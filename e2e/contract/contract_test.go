@@ -38,15 +38,6 @@ func TestKubectlGetLocks(t *testing.T) {
 	}
 }
 
-// removeAnnotation removes the lock annotation from a Stack by hand.
-func removeAnnotation(t *testing.T, ns, name string) {
-	t.Helper()
-	patch := `[{"op":"remove","path":"/metadata/annotations/` + strings.ReplaceAll(lockv1alpha1.LockedAnnotation, "/", "~1") + `"}]`
-	if err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, name), client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
-		t.Fatalf("removing the annotation of Stack %s: %v", name, err)
-	}
-}
-
 // TestAnnotationByHand removes and edits the lock annotation by hand: the
 // Stack stays protected, because the webhook reads Locks, and the
 // reconciler puts the annotation back. (With no reconciler running: the
@@ -59,7 +50,7 @@ func TestAnnotationByHand(t *testing.T) {
 	kube.WaitAnnotation(t, framework.StackGVK, ns, "guarded", "keep-guarded")
 
 	t.Run("removed", func(t *testing.T) {
-		removeAnnotation(t, ns, "guarded")
+		kube.RemoveAnnotation(t, framework.StackGVK, ns, "guarded")
 		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "guarded"), lock)
 		d := framework.Eventually(t, framework.DefaultTimeout, "annotation put back", kube.AnnotationIs(framework.StackGVK, ns, "guarded", "keep-guarded"))
 		t.Logf("annotation put back %s after it was removed by hand", d.Round(10*time.Millisecond))

@@ -14,15 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 // suite is what every test shares: one control plane, one lockguard.
@@ -54,22 +50,10 @@ func run(m *testing.M) int {
 	defer env.Stop()
 	suite.env = env
 
-	scheme, err := manager.NewScheme()
-	if err != nil {
+	if kube, err = env.Kube("contract-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kubeconfig := filepath.Join(env.Dir, "admin.kubeconfig")
-	if err := framework.WriteKubeconfig(env.Config, kubeconfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kube = framework.NewKube(c, kubeconfig, "contract-")
 	mgr, err := env.StartManager(framework.ManagerOptions{
 		Controller: controller.Options{DiscoveryInterval: 2 * time.Second},
 	})
@@ -78,7 +62,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.webhook, suite.metrics = mgr.Webhook, mgr.Metrics
-	if _, err := mgr.Webhook.InstallChart(context.Background(), c); err != nil {
+	if _, err := mgr.Webhook.InstallChart(context.Background(), kube.Client); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -16,12 +16,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -130,32 +125,8 @@ func TestPrometheus(t *testing.T) {
 		t.Skipf("prometheus is not installed: %v", err)
 	}
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
-
 	// A scraper identity allowed to GET /metrics, and one that is not.
-	mon := kube.NewNamespace(t, "monitoring")
-	token := func(sa string) string {
-		t.Helper()
-		if _, err := cs.CoreV1().ServiceAccounts(mon).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(mon).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	promToken, nobodyToken := token("prometheus"), token("nobody")
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "lockguard-metrics-reader-" + mon},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus", Namespace: mon}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := kube.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	promToken, nobodyToken := kube.ScraperTokens(t)
 
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // lockguard's self-signed metrics certificate
 	scrape := func(token string) int {

@@ -252,16 +252,7 @@ func (rs *ReplicaSet) newReplica(ctx context.Context) error {
 	rs.running = append(rs.running, r)
 	rs.mu.Unlock()
 	fail := func(err error) error {
-		rs.mu.Lock()
-		if i := slices.Index(rs.running, r); i >= 0 {
-			rs.running = slices.Delete(rs.running, i, i+1)
-		}
-		rs.gone = append(rs.gone, r)
-		rs.mu.Unlock()
-		r.deleted.Store(true)
-		r.Kill(0)
-		close(r.stopping)
-		<-r.stopped
+		_ = r.Delete()
 		return err
 	}
 	first := make(chan error, 1)

@@ -6,20 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -45,6 +50,25 @@ type Kube struct {
 	// creates (with a random suffix, so that a suite can run twice in one
 	// API server).
 	NamespacePrefix string
+}
+
+// Kube returns the vocabulary for the Env's admin: a client with
+// lockguard's scheme (manager.NewScheme) and an admin kubeconfig file in
+// Dir for kubectl. Namespaces it creates start with namespacePrefix.
+func (e *Env) Kube(namespacePrefix string) (*Kube, error) {
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(e.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(e.Dir, "admin.kubeconfig")
+	if err := WriteKubeconfig(e.Config, kubeconfig); err != nil {
+		return nil, err
+	}
+	return NewKube(c, kubeconfig, namespacePrefix), nil
 }
 
 // NewKube returns the vocabulary for an admin client.
@@ -209,6 +233,50 @@ func (k *Kube) AnnotationIs(gvk schema.GroupVersionKind, ns, name, want string) 
 func (k *Kube) WaitAnnotation(t *testing.T, gvk schema.GroupVersionKind, ns, name, want string) {
 	t.Helper()
 	Eventually(t, DefaultTimeout, "lock annotation", k.AnnotationIs(gvk, ns, name, want))
+}
+
+// ScraperTokens creates, in a namespace of its own, two ServiceAccounts
+// and returns a token of each: the first may GET /metrics (a ClusterRole
+// and binding, deleted at the end of the test), the second may not, as a
+// Prometheus and a stranger scraping lockguard's metrics.
+func (k *Kube) ScraperTokens(t *testing.T) (allowed, denied string) {
+	t.Helper()
+	ctx := t.Context()
+	ns := k.NewNamespace(t, "scrapers")
+	token := func(name string) string {
+		t.Helper()
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := k.Client.Create(ctx, sa); err != nil {
+			t.Fatal(err)
+		}
+		tr := &authenticationv1.TokenRequest{}
+		if err := k.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
+			t.Fatalf("creating a token for ServiceAccount %s/%s: %v", ns, name, err)
+		}
+		return tr.Status.Token
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader-" + ns},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: ns}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k.Client.Delete(context.Background(), o) })
+	}
+	return token("scraper"), token("nobody")
+}
+
+// RemoveAnnotation removes the lock annotation of an object by hand (a
+// JSON patch), as a user editing it would.
+func (k *Kube) RemoveAnnotation(t *testing.T, gvk schema.GroupVersionKind, ns, name string) {
+	t.Helper()
+	patch := `[{"op":"remove","path":"/metadata/annotations/` + strings.ReplaceAll(lockv1alpha1.LockedAnnotation, "/", "~1") + `"}]`
+	if err := k.Client.Patch(t.Context(), Object(gvk, ns, name), client.RawPatch(types.JSONPatchType, []byte(patch))); err != nil {
+		t.Fatalf("removing the lock annotation of %s %s/%s: %v", gvk.Kind, ns, name, err)
+	}
 }
 
 // Exists returns a check that the object exists (and is not being deleted).

@@ -17,10 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 // suite is what every test shares: one control plane and one lockguard
@@ -52,17 +49,10 @@ func run(m *testing.M) int {
 	}
 	defer env.Stop()
 	suite.env = env
-	scheme, err := manager.NewScheme()
-	if err != nil {
+	if kube, err = env.Kube("hostile-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	kube = framework.NewKube(c, "", "hostile-")
 	// lockguard's Lock watch goes through lagWatches, so that a test can
 	// hold back its events.
 	mgr, err := env.StartManager(framework.ManagerOptions{Wrap: lagWatches})

@@ -1,20 +1,12 @@
 package hostile_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // TestMetricsRefusesStrangers: the metrics endpoint answers 401 to a
@@ -23,31 +15,7 @@ import (
 // metrics to one it allows.
 func TestMetricsRefusesStrangers(t *testing.T) {
 	requireSuite(t)
-	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(suite.env.Config)
-	ns := kube.NewNamespace(t, "scrapers")
-	token := func(sa string) string {
-		t.Helper()
-		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	scraper, nobody := token("scraper"), token("nobody")
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "hostile-metrics-reader-" + ns},
-		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "scraper", Namespace: ns}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := kube.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scraper, nobody := kube.ScraperTokens(t)
 
 	c := metricsEndpoint().httpClient()
 	scrape := func(authorization string) (int, string) {

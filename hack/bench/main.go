@@ -24,6 +24,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/navique/lockguard/e2e/bench"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 func main() {
@@ -112,7 +113,7 @@ func run(ctx context.Context, o options) error {
 	started := time.Now()
 	r := &report{opts: o, started: started}
 	r.machine = describeMachine()
-	root, err := repoRoot()
+	root, err := framework.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -296,21 +297,4 @@ func runCluster(ctx context.Context, o options, r *report) error {
 		}
 	}
 	return nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("not inside the lockguard repository")
-		}
-		dir = parent
-	}
 }
