@@ -3,14 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,12 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,12 +26,10 @@ import (
 // setupCluster connects to the cluster of $KUBECONFIG, where lockguard is
 // deployed, and installs the sample CRDs the scenarios use.
 func setupCluster() (*suite, func(), error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := framework.ClusterConfig()
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading the kubeconfig: %w", err)
+		return nil, nil, err
 	}
-	cfg.QPS, cfg.Burst = 100, 200
 	st, err := newSuite("cluster", cfg)
 	if err != nil {
 		return nil, nil, err
@@ -83,14 +71,7 @@ func setupCluster() (*suite, func(), error) {
 	if err != nil {
 		return st, cleanup, err
 	}
-	crds, err := filepath.Glob(filepath.Join(root, "e2e", "testdata", "crds", "*.yaml"))
-	if err != nil {
-		return st, cleanup, err
-	}
-	if err := createManifests(ctx, st.c, crds...); err != nil {
-		return st, cleanup, err
-	}
-	if err := waitCRDsEstablished(ctx, st.c, "stacks.core.navique.com", "postgresclusters.core.navique.com", "regions.core.navique.com"); err != nil {
+	if err := framework.InstallSampleCRDs(cfg, root); err != nil {
 		return st, cleanup, err
 	}
 	if err := l.Scale(ctx, max(l.replicas, 1)); err != nil {
@@ -265,60 +246,4 @@ func (r *podReplica) Review(ctx context.Context, review *admissionv1.AdmissionRe
 		return nil, fmt.Errorf("decoding the AdmissionReview from %s: %w", r.pod.Name, err)
 	}
 	return &out, nil
-}
-
-// createManifests creates every object of the YAML files (multi-document),
-// leaving those that already exist as they are.
-func createManifests(ctx context.Context, c client.Client, paths ...string) error {
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			var u unstructured.Unstructured
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return fmt.Errorf("decoding %s: %w", path, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
-			if err := c.Create(ctx, &u); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), path, err)
-			}
-		}
-	}
-	return nil
-}
-
-// waitCRDsEstablished waits until the named CRDs are Established.
-func waitCRDsEstablished(ctx context.Context, c client.Client, names ...string) error {
-	for _, name := range names {
-		for {
-			crd := &unstructured.Unstructured{}
-			crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-			err := c.Get(ctx, client.ObjectKey{Name: name}, crd)
-			if err == nil {
-				conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-				established := false
-				for _, cond := range conds {
-					m, _ := cond.(map[string]any)
-					established = established || (m["type"] == "Established" && m["status"] == "True")
-				}
-				if established {
-					break
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("CRD %s is not established: %v", name, err)
-			case <-time.After(framework.PollInterval):
-			}
-		}
-	}
-	return nil
 }

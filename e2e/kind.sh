@@ -66,7 +66,7 @@ kind load docker-image "$IMG" --name "$CLUSTER"
 
 # The sample CRDs the scenarios use, installed before lockguard so that its
 # kind discovery and the garbage collector know them from the start (the
-# suite installs them too when they are missing).
+# suites install them too: framework.InstallSampleCRDs).
 kubectl apply -f e2e/testdata/crds/
 kubectl wait --for=condition=Established --timeout=60s -f e2e/testdata/crds/
 
@@ -89,5 +89,5 @@ kubectl -n lockguard-system rollout status deployment/lockguard --timeout=300s
 wait_for "the webhook's caBundle" 180 bash -c \
   "[ -n \"\$(kubectl get validatingwebhookconfigurations -o jsonpath='{.items[*].webhooks[?(@.name==\"delete.lockguard.core.navique.com\")].clientConfig.caBundle}')\" ]"
 
-echo "--- e2e suite (cluster mode)"
-LOCKGUARD_E2E_MODE=cluster go test -tags e2e -count=1 -timeout 20m -v ./e2e/
+echo "--- e2e and contract suites (cluster mode)"
+LOCKGUARD_E2E_MODE=cluster go test -tags e2e -p 1 -count=1 -timeout 20m -v ./e2e/ ./e2e/contract/

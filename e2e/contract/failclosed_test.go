@@ -26,6 +26,7 @@ import (
 // configuration (scoped to one namespace): the API server rejects the
 // delete with lockguard's "could not verify" message.
 func TestFailClosedWhenCacheNotSynced(t *testing.T) {
+	inProcess(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

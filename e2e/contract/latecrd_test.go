@@ -19,6 +19,7 @@ import (
 // MissingReference; once the CRD is installed (after lockguard started) and
 // the object created, the Lock becomes active and the delete is denied.
 func TestKindInstalledAfterStart(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "latecrd")
 	lock := kube.CreateLock(t, framework.NewLock(ns, "future", "Gateway", "edge", ""))
 	kube.WaitLockStatus(t, lock, framework.LockStatus{

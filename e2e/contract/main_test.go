@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/manager"
 )
 
 // suite is what every test shares: one control plane, one lockguard.
@@ -37,6 +40,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	flag.Parse()
+	if framework.ClusterMode() {
+		return runOnCluster(m)
+	}
 	env, skip, err := framework.StartForMain("contract tests")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -71,4 +77,45 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
+}
+
+// runOnCluster runs the suite against the cluster of $KUBECONFIG, where
+// lockguard is deployed (LOCKGUARD_E2E_MODE=cluster, make e2e-kind); the
+// tests that need lockguard in this process skip (inProcess).
+func runOnCluster(m *testing.M) int {
+	cfg, err := framework.ClusterConfig()
+	if err == nil {
+		var root string
+		if root, err = framework.RepoRoot(); err == nil {
+			err = framework.InstallSampleCRDs(cfg, root)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "contract tests on the cluster:", err)
+		return 1
+	}
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	kube = framework.NewKube(c, "", "contract-")
+	if name := os.Getenv("LOCKGUARD_E2E_WEBHOOK_NAME"); name != "" {
+		kube.WebhookName = name
+	}
+	return m.Run()
+}
+
+// inProcess skips a test in cluster mode: it needs the control plane or
+// lockguard's manager that the suite runs itself.
+func inProcess(t *testing.T) {
+	t.Helper()
+	if suite.env == nil {
+		t.Skip("needs the suite's own control plane and in-process lockguard (not in cluster mode)")
+	}
 }

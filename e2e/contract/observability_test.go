@@ -27,6 +27,7 @@ import (
 // and on each Lock, naming the user and the Locks; a dry-run denial records
 // nothing; Lock status changes record Events too.
 func TestEvents(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "events")
 	early := kube.CreateLock(t, framework.NewLock(ns, "early", "Stack", "forge", ""))
 	kube.WaitLockStatus(t, early, framework.MissingStatus(early))
@@ -117,6 +118,7 @@ func TestEvents(t *testing.T) {
 // waits until the denial counters show a denied, a dry-run denied and an
 // allowed delete. Unauthenticated and unauthorized scrapes are refused.
 func TestPrometheus(t *testing.T) {
+	inProcess(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_PROMETHEUS") == "1" {
