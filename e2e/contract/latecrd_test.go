@@ -2,12 +2,15 @@ package contract_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -20,19 +23,23 @@ import (
 // the object created, the Lock becomes active and the delete is denied.
 func TestKindInstalledAfterStart(t *testing.T) {
 	inProcess(t)
+	// A kind of its own for each run, so that the test can run again
+	// against the same API server while the last run's CRD is deleted.
+	kind := "Gateway" + rand.String(5)
+	plural := strings.ToLower(kind) + "s"
 	ns := kube.NewNamespace(t, "latecrd")
-	lock := kube.CreateLock(t, framework.NewLock(ns, "future", "Gateway", "edge", ""))
+	lock := kube.CreateLock(t, framework.NewLock(ns, "future", kind, "edge", ""))
 	kube.WaitLockStatus(t, lock, framework.LockStatus{
 		Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference,
-		Message: `no kind Gateway.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and Gateway "edge" exists`,
+		Message: fmt.Sprintf(`no kind %[1]s.core.navique.com is served by the API server; the Lock becomes active when the kind is installed and %[1]s "edge" exists`, kind),
 	})
 
 	preserve := true
 	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "gateways.core.navique.com"},
+		ObjectMeta: metav1.ObjectMeta{Name: plural + ".core.navique.com"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: "core.navique.com",
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gateway", ListKind: "GatewayList", Plural: "gateways", Singular: "gateway"},
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
 			Scope: apiextensionsv1.NamespaceScoped,
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: "v1", Served: true, Storage: true,
@@ -48,7 +55,7 @@ func TestKindInstalledAfterStart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), crd) })
 
-	gateway := schema.GroupVersionKind{Group: "core.navique.com", Version: "v1", Kind: "Gateway"}
+	gateway := schema.GroupVersionKind{Group: "core.navique.com", Version: "v1", Kind: kind}
 	kube.CreateObject(t, gateway, ns, "edge")
 	kube.WantDenied(t, kube.DeleteObject(t.Context(), gateway, ns, "edge"), lock)
 	kube.WaitAnnotation(t, gateway, ns, "edge", "future")
