@@ -31,6 +31,8 @@ GO_TEST_FLAGS ?=
 # `make e2e-kind` builds and loads into kind.
 E2E_TIMEOUT ?= 10m
 E2E_IMG ?= ghcr.io/navique/lockguard:e2e
+# The Kubernetes version of make e2e-kind's node image.
+KIND_KUBE_VERSION ?= $(KUBE_VERSION)
 
 .PHONY: help
 help: ## List the targets.
@@ -93,8 +95,8 @@ e2e: kube build $(HELM) ## The built binary against a local control plane, and t
 	done
 
 .PHONY: e2e-kind
-e2e-kind: $(HELM) ## The e2e suite in cluster mode on a new kind cluster: needs docker, kind and helm (e2e/README.md).
-	IMG=$(E2E_IMG) VERSION=$(VERSION) HELM=$(HELM) e2e/kind.sh
+e2e-kind: $(HELM) ## The e2e suite in cluster mode on a kind cluster, every image built here, no registry (KIND_KUBE_VERSION, e2e/README.md).
+	IMG=$(E2E_IMG) VERSION=$(VERSION) HELM=$(HELM) KIND_KUBE_VERSION=$(KIND_KUBE_VERSION) e2e/kind.sh
 
 .PHONY: test
 test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
@@ -141,12 +143,15 @@ demo: kube build $(HELM) ## Run lockguard for real against a local control plane
 image-check: ## The Dockerfile's build stage without a container engine, on its build context, for amd64 and arm64 (hack/image/check.sh).
 	hack/image/check.sh
 
-# No container engine here: CI checks the image's build stage instead.
+# CI checks the image's build stage without a container engine.
 test: image-check
 
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a container engine).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+docker-build: ## Build the container image with docker, no registry needed (starts dockerd; GO_IMAGE from hack/image/go-image.sh).
+	hack/kind/dockerd.sh
+	docker build --build-arg GO_IMAGE=$$(hack/image/go-image.sh) --build-arg VERSION=$(VERSION) \
+	  --build-arg GOPROXY=$$(go env GOPROXY) -t $(IMG) .
+	hack/image/inspect.sh $(IMG)
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).

@@ -1,93 +1,191 @@
 #!/usr/bin/env bash
 # e2e/kind.sh: lockguard's e2e suite in cluster mode on a throwaway kind
-# cluster (`make e2e-kind`). Needs docker, kind, kubectl and helm; cannot run
-# where there is no container engine. See e2e/README.md.
+# cluster (`make e2e-kind`), with no image registry: every image is built
+# here (hack/kind, e2e/README.md). Needs root (it installs and starts
+# dockerd when missing), Go and the Debian and Go module mirrors.
 #
 # Environment:
-#   IMG                  image to build and load (default ghcr.io/navique/lockguard:e2e)
+#   KIND_KUBE_VERSION    Kubernetes version of the node (default 1.37.2)
+#   IMG                  lockguard's image, built from ./Dockerfile (default ghcr.io/navique/lockguard:e2e)
 #   VERSION              version stamped into the binary (default dev)
-#   HELM                 helm binary (default: helm on PATH); without one,
-#                        deploy/lockguard.yaml (the rendered chart) is applied
+#   HELM                 helm binary (make passes its pinned one)
 #   KIND_CLUSTER         cluster name (default lockguard-e2e)
-#   KIND_NODE_IMAGE      node image, e.g. kindest/node:v1.29.14 for the oldest
-#                        supported Kubernetes (default: kind's own)
-#   CERT_MANAGER_VERSION cert-manager release (default v1.16.2)
 #   KEEP_CLUSTER=1       keep the cluster afterwards (for debugging)
+#   E2E_KIND_REPORT      the run's report (default bin/e2e-kind-report.txt)
+#   E2E_KIND_RECORD=0    do not write the run into e2e/README.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/kind/lib.sh
 
+KUBE_VERSION=${KIND_KUBE_VERSION:-1.37.2}
 IMG=${IMG:-ghcr.io/navique/lockguard:e2e}
 VERSION=${VERSION:-dev}
 CLUSTER=${KIND_CLUSTER:-lockguard-e2e}
-CERT_MANAGER_VERSION=${CERT_MANAGER_VERSION:-v1.16.2}
-HELM=${HELM:-helm}
-[ -x "$HELM" ] || HELM=$(command -v helm || true)
+HELM=${HELM:-$(command -v helm || true)}
+REPORT=${E2E_KIND_REPORT:-$ROOT/bin/e2e-kind-report.txt}
+[ -n "$HELM" ] && [ -x "$HELM" ] || { log "helm is required (make e2e-kind builds it)"; exit 2; }
+command -v go >/dev/null || { log "go is required"; exit 2; }
 
-for tool in docker kind kubectl go; do
-  command -v "$tool" >/dev/null || { echo "e2e/kind.sh: $tool is required" >&2; exit 2; }
-done
+start=$SECONDS
+commit=$(git rev-parse --short HEAD)
+[ -z "$(git status --porcelain)" ] || commit="$commit (with uncommitted changes)"
+phases=()
+# phase NAME: ends the previous phase (recording its time) and starts NAME.
+phase_name="" phase_start=$SECONDS
+phase() {
+  [ -n "$phase_name" ] && phases+=("$(printf '%-44s %5ds' "$phase_name" $((SECONDS - phase_start)))")
+  phase_name=$1 phase_start=$SECONDS
+  echo "--- $1"
+}
+result=FAIL
+mkdir -p "$(dirname "$REPORT")"
+evidence="$CACHE/evidence.txt"
+suite_report="$CACHE/suite-report.txt"
+: >"$evidence"; rm -f "$suite_report"
 
-kubeconfig=$(mktemp)
-cleanup() {
+kubeconfig="$CACHE/kubeconfig-$CLUSTER"
+finish() {
+  local rc=$?
+  phase "delete the cluster"
   if [ -z "${KEEP_CLUSTER:-}" ]; then
-    kind delete cluster --name "$CLUSTER" || true
-    rm -f "$kubeconfig"
+    "$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
   else
     echo "e2e/kind.sh: kept cluster $CLUSTER; KUBECONFIG=$kubeconfig"
   fi
-}
-trap cleanup EXIT
-
-# wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND every 2s until it
-# succeeds, or fails after SECONDS.
-wait_for() {
-  local what=$1 timeout=$2; shift 2
-  local deadline=$((SECONDS + timeout))
-  until "$@" >/dev/null 2>&1; do
-    if [ "$SECONDS" -ge "$deadline" ]; then echo "e2e/kind.sh: timed out waiting for $what" >&2; return 1; fi
-    sleep 2
-  done
+  phase ""
+  [ "$rc" = 0 ] && result=PASS
+  write_report
+  exit "$rc"
 }
 
-echo "--- kind cluster $CLUSTER"
-kind create cluster --name "$CLUSTER" ${KIND_NODE_IMAGE:+--image "$KIND_NODE_IMAGE"} --kubeconfig "$kubeconfig" --wait 180s
+write_report() {
+  local total=$((SECONDS - start))
+  {
+    echo "make e2e-kind: $result in $((total / 60))m$((total % 60))s on commit $commit, $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "Kubernetes $KUBE_VERSION on kind $KIND_VERSION ($node_image_state), $(nproc) cores, load average at the end $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    echo "phases:"
+    printf '  %s\n' "${phases[@]}"
+    echo
+    echo "evidence:"
+    sed 's/^/  /' "$evidence"
+    echo
+    if [ -s "$suite_report" ]; then cat "$suite_report"; else echo "the e2e suite did not report (it did not run or did not finish)"; fi
+  } >"$REPORT"
+  echo "=== $REPORT"
+  cat "$REPORT"
+  if [ "${E2E_KIND_RECORD:-1}" = 1 ]; then
+    hack/kind/record.sh "$REPORT" e2e/README.md
+  fi
+}
+
+node_image_state="node image not built"
+phase "dockerd"
+hack/kind/dockerd.sh
+
+phase "kind $KIND_VERSION"
+KIND="$ROOT/bin/kind-$KIND_VERSION"
+if [ ! -x "$KIND" ]; then
+  GOBIN="$CACHE/kind-gobin" CGO_ENABLED=0 go install "sigs.k8s.io/kind@$KIND_VERSION"
+  mv "$CACHE/kind-gobin/kind" "$KIND"
+fi
+trap finish EXIT
+
+phase "node image (Kubernetes $KUBE_VERSION)"
+cached_before=$(docker images -q "$LOCAL_REGISTRY/kind-node" | wc -l)
+node_image=$(hack/kind/node-image.sh "$KUBE_VERSION")
+if [ "$(docker images -q "$LOCAL_REGISTRY/kind-node" | wc -l)" -gt "$cached_before" ]; then
+  node_image_state="node image built in this run"
+else
+  node_image_state="node image cached"
+fi
+# The node's kubectl, for the version the suite talks to.
+KUBECTL="$CACHE/v$KUBE_VERSION/bin/kubectl"
+export PATH="$(dirname "$KUBECTL"):$PATH"
+
+phase "lockguard image (./Dockerfile)"
+go_image=$(hack/image/go-image.sh)
+docker build -q --build-arg GO_IMAGE="$go_image" --build-arg VERSION="$VERSION" \
+  --build-arg GOPROXY="$(go env GOPROXY)" -t "$IMG" . >/dev/null
+hack/image/inspect.sh "$IMG" | tee -a "$evidence"
+
+phase "cert-manager images"
+mapfile -t cm_images < <(hack/kind/certmanager-images.sh)
+
+phase "kind create cluster"
+config="$CACHE/kind-config.yaml"
+minor=${KUBE_VERSION#*.}; minor=${minor%%.*}
+{
+  cat <<EOF
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+networking:
+  # The node image's CNI bridge configuration replaces kindnetd: one node.
+  disableDefaultCNI: true
+nodes:
+- role: control-plane
+EOF
+  # Kubelets from 1.31 refuse cgroup v1 hosts unless told otherwise.
+  if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ "$minor" -ge 31 ]; then
+    cat <<EOF
+kubeadmConfigPatches:
+- |
+  kind: KubeletConfiguration
+  failCgroupV1: false
+EOF
+  fi
+} >"$config"
+"$KIND" delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+"$KIND" create cluster --name "$CLUSTER" --image "$node_image" --config "$config" \
+  --kubeconfig "$kubeconfig" --wait 300s
 export KUBECONFIG=$kubeconfig
 kubectl version
 
-echo "--- cert-manager $CERT_MANAGER_VERSION"
-kubectl apply -f "https://github.com/cert-manager/cert-manager/releases/download/$CERT_MANAGER_VERSION/cert-manager.yaml"
-for d in cert-manager cert-manager-cainjector cert-manager-webhook; do
-  kubectl -n cert-manager rollout status "deployment/$d" --timeout=300s
-done
+phase "load images into the node"
+"$KIND" load docker-image --name "$CLUSTER" "$IMG" "${cm_images[@]}"
 
-echo "--- image $IMG"
-docker build --build-arg VERSION="$VERSION" -t "$IMG" .
-kind load docker-image "$IMG" --name "$CLUSTER"
+phase "cert-manager $CERT_MANAGER_VERSION (its Helm chart)"
+cm_chart="$(go_mod_dir "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION")/deploy/charts/cert-manager"
+cm_args=(--set crds.enabled=true --set startupapicheck.enabled=false)
+for img in "${cm_images[@]}"; do
+  repo=${img%:*}; tag=${img##*:}
+  case "$repo" in
+    *-controller) key=image ;;
+    *-cainjector) key=cainjector.image ;;
+    *-webhook) key=webhook.image ;;
+  esac
+  cm_args+=(--set "$key.repository=$repo" --set "$key.tag=$tag" --set "$key.pullPolicy=Never")
+done
+"$HELM" install cert-manager "$cm_chart" --namespace cert-manager --create-namespace "${cm_args[@]}" --wait --timeout 5m
 
 # The sample CRDs the scenarios use, installed before lockguard so that its
 # kind discovery and the garbage collector know them from the start (the
-# suites install them too: framework.InstallSampleCRDs).
+# suite installs them too when they are missing).
 kubectl apply -f e2e/testdata/crds/
 kubectl wait --for=condition=Established --timeout=60s -f e2e/testdata/crds/
 
-echo "--- lockguard"
-if [ -n "$HELM" ] && [ -d deploy/chart/lockguard ]; then
-  # cert-manager's webhook may refuse Certificates for a few seconds after
-  # it reports ready: retry the install.
-  wait_for "helm install" 120 "$HELM" upgrade --install lockguard deploy/chart/lockguard \
-    --namespace lockguard-system --create-namespace \
-    --set image.repository="${IMG%:*}" --set image.tag="${IMG##*:}" --set image.pullPolicy=Never
-else
-  echo "no helm: applying deploy/lockguard.yaml (the chart rendered with its defaults)"
-  wait_for "kubectl apply" 120 kubectl apply -f deploy/lockguard.yaml
-  kubectl -n lockguard-system set image deployment/lockguard lockguard="$IMG"
-  kubectl -n lockguard-system patch deployment lockguard --type=json \
-    -p '[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"Never"}]'
-fi
+phase "lockguard (deploy/chart/lockguard)"
+# cert-manager's webhook may refuse Certificates for a few seconds after it
+# reports ready: retry the install.
+deadline=$((SECONDS + 120))
+until "$HELM" upgrade --install lockguard deploy/chart/lockguard --namespace lockguard-system --create-namespace \
+  --set image.repository="${IMG%:*}" --set image.tag="${IMG##*:}" --set image.pullPolicy=Never; do
+  [ "$SECONDS" -lt "$deadline" ] || { log "helm install of lockguard failed for 120s"; exit 1; }
+  sleep 3
+done
 kubectl -n lockguard-system rollout status deployment/lockguard --timeout=300s
 # cert-manager's cainjector fills in the webhook's caBundle.
-wait_for "the webhook's caBundle" 180 bash -c \
-  "[ -n \"\$(kubectl get validatingwebhookconfigurations -o jsonpath='{.items[*].webhooks[?(@.name==\"delete.lockguard.core.navique.com\")].clientConfig.caBundle}')\" ]"
+deadline=$((SECONDS + 180))
+until [ -n "$(kubectl get validatingwebhookconfigurations -o jsonpath='{.items[*].webhooks[?(@.name=="delete.lockguard.core.navique.com")].clientConfig.caBundle}')" ]; do
+  [ "$SECONDS" -lt "$deadline" ] || { log "no caBundle in lockguard's webhook configuration after 180s"; exit 1; }
+  sleep 2
+done
+hack/kind/evidence.sh "$IMG" | tee -a "$evidence"
 
-echo "--- e2e and contract suites (cluster mode)"
-LOCKGUARD_E2E_MODE=cluster go test -tags e2e -p 1 -count=1 -timeout 20m -v ./e2e/ ./e2e/contract/
+phase "e2e suite (cluster mode)"
+LOCKGUARD_E2E_MODE=cluster LOCKGUARD_E2E_REPORT="$suite_report" \
+  go test -tags e2e -p 1 -count=1 -timeout 30m -v ./e2e/ ./e2e/contract/ 2>&1 | tee "$CACHE/suite.log"
+# The pods after the suite (it scaled, restarted and killed them): still
+# this image, still behind cert-manager's certificate.
+hack/kind/evidence.sh "$IMG" >"$CACHE/evidence-after.txt"
+grep -q '^image: ok' "$CACHE/evidence-after.txt" || { cat "$CACHE/evidence-after.txt"; exit 1; }
