@@ -15,9 +15,9 @@ cid=$(docker create "$img")
 trap 'docker rm -f "$cid" >/dev/null' EXIT
 files=$(docker export "$cid" | tar -t | grep -v '/$' | sort | tr '\n' ' ')
 # What docker create adds to every container's filesystem, and the image's own files.
-want=".dockerenv etc/group etc/hostname etc/hosts etc/mtab etc/passwd etc/resolv.conf lockguard "
+want=".dockerenv dev/console etc/group etc/hostname etc/hosts etc/mtab etc/passwd etc/resolv.conf lockguard "
 case "$files" in
   *bin/sh*|*bin/bash*|*busybox*) fail "has a shell: $files" ;;
 esac
 [ "$files" = "$want" ] || echo "inspect.sh: note: $img has files beyond the binary and the user database: $files" >&2
-echo "image: $img $id: user $user, entrypoint $entry, files: $files(no shell)"
+echo "image: $img $id: user $user, entrypoint $entry, files: ${files% } (no shell)"
