@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/component-base/cli"
