@@ -3,7 +3,6 @@
 package main
 
 import (
-
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 	"k8s.io/component-base/cli"
 	"k8s.io/kubectl/pkg/cmd"
