@@ -19,10 +19,16 @@ n=$(jq '.items | length' <<<"$pods")
 [ "$n" -ge 1 ] || no "no lockguard pod"
 ids=$(jq -r '[.items[].status.containerStatuses[] | select(.name=="lockguard") | .imageID] | unique | join(" ")' <<<"$pods")
 images=$(jq -r '[.items[].spec.containers[] | select(.name=="lockguard") | .image] | unique | join(" ")' <<<"$pods")
-if [ "$ids" = "$id" ] || [ "$ids" = "${img%:*}@$id" ] || [[ "$ids" == *"@$id" && "$ids" != *" "* ]]; then
-  echo "image: ok: $n lockguard pod(s) run $images, image ID $ids = the ID docker built ($id)"
+# The pods' imageID is the digest of the manifest kind load wrote into the
+# node's containerd; that manifest's config is the image docker built (its
+# ID is the config's digest).
+node="$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')"
+manifest=$(docker exec "$node" ctr -n k8s.io images ls "name==$(docker image inspect -f '{{index .RepoTags 0}}' "$img" | sed 's|^\([^/]*\)$|docker.io/library/\1|; s|^\([^/.:]*/[^/]*\)$|docker.io/\1|')" | awk 'NR==2 {print $3}')
+config=$(docker exec "$node" ctr -n k8s.io content get "$manifest" | jq -r .config.digest)
+if [ -n "$manifest" ] && [ "${ids##*@}" = "$manifest" ] && [[ "$ids" != *" "* ]] && [ "$config" = "$id" ]; then
+  echo "image: ok: $n lockguard pod(s) run $images, manifest $manifest, whose config $config is the image docker built from ./Dockerfile"
 else
-  no "lockguard pods run image IDs '$ids', docker built $id"
+  no "lockguard pods run '$ids'; $img in the node is manifest '$manifest' with config '$config'; docker built $id"
 fi
 sc=$(jq -c '[.items[].spec.containers[] | select(.name=="lockguard") | .securityContext] | unique' <<<"$pods")
 # The chart's default, rendered by helm and read back by kubectl.
@@ -35,7 +41,6 @@ else
 fi
 echo "securityContext (pod): $(jq -c '[.items[].spec.securityContext] | unique' <<<"$pods")"
 # The processes as the node's kernel sees them.
-node="$(kubectl get nodes -o jsonpath='{.items[0].metadata.name}')"
 for pid in $(docker exec "$node" pgrep -x lockguard); do
   uid=$(docker exec "$node" awk '/^Uid:/ {print $2}' "/proc/$pid/status")
   root=$(docker exec "$node" awk '$2 == "/" {print $4}' "/proc/$pid/mounts" | cut -d, -f1)
@@ -51,7 +56,7 @@ cert=$(kubectl -n "$ns" get certificates.cert-manager.io -o json)
 jq -r '.items[] | "certificate \(.metadata.name): Ready=\([.status.conditions[]? | select(.type=="Ready") | .status] | first), issuer \(.spec.issuerRef.kind)/\(.spec.issuerRef.name), secret \(.spec.secretName), revision \(.status.revision)"' <<<"$cert"
 [ "$(jq '[.items[] | select([.status.conditions[]? | select(.type=="Ready" and .status=="True")] | length == 1)] | length' <<<"$cert")" = "$(jq '.items | length' <<<"$cert")" ] ||
   no "a Certificate is not Ready"
-vwc=$(kubectl get validatingwebhookconfigurations -o json | jq '.items[] | select(any(.webhooks[]; .name=="delete.lockguard.core.navique.com"))')
+vwc=$(kubectl get validatingwebhookconfigurations -o json --show-managed-fields | jq '.items[] | select(any((.webhooks // [])[]; .name=="delete.lockguard.core.navique.com"))')
 inject=$(jq -r '.metadata.annotations["cert-manager.io/inject-ca-from"] // ""' <<<"$vwc")
 managers=$(jq -r '[.metadata.managedFields[] | select(.fieldsV1 | tostring | contains("caBundle")) | .manager] | unique | join(",")' <<<"$vwc")
 bundle=$(jq -r '[.webhooks[].clientConfig.caBundle] | unique | .[0]' <<<"$vwc" | base64 -d)

@@ -6,7 +6,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -54,9 +56,9 @@ var controllers = []string{
 }
 
 type options struct {
-	kubeconfig, clusterResourceNamespace, leaderElectionNamespace string
-	leaderElect                                                   bool
-	leaseDuration, renewDeadline, retryPeriod                     time.Duration
+	kubeconfig, clusterResourceNamespace, leaderElectionNamespace, healthzAddress string
+	leaderElect                                                                   bool
+	leaseDuration, renewDeadline, retryPeriod                                     time.Duration
 	// Accepted because the chart passes them; ACME is not built in.
 	acmeSolverImage         string
 	maxConcurrentChallenges int
@@ -72,6 +74,7 @@ func main() {
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 60*time.Second, "leader Lease duration")
 	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 40*time.Second, "leader Lease renew deadline")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 15*time.Second, "leader Lease retry period")
+	fs.StringVar(&o.healthzAddress, "healthz-listen-address", ":9403", "address of /livez (the chart's liveness probe): fails once the leader Lease is lost")
 	fs.StringVar(&o.acmeSolverImage, "acme-http01-solver-image", "", "unused: this build has no ACME issuer")
 	fs.IntVar(&o.maxConcurrentChallenges, "max-concurrent-challenges", 60, "unused: this build has no ACME issuer")
 	cli.Main("cert-manager-controller", fs, func(ctx context.Context) error { return run(ctx, o) })
@@ -98,8 +101,25 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	// /livez fails when this replica holds the Lease but stopped renewing
+	// it, as the controller binary's does.
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	srv := &http.Server{Addr: o.healthzAddress, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := watchdog.Check(r); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.Background().Error(err, "Serving /livez")
+		}
+	}()
+	defer srv.Close()
 	errc := make(chan error, 1)
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		WatchDog:        watchdog,
 		Lock:            lock,
 		LeaseDuration:   o.leaseDuration,
 		RenewDeadline:   o.renewDeadline,

@@ -21,7 +21,11 @@ import (
 func Main(name string, fs *pflag.FlagSet, run func(ctx context.Context) error) {
 	logf.InitLogs()
 	opts := logsapi.NewLoggingConfiguration()
-	logf.AddFlags(opts, fs)
+	// The logging flags the command has not declared itself (the webhook's
+	// configuration flags include some).
+	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
+	logf.AddFlags(opts, logFlags)
+	fs.AddFlagSet(logFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		fail(name, err)
 	}
