@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -481,5 +482,12 @@ func (k *Kube) Kubectl(t *testing.T, stdin string, args ...string) KubectlResult
 		t.Fatalf("running kubectl %s: %v", strings.Join(args, " "), err)
 	}
 	t.Logf("kubectl %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, stdout.String(), stderr.String())
-	return KubectlResult{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+	// kubectl 1.37 (not 1.32) names the namespace of what it deleted; the
+	// suites compare the older form, so that they pass with either.
+	out := deletedFromNamespace.ReplaceAllString(stdout.String(), `" deleted`)
+	return KubectlResult{Stdout: out, Stderr: stderr.String(), Code: code}
 }
+
+// deletedFromNamespace matches the end of a deletion line of newer kubectl
+// (1.37): `<kind> "<name>" deleted from <namespace> namespace`.
+var deletedFromNamespace = regexp.MustCompile(`" deleted from [a-z0-9.-]+ namespace`)
