@@ -14,7 +14,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,7 +136,10 @@ func (l *clusterLockguard) Scale(ctx context.Context, n int) error {
 				}
 			}
 			if len(pods) == n && ready == n {
-				return nil
+				if n == 0 {
+					return nil
+				}
+				return l.waitServed(ctx)
 			}
 			last = fmt.Sprintf("%d pods, %d ready", len(pods), ready)
 		} else {
@@ -144,6 +149,33 @@ func (l *clusterLockguard) Scale(ctx context.Context, n int) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%s/%s did not reach %d ready pods: %s", l.namespace, l.deployment, n, last)
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// waitServed returns once a server-side dry-run delete of an unlocked Stack
+// in lockguard's namespace is answered by lockguard through the API server
+// and the webhook's Service. A pod is Ready a moment before kube-proxy routes
+// the Service to it: until then the API server's call is refused and the
+// delete fails closed, which local mode's proxy never showed.
+func (l *clusterLockguard) waitServed(ctx context.Context) error {
+	probe := &unstructured.Unstructured{}
+	probe.SetGroupVersionKind(framework.StackGVK)
+	probe.SetNamespace(l.namespace)
+	probe.SetName("e2e-webhook-probe")
+	var last error
+	for {
+		err := l.c.Create(ctx, probe.DeepCopy())
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			if err = l.c.Delete(ctx, probe.DeepCopy(), client.DryRunAll); err == nil {
+				return nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lockguard's webhook is not served through its Service: %w", last)
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
