@@ -16,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -44,6 +45,7 @@ func main() {
 	fs.DurationVar(&retryPeriod, "leader-election-retry-period", 15*time.Second, "leader Lease retry period")
 	fs.StringVar(&metricsAddr, "metrics-listen-address", "0", "metrics address; 0 disables")
 	cli.Main("cert-manager-cainjector", fs, func(ctx context.Context) error {
+		ctrl.SetLogger(klog.Background())
 		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		if err != nil {
 			return err
