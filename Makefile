@@ -96,7 +96,7 @@ e2e: kube build $(HELM) ## The built binary against a local control plane, and t
 
 .PHONY: e2e-kind
 e2e-kind: $(HELM) ## The e2e suite in cluster mode on a kind cluster, every image built here, no registry (KIND_KUBE_VERSION, e2e/README.md).
-	IMG=$(E2E_IMG) VERSION=$(VERSION) HELM=$(HELM) KIND_KUBE_VERSION=$(KIND_KUBE_VERSION) e2e/kind.sh
+	IMG=$(E2E_IMG) HELM=$(HELM) KIND_KUBE_VERSION=$(KIND_KUBE_VERSION) e2e/kind.sh
 
 .PHONY: test
 test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.

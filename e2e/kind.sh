@@ -7,7 +7,9 @@
 # Environment:
 #   KIND_KUBE_VERSION    Kubernetes version of the node (default 1.37.2)
 #   IMG                  lockguard's image, built from ./Dockerfile (default ghcr.io/navique/lockguard:e2e)
-#   VERSION              version stamped into the binary (default dev)
+#   VERSION              version stamped into the binary (default: the last
+#                        commit that changed the image's build context, so
+#                        that commits to e2e/, hack/ or docs reuse the image)
 #   HELM                 helm binary (make passes its pinned one)
 #   KIND_CLUSTER         cluster name (default lockguard-e2e)
 #   KEEP_CLUSTER=1       keep the cluster afterwards (for debugging)
@@ -19,7 +21,12 @@ cd "$(dirname "$0")/.."
 
 KUBE_VERSION=${KIND_KUBE_VERSION:-1.37.2}
 IMG=${IMG:-ghcr.io/navique/lockguard:e2e}
-VERSION=${VERSION:-dev}
+# The build context is the tree less .dockerignore's entries.
+context_paths=(. ':!e2e' ':!hack' ':!deploy' ':!docs' ':!*.md' ':!Makefile' ':!.dockerignore')
+if [ -z "${VERSION:-}" ]; then
+  VERSION=$(git log -1 --format=%h -- "${context_paths[@]}")
+  git diff --quiet HEAD -- "${context_paths[@]}" || VERSION="$VERSION-dirty"
+fi
 CLUSTER=${KIND_CLUSTER:-lockguard-e2e}
 HELM=${HELM:-$(command -v helm || true)}
 REPORT=${E2E_KIND_REPORT:-$ROOT/bin/e2e-kind-report.txt}
