@@ -132,19 +132,10 @@ networking:
 nodes:
 - role: control-plane
 EOF
-  # The node's etcd (hack/kube's) may be newer than kubeadm's default.
-  etcd_tag=$(docker image inspect -f '{{index .Config.Labels "io.navique.lockguard.etcd-image-tag"}}' "$node_image")
-  cat <<EOF
-kubeadmConfigPatches:
-- |
-  kind: ClusterConfiguration
-  etcd:
-    local:
-      imageTag: "$etcd_tag"
-EOF
   # Kubelets from 1.31 refuse cgroup v1 hosts unless told otherwise.
   if [ ! -f /sys/fs/cgroup/cgroup.controllers ] && [ "$minor" -ge 31 ]; then
     cat <<EOF
+kubeadmConfigPatches:
 - |
   kind: KubeletConfiguration
   failCgroupV1: false

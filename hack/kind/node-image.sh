@@ -11,7 +11,8 @@
 #   - kubelet, kubeadm, kubectl (hack/kind/v1.MINOR, hack/kind/build-kube.sh);
 #   - preloaded in the node's containerd, with the names kubeadm asks for:
 #     kube-apiserver, kube-controller-manager (hack/kube), kube-scheduler,
-#     kube-proxy (on Debian, with iptables), etcd (hack/kube), CoreDNS
+#     kube-proxy (on Debian, with iptables), etcd (hack/kube's, or
+#     hack/kind/etcd-v<version> where kubeadm wants another), CoreDNS
 #     (github.com/coredns/coredns at kubeadm's version), pause (kubernetes'
 #     own build/pause/linux/pause.c, compiled static with gcc).
 # kind create cluster then pulls nothing.
@@ -22,7 +23,8 @@ mod="$HACK_KIND/v1.$minor"
 [ -d "$mod" ] || { log "unsupported Kubernetes version $version"; exit 2; }
 
 key=$(inputs_hash "$HACK_KIND"/node/Dockerfile "$HACK_KIND"/node/cni/* "$HACK_KIND"/versions.sh \
-  "$HACK_KIND"/lib.sh "$HACK_KIND"/node-image.sh "$HACK_KIND"/build-kube.sh "$mod"/go.sum "$ROOT"/hack/kube/build.sh)
+  "$HACK_KIND"/lib.sh "$HACK_KIND"/node-image.sh "$HACK_KIND"/build-kube.sh "$mod"/go.sum "$ROOT"/hack/kube/build.sh \
+  "$HACK_KIND"/etcd-v*/go.sum)
 node_image="$LOCAL_REGISTRY/kind-node:v$version-$key"
 if image_exists "$node_image"; then
   log "node image $node_image is cached"
@@ -59,7 +61,7 @@ static_image() {
 
 mapfile -t images < <("$bin/kubeadm" config images list --kubernetes-version "v$version")
 [ ${#images[@]} -ge 6 ] || { log "kubeadm config images list: ${images[*]}"; exit 1; }
-pause_image="" etcd_tag=""
+pause_image=""
 for i in "${!images[@]}"; do
   img=${images[$i]}
   name=${img%:*}; tag=${img##*:}
@@ -81,15 +83,21 @@ DOCKERFILE
         docker build -q -t "$img" "$work/kube-proxy" >/dev/null
       fi ;;
     */etcd)
-      # hack/kube's etcd, under its own version: where kubeadm's default is
-      # another (1.29 asks for 3.5), e2e/kind.sh sets the tag in kubeadm's
-      # ClusterConfiguration from the node image's label.
+      # kubeadm's etcd version: hack/kube's etcd when it is that version,
+      # else the module hack/kind/etcd-v<version> (1.29's kubeadm passes
+      # flags that etcd 3.6 removed).
+      want=${tag%-*}
       etcd="$ROOT/bin/k8s/etcd"
-      have=$("$etcd" --version | sed -n 's/^etcd Version: //p')
-      etcd_tag="$have-0"
-      [ "$etcd_tag" = "$tag" ] || log "kubeadm's default etcd is $tag; the node gets etcd $etcd_tag (hack/kube)"
-      images[$i]="$name:$etcd_tag"
-      static_image "$name:$etcd_tag" "$etcd" /usr/local/bin/etcd ;;
+      if [ "$("$etcd" --version | sed -n 's/^etcd Version: //p')" != "$want" ]; then
+        [ -d "$HACK_KIND/etcd-v$want" ] || { log "kubeadm wants etcd $want: no module hack/kind/etcd-v$want"; exit 1; }
+        etcd="$CACHE/etcd-$want/etcd"
+        if [ ! -x "$etcd" ]; then
+          log "building etcd $want"
+          (cd "$HACK_KIND/etcd-v$want" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$etcd.tmp" . && mv "$etcd.tmp" "$etcd")
+        fi
+        [ "$("$etcd" --version | sed -n 's/^etcd Version: //p')" = "$want" ] || { log "hack/kind/etcd-v$want does not build etcd $want"; exit 1; }
+      fi
+      static_image "$img" "$etcd" /usr/local/bin/etcd ;;
     */coredns)
       coredns="$CACHE/coredns-$tag/coredns"
       if [ ! -x "$coredns" ]; then
@@ -156,6 +164,5 @@ until ! docker exec "$cid" pgrep -x containerd >/dev/null; do sleep 1; done
 docker commit \
   --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
   --change 'CMD []' \
-  --change "LABEL io.navique.lockguard.etcd-image-tag=$etcd_tag" \
   "$cid" "$node_image" >/dev/null
 echo "$node_image"
