@@ -1,0 +1,10 @@
+// Package lockctl is the kubectl plugin for Locks: `kubectl lock`
+// (cmd/kubectl-lock) creates a Lock on a core.navique.com resource and
+// waits until it is active, `kubectl lock list` shows what is locked, and
+// `kubectl unlock` (cmd/kubectl-unlock) deletes the Locks that protect a
+// resource. Each verb is its own cobra command in its own file, sharing the
+// kubectl-style connection flags of Flags.
+//
+// It talks to the API server with client-go alone (discovery, a RESTMapper
+// and the dynamic client), so the plugin adds no module to lockguard's.
+package lockctl

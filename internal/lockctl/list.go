@@ -1,0 +1,123 @@
+package lockctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// listOptions are the flags of `kubectl lock list`.
+type listOptions struct {
+	flags         *Flags
+	allNamespaces bool
+	output        string
+}
+
+// newListCommand returns `kubectl lock list`.
+func newListCommand(s Streams, flags *Flags) *cobra.Command {
+	o := &listOptions{flags: flags}
+	cmd := &cobra.Command{
+		Use:   "list [-A] [-o json|yaml]",
+		Short: "List what is locked, by which Lock, why, and the Lock's status",
+		Long: `List the Locks of a namespace (or of all with -A): the resource each protects,
+the Lock, its reason and its status. Status is Active (deleting the target is
+denied), MissingReference (the target does not exist; it is protected as soon
+as it is created), InvalidTarget (the Lock can protect nothing), Pending
+(lockguard has not reported yet) or Deleting.
+
+-o json and -o yaml print the Locks themselves, as a List.`,
+		Example: `  # What is locked in the current namespace
+  kubectl lock list
+
+  # Everywhere, as YAML
+  kubectl lock list -A -o yaml`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(contextOf(cmd.Context()), s)
+		},
+	}
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the Locks of every namespace.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml.")
+	return cmd
+}
+
+func (o *listOptions) run(ctx context.Context, s Streams) error {
+	if err := outputFormat(o.output); err != nil {
+		return err
+	}
+	c, err := o.flags.clients()
+	if err != nil {
+		return err
+	}
+	var locks lockClient = c.dynamic.Resource(locksResource)
+	if !o.allNamespaces {
+		locks = c.dynamic.Resource(locksResource).Namespace(c.namespace)
+	}
+	items, err := listLocks(ctx, locks)
+	if err != nil {
+		return err
+	}
+	sortLocks(items)
+	if o.output != "" {
+		for i := range items {
+			items[i].ManagedFields = nil // as kubectl prints objects
+		}
+		return printObject(s.Out, o.output, map[string]any{
+			"apiVersion": "v1",
+			"kind":       "List",
+			"metadata":   map[string]any{"resourceVersion": ""},
+			"items":      items,
+		})
+	}
+	if len(items) == 0 {
+		if o.allNamespaces {
+			fmt.Fprintln(s.ErrOut, "No Locks found.")
+		} else {
+			fmt.Fprintf(s.ErrOut, "No Locks found in %s namespace.\n", c.namespace)
+		}
+		return nil
+	}
+	return printLockTable(s.Out, items, o.allNamespaces)
+}
+
+// sortLocks orders Locks by namespace, target and name.
+func sortLocks(items []lockv1alpha1.Lock) {
+	slices.SortFunc(items, func(a, b lockv1alpha1.Lock) int {
+		return strings.Compare(a.Namespace+"\x00"+targetString(&a)+"\x00"+a.Name, b.Namespace+"\x00"+targetString(&b)+"\x00"+b.Name)
+	})
+}
+
+// printLockTable prints Locks in kubectl's table style.
+func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if namespaces {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "TARGET\tLOCK\tSTATUS\tREASON")
+	for i := range items {
+		l := &items[i]
+		if namespaces {
+			fmt.Fprintf(tw, "%s\t", l.Namespace)
+		}
+		reason := l.Spec.Reason
+		if reason == "" {
+			reason = "<none>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", targetString(l), l.Name, lockStatus(l), oneLine(reason))
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a table row on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,199 @@
+package lockctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// fieldManager is the plugin's name in managedFields.
+const fieldManager = "kubectl-lock"
+
+// defaultTimeout bounds each wait for lockguard.
+const defaultTimeout = 30 * time.Second
+
+const lockExample = `  # Protect the Stack forge in namespace forge against deletion
+  kubectl lock stack/forge -n forge --reason "Production environment"
+
+  # Name the Lock yourself and print it once active
+  kubectl lock stacks.core.navique.com/forge -n forge --name protect-forge --reason "Production" -o yaml
+
+  # What is locked, in every namespace
+  kubectl lock list -A
+
+  # Lift the protection (kubectl-unlock)
+  kubectl unlock stack/forge -n forge`
+
+// lockOptions are the flags of `kubectl lock TYPE/NAME`.
+type lockOptions struct {
+	flags   Flags
+	reason  string
+	name    string
+	timeout time.Duration
+	output  string
+}
+
+// NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
+// resource and waits until it is active; its sub-commands are the other
+// verbs (list).
+func NewLockCommand(s Streams) *cobra.Command {
+	o := &lockOptions{}
+	cmd := &cobra.Command{
+		Use:   "lock TYPE/NAME [--reason TEXT] [--name LOCK]",
+		Short: "Protect a core.navique.com resource against deletion with a Lock",
+		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
+until lockguard reports it active: from then on every DELETE of the resource is
+denied until the Lock is deleted (kubectl unlock).
+
+TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com),
+and the Lock gets the kind the API server serves. Only namespaced resources of
+the core.navique.com group can be locked. The Lock is named KIND-NAME (for
+example stack-forge) unless --name is given.`,
+		Example:       lockExample,
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lock"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(contextOf(cmd.Context()), s, args[0])
+		},
+	}
+	cmd.SetIn(s.In)
+	cmd.SetOut(s.Out)
+	cmd.SetErr(s.ErrOut)
+	cmd.CompletionOptions.HiddenDefaultCmd = true
+	o.flags.AddFlags(cmd.PersistentFlags())
+	cmd.Flags().StringVar(&o.reason, "reason", "", "Why the resource is locked: shown in the Lock's status and in every denial message.")
+	cmd.Flags().StringVar(&o.name, "name", "", "Name of the Lock (default KIND-NAME, for example stack-forge).")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for lockguard to report the Lock active.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml prints the Lock once active.")
+	cmd.AddCommand(newListCommand(s, &o.flags))
+	return cmd
+}
+
+func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
+	if err := outputFormat(o.output); err != nil {
+		return err
+	}
+	c, err := o.flags.clients()
+	if err != nil {
+		return err
+	}
+	t, err := resolveTarget(ctx, c.mapper, arg)
+	if err != nil {
+		return err
+	}
+	// A Lock on a name that does not exist protects nothing now: most
+	// likely a typo.
+	if _, err := c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace).Get(ctx, t.name, metav1.GetOptions{}); err != nil {
+		return err
+	}
+	name := o.name
+	if name == "" {
+		name = defaultLockName(t)
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			return fmt.Errorf("cannot name the Lock %q (%s): choose a name with --name", name, msgs[0])
+		}
+	}
+	lock := &lockv1alpha1.Lock{
+		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name},
+		Spec: lockv1alpha1.LockSpec{
+			TargetRef: lockv1alpha1.TargetReference{
+				APIVersion: t.mapping.GroupVersionKind.GroupVersion().String(),
+				Kind:       t.kind(),
+				Name:       t.name,
+			},
+			Reason: o.reason,
+		},
+	}
+	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
+	u, err := toUnstructured(lock)
+	if err != nil {
+		return err
+	}
+	text := o.output == ""
+	_, err = locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	switch {
+	case err == nil:
+		if text {
+			fmt.Fprintf(s.Out, "%s/%s created\n", lockGroupResource, name)
+		}
+	case apierrors.IsAlreadyExists(err):
+		// The same Lock again is not an error; another target is.
+		existing, gerr := getLock(ctx, locks, name)
+		if gerr != nil {
+			return gerr
+		}
+		if !targets(existing, t) {
+			return fmt.Errorf("%s %q already exists and protects %s/%s: choose another name with --name",
+				lockGroupResource, name, existing.Spec.TargetRef.Kind, existing.Spec.TargetRef.Name)
+		}
+		if text {
+			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
+		}
+		if existing.Spec.Reason != o.reason {
+			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's reason %q was kept\n", existing.Spec.Reason)
+		}
+	default:
+		return err
+	}
+
+	active, err := waitActive(ctx, locks, name, o.timeout)
+	if err != nil {
+		return err
+	}
+	if !text {
+		active.ManagedFields = nil // as kubectl prints objects
+		return printObject(s.Out, o.output, active)
+	}
+	fmt.Fprintf(s.Out, "%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted\n", t, c.namespace, name)
+	return nil
+}
+
+// defaultLockName is KIND-NAME, lowercased: stack-forge.
+func defaultLockName(t target) string {
+	return strings.ToLower(t.kind()) + "-" + t.name
+}
+
+// waitActive waits until lockguard reports the Lock active for its current
+// generation (status.active and Ready=True), which means a delete of its
+// target is denied. An InvalidTarget Lock fails at once.
+func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last *lockv1alpha1.Lock
+	for {
+		l, err := getLock(ctx, locks, name)
+		switch {
+		case err == nil:
+			last = l
+			switch st := lockStatus(l); st {
+			case statusActive:
+				return l, nil
+			case lockv1alpha1.ReasonInvalidTarget:
+				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
+			}
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		default:
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				return nil, fmt.Errorf("waiting for %s/%s: %w", lockGroupResource, name, ctx.Err())
+			}
+			return nil, fmt.Errorf("%s/%s is not active after %s: %s (is lockguard running?)", lockGroupResource, name, timeout, describeStatus(last))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
