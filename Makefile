@@ -24,6 +24,21 @@ export LOCKGUARD_HELM := $(HELM)
 # deploy/lockguard.yaml is rendered from it.
 CHART := deploy/chart/lockguard
 
+# The other tools the tests and the demo run, pinned and built from their Go
+# modules like helm, so that a machine needs only Go, make and git: kubectl
+# (hack/kube; one version for every control plane), Prometheus and promtool
+# (the tests use the HTTP API, so no web UI assets; static and file service
+# discovery only). Recipes find them by name in bin/path, first on make's
+# PATH.
+KUBECTL_VERSION := 1.37.2
+KUBECTL := $(KUBE_ASSETS)/v$(KUBECTL_VERSION)/kubectl
+PROMETHEUS_VERSION := v0.316.0
+PROMETHEUS_RELEASE := 3.16.0
+PROMETHEUS := $(BIN)/prometheus-$(PROMETHEUS_VERSION)
+PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
+TOOLS_PATH := $(BIN)/path
+export PATH := $(TOOLS_PATH):$(PATH)
+
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
@@ -45,6 +60,22 @@ build: ## Build bin/lockguard.
 .PHONY: kube
 kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS.
 	@for v in $(KUBE_VERSIONS); do hack/kube/build.sh $$v $(KUBE_ASSETS)/v$$v; done
+
+$(KUBECTL):
+	hack/kube/build.sh $(KUBECTL_VERSION) $(@D) kubectl
+
+.PHONY: kubectl
+kubectl: $(KUBECTL) ## Build the pinned kubectl (KUBECTL_VERSION) and put it in bin/path.
+	@mkdir -p $(TOOLS_PATH) && ln -sfn $(KUBECTL) $(TOOLS_PATH)/kubectl
+
+$(PROMETHEUS) $(PROMTOOL): $(BIN)/%-$(PROMETHEUS_VERSION):
+	GOBIN=$(BIN)/tmp-$* CGO_ENABLED=0 hack/with-progress.sh "$* $(PROMETHEUS_RELEASE)" go install -trimpath -tags remove_all_sd \
+	  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$(PROMETHEUS_RELEASE)" github.com/prometheus/prometheus/cmd/$*@$(PROMETHEUS_VERSION)
+	mv $(BIN)/tmp-$*/$* $@ && rmdir $(BIN)/tmp-$*
+
+.PHONY: prometheus
+prometheus: $(PROMETHEUS) $(PROMTOOL) ## Build the pinned prometheus and promtool and put them in bin/path.
+	@mkdir -p $(TOOLS_PATH) && ln -sfn $(PROMETHEUS) $(TOOLS_PATH)/prometheus && ln -sfn $(PROMTOOL) $(TOOLS_PATH)/promtool
 
 $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -70,26 +101,25 @@ lint: ## gofmt and go vet.
 	go vet ./...
 
 .PHONY: unit
-unit: $(HELM) ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
-	LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
+unit: $(HELM) kubectl prometheus ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
+	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: monitoring
-monitoring: ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
-	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus"; exit 1; }
-	promtool check rules $(CHART)/files/monitoring/alerts.yaml
-	cd $(CHART)/files/monitoring && promtool test rules alerts_test.yaml
-	python3 -m json.tool $(CHART)/files/monitoring/dashboard.json >/dev/null
+monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
+	$(PROMTOOL) check rules $(CHART)/files/monitoring/alerts.yaml
+	cd $(CHART)/files/monitoring && $(PROMTOOL) test rules alerts_test.yaml
+	go test -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
 # The contract suite (e2e/contract) runs on KUBE_VERSION in `make unit`
 # (go test ./...); here it runs on the other KUBE_VERSIONS, next to the
 # suite of the binary (e2e/, build tag e2e) on every one.
-e2e: kube build $(HELM) ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
+e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
 	go vet -tags e2e ./e2e/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
 	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/"; fi; \
-	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
+	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
 	    go test -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt; \
 	done
@@ -136,7 +166,7 @@ chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant ch
 	  echo "chaos: full log in $(BIN)/chaos.log"; cat $(BIN)/chaos-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
 
 .PHONY: demo
-demo: kube build $(HELM) ## Run lockguard for real against a local control plane (Ctrl-C to stop).
+demo: kube build $(HELM) kubectl ## Run lockguard for real against a local control plane (Ctrl-C to stop).
 	go run ./hack/demo --lockguard $(BIN)/lockguard
 
 .PHONY: image-check

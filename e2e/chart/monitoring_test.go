@@ -1,6 +1,9 @@
 package chart_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +43,11 @@ func TestMonitoring(t *testing.T) {
 		t.Errorf("the alerts select job=\"guard-lockguard-metrics\" but no such Service is rendered")
 	}
 
-	if promtool, err := exec.LookPath("promtool"); err == nil {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil && os.Getenv("LOCKGUARD_REQUIRE_PROMETHEUS") == "1" {
+		t.Errorf("promtool is not on PATH (make puts the pinned one in bin/path): %v", err)
+	}
+	if err == nil {
 		spec, err := yaml.Marshal(rule.Object["spec"])
 		if err != nil {
 			t.Fatal(err)
@@ -61,12 +68,36 @@ func TestMonitoring(t *testing.T) {
 	if got := dash.GetLabels()["grafana_dashboard"]; got != "1" {
 		t.Errorf("dashboard ConfigMap label grafana_dashboard=%q, want \"1\" (Grafana's sidecar selects on it)", got)
 	}
-	json, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/files/monitoring/dashboard.json"))
+	dashJSON, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/files/monitoring/dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	data, _ := dash.Object["data"].(map[string]any)
-	if diff := cmp.Diff(string(json), data["lockguard.json"]); diff != "" {
+	if diff := cmp.Diff(string(dashJSON), data["lockguard.json"]); diff != "" {
 		t.Errorf("dashboard ConfigMap: -files/monitoring/dashboard.json, +rendered:\n%s", diff)
+	}
+}
+
+// TestDashboardJSON checks that the chart's files/monitoring/dashboard.json
+// is one well-formed JSON object, a Grafana dashboard with a title, a uid
+// and panels.
+func TestDashboardJSON(t *testing.T) {
+	data, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/files/monitoring/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var dash struct {
+		Title, UID string
+		Panels     []json.RawMessage
+	}
+	if err := dec.Decode(&dash); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		t.Errorf("dashboard.json: more after the first JSON value (%v)", err)
+	}
+	if dash.Title == "" || dash.UID == "" || len(dash.Panels) == 0 {
+		t.Errorf("dashboard.json: title %q, uid %q, %d panels: want all three", dash.Title, dash.UID, len(dash.Panels))
 	}
 }

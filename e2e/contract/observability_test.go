@@ -122,7 +122,7 @@ func TestPrometheus(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_PROMETHEUS") == "1" {
-			t.Fatalf("prometheus is not installed (apt-get install prometheus): %v", err)
+			t.Fatalf("prometheus is not on PATH (make puts the pinned one in bin/path): %v", err)
 		}
 		t.Skipf("prometheus is not installed: %v", err)
 	}
