@@ -54,8 +54,9 @@ help: ## List the targets.
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/lockguard.
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/lockguard ./cmd/lockguard
+build: ## Build bin/lockguard and the kubectl plugins bin/kubectl-lock and bin/kubectl-unlock.
+	CGO_ENABLED=0 hack/with-progress.sh "bin/lockguard" go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/lockguard ./cmd/lockguard
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
 
 .PHONY: kube
 kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS.
@@ -166,8 +167,10 @@ chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant ch
 	  echo "chaos: full log in $(BIN)/chaos.log"; cat $(BIN)/chaos-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
 
 .PHONY: demo
-demo: kube build $(HELM) kubectl ## Run lockguard for real against a local control plane (Ctrl-C to stop).
-	go run ./hack/demo --lockguard $(BIN)/lockguard
+demo: build $(HELM) kubectl ## Run lockguard for real against a local control plane of KUBE_VERSION only (Ctrl-C to stop).
+	hack/kube/build.sh $(KUBE_VERSION) $(KUBE_ASSETS)/v$(KUBE_VERSION)
+	hack/with-progress.sh "the demo (hack/demo)" go build -o $(BIN)/demo ./hack/demo
+	$(BIN)/demo --lockguard $(BIN)/lockguard
 
 .PHONY: image-check
 image-check: ## The Dockerfile's build stage without a container engine, on its build context, for amd64 and arm64 (hack/image/check.sh).
@@ -185,7 +188,7 @@ docker-build: ## Build the container image with docker, no registry needed (star
 
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).
-	rm -f $(BIN)/lockguard
+	rm -f $(BIN)/lockguard $(BIN)/kubectl-lock $(BIN)/kubectl-unlock $(BIN)/demo
 
 $(HELM):
 	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
