@@ -96,6 +96,20 @@ verify-generated: generate manifests chart ## Fail when generated files are stal
 	@if [ -n "$$(git status --porcelain -- api deploy)" ]; then \
 	  echo "generated files are stale: run 'make generate manifests chart' and commit:"; git status --porcelain -- api deploy; git diff -- api deploy | head -50; exit 1; fi
 
+# The module and the separate modules under hack/.
+GO_MODULES := . $(patsubst %/go.mod,%,$(wildcard hack/*/go.mod hack/*/*/go.mod))
+
+.PHONY: tidy
+tidy: ## go mod tidy every module (GO_MODULES).
+	@for m in $(GO_MODULES); do echo "go mod tidy in $$m"; (cd $$m && go mod tidy); done
+
+.PHONY: verify-tidy
+verify-tidy: ## Fail when a go.mod or go.sum of GO_MODULES is not tidy.
+	@for m in $(GO_MODULES); do (cd $$m && go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run 'make tidy' and commit"; exit 1; }; done
+
+# Tidy modules are part of everything CI runs.
+test: verify-tidy
+
 .PHONY: lint
 lint: ## gofmt and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
