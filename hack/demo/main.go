@@ -161,11 +161,15 @@ func run(binary string, verbose, once bool) error {
 	if err := waitActive(ctx, c); err != nil {
 		return err
 	}
-	kubectl(adminKubeconfig, "get", "locks", "-n", "forge", "-o", "wide")
-	kubectl(adminKubeconfig, "get", "stack", "forge", "-n", "forge", "-o", "jsonpath={.metadata.annotations}{\"\\n\"}")
+	path := filepath.Join(root, "bin") + string(os.PathListSeparator) + os.Getenv("PATH")
+	kubectl(path, adminKubeconfig, "get", "locks", "-n", "forge", "-o", "wide")
+	kubectl(path, adminKubeconfig, "get", "stack", "forge", "-n", "forge", "-o", "jsonpath={.metadata.annotations}{\"\\n\"}")
 
 	step("kubectl delete stack forge -n forge")
-	kubectl(adminKubeconfig, "delete", "stack", "forge", "-n", "forge")
+	kubectl(path, adminKubeconfig, "delete", "stack", "forge", "-n", "forge")
+
+	step("The kubectl plugin (bin/kubectl-lock): what is locked, and why")
+	kubectl(path, adminKubeconfig, "lock", "list", "-n", "forge")
 
 	if once {
 		return nil
@@ -174,13 +178,17 @@ func run(binary string, verbose, once bool) error {
 lockguard is running. Try it from another shell:
 
   export KUBECONFIG=%s
+  export PATH=%s   # the pinned kubectl and the plugins
   kubectl get locks -A
   kubectl delete stack forge -n forge          # denied
-  kubectl delete lock protect-forge-stack -n forge
+  kubectl unlock stack/forge -n forge          # shows the Lock, asks, deletes it
+  kubectl lock stack/forge -n forge --reason "Locked again"   # waits until active
+  kubectl lock list -A
+  kubectl unlock stack/forge -n forge --yes
   kubectl delete stack forge -n forge          # now deleted
 
 Press Ctrl-C to stop and clean up.
-`, adminKubeconfig)
+`, adminKubeconfig, filepath.Join(root, "bin")+":"+filepath.Join(root, "bin", "path")+":$PATH")
 	<-ctx.Done()
 	fmt.Println()
 	return nil
@@ -204,10 +212,12 @@ func waitActive(ctx context.Context, c client.Client) error {
 	}
 }
 
-// kubectl runs kubectl, showing the command and its output.
-func kubectl(kubeconfig string, args ...string) {
+// kubectl runs kubectl (and its plugins) from path, showing the command
+// and its output.
+func kubectl(path, kubeconfig string, args ...string) {
 	fmt.Printf("$ kubectl %s\n", strings.Join(args, " "))
-	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	cmd := exec.Command("kubectl", args...)
+	cmd.Env = append(os.Environ(), "PATH="+path, "KUBECONFIG="+kubeconfig)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
 	if err := cmd.Run(); err != nil {
 		fmt.Printf("(exit status %d)\n", cmd.ProcessState.ExitCode())
