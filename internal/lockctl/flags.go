@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -86,6 +87,16 @@ func (f *Flags) clients() (*clients, error) {
 	return &clients{namespace: ns, dynamic: dyn, mapper: mapper}, nil
 }
 
+// target builds the clients and resolves a TYPE/NAME argument with them.
+func (f *Flags) target(ctx context.Context, arg string) (*clients, target, error) {
+	c, err := f.clients()
+	if err != nil {
+		return nil, target{}, err
+	}
+	t, err := resolveTarget(ctx, c.mapper, arg)
+	return c, t, err
+}
+
 // outputFormat checks -o: empty (text), json or yaml.
 func outputFormat(o string) error {
 	switch o {
@@ -93,6 +104,22 @@ func outputFormat(o string) error {
 		return nil
 	}
 	return fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json,yaml", o)
+}
+
+// pluginCommand makes cmd the root command of a plugin binary, shown as
+// name (kubectl lock): it reads and writes s, prints no usage on errors
+// (Main prints the error), and takes the connection flags.
+func pluginCommand(cmd *cobra.Command, name string, s Streams, flags *Flags) {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[cobra.CommandDisplayNameAnnotation] = name
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.CompletionOptions.HiddenDefaultCmd = true
+	cmd.SetIn(s.In)
+	cmd.SetOut(s.Out)
+	cmd.SetErr(s.ErrOut)
+	flags.AddFlags(cmd.PersistentFlags())
 }
 
 // contextOf returns the context a command runs with.

@@ -58,20 +58,13 @@ TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.co
 and the Lock gets the kind the API server serves. Only namespaced resources of
 the core.navique.com group can be locked. The Lock is named KIND-NAME (for
 example stack-forge) unless --name is given.`,
-		Example:       lockExample,
-		Args:          cobra.ExactArgs(1),
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl lock"},
+		Example: lockExample,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(contextOf(cmd.Context()), s, args[0])
 		},
 	}
-	cmd.SetIn(s.In)
-	cmd.SetOut(s.Out)
-	cmd.SetErr(s.ErrOut)
-	cmd.CompletionOptions.HiddenDefaultCmd = true
-	o.flags.AddFlags(cmd.PersistentFlags())
+	pluginCommand(cmd, "kubectl lock", s, &o.flags)
 	cmd.Flags().StringVar(&o.reason, "reason", "", "Why the resource is locked: shown in the Lock's status and in every denial message.")
 	cmd.Flags().StringVar(&o.name, "name", "", "Name of the Lock (default KIND-NAME, for example stack-forge).")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for lockguard to report the Lock active.")
@@ -84,11 +77,7 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 	if err := outputFormat(o.output); err != nil {
 		return err
 	}
-	c, err := o.flags.clients()
-	if err != nil {
-		return err
-	}
-	t, err := resolveTarget(ctx, c.mapper, arg)
+	c, t, err := o.flags.target(ctx, arg)
 	if err != nil {
 		return err
 	}

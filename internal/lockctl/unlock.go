@@ -44,30 +44,19 @@ TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.co
 
   # Without the question, then delete the Stack
   kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge`,
-		Args:          cobra.ExactArgs(1),
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl unlock"},
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(contextOf(cmd.Context()), s, args[0])
 		},
 	}
-	cmd.SetIn(s.In)
-	cmd.SetOut(s.Out)
-	cmd.SetErr(s.ErrOut)
-	cmd.CompletionOptions.HiddenDefaultCmd = true
-	o.flags.AddFlags(cmd.PersistentFlags())
+	pluginCommand(cmd, "kubectl unlock", s, &o.flags)
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "Delete the Locks without asking.")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for the Locks to be gone and the deletion allowed.")
 	return cmd
 }
 
 func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
-	c, err := o.flags.clients()
-	if err != nil {
-		return err
-	}
-	t, err := resolveTarget(ctx, c.mapper, arg)
+	c, t, err := o.flags.target(ctx, arg)
 	if err != nil {
 		return err
 	}
