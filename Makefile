@@ -79,7 +79,7 @@ prometheus: $(PROMETHEUS) $(PROMTOOL) ## Build the pinned prometheus and promtoo
 	@mkdir -p $(TOOLS_PATH) && ln -sfn $(PROMETHEUS) $(TOOLS_PATH)/prometheus && ln -sfn $(PROMTOOL) $(TOOLS_PATH)/promtool
 
 $(CONTROLLER_GEN):
-	GOBIN=$(BIN)/tmp-controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	GOBIN=$(BIN)/tmp-controller-gen hack/with-progress.sh "controller-gen $(CONTROLLER_GEN_VERSION)" go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(BIN)/tmp-controller-gen/controller-gen $@ && rmdir $(BIN)/tmp-controller-gen
 
 .PHONY: generate
@@ -205,7 +205,7 @@ clean: ## Remove build output (keeps the cached control plane).
 	rm -f $(BIN)/lockguard $(BIN)/kubectl-lock $(BIN)/kubectl-unlock $(BIN)/demo
 
 $(HELM):
-	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 go install -trimpath -ldflags "-s -w \
+	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 hack/with-progress.sh "helm $(HELM_VERSION)" go install -trimpath -ldflags "-s -w \
 	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
 	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)" \
