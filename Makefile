@@ -183,7 +183,7 @@ chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant ch
 .PHONY: demo
 demo: build $(HELM) kubectl ## Run lockguard for real against a local control plane of KUBE_VERSION only (Ctrl-C to stop).
 	hack/kube/build.sh $(KUBE_VERSION) $(KUBE_ASSETS)/v$(KUBE_VERSION)
-	hack/with-progress.sh "the demo (hack/demo)" go build -o $(BIN)/demo ./hack/demo
+	CGO_ENABLED=0 hack/with-progress.sh "the demo (hack/demo)" go build -trimpath -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo --lockguard $(BIN)/lockguard
 
 .PHONY: image-check
