@@ -96,8 +96,8 @@ verify-generated: generate manifests chart ## Fail when generated files are stal
 	@if [ -n "$$(git status --porcelain -- api deploy)" ]; then \
 	  echo "generated files are stale: run 'make generate manifests chart' and commit:"; git status --porcelain -- api deploy; git diff -- api deploy | head -50; exit 1; fi
 
-# The module and the separate modules under hack/.
-GO_MODULES := . $(patsubst %/go.mod,%,$(wildcard hack/*/go.mod hack/*/*/go.mod))
+# Every Go module of the repository: the main one and the separate ones (hack/...).
+GO_MODULES := $(patsubst %/,%,$(dir $(shell git ls-files -- go.mod '*/go.mod' 2>/dev/null)))
 
 .PHONY: tidy
 tidy: ## go mod tidy every module (GO_MODULES).
