@@ -126,14 +126,15 @@ monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test ru
 	go test -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
-# The contract suite (e2e/contract) runs on KUBE_VERSION in `make unit`
-# (go test ./...); here it runs on the other KUBE_VERSIONS, next to the
-# suite of the binary (e2e/, build tag e2e) on every one.
+# The contract and plugin suites (e2e/contract, e2e/plugin) run on
+# KUBE_VERSION in `make unit` (go test ./...); here they run on the other
+# KUBE_VERSIONS, next to the suite of the binary (e2e/, build tag e2e) on
+# every one.
 e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
 	go vet -tags e2e ./e2e/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
-	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/"; fi; \
+	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/ ./e2e/plugin/"; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
 	    go test -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt; \
