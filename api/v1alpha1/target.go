@@ -1,0 +1,85 @@
+package v1alpha1
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// What a Lock can protect, and when it counts: the rule is written here
+// once, and the webhook, the Lock index and the reconciler all derive from
+// it.
+
+// ErrNotProtectable is the error of a kind no Lock can protect: one outside
+// the core.navique.com group.
+var ErrNotProtectable = errors.New("only " + Group + " resources can be locked")
+
+// ErrLockTarget is the error of a Lock that targets a Lock.
+var ErrLockTarget = errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
+
+// Protectable returns nil when Locks can protect objects of gk: kinds of the
+// core.navique.com group other than Lock. Otherwise it returns
+// ErrNotProtectable or ErrLockTarget.
+func Protectable(gk schema.GroupKind) error {
+	switch {
+	case gk.Group != Group:
+		return ErrNotProtectable
+	case gk.Kind == "Lock":
+		return ErrLockTarget
+	}
+	return nil
+}
+
+// TargetKey identifies an object a Lock can protect: its namespace, group,
+// kind and name. The version is not part of it: a Stack deleted through
+// v1beta1 is the same Stack.
+//
+// +kubebuilder:object:generate=false
+type TargetKey struct {
+	Namespace string
+	Group     string
+	Kind      string
+	Name      string
+}
+
+// GroupKind returns the key's group and kind.
+func (k TargetKey) GroupKind() schema.GroupKind {
+	return schema.GroupKind{Group: k.Group, Kind: k.Kind}
+}
+
+// String returns "namespace/group/Kind/name", unique per key: none of the
+// four contains a slash.
+func (k TargetKey) String() string {
+	return k.Namespace + "/" + k.Group + "/" + k.Kind + "/" + k.Name
+}
+
+// Target returns the key of the object the Lock protects, in its
+// namespace, or an error that says why it can never protect it: its
+// apiVersion does not parse, or Protectable refuses its kind.
+func (l *Lock) Target() (TargetKey, error) {
+	ref := l.Spec.TargetRef
+	gk, err := ref.GroupKind()
+	if err != nil {
+		return TargetKey{}, fmt.Errorf("targetRef.apiVersion %q is not a valid API version: %w", ref.APIVersion, err)
+	}
+	if err := Protectable(gk); err != nil {
+		if errors.Is(err, ErrNotProtectable) {
+			err = fmt.Errorf("%w, and targetRef.apiVersion %q is in group %q", err, ref.APIVersion, gk.Group)
+		}
+		return TargetKey{}, err
+	}
+	return TargetKey{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: ref.Name}, nil
+}
+
+// LiveTarget returns the key of the object the Lock protects, and whether
+// the Lock counts (LOCK-SPEC rule 2): it is not being deleted and its
+// target is valid. A delete of the object is denied while a live Lock
+// targets it.
+func (l *Lock) LiveTarget() (TargetKey, bool) {
+	if l.DeletionTimestamp != nil {
+		return TargetKey{}, false
+	}
+	key, err := l.Target()
+	return key, err == nil
+}
