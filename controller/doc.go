@@ -1,6 +1,7 @@
 // Package controller keeps the core.navique.com/locked annotation on the
-// targets of Locks and the Locks' status, and provides the field index on
-// Locks that the admission webhook finds Locks through.
+// targets of Locks and the Locks' status, and provides the index of Locks
+// by target that the admission webhook and the reconcilers look Locks up in
+// (LockIndex).
 //
 // Two level-based reconcilers share the manager's cache:
 //

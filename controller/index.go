@@ -5,182 +5,98 @@ import (
 	"errors"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// TargetIndex is the name of the field index on Locks by target. Its values
-// are TargetIndexValue of the target's group, kind and name; the manager's
-// cache scopes them by namespace.
-const TargetIndex = "lockguard.spec.targetRef"
+// targetIndex is the name of the index NewLockIndex adds to the Lock
+// informer: live Locks by lockv1alpha1.TargetKey.String of their target.
+const targetIndex = "lockguard.target"
 
-// TargetIndexValue is the TargetIndex value of an object: "group/Kind/name".
-// The API version is not part of it, so matching is version-agnostic.
-func TargetIndexValue(gk schema.GroupKind, name string) string {
-	return gk.Group + "/" + gk.Kind + "/" + name
-}
-
-// ValidTarget returns the group and kind of the Lock's target, or an error
-// that says why the Lock can never protect it: its apiVersion does not
-// parse, it is outside the core.navique.com group, or it is itself a Lock.
-func ValidTarget(l *lockv1alpha1.Lock) (schema.GroupKind, error) {
-	gk, err := l.Spec.TargetRef.GroupKind()
-	if err != nil {
-		return gk, fmt.Errorf("targetRef.apiVersion %q is not a valid API version: %w", l.Spec.TargetRef.APIVersion, err)
-	}
-	if gk.Group != lockv1alpha1.Group {
-		return gk, fmt.Errorf("only %s resources can be locked, and targetRef.apiVersion %q is in group %q", lockv1alpha1.Group, l.Spec.TargetRef.APIVersion, gk.Group)
-	}
-	if gk.Kind == "Lock" {
-		return gk, errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
-	}
-	return gk, nil
-}
-
-// isLive reports whether a Lock counts: it is not being deleted and its
-// target is valid.
-func isLive(l *lockv1alpha1.Lock) bool {
-	if l.DeletionTimestamp != nil {
-		return false
-	}
-	_, err := ValidTarget(l)
-	return err == nil
-}
-
-// indexLockTarget is the TargetIndex function: live Locks are indexed by
-// their target, others not at all.
-func indexLockTarget(obj client.Object) []string {
+// indexByTarget is the targetIndex function: a live Lock is indexed by its
+// target (Lock.LiveTarget), any other Lock not at all.
+func indexByTarget(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
-	if !ok || !isLive(l) {
-		return nil
-	}
-	gk, _ := ValidTarget(l)
-	return []string{TargetIndexValue(gk, l.Spec.TargetRef.Name)}
-}
-
-// informerIndex is the name of the index IndexLocks adds to the Lock
-// informer: live Locks by namespace and TargetIndexValue.
-const informerIndex = "lockguard.target"
-
-// informerIndexKey is the informerIndex value of a target.
-func informerIndexKey(gk schema.GroupKind, obj types.NamespacedName) string {
-	return obj.Namespace + "/" + TargetIndexValue(gk, obj.Name)
-}
-
-// indexInformer is the informerIndex function.
-func indexInformer(obj any) ([]string, error) {
-	l, ok := obj.(*lockv1alpha1.Lock)
-	if !ok || !isLive(l) {
+	if !ok {
 		return nil, nil
 	}
-	gk, _ := ValidTarget(l)
-	return []string{informerIndexKey(gk, types.NamespacedName{Namespace: l.Namespace, Name: l.Spec.TargetRef.Name})}, nil
+	if key, live := l.LiveTarget(); live {
+		return []string{key.String()}, nil
+	}
+	return nil, nil
 }
 
 // indexedInformer is what a controller-runtime informer is underneath:
 // client-go's shared index informer.
 type indexedInformer interface {
+	HasSynced() bool
 	AddIndexers(toolscache.Indexers) error
 	GetIndexer() toolscache.Indexer
 }
 
-// IndexLocks indexes Locks by target. It must be called before the cache
-// starts. On controller-runtime's informer cache (the manager's field
-// indexer), it adds informerIndex to the Lock informer itself: one value
-// per Lock, where controller-runtime's field indexes keep two (the
-// namespace's and all namespaces'), each a set of its own, which doubled
-// lockguard's memory per Lock. Elsewhere it registers TargetIndex as a
-// field index.
-func IndexLocks(ctx context.Context, indexer client.FieldIndexer) error {
-	if informers, ok := indexer.(cache.Informers); ok {
-		inf, err := informers.GetInformer(ctx, &lockv1alpha1.Lock{}, cache.BlockUntilSynced(false))
-		if err != nil {
-			return fmt.Errorf("getting the Lock informer: %w", err)
-		}
-		if ii, ok := inf.(indexedInformer); ok {
-			if err := ii.AddIndexers(toolscache.Indexers{informerIndex: indexInformer}); err != nil {
-				return fmt.Errorf("indexing Locks by target: %w", err)
-			}
-			return nil
-		}
-	}
-	if err := indexer.IndexField(ctx, &lockv1alpha1.Lock{}, TargetIndex, indexLockTarget); err != nil {
-		return fmt.Errorf("indexing Locks by target: %w", err)
-	}
-	return nil
-}
-
-// errNotSynced is returned by a Finder whose Lock cache has not synced.
+// errNotSynced is returned by a LockIndex whose informer has not synced.
 var errNotSynced = errors.New("the Lock cache has not synced yet")
 
-// Finder finds live Locks through their index by target in an informer
-// cache: the cost of a lookup grows with the number of matching Locks, not
-// with all Locks, and it makes no API call.
-type Finder struct {
-	reader client.Reader
-	synced func() bool
-	// index is the Lock informer's indexer, when IndexLocks added
-	// informerIndex to it; otherwise reader's TargetIndex is used.
-	index toolscache.Indexer
+// LockIndex finds live Locks by target in the Lock informer of a cache:
+// the cost of a lookup grows with the number of matching Locks, not with
+// all Locks, and it makes no API call. The webhook and the reconciler look
+// Locks up through it alike.
+type LockIndex struct {
+	informer indexedInformer
 }
 
-// NewFinder returns a Finder that reads from c, in which IndexLocks has
-// indexed Locks. Until c's Lock informer has synced, FindLocks returns an
-// error instead of an answer that might be incomplete.
-func NewFinder(ctx context.Context, c cache.Cache) (*Finder, error) {
+// NewLockIndex adds the index by target to the Lock informer of c and
+// returns it. Call it before c starts. The index is on the informer
+// itself, one value per Lock, where a controller-runtime field index keeps
+// two (the namespace's and all namespaces'), each a set of its own.
+func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	inf, err := c.GetInformer(ctx, &lockv1alpha1.Lock{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("getting the Lock informer: %w", err)
 	}
-	f := &Finder{reader: c, synced: inf.HasSynced}
-	if ii, ok := inf.(indexedInformer); ok {
-		if _, indexed := ii.GetIndexer().GetIndexers()[informerIndex]; indexed {
-			f.index = ii.GetIndexer()
-		}
+	ii, ok := inf.(indexedInformer)
+	if !ok {
+		return nil, fmt.Errorf("the Lock informer is a %T, not a client-go shared index informer", inf)
 	}
-	return f, nil
+	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget}); err != nil {
+		return nil, fmt.Errorf("indexing Locks by target: %w", err)
+	}
+	return &LockIndex{informer: ii}, nil
 }
 
-// HasSynced reports whether the Lock cache has synced, so that FindLocks
-// answers. It is a readiness check.
-func (f *Finder) HasSynced() bool { return f.synced() }
+// HasSynced reports whether the Lock informer has synced, so that
+// LiveLocks answers. It is a readiness check.
+func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
-// FindLocks returns the live Locks in obj's namespace that target the
-// group, kind and name of obj.
-func (f *Finder) FindLocks(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-	if !f.synced() {
+// LiveLocks returns copies of the live Locks that target key, or
+// errNotSynced before the informer has synced.
+func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
 		return nil, errNotSynced
 	}
-	return f.find(ctx, gk, obj)
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	locks := make([]lockv1alpha1.Lock, 0, len(objs))
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			locks = append(locks, *l.DeepCopy())
+		}
+	}
+	return locks, nil
 }
 
-// find is FindLocks without the check that the cache has synced.
-func (f *Finder) find(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-	if f.index != nil {
-		objs, err := f.index.ByIndex(informerIndex, informerIndexKey(gk, obj))
-		if err != nil {
-			return nil, fmt.Errorf("looking up Locks targeting %s %s: %w", gk, obj, err)
+// each calls fn with every Lock in the informer, read-only.
+func (x *LockIndex) each(fn func(*lockv1alpha1.Lock)) {
+	for _, o := range x.informer.GetIndexer().List() {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			fn(l)
 		}
-		if len(objs) == 0 {
-			return nil, nil
-		}
-		locks := make([]lockv1alpha1.Lock, 0, len(objs))
-		for _, o := range objs {
-			if l, ok := o.(*lockv1alpha1.Lock); ok {
-				locks = append(locks, *l.DeepCopy())
-			}
-		}
-		return locks, nil
 	}
-	var locks lockv1alpha1.LockList
-	if err := f.reader.List(ctx, &locks, client.InNamespace(obj.Namespace),
-		client.MatchingFields{TargetIndex: TargetIndexValue(gk, obj.Name)}); err != nil {
-		return nil, fmt.Errorf("listing Locks targeting %s %s: %w", gk, obj, err)
-	}
-	return locks.Items, nil
 }

@@ -69,10 +69,11 @@ func (r *LockReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 // yet": the target exists but the target reconciler has not annotated it.
 func (r *LockReconciler) observe(ctx context.Context, lock *lockv1alpha1.Lock) (*observation, time.Duration, error) {
 	ref := lock.Spec.TargetRef
-	gk, err := ValidTarget(lock)
+	key, err := lock.Target()
 	if err != nil {
 		return &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()}, 0, nil
 	}
+	gk := key.GroupKind()
 	mapping, err := r.watches.targetMapping(gk)
 	if meta.IsNoMatchError(err) {
 		return &observation{

@@ -1,12 +1,8 @@
 package controller
 
 import (
-	"context"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -24,18 +20,16 @@ const (
 // by the state of their status. It counts at scrape time, from the cache,
 // so every replica reports the same numbers, leader or not.
 type LockStateCollector struct {
-	reader client.Reader
-	synced func() bool
-	desc   *prometheus.Desc
+	locks *LockIndex
+	desc  *prometheus.Desc
 }
 
-// NewLockStateCollector returns a collector that reads Locks through f's
-// cache.
-func NewLockStateCollector(f *Finder) *LockStateCollector {
+// NewLockStateCollector returns a collector that counts the Locks of
+// locks' informer.
+func NewLockStateCollector(locks *LockIndex) *LockStateCollector {
 	return &LockStateCollector{
-		reader: f.reader,
-		synced: f.synced,
-		desc:   prometheus.NewDesc("lockguard_locks", "Locks by state: active, missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
+		locks: locks,
+		desc:  prometheus.NewDesc("lockguard_locks", "Locks by state: active, missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
 	}
 }
 
@@ -45,20 +39,11 @@ func (c *LockStateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc
 // Collect implements prometheus.Collector. It reports nothing until the
 // cache has synced.
 func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
-	if !c.synced() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var locks lockv1alpha1.LockList
-	if err := c.reader.List(ctx, &locks, client.UnsafeDisableDeepCopy); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
+	if !c.locks.HasSynced() {
 		return
 	}
 	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StatePending: 0}
-	for i := range locks.Items {
-		counts[lockState(&locks.Items[i])]++
-	}
+	c.locks.each(func(l *lockv1alpha1.Lock) { counts[lockState(l)]++ })
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
 	}

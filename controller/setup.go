@@ -32,9 +32,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=core.navique.com,resources=*,verbs=get;list;watch;patch
 
 // Setup adds the Lock and target reconcilers to mgr. They run on the leader
-// only. finder must read from mgr's cache, where IndexLocks registered the
-// index.
-func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
+// only. locks must index the Locks of mgr's cache (NewLockIndex).
+func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
 	}
@@ -47,7 +46,7 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 	}
 	watches := &targetWatches{
 		cache:   mgr.GetCache(),
-		finder:  finder,
+		locks:   locks,
 		kinds:   newKindResolver(disco),
 		watched: map[schema.GroupKind]bool{},
 	}
@@ -61,25 +60,25 @@ func Setup(mgr ctrl.Manager, finder *Finder, opts Options) error {
 		return fmt.Errorf("building the Lock controller: %w", err)
 	}
 
-	lockToTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []TargetKey {
-		gk, err := ValidTarget(l)
+	lockToTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []lockv1alpha1.TargetKey {
+		target, err := l.Target()
 		if err != nil {
 			return nil
 		}
-		return []TargetKey{{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: l.Spec.TargetRef.Name}}
+		return []lockv1alpha1.TargetKey{target}
 	})
-	targetController, err := builder.TypedControllerManagedBy[TargetKey](mgr).
+	targetController, err := builder.TypedControllerManagedBy[lockv1alpha1.TargetKey](mgr).
 		Named("target").
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{}, lockToTarget)).
-		WithOptions(controller.TypedOptions[TargetKey]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		WithLogConstructor(func(k *TargetKey) logr.Logger {
+		WithOptions(controller.TypedOptions[lockv1alpha1.TargetKey]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithLogConstructor(func(k *lockv1alpha1.TargetKey) logr.Logger {
 			log := mgr.GetLogger().WithValues("controller", "target")
 			if k != nil {
 				log = log.WithValues("kind", k.GroupKind(), "namespace", k.Namespace, "name", k.Name)
 			}
 			return log
 		}).
-		Build(&TargetReconciler{client: mgr.GetClient(), finder: finder, watches: watches})
+		Build(&TargetReconciler{client: mgr.GetClient(), locks: locks, watches: watches})
 	if err != nil {
 		return fmt.Errorf("building the target controller: %w", err)
 	}

@@ -19,13 +19,13 @@ import (
 // there are none. It patches only the target's metadata.
 type TargetReconciler struct {
 	client  client.Client
-	finder  *Finder
+	locks   *LockIndex
 	watches *targetWatches
 }
 
 // Reconcile brings the annotation of the target named by key in line with
 // the live Locks.
-func (r *TargetReconciler) Reconcile(ctx context.Context, key TargetKey) (ctrl.Result, error) {
+func (r *TargetReconciler) Reconcile(ctx context.Context, key lockv1alpha1.TargetKey) (ctrl.Result, error) {
 	mapping, err := r.watches.targetMapping(key.GroupKind())
 	if meta.IsNoMatchError(err) {
 		return ctrl.Result{}, nil // Not served, so there is nothing to annotate; the Lock reconciler polls.
@@ -46,7 +46,7 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key TargetKey) (ctrl.R
 	if err := r.client.Get(ctx, name, target); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	locks, err := r.finder.FindLocks(ctx, key.GroupKind(), name)
+	locks, err := r.locks.LiveLocks(key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

@@ -27,30 +27,16 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// TargetKey identifies an object that Locks may target: the target
-// reconciler's request. The version is not part of it.
-type TargetKey struct {
-	Namespace string
-	Group     string
-	Kind      string
-	Name      string
-}
-
-// GroupKind returns the key's group and kind.
-func (k TargetKey) GroupKind() schema.GroupKind {
-	return schema.GroupKind{Group: k.Group, Kind: k.Kind}
-}
-
 // targetWatches adds, once per kind, a metadata-only watch on a target kind
 // to both reconcilers. Kinds are added while lockguard runs: when a Lock
 // names one, and when discovery finds one in the group.
 type targetWatches struct {
-	cache  cache.Cache
-	finder *Finder // the Locks of a target
-	kinds  *kindResolver
+	cache cache.Cache
+	locks *LockIndex // the Locks of a target
+	kinds *kindResolver
 
 	lockController   controller.Controller
-	targetController controller.TypedController[TargetKey]
+	targetController controller.TypedController[lockv1alpha1.TargetKey]
 
 	mu      sync.Mutex
 	watched map[schema.GroupKind]bool
@@ -114,15 +100,15 @@ func (w *targetWatches) ensure(gvk schema.GroupVersionKind) error {
 	// annotations change; their spec and status are none of our business.
 	annotationChanged := predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{}
 
-	toTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []TargetKey {
-		return []TargetKey{{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}}
+	toTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []lockv1alpha1.TargetKey {
+		return []lockv1alpha1.TargetKey{{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}}
 	})
 	if err := w.targetController.Watch(source.TypedKind(w.cache, newObj(), toTarget, annotationChanged)); err != nil {
 		return fmt.Errorf("watching %s for the target reconciler: %w", gvk.GroupKind(), err)
 	}
 
 	toLocks := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-		locks, err := w.finder.find(ctx, gvk.GroupKind(), client.ObjectKeyFromObject(o))
+		locks, err := w.locks.LiveLocks(lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name})
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the Locks of a target", "kind", gvk.GroupKind(), "namespace", o.Namespace, "name", o.Name)
 			return nil
@@ -179,8 +165,8 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 	}
 }
 
-// groupKinds returns the namespaced kinds of group that can be listed,
-// watched and patched, other than Lock, sorted.
+// groupKinds returns the namespaced kinds of group that Locks can protect
+// and that can be listed, watched and patched, sorted.
 func groupKinds(d discovery.DiscoveryInterface, group string) ([]schema.GroupKind, error) {
 	groups, err := d.ServerGroups()
 	if err != nil {
@@ -197,7 +183,7 @@ func groupKinds(d discovery.DiscoveryInterface, group string) ([]schema.GroupKin
 				return nil, fmt.Errorf("listing the resources of %s: %w", v.GroupVersion, err)
 			}
 			for _, r := range resources.APIResources {
-				if !r.Namespaced || r.Kind == "Lock" || strings.Contains(r.Name, "/") ||
+				if !r.Namespaced || lockv1alpha1.Protectable(schema.GroupKind{Group: group, Kind: r.Kind}) != nil || strings.Contains(r.Name, "/") ||
 					!slices.Contains(r.Verbs, "watch") || !slices.Contains(r.Verbs, "patch") {
 					continue
 				}

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -16,18 +15,14 @@ import (
 const ReasonDeleteBlocked = "DeleteBlocked"
 
 // recordDenial records a DeleteBlocked Warning Event on the target and on
-// each Lock that protects it, naming the user and the Locks. It runs only
-// for denials, so it may read the target's UID from oldObject (kubectl
-// describe matches Events by UID).
-func (h *Handler) recordDenial(req admission.Request, locks []lockv1alpha1.Lock) {
-	meta, _ := objectMeta(req.OldObject.Raw) // Best effort: without a UID the Event still names the object.
-	name := req.Name
-	if name == "" {
-		name = meta.Name
-	}
+// each Lock that protects it, naming the user and the Locks. It reads the
+// target's UID from oldObject (kubectl describe matches Events by UID);
+// without one the Event still names the object.
+func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
+	name := targetName(req)
 	target := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: meta.UID},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: req.OldObject.Metadata.UID},
 	}
 	locks = sortedByName(locks)
 	names := make([]string, 0, len(locks))

@@ -2,7 +2,6 @@ package webhook_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -17,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/webhook"
@@ -41,15 +40,28 @@ import (
 //     deletecollection, oldObject's metadata.name as the API server
 //     serializes it). A dry run gets the same answer.
 
-// served returns the handler under test for finder: what internal/manager
-// registers at webhook.Path, the Handler itself when it serves HTTP, else
-// controller-runtime's admission.Webhook around it.
-func served(finder webhook.LockFinder) http.Handler {
-	h := webhook.NewHandler(finder)
-	if hh, ok := any(h).(http.Handler); ok {
-		return hh
+// fuzzHandlers are the handlers under test, as internal/manager registers
+// them at webhook.Path: one deciding from lockguard's Lock index of
+// fuzzLocks alone (--cache-only-decisions), and one whose index is empty,
+// so that every decision is taken by the confirmation from an API server
+// holding fuzzLocks.
+func fuzzHandlers(tb testing.TB) []http.Handler {
+	scheme := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
 	}
-	return &admission.Webhook{Handler: h}
+	list := &lockv1alpha1.LockList{}
+	var objs []client.Object
+	for i := range fuzzLocks {
+		list.Items = append(list.Items, *fuzzLocks[i].DeepCopy())
+		objs = append(objs, fuzzLocks[i].DeepCopy())
+	}
+	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return []http.Handler{
+		webhook.NewHandler(lockIndexOf(tb, list), nil),
+		webhook.NewHandler(empty, apiServer),
+	}
 }
 
 // fuzzLocks is the fixed Lock state of the fuzz targets: live Locks,
@@ -80,6 +92,7 @@ func fuzzLock(ns, name, apiVersion, kind, target, reason string) lockv1alpha1.Lo
 
 func withDeletion(l lockv1alpha1.Lock) lockv1alpha1.Lock {
 	l.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	l.Finalizers = []string{"example.com/keep"}
 	return l
 }
 
@@ -102,11 +115,6 @@ func liveLocks(ns string, gk schema.GroupKind, name string) []lockv1alpha1.Lock 
 	}
 	return out
 }
-
-// fuzzFinder answers from fuzzLocks.
-var fuzzFinder = webhook.LockFinderFunc(func(_ context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-	return liveLocks(obj.Namespace, gk, obj.Name), nil
-})
 
 // post sends body to h and returns the recorded answer.
 func post(h http.Handler, contentType string, body []byte) *httptest.ResponseRecorder {
@@ -288,9 +296,11 @@ func FuzzServeHTTP(f *testing.F) {
 			f.Add(body, ct)
 		}
 	}
-	h := served(fuzzFinder)
+	handlers := fuzzHandlers(f)
 	f.Fuzz(func(t *testing.T, body []byte, contentType string) {
-		checkAnswer(t, body, false, post(h, contentType, body))
+		for _, h := range handlers {
+			checkAnswer(t, body, false, post(h, contentType, body))
+		}
 	})
 }
 
@@ -332,9 +342,11 @@ func FuzzAdmissionReview(f *testing.F) {
 	}
 	// The regression seeds are in webhook/testdata/fuzz; huge oldObjects
 	// are in TestHugeOldObjects, where they do not slow the fuzzer down.
-	h := served(fuzzFinder)
+	handlers := fuzzHandlers(f)
 	f.Fuzz(func(t *testing.T, op, group, version, kind, ns, name string, oldObject []byte) {
-		checkReview(t, h, op, group, version, kind, ns, name, oldObject)
+		for _, h := range handlers {
+			checkReview(t, h, op, group, version, kind, ns, name, oldObject)
+		}
 	})
 }
 
@@ -358,7 +370,7 @@ func checkReview(t *testing.T, h http.Handler, op, group, version, kind, ns, nam
 // or nested past the JSON decoders' depth limit: the name must be found,
 // not mistaken, and the limit must fail closed.
 func TestHugeOldObjects(t *testing.T) {
-	h := served(fuzzFinder)
+	handlers := fuzzHandlers(t)
 	for name, oldObject := range map[string]string{
 		"LockedAfter4MiB":     stack("forge", "forge", 4<<20),
 		"UnlockedAfter4MiB":   stack("forge", "free", 4<<20),
@@ -366,7 +378,9 @@ func TestHugeOldObjects(t *testing.T) {
 		"NestedPastTheLimit":  `{"metadata":{"name":"forge"},"spec":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			checkReview(t, h, "DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(oldObject))
+			for _, h := range handlers {
+				checkReview(t, h, "DELETE", "core.navique.com", "v1alpha1", "Stack", "forge", "", []byte(oldObject))
+			}
 		})
 	}
 }
@@ -376,4 +390,31 @@ func equalResult(a, b *metav1.Status) bool {
 		return a == b
 	}
 	return a.Code == b.Code && a.Message == b.Message && a.Reason == b.Reason
+}
+
+// TestIndexAndConfirmationAgree: the Lock index (cache-only decisions) and
+// the confirmation from the API server decide the DELETE of every object a
+// Lock of fuzzLocks names, and of a few no Lock names, alike, as the
+// contract says: both derive which Locks count from Lock.LiveTarget.
+func TestIndexAndConfirmationAgree(t *testing.T) {
+	handlers := fuzzHandlers(t)
+	type target struct{ group, kind, ns, name string }
+	targets := []target{{"core.navique.com", "Stack", "forge", "nothing"}, {"core.navique.com", "Gateway", "forge", "forge"}}
+	for _, l := range fuzzLocks {
+		gv, _ := schema.ParseGroupVersion(l.Spec.TargetRef.APIVersion)
+		if l.Spec.TargetRef.APIVersion == "" {
+			gv = lockv1alpha1.GroupVersion
+		}
+		targets = append(targets, target{gv.Group, l.Spec.TargetRef.Kind, l.Namespace, l.Spec.TargetRef.Name})
+	}
+	for _, tg := range targets {
+		body := review(admissionv1.Delete, tg.group, "v1", tg.kind, tg.ns, tg.name, "", false)
+		var answers []*admissionv1.AdmissionResponse
+		for _, h := range handlers {
+			answers = append(answers, checkAnswer(t, body, true, post(h, "application/json", body)))
+		}
+		if a, b := answers[0], answers[1]; a == nil || b == nil || a.Allowed != b.Allowed || !equalResult(a.Result, b.Result) {
+			t.Errorf("DELETE of %+v: the index answers %+v, the confirmation %+v", tg, a, b)
+		}
+	}
 }

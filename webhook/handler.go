@@ -2,10 +2,12 @@
 // denies the DELETE of a core.navique.com resource while a live Lock in the
 // same namespace targets it.
 //
-// The handler is read-only. It decides from Lock objects found through a
-// LockFinder (in lockguard, a field index on the manager's informer cache),
-// never from the core.navique.com/locked annotation, so editing the
-// annotation never unprotects anything.
+// The package holds the whole admission decision: which requests Locks
+// decide (Decide), the lookup of the Locks in an informer cache (a
+// LockIndex), the confirmation of allowed deletes with the API server (a
+// LockLister), and failing closed when either cannot answer. It reads
+// Lock objects, never the core.navique.com/locked annotation, so editing
+// the annotation never unprotects anything; and it writes nothing.
 package webhook
 
 import (
@@ -18,9 +20,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -30,28 +29,9 @@ import (
 // Path is where lockguard serves the handler on its webhook server.
 const Path = "/validate-delete"
 
-// LockFinder finds the live Locks that target a resource: Locks that exist,
-// are not being deleted, and target that group, kind and name in the
-// resource's namespace. The match ignores the API version: a Stack deleted
-// through v1beta1 is the same Stack.
-type LockFinder interface {
-	// FindLocks returns the live Locks targeting the object, in any order.
-	// It returns an error when it cannot tell (for example while its cache
-	// has not synced); the handler then fails closed.
-	FindLocks(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error)
-}
-
-// LockFinderFunc adapts a function to a LockFinder.
-type LockFinderFunc func(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error)
-
-// FindLocks calls f.
-func (f LockFinderFunc) FindLocks(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-	return f(ctx, gk, obj)
-}
-
 // Handler denies DELETEs of Locked core.navique.com resources.
 type Handler struct {
-	finder  LockFinder
+	locks   *lockFinder
 	metrics *Metrics
 	events  events.EventRecorder
 }
@@ -67,9 +47,12 @@ func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } 
 // not a dry run. The recorder must be asynchronous (client-go's is).
 func WithEventRecorder(r events.EventRecorder) Option { return func(h *Handler) { h.events = r } }
 
-// NewHandler returns a Handler that finds Locks through finder.
-func NewHandler(finder LockFinder, opts ...Option) *Handler {
-	h := &Handler{finder: finder}
+// NewHandler returns a Handler that looks Locks up in index and confirms
+// the deletes index would allow by listing the namespace's Locks through
+// live, a reader of the API server. With live nil, it decides from index
+// alone (lockguard's --cache-only-decisions).
+func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
+	h := &Handler{locks: newLockFinder(index, live)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -78,60 +61,70 @@ func NewHandler(finder LockFinder, opts ...Option) *Handler {
 
 var _ admission.Handler = &Handler{}
 
-// Handle decides one admission request. It allows everything that is not a
-// DELETE of a core.navique.com resource other than a Lock, denies the DELETE
-// of a resource targeted by live Locks, and answers Errored (so that the API
-// server, with failurePolicy Fail, rejects the delete) when it cannot tell.
-// It reads its cache only: the Events of a denial are handed to an
-// asynchronous recorder.
+// Handle decides a request decoded by controller-runtime: Decide, for
+// controller-runtime's admission.Webhook. lockguard serves the Handler
+// itself (ServeHTTP), which decodes less.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	r, err := requestOf(req)
+	if err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: %w", err))
+	}
+	return h.Decide(ctx, r)
+}
+
+// Decide decides one admission request. It allows everything that is not a
+// DELETE of a namespaced core.navique.com resource other than a Lock,
+// denies the DELETE of a resource targeted by live Locks, and answers
+// Errored (so that the API server, with failurePolicy Fail, rejects the
+// delete) when it cannot tell. It writes nothing: the Events of a denial
+// are handed to an asynchronous recorder.
+func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
 	resp, locks := h.decide(ctx, req)
 	h.metrics.observe(req, resp, time.Since(start))
-	if len(locks) > 0 && h.events != nil && !isDryRun(req) {
+	if len(locks) > 0 && h.events != nil && !req.DryRun {
 		h.recordDenial(req, locks)
 	}
 	return resp
 }
 
 // decide answers req, and returns the Locks that deny it if it is denied.
-func (h *Handler) decide(ctx context.Context, req admission.Request) (admission.Response, []lockv1alpha1.Lock) {
+func (h *Handler) decide(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
 	if req.Operation != admissionv1.Delete {
 		return admission.Allowed("not a DELETE"), nil
 	}
-	if req.Kind.Group != lockv1alpha1.Group {
-		return admission.Allowed("not a " + lockv1alpha1.Group + " resource"), nil
+	target := lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: targetName(req)}
+	if err := lockv1alpha1.Protectable(target.GroupKind()); err != nil {
+		return admission.Allowed(err.Error()), nil
 	}
-	if req.Kind.Kind == "Lock" {
-		return admission.Allowed("deleting a Lock is never blocked"), nil
-	}
-	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
-	obj := types.NamespacedName{Namespace: req.Namespace, Name: req.Name}
-	if obj.Name == "" {
+	if target.Name == "" {
 		// A deletecollection request names no object: the API server asks
 		// about each object it deletes, sent as oldObject.
-		meta, err := objectMeta(req.OldObject.Raw)
-		if err != nil {
-			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the name of the %s being deleted: %w", gk, err)), nil
-		}
-		if meta.Name == "" {
-			return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a %s names no object", gk)), nil
-		}
-		obj.Name = meta.Name
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a %s names no object", target.GroupKind())), nil
 	}
-	if obj.Namespace == "" {
+	if target.Namespace == "" {
 		// Locks are namespaced and protect objects in their own namespace.
 		return admission.Allowed("cluster-scoped resources cannot be locked"), nil
 	}
 
-	locks, err := h.finder.FindLocks(ctx, gk, obj)
+	locks, err := h.locks.find(ctx, target)
 	if err != nil {
-		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s, so the delete is refused; retry when lockguard is ready: %w", gk, obj, err)), nil
+		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
+			target.GroupKind(), target.Namespace, target.Name, err)), nil
 	}
 	if len(locks) == 0 {
 		return admission.Allowed(""), nil
 	}
 	return admission.Denied(DenialMessage(locks)), locks
+}
+
+// targetName is the name of the object req deletes: the request's, or for
+// a deletecollection (which names none) oldObject's.
+func targetName(req Request) string {
+	if req.Name == "" {
+		return req.OldObject.Metadata.Name
+	}
+	return req.Name
 }
 
 // DenialMessage is the message of a denied delete: the contract's sentence
@@ -158,27 +151,6 @@ func sortedByName(locks []lockv1alpha1.Lock) []lockv1alpha1.Lock {
 	sorted := slices.Clone(locks)
 	slices.SortFunc(sorted, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
 	return sorted
-}
-
-// metadata is the part of an object the handler reads.
-type metadata struct {
-	Name string    `json:"name"`
-	UID  types.UID `json:"uid"`
-}
-
-// objectMeta reads metadata.name and metadata.uid from a serialized object;
-// the rest is skipped, not decoded. Keys match case-sensitively, as the API
-// server decodes objects: encoding/json would take "Name" or "METADATA" for
-// the name too, and so could check another object than the one deleted.
-func objectMeta(raw []byte) (metadata, error) {
-	var obj struct {
-		Metadata metadata `json:"metadata"`
-	}
-	if len(raw) == 0 {
-		return obj.Metadata, nil
-	}
-	err := utiljson.Unmarshal(raw, &obj)
-	return obj.Metadata, err
 }
 
 // errored is admission.Errored with a Status reason that matches its code,

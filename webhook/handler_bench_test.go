@@ -15,25 +15,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/webhook"
 )
 
 // The handler benchmarks answer DELETE reviews through the real
-// controller.Finder, on controller-runtime's informer cache with lockguard's
-// field index, fed by an in-memory ListWatch of n Locks: the code path of
-// lockguard, without an API server. Each review goes through an
+// controller.LockIndex, on controller-runtime's informer cache with
+// lockguard's index, fed by an in-memory ListWatch of n Locks: the code
+// path of lockguard, without an API server. Each review goes through an
 // http.Handler, body and all, so that decoding counts.
 //
 //	go test -run '^$' -bench . -benchmem ./webhook
@@ -150,7 +144,7 @@ func BenchmarkHandlerDenied(b *testing.B) {
 	}
 }
 
-// BenchmarkDecide measures Handler.Handle alone, on an already decoded
+// BenchmarkDecide measures Handler.Decide alone, on an already decoded
 // request: the decision, without HTTP and JSON.
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range benchLockCounts {
@@ -160,18 +154,18 @@ func BenchmarkDecide(b *testing.B) {
 				name, object string
 				allowed      bool
 			}{{"allowed", "stack-unlocked", true}, {"denied", "stack-0", false}} {
-				req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				req := webhook.Request{
 					UID:       "705ab4f5-6393-11e8-b7cc-42010a800002",
 					Operation: admissionv1.Delete,
 					Kind:      metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"},
 					Namespace: "ns-0",
 					Name:      tc.object,
-				}}
+				}
 				b.Run(tc.name, func(b *testing.B) {
 					ctx := context.Background()
 					b.ReportAllocs()
 					for b.Loop() {
-						if resp := h.Handle(ctx, req); resp.Allowed != tc.allowed {
+						if resp := h.Decide(ctx, req); resp.Allowed != tc.allowed {
 							b.Fatalf("allowed %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
 						}
 					}
@@ -260,49 +254,16 @@ func (w *discardWriter) reset() {
 	clear(w.header)
 }
 
-// benchHandler returns a Handler whose Finder reads an informer cache of n
-// Locks; the cache stops at the end of the benchmark.
+// benchHandler returns a cache-only Handler whose index is an informer
+// cache of n Locks; the cache stops at the end of the benchmark.
 func benchHandler(b *testing.B, n int) *webhook.Handler {
 	b.Helper()
-	scheme := runtime.NewScheme()
-	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
-		b.Fatal(err)
-	}
-	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(lockv1alpha1.GroupVersion.WithKind("Lock"), meta.RESTScopeNamespace)
-	list := benchLocks(n)
-	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
-		Scheme:           scheme,
-		Mapper:           mapper,
-		DefaultTransform: controller.CacheTransform(),
-		// The informer is controller-runtime's, with its indexers and
-		// transform; only the ListWatch is replaced by an in-memory one.
-		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(&staticListWatch{list: list}, obj, resync, indexers)
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	if err := controller.IndexLocks(ctx, c); err != nil {
-		b.Fatal(err)
-	}
-	finder, err := controller.NewFinder(ctx, c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		b.Fatal("the cache did not sync")
-	}
 	// Same metrics as in lockguard, in a fresh registry.
 	m := webhook.NewMetrics()
 	if err := m.Register(prometheus.NewRegistry()); err != nil {
 		b.Fatal(err)
 	}
-	return webhook.NewHandler(finder, webhook.WithMetrics(m))
+	return webhook.NewHandler(lockIndexOf(b, benchLocks(n)), nil, webhook.WithMetrics(m))
 }
 
 // benchLocks returns n active Locks, locksPerNamespace per namespace ns-<i>;
@@ -337,17 +298,6 @@ func benchLocks(n int) *lockv1alpha1.LockList {
 	}
 	return list
 }
-
-// staticListWatch lists a fixed LockList and then watches nothing.
-type staticListWatch struct{ list *lockv1alpha1.LockList }
-
-func (s *staticListWatch) List(metav1.ListOptions) (runtime.Object, error) { return s.list, nil }
-func (s *staticListWatch) Watch(metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewFake(), nil
-}
-
-// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
-func (s *staticListWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // reviewBody returns a JSON AdmissionReview of the DELETE of Stack ns/name
 // whose oldObject (with managedFields, as the API server sends it) is about

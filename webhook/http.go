@@ -27,9 +27,9 @@ var _ http.Handler = &Handler{}
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview posted as JSON,
 // as controller-runtime's admission.Webhook does, but without copying the
 // request's objects: the body is read once into a buffer of its
-// Content-Length, and oldObject (the object being deleted, up to megabytes)
-// stays a slice of it. A DELETE names its object, so the decision does not
-// decode oldObject at all.
+// Content-Length and decoded into a Request, which keeps of oldObject (the
+// object being deleted, up to megabytes) only the fields the decision
+// reads.
 //
 // A request that is not such a review gets a plain HTTP error: 413 for a
 // body over MaxReviewSize (refused before reading it when its
@@ -82,9 +82,9 @@ func checkContentType(ct string) error {
 	return fmt.Errorf("content type %q is not application/json", ct)
 }
 
-// serve is Handle with controller-runtime's completion of the response
+// serve is Decide with controller-runtime's completion of the response
 // (UID, status code) and its recovery from panics.
-func (h *Handler) serve(ctx context.Context, req admission.Request) (resp admission.Response) {
+func (h *Handler) serve(ctx context.Context, req Request) (resp admission.Response) {
 	defer func() {
 		if r := recover(); r != nil {
 			admissionmetrics.WebhookPanics.WithLabelValues().Inc()
@@ -93,9 +93,9 @@ func (h *Handler) serve(ctx context.Context, req admission.Request) (resp admiss
 			resp.UID = req.UID
 		}
 	}()
-	resp = h.Handle(ctx, req)
+	resp = h.Decide(ctx, req)
 	// Complete fails only on JSON patches, which a validating handler has none of.
-	_ = resp.Complete(req)
+	_ = resp.Complete(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: req.UID}})
 	return resp
 }
 

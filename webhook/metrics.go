@@ -60,7 +60,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 }
 
 // observe records one decision. It is safe on a nil *Metrics.
-func (m *Metrics) observe(req admission.Request, resp admission.Response, took time.Duration) {
+func (m *Metrics) observe(req Request, resp admission.Response, took time.Duration) {
 	if m == nil {
 		return
 	}
@@ -70,12 +70,8 @@ func (m *Metrics) observe(req admission.Request, resp admission.Response, took t
 		m.reviewsTotal.WithLabelValues(DecisionAllowed).Inc()
 	case resp.Result != nil && resp.Result.Code == 403:
 		m.reviewsTotal.WithLabelValues(DecisionDenied).Inc()
-		m.deniedTotal.WithLabelValues(req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(isDryRun(req))).Inc()
+		m.deniedTotal.WithLabelValues(req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
 	default:
 		m.reviewsTotal.WithLabelValues(DecisionErrored).Inc()
 	}
-}
-
-func isDryRun(req admission.Request) bool {
-	return req.DryRun != nil && *req.DryRun
 }

@@ -8,9 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -23,8 +20,8 @@ func TestMetrics(t *testing.T) {
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	finder := LockFinderFunc(func(_ context.Context, _ schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-		switch obj.Name {
+	index := LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+		switch key.Name {
 		case "locked":
 			return []lockv1alpha1.Lock{lock("l", "")}, nil
 		case "broken":
@@ -32,17 +29,16 @@ func TestMetrics(t *testing.T) {
 		}
 		return nil, nil
 	})
-	h := NewHandler(finder, WithMetrics(m))
+	h := NewHandler(index, nil, WithMetrics(m))
 	dry := request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "locked", "")
-	dry.DryRun = new(bool)
-	*dry.DryRun = true
-	for _, r := range []admission.Request{
+	dry.DryRun = true
+	for _, r := range []Request{
 		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "locked", ""),
 		dry,
 		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "free", ""),
 		request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "broken", ""),
 	} {
-		h.Handle(context.Background(), r)
+		h.Decide(context.Background(), r)
 	}
 
 	want := `

@@ -1,7 +1,7 @@
-// Package manager wires lockguard: the Lock cache and its field index, the
-// admission webhook served by every replica, and the reconcilers that run on
-// the leader. cmd/lockguard parses flags into Options; tests build the same
-// manager in-process.
+// Package manager wires lockguard: the Lock cache and its index by target,
+// the admission webhook served by every replica, and the reconcilers that
+// run on the leader. cmd/lockguard parses flags into Options; tests build
+// the same manager in-process.
 package manager
 
 import (
@@ -173,10 +173,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 
-	if err := controller.IndexLocks(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
-	finder, err := controller.NewFinder(ctx, mgr.GetCache())
+	locks, err := controller.NewLockIndex(ctx, mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
@@ -188,24 +185,24 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := handlerMetrics.Register(reg); err != nil {
 		return nil, fmt.Errorf("registering the webhook metrics: %w", err)
 	}
-	for _, c := range []prometheus.Collector{controller.NewLockStateCollector(finder), certs.NewExpiryCollector(certWatcher)} {
+	for _, c := range []prometheus.Collector{controller.NewLockStateCollector(locks), certs.NewExpiryCollector(certWatcher)} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
 	// The webhook confirms with the API server what the cache would allow:
 	// the cache may not have seen a Lock created a moment ago.
-	var lockFinder webhook.LockFinder = controller.NewConfirmedFinder(finder, mgr.GetAPIReader())
+	var live webhook.LockLister = mgr.GetAPIReader()
 	if o.CacheOnlyDecisions {
-		lockFinder = finder
+		live = nil
 	}
-	handler := webhook.NewHandler(lockFinder,
+	handler := webhook.NewHandler(locks, live,
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, handler)
-	if err := controller.Setup(mgr, finder, o.Controller); err != nil {
+	if err := controller.Setup(mgr, locks, o.Controller); err != nil {
 		return nil, err
 	}
 
@@ -213,7 +210,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("lock-cache", func(*http.Request) error {
-		if !finder.HasSynced() {
+		if !locks.HasSynced() {
 			return errors.New("the Lock cache has not synced")
 		}
 		return nil

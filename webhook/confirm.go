@@ -1,27 +1,51 @@
-package controller
+package webhook
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
+// LockIndex holds the Locks of an informer cache, indexed by target (in
+// lockguard, controller.LockIndex).
+type LockIndex interface {
+	// LiveLocks returns the live Locks that target key (those whose
+	// Lock.LiveTarget is key), in any order. It returns an error when it
+	// cannot tell, for example while its cache has not synced; the handler
+	// then fails closed.
+	LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
+}
+
+// LockIndexFunc adapts a function to a LockIndex.
+type LockIndexFunc func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
+
+// LiveLocks calls f.
+func (f LockIndexFunc) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	return f(key)
+}
+
+// LockLister reads Locks from the API server (in lockguard, the manager's
+// APIReader): a LockList of one namespace, with client.InNamespace.
+type LockLister interface {
+	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
+}
+
 // confirmTimeout bounds the read that confirms an allowed delete, so that
 // the webhook answers (fail closed) before the API server's call to it
 // times out (timeoutSeconds 5).
 const confirmTimeout = 3 * time.Second
 
-// ConfirmedFinder is the webhook's view of Locks: a Finder whose "no Lock"
-// answers are confirmed by reading the namespace's Locks from the API
+// maxNamespaceReads bounds the reads of one namespace in flight.
+const maxNamespaceReads = 1
+
+// lockFinder finds the live Locks of a target: in the index when it has
+// any, otherwise in a list of the namespace's Locks read from the API
 // server.
 //
 // An informer cache lags the API server: by the milliseconds a watch event
@@ -40,16 +64,13 @@ const confirmTimeout = 3 * time.Second
 // soon as one in flight ends. Every confirmation is thus answered by a read
 // that started after it arrived, and a burst of deletes (a garbage
 // collector cascade, say) costs a few reads rather than one each.
-type ConfirmedFinder struct {
-	cached *Finder
-	live   client.Reader
+type lockFinder struct {
+	index LockIndex
+	live  LockLister // nil: the index alone decides
 
 	mu         sync.Mutex
 	namespaces map[string]*namespaceReads
 }
-
-// maxNamespaceReads bounds the reads of one namespace in flight.
-const maxNamespaceReads = 1
 
 // namespaceReads are the reads of one namespace.
 type namespaceReads struct {
@@ -66,34 +87,30 @@ type namespaceRead struct {
 	err     error
 }
 
-// NewConfirmedFinder returns a ConfirmedFinder that answers from cached
-// and confirms through live, a reader that reads the API server (the
-// manager's APIReader).
-func NewConfirmedFinder(cached *Finder, live client.Reader) *ConfirmedFinder {
-	return &ConfirmedFinder{cached: cached, live: live, namespaces: map[string]*namespaceReads{}}
+func newLockFinder(index LockIndex, live LockLister) *lockFinder {
+	return &lockFinder{index: index, live: live, namespaces: map[string]*namespaceReads{}}
 }
 
-// FindLocks returns the live Locks in obj's namespace that target the
-// group, kind and name of obj: from the cache when it has any, otherwise
-// from the API server. It returns an error when the cache has not synced
-// or the API server cannot be read.
-func (f *ConfirmedFinder) FindLocks(ctx context.Context, gk schema.GroupKind, obj types.NamespacedName) ([]lockv1alpha1.Lock, error) {
-	locks, err := f.cached.FindLocks(ctx, gk, obj)
-	if err != nil || len(locks) > 0 {
+// find returns the live Locks that target key: from the index when it has
+// any, otherwise from the API server. It returns an error when the index
+// cannot answer or the API server cannot be read.
+func (f *lockFinder) find(ctx context.Context, key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	locks, err := f.index.LiveLocks(key)
+	if err != nil || len(locks) > 0 || f.live == nil {
 		return locks, err
 	}
-	all, err := f.read(ctx, obj.Namespace)
+	all, err := f.read(ctx, key.Namespace)
 	if err != nil {
-		return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", obj.Namespace, err)
+		return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", key.Namespace, err)
 	}
-	want := TargetIndexValue(gk, obj.Name)
 	for i := range all {
-		if slices.Contains(indexLockTarget(&all[i]), want) {
+		if target, live := all[i].LiveTarget(); live && target == key {
 			locks = append(locks, *all[i].DeepCopy())
 		}
 	}
 	if len(locks) > 0 {
-		ctrl.LoggerFrom(ctx).V(1).Info("Lock cache lagged: the API server has Locks the cache has not seen yet", "kind", gk, "namespace", obj.Namespace, "name", obj.Name, "locks", len(locks))
+		ctrl.LoggerFrom(ctx).V(1).Info("Lock cache lagged: the API server has Locks the cache has not seen yet",
+			"kind", key.GroupKind(), "namespace", key.Namespace, "name", key.Name, "locks", len(locks))
 	}
 	return locks, nil
 }
@@ -102,7 +119,7 @@ func (f *ConfirmedFinder) FindLocks(ctx context.Context, gk schema.GroupKind, ob
 // that starts after the call: a read of its own, or, when
 // maxNamespaceReads are in flight, the namespace's pending read. The Locks
 // are shared: read-only.
-func (f *ConfirmedFinder) read(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
+func (f *lockFinder) read(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
 	f.mu.Lock()
 	reads := f.namespaces[ns]
 	if reads == nil {
@@ -130,7 +147,7 @@ func (f *ConfirmedFinder) read(ctx context.Context, ns string) ([]lockv1alpha1.L
 }
 
 // run performs read r of namespace ns, then starts the pending read.
-func (f *ConfirmedFinder) run(ns string, r *namespaceRead) {
+func (f *lockFinder) run(ns string, r *namespaceRead) {
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
 	var all lockv1alpha1.LockList
 	r.err = f.live.List(ctx, &all, client.InNamespace(ns))

@@ -1,4 +1,4 @@
-package controller
+package webhook
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -19,23 +17,31 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// TestConfirmedFinder: the webhook's finder answers from the cache when it
-// has Locks, and otherwise from the API server, so that a Lock the cache
-// has not seen yet still protects its target (found by the chaos run of
-// issue 7: a delete sent right after a Lock's create was answered went
-// through).
-func TestConfirmedFinder(t *testing.T) {
+func newLock(ns, name, apiVersion, kind, target string) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{APIVersion: apiVersion, Kind: kind, Name: target}},
+	}
+}
+
+func lockScheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	stack := schema.GroupKind{Group: "core.navique.com", Kind: "Stack"}
-	forge := types.NamespacedName{Namespace: "forge", Name: "forge"}
-	cached := func(locks ...client.Object) *Finder {
-		c := fake.NewClientBuilder().WithScheme(s).WithIndex(&lockv1alpha1.Lock{}, TargetIndex, indexLockTarget).WithObjects(locks...).Build()
-		return &Finder{reader: c, synced: func() bool { return true }}
+	return s
+}
+
+// TestConfirm: the handler's finder answers from the index when it has
+// Locks, and otherwise from the API server, so that a Lock the cache has
+// not seen yet still protects its target (found by the chaos run of issue
+// 7: a delete sent right after a Lock's create was answered went through).
+func TestConfirm(t *testing.T) {
+	s := lockScheme(t)
+	cached := func(locks ...lockv1alpha1.Lock) LockIndex {
+		return LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return locks, nil })
 	}
-	apiServer := func(locks ...client.Object) client.Reader {
+	apiServer := func(locks ...client.Object) LockLister {
 		return fake.NewClientBuilder().WithScheme(s).WithObjects(locks...).Build()
 	}
 	failing := fake.NewClientBuilder().WithScheme(s).WithInterceptorFuncs(interceptor.Funcs{
@@ -45,22 +51,22 @@ func TestConfirmedFinder(t *testing.T) {
 	}).Build()
 	deleting := newLock("forge", "deleting", "", "Stack", "forge")
 	deleting.Finalizers = []string{"example.com/keep"}
-	deleting.DeletionTimestamp = ptrNow()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 
 	cases := map[string]struct {
 		reason  string
-		finder  *ConfirmedFinder
+		finder  *lockFinder
 		want    []string
 		wantErr bool
 	}{
 		"CacheHasLocks": {
-			reason: "Locks in the cache deny at once; the API server is not read (it would fail).",
-			finder: NewConfirmedFinder(cached(newLock("forge", "a", "", "Stack", "forge")), failing),
+			reason: "Locks in the index deny at once; the API server is not read (it would fail).",
+			finder: newLockFinder(cached(*newLock("forge", "a", "", "Stack", "forge")), failing),
 			want:   []string{"a"},
 		},
 		"CacheLagsBehind": {
-			reason: "A Lock the cache has not seen yet is found on the API server.",
-			finder: NewConfirmedFinder(cached(), apiServer(
+			reason: "A Lock the cache has not seen yet is found on the API server; only live Locks of the same group, kind, name and namespace count.",
+			finder: newLockFinder(cached(), apiServer(
 				newLock("forge", "new", "core.navique.com/v1beta1", "Stack", "forge"),
 				newLock("forge", "other-name", "", "Stack", "other"),
 				newLock("forge", "other-kind", "", "PostgresCluster", "forge"),
@@ -72,39 +78,44 @@ func TestConfirmedFinder(t *testing.T) {
 		},
 		"NoLockAnywhere": {
 			reason: "Without a Lock in the cache or on the API server, nothing protects the object.",
-			finder: NewConfirmedFinder(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
+			finder: newLockFinder(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
+		},
+		"CacheOnly": {
+			reason: "Without a reader of the API server, the index alone decides.",
+			finder: newLockFinder(cached(), nil),
 		},
 		"APIServerUnreadable": {
-			reason:  "When the API server cannot confirm, FindLocks fails, and the webhook fails closed.",
-			finder:  NewConfirmedFinder(cached(), failing),
+			reason:  "When the API server cannot confirm, find fails, and the webhook fails closed.",
+			finder:  newLockFinder(cached(), failing),
 			wantErr: true,
 		},
-		"CacheNotSynced": {
-			reason:  "Before the cache has synced, FindLocks fails as the Finder does.",
-			finder:  NewConfirmedFinder(&Finder{synced: func() bool { return false }}, apiServer()),
+		"IndexNotSynced": {
+			reason: "When the index cannot answer, find fails without reading the API server.",
+			finder: newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+				return nil, errors.New("the Lock cache has not synced yet")
+			}), apiServer()),
 			wantErr: true,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			locks, err := tc.finder.FindLocks(context.Background(), stack, forge)
+			locks, err := tc.finder.find(context.Background(), forgeStack)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("%s\nFindLocks(...): error %v, want error %v", tc.reason, err, tc.wantErr)
+				t.Fatalf("%s\nfind(...): error %v, want error %v", tc.reason, err, tc.wantErr)
 			}
-			var names []string
-			for _, l := range locks {
-				names = append(names, l.Name)
-			}
-			if diff := cmp.Diff(tc.want, names); diff != "" {
-				t.Errorf("%s\nFindLocks(...): -want, +got:\n%s", tc.reason, diff)
+			if diff := cmp.Diff(tc.want, names(locks)); diff != "" {
+				t.Errorf("%s\nfind(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})
 	}
 }
 
-func ptrNow() *metav1.Time {
-	now := metav1.Now()
-	return &now
+func names(locks []lockv1alpha1.Lock) []string {
+	var n []string
+	for _, l := range locks {
+		n = append(n, l.Name)
+	}
+	return n
 }
 
 // blockingReader counts Lists and holds each until released.
@@ -122,40 +133,30 @@ func (r *blockingReader) List(ctx context.Context, list client.ObjectList, opts 
 	return r.Reader.List(ctx, list, opts...)
 }
 
-// TestConfirmedFinderSharesReads: confirmations that arrive while
+// TestConfirmSharesReads: confirmations that arrive while
 // maxNamespaceReads reads of their namespace are under way share the next
 // read, which starts after they arrived, so that a burst of deletes costs a
 // few reads, not one each.
-func TestConfirmedFinderSharesReads(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := lockv1alpha1.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	cached := &Finder{reader: fake.NewClientBuilder().WithScheme(s).WithIndex(&lockv1alpha1.Lock{}, TargetIndex, indexLockTarget).Build(), synced: func() bool { return true }}
+func TestConfirmSharesReads(t *testing.T) {
 	live := &blockingReader{
-		Reader:  fake.NewClientBuilder().WithScheme(s).WithObjects(newLock("forge", "new", "", "Stack", "forge")).Build(),
+		Reader:  fake.NewClientBuilder().WithScheme(lockScheme(t)).WithObjects(newLock("forge", "new", "", "Stack", "forge")).Build(),
 		started: make(chan struct{}, 20), release: make(chan struct{}),
 	}
-	f := NewConfirmedFinder(cached, live)
-	stack := schema.GroupKind{Group: "core.navique.com", Kind: "Stack"}
-	find := func(name string, out chan<- []string) {
-		locks, err := f.FindLocks(context.Background(), stack, types.NamespacedName{Namespace: "forge", Name: name})
+	f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	find := func(out chan<- []string) {
+		locks, err := f.find(context.Background(), forgeStack)
 		if err != nil {
 			t.Error(err)
 		}
-		var names []string
-		for _, l := range locks {
-			names = append(names, l.Name)
-		}
-		out <- names
+		out <- names(locks)
 	}
 	first := make(chan []string, 1)
-	go find("forge", first)
+	go find(first)
 	<-live.started // The first read is under way.
 	const n = 12
 	rest := make(chan []string, n)
 	for range n {
-		go find("forge", rest)
+		go find(rest)
 	}
 	// Wait until all but maxNamespaceReads-1 of them have joined the
 	// pending read, then let the reads go.
@@ -179,7 +180,7 @@ func TestConfirmedFinderSharesReads(t *testing.T) {
 		case got = <-rest:
 		}
 		if diff := cmp.Diff([]string{"new"}, got); diff != "" {
-			t.Errorf("FindLocks(...): -want, +got:\n%s", diff)
+			t.Errorf("find(...): -want, +got:\n%s", diff)
 		}
 	}
 	if got, want := live.lists.Load(), int32(maxNamespaceReads+1); got != want {

@@ -1,0 +1,70 @@
+package webhook_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/controller"
+)
+
+// lockIndexOf returns lockguard's Lock index on controller-runtime's
+// informer cache, with lockguard's transform, fed by an in-memory ListWatch
+// of list: the code path of lockguard, without an API server. The cache
+// stops at the end of the test.
+func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *controller.LockIndex {
+	tb.Helper()
+	scheme := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
+		tb.Fatal(err)
+	}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(lockv1alpha1.GroupVersion.WithKind("Lock"), meta.RESTScopeNamespace)
+	if list.ResourceVersion == "" {
+		list.ResourceVersion = "1"
+	}
+	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
+		Scheme:           scheme,
+		Mapper:           mapper,
+		DefaultTransform: controller.CacheTransform(),
+		// The informer is controller-runtime's, with its indexers and
+		// transform; only the ListWatch is replaced by an in-memory one.
+		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+			return toolscache.NewSharedIndexInformer(&staticListWatch{list: list}, obj, resync, indexers)
+		},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	index, err := controller.NewLockIndex(ctx, c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		tb.Fatal("the cache did not sync")
+	}
+	return index
+}
+
+// staticListWatch lists a fixed LockList and then watches nothing.
+type staticListWatch struct{ list *lockv1alpha1.LockList }
+
+func (s *staticListWatch) List(metav1.ListOptions) (runtime.Object, error) { return s.list, nil }
+func (s *staticListWatch) Watch(metav1.ListOptions) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
+// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
+func (s *staticListWatch) IsWatchListSemanticsUnSupported() bool { return true }

@@ -1,0 +1,96 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	k8sjson "sigs.k8s.io/json"
+)
+
+// Request is an admission request as the decision reads it: the members of
+// an admission.k8s.io/v1 AdmissionRequest it uses, and of the object being
+// deleted only the fields a guard reads. Its JSON tags are the
+// AdmissionRequest's, so any JSON decoder fills it from a review; Handle
+// fills it from controller-runtime's admission.Request.
+//
+// A guard that needs more reads it here, and nothing else: the namespace
+// and CRD guards add fields to Object (a Namespace's status.phase, a CRD's
+// spec.group and spec.names.kind), the cascade check adds the
+// AdmissionRequest's options (DeleteOptions.propagationPolicy) and the
+// object's finalizers.
+type Request struct {
+	UID       types.UID               `json:"uid"`
+	Kind      metav1.GroupVersionKind `json:"kind"`
+	Name      string                  `json:"name"`
+	Namespace string                  `json:"namespace"`
+	Operation admissionv1.Operation   `json:"operation"`
+	UserInfo  UserInfo                `json:"userInfo"`
+	DryRun    bool                    `json:"dryRun"`
+	// OldObject is the object being deleted; empty when the request
+	// carries none.
+	OldObject Object `json:"oldObject"`
+}
+
+// UserInfo is who sent the request, as the Events of a denial name them.
+type UserInfo struct {
+	Username string `json:"username"`
+}
+
+// Object is what the decision reads of an object in a request: part of its
+// metadata. The rest of the object, up to megabytes, is skipped by the
+// decoder, not stored.
+type Object struct {
+	Metadata ObjectMeta `json:"metadata"`
+}
+
+// ObjectMeta is the part of an object's metadata the decision reads.
+type ObjectMeta struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid"`
+}
+
+// decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
+// JSON, into the Request it carries, as the API server decodes JSON (keys
+// matched case-sensitively, the whole body validated), storing only the
+// fields of Request.
+func decodeReview(body []byte) (Request, error) {
+	var review struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Request    *Request `json:"request"`
+	}
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
+		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
+	}
+	if v := admissionv1.SchemeGroupVersion.String(); review.APIVersion != v || review.Kind != "AdmissionReview" {
+		return Request{}, fmt.Errorf("the body is a %q %q, not an %s AdmissionReview", review.APIVersion, review.Kind, v)
+	}
+	if review.Request == nil {
+		return Request{}, errors.New("the AdmissionReview has no request")
+	}
+	return *review.Request, nil
+}
+
+// requestOf reads a Request from controller-runtime's decoded request.
+func requestOf(req admission.Request) (Request, error) {
+	r := Request{
+		UID:       req.UID,
+		Kind:      req.Kind,
+		Name:      req.Name,
+		Namespace: req.Namespace,
+		Operation: req.Operation,
+		UserInfo:  UserInfo{Username: req.UserInfo.Username},
+		DryRun:    req.DryRun != nil && *req.DryRun,
+	}
+	if raw := req.OldObject.Raw; len(raw) > 0 {
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &r.OldObject); err != nil {
+			return r, fmt.Errorf("cannot read the %s being deleted: %w", schema.GroupKind{Group: r.Kind.Group, Kind: r.Kind.Kind}, err)
+		}
+	}
+	return r, nil
+}
