@@ -21,8 +21,8 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// TestFailClosedWhenCacheNotSynced serves the handler with a Finder whose
-// cache never started, registered through the product webhook
+// TestFailClosedWhenCacheNotSynced serves the handler with a Lock index
+// whose cache never started, registered through the product webhook
 // configuration (scoped to one namespace): the API server rejects the
 // delete with lockguard's "could not verify" message.
 func TestFailClosedWhenCacheNotSynced(t *testing.T) {
@@ -38,10 +38,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.IndexLocks(ctx, unstarted); err != nil {
-		t.Fatal(err)
-	}
-	finder, err := controller.NewFinder(ctx, unstarted)
+	locks, err := controller.NewLockIndex(ctx, unstarted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +48,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
-	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(finder)})
+	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(locks, nil)})
 	go func() { _ = server.Start(ctx) }()
 	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
 
