@@ -1,8 +1,12 @@
 package controller
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -19,12 +23,17 @@ func annotationValue(locks []lockv1alpha1.Lock) string {
 	return strings.Join(names, ",")
 }
 
-// annotationLists reports whether a LockedAnnotation value names the Lock.
-func annotationLists(value, lockName string) bool {
-	for name := range strings.SplitSeq(value, ",") {
-		if name == lockName {
-			return true
-		}
+// annotationPatch is a JSON merge patch that sets LockedAnnotation to value,
+// or removes it when value is "", and touches nothing else. It is written
+// out rather than computed from the cached object: the cache keeps only
+// this annotation of a target, so a diff against it could not tell the
+// target's other annotations apart from absent ones (removing the last
+// cached key would patch "annotations": null and drop them all).
+func annotationPatch(value string) client.Patch {
+	var v any
+	if value != "" {
+		v = value
 	}
-	return false
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lockv1alpha1.LockedAnnotation: v}}})
+	return client.RawPatch(types.MergePatchType, data)
 }

@@ -1,15 +1,15 @@
 // Package controller keeps the core.navique.com/locked annotation on the
 // targets of Locks and the Locks' status, and provides the index of Locks
-// by target that the admission webhook and the reconcilers look Locks up in
+// by target that the admission webhook and the reconciler look Locks up in
 // (LockIndex).
 //
-// Two level-based reconcilers share the manager's cache:
-//
-//   - the target reconciler, keyed by target (namespace, group, kind, name),
-//     sets the annotation to the sorted names of the live Locks that target
-//     the object and removes it when there are none;
-//   - the Lock reconciler, keyed by Lock, writes the Lock's status from the
-//     target's existence and annotation.
+// One level-based reconciler, keyed by target (namespace, group, kind,
+// name), looks up the live Locks of the target once, sets the annotation
+// to their sorted names (removing it when there are none), and then writes
+// the status of those same Locks from the outcome: active once the
+// annotation names them, MissingReference when the target or its kind does
+// not exist, InvalidTarget for a cluster-scoped kind. A Lock whose target
+// is invalid (another group, a Lock) is reconciled on its own, by name.
 //
 // Targets are watched metadata-only, for every namespaced kind of the
 // core.navique.com group, so that annotations left behind while lockguard was

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -17,9 +18,9 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// Options configure the reconcilers.
+// Options configure the reconciler.
 type Options struct {
-	// MaxConcurrentReconciles is the number of workers of each reconciler.
+	// MaxConcurrentReconciles is the number of workers of the reconciler.
 	// Defaults to 4.
 	MaxConcurrentReconciles int
 	// DiscoveryInterval is how often the core.navique.com group is
@@ -31,8 +32,8 @@ type Options struct {
 // +kubebuilder:rbac:groups=core.navique.com,resources=locks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=core.navique.com,resources=*,verbs=get;list;watch;patch
 
-// Setup adds the Lock and target reconcilers to mgr. They run on the leader
-// only. locks must index the Locks of mgr's cache (NewLockIndex).
+// Setup adds the reconciler to mgr. It runs on the leader only. locks must
+// index the Locks of mgr's cache (NewLockIndex).
 func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
@@ -44,48 +45,37 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating a discovery client: %w", err)
 	}
-	watches := &targetWatches{
-		cache:   mgr.GetCache(),
-		locks:   locks,
-		kinds:   newKindResolver(disco),
-		watched: map[schema.GroupKind]bool{},
+	r := &reconciler{
+		client: mgr.GetClient(),
+		locks:  locks,
+		kinds:  newKindResolver(disco),
+		events: mgr.GetEventRecorder("lockguard"),
 	}
-
-	lockController, err := ctrl.NewControllerManagedBy(mgr).
+	c, err := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").
-		For(&lockv1alpha1.Lock{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		Build(&LockReconciler{client: mgr.GetClient(), watches: watches, events: mgr.GetEventRecorder("lockguard")})
-	if err != nil {
-		return fmt.Errorf("building the Lock controller: %w", err)
-	}
-
-	lockToTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []lockv1alpha1.TargetKey {
-		target, err := l.Target()
-		if err != nil {
-			return nil
-		}
-		return []lockv1alpha1.TargetKey{target}
-	})
-	targetController, err := builder.TypedControllerManagedBy[lockv1alpha1.TargetKey](mgr).
-		Named("target").
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{}, lockToTarget)).
-		WithOptions(controller.TypedOptions[lockv1alpha1.TargetKey]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
-		WithLogConstructor(func(k *lockv1alpha1.TargetKey) logr.Logger {
-			log := mgr.GetLogger().WithValues("controller", "target")
-			if k != nil {
-				log = log.WithValues("kind", k.GroupKind(), "namespace", k.Namespace, "name", k.Name)
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []request { return []request{requestOf(l)} }))).
+		WithOptions(controller.TypedOptions[request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithLogConstructor(func(k *request) logr.Logger {
+			log := mgr.GetLogger().WithValues("controller", "lock")
+			switch {
+			case k == nil:
+			case k.Lock != (client.ObjectKey{}):
+				log = log.WithValues("lock", k.Lock)
+			default:
+				log = log.WithValues("kind", k.Target.GroupKind(), "namespace", k.Target.Namespace, "name", k.Target.Name)
 			}
 			return log
 		}).
-		Build(&TargetReconciler{client: mgr.GetClient(), locks: locks, watches: watches})
+		Build(r)
 	if err != nil {
-		return fmt.Errorf("building the target controller: %w", err)
+		return fmt.Errorf("building the controller: %w", err)
 	}
-	watches.lockController = lockController
-	watches.targetController = targetController
+	// Target kinds are watched as they are found: the watches need the
+	// controller, and the reconciler adds them.
+	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupKind]bool{}}
 
-	if err := mgr.Add(&kindDiscoverer{discovery: disco, watches: watches, interval: opts.DiscoveryInterval}); err != nil {
+	if err := mgr.Add(&kindDiscoverer{discovery: disco, kinds: r.kinds, watches: r.watches, interval: opts.DiscoveryInterval}); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}
 	return nil

@@ -10,12 +10,12 @@ import (
 
 // CacheTransform returns the transform of lockguard's informer cache: it
 // drops from each object, before it is stored, what neither the webhook nor
-// the reconcilers read, so that memory grows with the Locks and targets,
+// the reconciler reads, so that memory grows with the Locks and targets,
 // not with what other tools write on them (labels, last-applied
 // annotations, managedFields often several kilobytes).
 //
 //   - A target (metadata only) keeps its name, namespace, resourceVersion,
-//     deletionTimestamp and the lock annotation: the reconcilers patch that
+//     deletionTimestamp and the lock annotation: the reconciler patches that
 //     annotation alone, with merge patches computed from the cached object.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status.

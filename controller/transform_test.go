@@ -25,7 +25,7 @@ func TestCacheTransform(t *testing.T) {
 		want   any
 	}{
 		"Target": {
-			reason: "A target keeps what the reconcilers read: name, namespace, resourceVersion, deletion, the lock annotation.",
+			reason: "A target keeps what the reconciler reads: name, namespace, resourceVersion, deletion, the lock annotation.",
 			in:     &metav1.PartialObjectMetadata{ObjectMeta: *full.DeepCopy()},
 			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 				Name: "forge", Namespace: "forge", ResourceVersion: "7", Generation: 2, DeletionTimestamp: &now,

@@ -17,35 +17,45 @@ import (
 	"k8s.io/client-go/restmapper"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // targetWatches adds, once per kind, a metadata-only watch on a target kind
-// to both reconcilers. Kinds are added while lockguard runs: when a Lock
+// to the reconciler. Kinds are added while lockguard runs: when a Lock
 // names one, and when discovery finds one in the group.
 type targetWatches struct {
-	cache cache.Cache
-	locks *LockIndex // the Locks of a target
-	kinds *kindResolver
-
-	lockController   controller.Controller
-	targetController controller.TypedController[lockv1alpha1.TargetKey]
+	cache      cache.Cache
+	controller controller.TypedController[request]
 
 	mu      sync.Mutex
 	watched map[schema.GroupKind]bool
 }
 
-// targetMapping resolves a target kind to the version lockguard watches and
-// whether it is namespaced. A kind that is not served yields a NoMatch error.
-func (w *targetWatches) targetMapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
-	return w.kinds.mapping(gk)
+// ensure watches the metadata of the kind of gvk, if it does not already.
+func (w *targetWatches) ensure(gvk schema.GroupVersionKind) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched[gvk.GroupKind()] {
+		return nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	toKey := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
+		return []request{{Target: lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}}}
+	})
+	// Targets are only interesting when created, deleted, or when their
+	// annotations change; their spec and status are none of our business.
+	annotationChanged := predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{}
+	if err := w.controller.Watch(source.TypedKind(w.cache, obj, toKey, annotationChanged)); err != nil {
+		return fmt.Errorf("watching %s: %w", gvk.GroupKind(), err)
+	}
+	w.watched[gvk.GroupKind()] = true
+	return nil
 }
 
 // kindResolver maps kinds through discovery. On a miss it refreshes its
@@ -84,60 +94,19 @@ func (r *kindResolver) mayRefresh() bool {
 	return true
 }
 
-// ensure watches the metadata of the kind of gvk, if it does not already.
-func (w *targetWatches) ensure(gvk schema.GroupVersionKind) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watched[gvk.GroupKind()] {
-		return nil
-	}
-	newObj := func() *metav1.PartialObjectMetadata {
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(gvk)
-		return obj
-	}
-	// Targets are only interesting when created, deleted, or when their
-	// annotations change; their spec and status are none of our business.
-	annotationChanged := predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{}
-
-	toTarget := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []lockv1alpha1.TargetKey {
-		return []lockv1alpha1.TargetKey{{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}}
-	})
-	if err := w.targetController.Watch(source.TypedKind(w.cache, newObj(), toTarget, annotationChanged)); err != nil {
-		return fmt.Errorf("watching %s for the target reconciler: %w", gvk.GroupKind(), err)
-	}
-
-	toLocks := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
-		locks, err := w.locks.LiveLocks(lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: gvk.Group, Kind: gvk.Kind, Name: o.Name})
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the Locks of a target", "kind", gvk.GroupKind(), "namespace", o.Namespace, "name", o.Name)
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(locks))
-		for _, l := range locks {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&l)})
-		}
-		return reqs
-	})
-	if err := w.lockController.Watch(source.Kind(w.cache, newObj(), toLocks, annotationChanged)); err != nil {
-		return fmt.Errorf("watching %s for the Lock reconciler: %w", gvk.GroupKind(), err)
-	}
-	w.watched[gvk.GroupKind()] = true
-	return nil
-}
-
 // kindDiscoverer watches every namespaced kind of the core.navique.com group,
 // found through discovery at start and then every interval, so that the
-// target reconciler sees (and cleans) annotated objects whose Locks were
+// reconciler sees (and cleans) annotated objects whose Locks were
 // deleted while lockguard was not running, whatever their kind.
 type kindDiscoverer struct {
 	discovery discovery.DiscoveryInterface
+	kinds     *kindResolver
 	watches   *targetWatches
 	interval  time.Duration
 }
 
-// NeedLeaderElection is true: the watches feed the reconcilers, which only
-// run on the leader.
+// NeedLeaderElection is true: the watches feed the reconciler, which only
+// runs on the leader.
 func (d *kindDiscoverer) NeedLeaderElection() bool { return true }
 
 // Start discovers kinds until ctx is done.
@@ -154,7 +123,7 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 		return
 	}
 	for _, gk := range kinds {
-		mapping, err := d.watches.targetMapping(gk)
+		mapping, err := d.kinds.mapping(gk)
 		if err != nil {
 			log.Error(err, "Cannot map a discovered kind", "kind", gk)
 			continue

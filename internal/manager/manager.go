@@ -1,6 +1,6 @@
 // Package manager wires lockguard: the Lock cache and its index by target,
-// the admission webhook served by every replica, and the reconcilers that
-// run on the leader. cmd/lockguard parses flags into Options; tests build
+// the admission webhook served by every replica, and the reconciler that
+// runs on the leader. cmd/lockguard parses flags into Options; tests build
 // the same manager in-process.
 package manager
 
@@ -29,7 +29,7 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// LeaderElectionID is the name of the Lease the reconcilers' leader holds.
+// LeaderElectionID is the name of the Lease the reconciler's leader holds.
 const LeaderElectionID = "lockguard.core.navique.com"
 
 // Options configure a lockguard manager. The zero value of each field is
@@ -63,7 +63,7 @@ type Options struct {
 	// (no authentication: bind it to loopback); "0" or empty disables them.
 	PprofAddr string
 
-	// LeaderElection makes the reconcilers run on the leader only.
+	// LeaderElection makes the reconciler run on the leader only.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; required out of cluster.
 	LeaderElectionNamespace string
@@ -71,7 +71,7 @@ type Options struct {
 	// zero values take controller-runtime's defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 
-	// Controller configures the reconcilers.
+	// Controller configures the reconciler.
 	Controller controller.Options
 
 	// CacheOnlyDecisions makes the webhook decide from the Lock cache alone,
@@ -146,7 +146,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
-			// Only what the webhook and the reconcilers read is cached.
+			// Only what the webhook and the reconciler read is cached.
 			DefaultTransform: controller.CacheTransform(),
 		},
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{

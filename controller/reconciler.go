@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// unservedKindRecheck is how often the Locks of a kind that is not served
+// check again, so that a CRD installed later is picked up.
+const unservedKindRecheck = 10 * time.Second
+
+// request is what the reconciler reconciles: the target of Locks, or, for a
+// Lock whose target is invalid (Lock.Target fails), that Lock alone.
+type request struct {
+	// Target is the object whose annotation, and whose Locks' status, a
+	// pass writes.
+	Target lockv1alpha1.TargetKey
+	// Lock, when set, is a Lock whose target is invalid.
+	Lock types.NamespacedName
+}
+
+// requestOf returns the request that reconciles Lock l: its target's,
+// whether or not the Lock is live (a Lock being deleted leaves its
+// target's annotation), or its own if its target is invalid.
+func requestOf(l *lockv1alpha1.Lock) request {
+	if target, err := l.Target(); err == nil {
+		return request{Target: target}
+	}
+	return request{Lock: client.ObjectKeyFromObject(l)}
+}
+
+// reconciler keeps, in one pass per target, the LockedAnnotation on the
+// target equal to the sorted, comma-separated names of the live Locks that
+// target it (absent when there are none), and then writes the status of
+// those same Locks from the outcome: the annotation and the status are
+// computed from one lookup, so they cannot disagree. It patches only the
+// target's metadata and the Locks' status.
+type reconciler struct {
+	client  client.Client
+	locks   *LockIndex
+	kinds   *kindResolver
+	watches *targetWatches
+	events  events.EventRecorder
+}
+
+// Reconcile brings the target of req (or the Lock of req) in line with the
+// live Locks.
+func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, error) {
+	if req.Lock.Name != "" {
+		return ctrl.Result{}, r.reconcileInvalid(ctx, req.Lock)
+	}
+	return r.reconcileTarget(ctx, req.Target)
+}
+
+// reconcileInvalid writes the status of a Lock whose target is invalid.
+func (r *reconciler) reconcileInvalid(ctx context.Context, name types.NamespacedName) error {
+	var lock lockv1alpha1.Lock
+	if err := r.client.Get(ctx, name, &lock); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	_, err := lock.Target()
+	if err == nil || lock.DeletionTimestamp != nil {
+		return nil // Its target's pass writes its status; or it is going away.
+	}
+	return r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
+}
+
+// reconcileTarget patches the annotation of target, then writes the status
+// of its live Locks.
+func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.TargetKey) (ctrl.Result, error) {
+	locks, err := r.locks.LiveLocks(target)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	gk := target.GroupKind()
+	mapping, err := r.kinds.mapping(gk)
+	if meta.IsNoMatchError(err) {
+		// Not served, so there is nothing to annotate; the Locks wait for
+		// the kind.
+		obs := observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)}
+		if len(locks) == 0 {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, obs)
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("resolving kind %s: %w", gk, err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonInvalidTarget,
+			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)})
+	}
+	if err := r.watches.ensure(mapping.GroupVersionKind); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)
+		}
+		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+			"%s %q not found in namespace %q; its deletion will be denied as soon as it is created", target.Kind, target.Name, target.Namespace)})
+	}
+	want := annotationValue(locks)
+	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want {
+		if err := r.client.Patch(ctx, obj, annotationPatch(want)); err != nil {
+			// Not found: the target's delete event reconciles it again.
+			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation of %s %s/%s: %w", lockv1alpha1.LockedAnnotation, gk, target.Namespace, target.Name, err))
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
+	}
+	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive})
+}
+
+// writeStatuses writes obs into the status of each Lock, and returns the
+// errors joined.
+func (r *reconciler) writeStatuses(ctx context.Context, locks []lockv1alpha1.Lock, obs observation) error {
+	var errs []error
+	for i := range locks {
+		errs = append(errs, r.writeStatus(ctx, &locks[i], obs))
+	}
+	return errors.Join(errs...)
+}

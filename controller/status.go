@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// observation is what a Lock's status should say.
+type observation struct {
+	active  bool
+	reason  string
+	message string // for an active Lock, the message is activeMessage's
+}
+
+// activeMessage is the Ready message of an active Lock.
+func activeMessage(lock *lockv1alpha1.Lock) string {
+	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
+	if lock.Spec.Reason != "" {
+		msg += ": " + lock.Spec.Reason
+	}
+	return msg
+}
+
+// writeStatus patches the Lock's status to obs, if it differs, and records
+// an Event when its Ready reason changes.
+func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, obs observation) error {
+	if obs.active {
+		obs.message = activeMessage(lock)
+	}
+	orig := lock.DeepCopy()
+	status := metav1.ConditionFalse
+	if obs.active {
+		status = metav1.ConditionTrue
+	}
+	lock.Status.Active = obs.active
+	lock.Status.ObservedGeneration = lock.Generation
+	meta.SetStatusCondition(&lock.Status.Conditions, metav1.Condition{
+		Type:               lockv1alpha1.ConditionReady,
+		Status:             status,
+		Reason:             obs.reason,
+		Message:            obs.message,
+		ObservedGeneration: lock.Generation,
+	})
+	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, lock, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("writing the status of Lock %s: %w", client.ObjectKeyFromObject(lock), err))
+	}
+	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
+		eventType := corev1.EventTypeWarning
+		if obs.active {
+			eventType = corev1.EventTypeNormal
+		}
+		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)
+	}
+	return nil
+}
