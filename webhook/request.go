@@ -54,26 +54,39 @@ type ObjectMeta struct {
 	UID  types.UID `json:"uid"`
 }
 
+// review is an admission.k8s.io/v1 AdmissionReview as decodeReview reads
+// it.
+type review struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Request    *Request `json:"request"`
+}
+
 // decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
 // JSON, into the Request it carries, as the API server decodes JSON (keys
 // matched case-sensitively, the whole body validated), storing only the
-// fields of Request.
+// fields of Request. It is decodeStandard of what skim keeps of body.
 func decodeReview(body []byte) (Request, error) {
-	var review struct {
-		APIVersion string   `json:"apiVersion"`
-		Kind       string   `json:"kind"`
-		Request    *Request `json:"request"`
-	}
-	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
+	kept, err := skim(body, reviewFields)
+	if err != nil {
 		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
-	if v := admissionv1.SchemeGroupVersion.String(); review.APIVersion != v || review.Kind != "AdmissionReview" {
-		return Request{}, fmt.Errorf("the body is a %q %q, not an %s AdmissionReview", review.APIVersion, review.Kind, v)
+	return decodeStandard(kept)
+}
+
+// decodeStandard is decodeReview with sigs.k8s.io/json alone.
+func decodeStandard(body []byte) (Request, error) {
+	var r review
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, &r); err != nil {
+		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
-	if review.Request == nil {
+	if v := admissionv1.SchemeGroupVersion.String(); r.APIVersion != v || r.Kind != "AdmissionReview" {
+		return Request{}, fmt.Errorf("the body is a %q %q, not an %s AdmissionReview", r.APIVersion, r.Kind, v)
+	}
+	if r.Request == nil {
 		return Request{}, errors.New("the AdmissionReview has no request")
 	}
-	return *review.Request, nil
+	return *r.Request, nil
 }
 
 // requestOf reads a Request from controller-runtime's decoded request.

@@ -2,8 +2,11 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -62,20 +65,31 @@ func referenceRequest(r *admissionv1.AdmissionRequest) (req Request, ok bool) {
 	return req, true
 }
 
-// checkDecode checks decodeReview on body: it rejects what is not JSON,
-// and a review the API server would send (body as the reference decoder
-// reads it, written out again as the API server writes it) is decoded into
-// the Request the reference reads from it.
+// checkDecode checks decodeReview on body: it accepts exactly what the
+// standard decode of the whole body accepts, and reads the same Request
+// (the fast path loses nothing); and a review the API server would send
+// (body as the reference decoder reads it, written out again as the API
+// server writes it) is decoded into the Request the reference reads from
+// it (the Request's fields are the AdmissionRequest's).
 func checkDecode(t *testing.T, body []byte) {
 	t.Helper()
-	if _, err := decodeReview(body); err == nil && !json.Valid(body) {
+	got, err := decodeReview(body)
+	want, wantErr := decodeStandard(body)
+	if (err == nil) != (wantErr == nil) {
+		t.Fatalf("decodeReview(%q): error %v; the standard decode: error %v", clipBody(body), err, wantErr)
+	}
+	if diff := cmp.Diff(want, got); err == nil && diff != "" {
+		t.Fatalf("decodeReview(%q): -standard, +got:\n%s", clipBody(body), diff)
+	}
+	if err == nil && !json.Valid(body) {
 		t.Fatalf("decodeReview(%q) accepted a body that is not JSON", clipBody(body))
 	}
+
 	ar, ok := referenceDecode(body)
 	if !ok {
 		return
 	}
-	want, ok := referenceRequest(ar.Request)
+	want, ok = referenceRequest(ar.Request)
 	if !ok {
 		return
 	}
@@ -83,7 +97,7 @@ func checkDecode(t *testing.T, body []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := decodeReview(canonical)
+	got, err = decodeReview(canonical)
 	if err != nil {
 		t.Fatalf("decodeReview(%q): %v, want the reference decoder's request", clipBody(canonical), err)
 	}
@@ -148,23 +162,95 @@ var decodeSeeds = []string{
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}}`,
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9998) + `1` + strings.Repeat("}", 9998) + `}}`,
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9999) + `1` + strings.Repeat("}", 9999) + `}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n","x":` + strings.Repeat("[", 9996) + strings.Repeat("]", 9996) + `}}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n","x":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"a"}},"oldObject":{"metadata":{"uid":"u"}},"oldObject":{"spec":1}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"a"}},"oldObject":null}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","old\u004fbject":{"meta\u0064ata":{"\u006eame":"esc"}},"kind":{"gr\u006fup":"g"}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":{"a":1,}}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":"\x"}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":[-]}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"}  ,  "spec" : [ 1 , 2.5e-3 , -0 , "s" , { } , [ ] ] }}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"propagationPolicy":"Orphan"},"object":null,"response":{"allowed":"no"}}}`,
+	` {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} ` + "\n",
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":"a`,
 }
 
-// TestDecodeReview checks decodeReview against the API server's decoder on
-// well-formed, odd and malformed reviews.
+// TestDecodeReview runs checkDecode on well-formed, odd and malformed
+// reviews.
 func TestDecodeReview(t *testing.T) {
 	for _, s := range decodeSeeds {
 		checkDecode(t, []byte(s))
 	}
 }
 
-// FuzzDecodeReview: decodeReview rejects what is not JSON, and reads every
-// review the API server could send (an admission.k8s.io/v1 review with a
-// request, as the API server's decoder reads the body) as that decoder
+// FuzzDecodeReview: decodeReview, the fast path, accepts and reads
+// exactly what the standard decode of the whole body does; and it reads
+// every review the API server could send as the API server's decoder
 // reads it.
 func FuzzDecodeReview(f *testing.F) {
 	for _, s := range decodeSeeds {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) { checkDecode(t, body) })
+}
+
+// TestReviewFields: skim keeps exactly the members Request reads.
+func TestReviewFields(t *testing.T) {
+	want := fields{
+		"apiVersion": nil,
+		"kind":       nil,
+		"request": fields{
+			"uid":       nil,
+			"kind":      fields{"group": nil, "version": nil, "kind": nil},
+			"name":      nil,
+			"namespace": nil,
+			"operation": nil,
+			"userInfo":  fields{"username": nil},
+			"dryRun":    nil,
+			"oldObject": fields{"metadata": fields{"name": nil, "uid": nil}},
+		},
+	}
+	if diff := cmp.Diff(want, reviewFields); diff != "" {
+		t.Errorf("reviewFields: -want, +got:\n%s", diff)
+	}
+}
+
+// BenchmarkDecodeReview compares decodeReview (skim, then the standard
+// decode of what it keeps) with decodeStandard on the whole body, side by
+// side: it alternates between them in batches of about 1ms, and reports
+// the time of each per review and the median of the per-batch ratios
+// (standard/fast). The benchmark's own ns/op is meaningless.
+func BenchmarkDecodeReview(b *testing.B) {
+	for _, size := range []int{2 << 10, 16 << 10, 256 << 10, 1 << 20} {
+		body := []byte(reviewJSON("admission.k8s.io/v1", "", `{"metadata":{"name":"forge","uid":"u"},"spec":{"payload":"`+strings.Repeat("x", size)+`","list":[1,2.5,true,null,{"a":"b"}]}}`))
+		b.Run(fmt.Sprintf("body=%dKiB", len(body)>>10), func(b *testing.B) {
+			batch := max(1, 64<<10/len(body))
+			decoders := []func([]byte) (Request, error){decodeReview, decodeStandard}
+			var total [2]time.Duration
+			var ratios []float64
+			for b.Loop() {
+				var took [2]time.Duration
+				for i, decode := range decoders {
+					start := time.Now()
+					for range batch {
+						if r, err := decode(body); err != nil || r.OldObject.Metadata.Name != "forge" {
+							b.Fatalf("decode: %+v, %v", r, err)
+						}
+					}
+					took[i] = time.Since(start)
+					total[i] += took[i]
+				}
+				ratios = append(ratios, float64(took[1])/float64(took[0]))
+			}
+			reviews := float64(len(ratios) * batch)
+			b.ReportMetric(float64(total[0].Nanoseconds())/reviews, "ns/review-fast")
+			b.ReportMetric(float64(total[1].Nanoseconds())/reviews, "ns/review-standard")
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "standard/fast")
+		})
+	}
 }
