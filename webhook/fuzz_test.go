@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,7 +20,6 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/webhook"
@@ -46,22 +46,33 @@ import (
 // so that every decision is taken by the confirmation from an API server
 // holding fuzzLocks.
 func fuzzHandlers(tb testing.TB) []http.Handler {
-	scheme := runtime.NewScheme()
-	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
-		tb.Fatal(err)
-	}
 	list := &lockv1alpha1.LockList{}
-	var objs []client.Object
 	for i := range fuzzLocks {
 		list.Items = append(list.Items, *fuzzLocks[i].DeepCopy())
-		objs = append(objs, fuzzLocks[i].DeepCopy())
 	}
 	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
-	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
 	return []http.Handler{
 		webhook.NewHandler(lockIndexOf(tb, list), nil),
-		webhook.NewHandler(empty, apiServer),
+		webhook.NewHandler(empty, apiServer(fuzzLocks)),
 	}
+}
+
+// apiServer answers a List of Locks with those of locks in the list's
+// namespace, as an API server holding locks does.
+type apiServer []lockv1alpha1.Lock
+
+func (a apiServer) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	out, ok := list.(*lockv1alpha1.LockList)
+	if !ok {
+		return fmt.Errorf("listing %T, want a LockList", list)
+	}
+	for i := range a {
+		if a[i].Namespace == o.Namespace {
+			out.Items = append(out.Items, *a[i].DeepCopy())
+		}
+	}
+	return nil
 }
 
 // fuzzLocks is the fixed Lock state of the fuzz targets: live Locks,
