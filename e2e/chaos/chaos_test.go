@@ -4,7 +4,8 @@ package chaos
 
 // The chaos run:
 //
-//	make chaos                       # 3 minutes of faults
+//	make chaos                       # 3 minutes of faults, recorded in docs/reliability.md
+//	make chaos-short                 # the short run of make test, recorded nowhere
 //	LOCKGUARD_CHAOS_DURATION=10m make chaos
 //
 // A local control plane (etcd, kube-apiserver, kube-controller-manager for
@@ -17,19 +18,27 @@ package chaos
 // which is not how a Deployment behind a Service behaves.
 //
 // Clients, one per namespace, keep creating and deleting Locks and trying
-// to delete locked and unlocked objects: directly, as dry runs, through
-// another served version, by deletecollection and through garbage
-// collection of an owner. Meanwhile the run SIGKILLs replicas (one, both,
-// or the leader), restarts kube-apiserver (SIGTERM or SIGKILL), deletes
-// the leader Lease, and rotates the serving certificate (a new key from the
-// same CA, swapped in atomically as kubelet updates a Secret volume).
+// to delete locked and unlocked objects in every way of the table in
+// kinds_test.go: directly, as dry runs, through another served version, by
+// deletecollection (real and dry run) and through garbage collection of an
+// owner. Meanwhile the run SIGKILLs replicas (one, both, or the leader),
+// restarts kube-apiserver (SIGTERM or SIGKILL), deletes the leader Lease,
+// and rotates the serving certificate (a new key from the same CA, swapped
+// in atomically as kubelet updates a Secret volume); the first faults are
+// one of each kind, in random order, so that even a short run has them
+// all.
 //
 // The checker: every object the client saw locked (a Lock it saw created,
 // and has not started to delete, before it sent the delete or saw the
-// object) must never be deleted; a dry run must never be allowed. After the
-// faults stop, every unlocked delete must go through, and every Lock's
-// status and every lock annotation must be right within 30 seconds. The run
-// prints its counts as its last lines.
+// object) must never be deleted; a request that includes it, dry run or
+// not, must be denied; a dry run must delete nothing. Before lockguard is
+// installed, the checker proves that it sees a violation of every kind
+// (selfTest). After the faults stop, every unlocked delete must go
+// through, every Lock's status and every lock annotation must be right
+// within 30 seconds, every certificate rotation must have been served by
+// every replica, and every kind must have been denied at least once. The
+// run prints its counts as its last lines and, with
+// LOCKGUARD_CHAOS_RECORD, writes them into that file (record_test.go).
 
 import (
 	"context"
@@ -61,21 +70,43 @@ import (
 	"github.com/navique/lockguard/internal/manager"
 )
 
-// convergeWithin is how soon after the faults stop every Lock status and
-// annotation must be right.
-const convergeWithin = 30 * time.Second
+const (
+	// convergeWithin is how soon after the faults stop every Lock status
+	// and annotation must be right.
+	convergeWithin = 30 * time.Second
+	// servedWithin is how soon every replica must serve a rotated
+	// certificate.
+	servedWithin = 45 * time.Second
+	// The faults come one every faultMin to faultMax.
+	faultMin, faultMax = 3 * time.Second, 8 * time.Second
+	// selfTestWithin bounds the checker's self-test.
+	selfTestWithin = 2 * time.Minute
+	// apiGrace is kube-apiserver's grace period between SIGTERM and
+	// SIGKILL on a restart: it stops listening at once on SIGTERM but
+	// waits for its watches to end, up to a minute.
+	apiGrace = 5 * time.Second
+)
 
-// summary are the lines the run prints last.
-var summary []string
+// run is what the run reports: the summary lines it prints last, and
+// what record writes next to them.
+var run struct {
+	summary []string
+	version string
+}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	rec := startRecord()
 	code := m.Run()
-	out := strings.Join(summary, "\n")
+	out := strings.Join(run.summary, "\n")
 	if out != "" {
 		fmt.Println(out)
 		if p := os.Getenv("LOCKGUARD_CHAOS_SUMMARY"); p != "" {
 			_ = os.WriteFile(p, []byte(out+"\n"), 0o644)
+		}
+		if err := rec.write(code == 0, run.version, run.summary); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: recording the run: %v\n", err)
+			code = 1
 		}
 	}
 	os.Exit(code)
@@ -95,11 +126,27 @@ func envInt(key string, def int) int {
 	return def
 }
 
+// A fault is one kind of fault the run injects.
+type fault int
+
+const (
+	faultReplica   fault = iota // SIGKILL a replica
+	faultLeader                 // SIGKILL the leader
+	faultOutage                 // SIGKILL both replicas
+	faultLease                  // delete the leader Lease
+	faultAPIServer              // restart kube-apiserver
+	faultRotate                 // rotate the serving certificate
+	numFaults
+)
+
+// faultWeights are the odds of each fault after the first round.
+var faultWeights = [numFaults]int{25, 15, 10, 10, 20, 20}
+
 // faultCounts counts the faults injected.
 type faultCounts struct {
 	replicaKills, leaderKills, outages, leaseDeletions atomic.Int64
 	apiRestarts, apiKills                              atomic.Int64
-	rotations, rotationsSeen                           atomic.Int64
+	rotations, rotationsSeen, rotationsUnserved        atomic.Int64
 	rotationLag                                        atomic.Int64 // slowest, ns
 }
 
@@ -114,6 +161,10 @@ type harness struct {
 	f        faultCounts
 	logf     func(string, ...any)
 	bg       sync.WaitGroup
+	start    time.Time
+
+	serialsMu sync.Mutex
+	serials   []*big.Int // every serving certificate issued, oldest first
 }
 
 func TestChaos(t *testing.T) {
@@ -136,6 +187,7 @@ func TestChaos(t *testing.T) {
 		ControllerManager: true,
 		CRDDirs:           framework.CRDDirs(root),
 	})
+	run.version = env.Version
 	dir, err := os.MkdirTemp("", "lockguard-chaos-")
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +214,9 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
+	// The checker proves it is not blind, before lockguard exists.
+	selfTestLine := selfTest(ctx, t, admin, seed, clients, logf)
+
 	// lockguard's identity; InstallChart below gives it the chart's RBAC.
 	saCfg, err := env.ServiceAccountConfig()
 	if err != nil {
@@ -172,14 +227,15 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h := &harness{t: t, env: env, admin: admin, rng: rand.New(rand.NewPCG(seed, 1)), logf: logf}
+	h := &harness{t: t, env: env, admin: admin, rng: rand.New(rand.NewPCG(seed, 1)), logf: logf, start: start}
 	if h.ca, err = certs.NewAuthority("lockguard-chaos-ca", 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	certPEM, keyPEM, _, err := h.ca.Issue(servingHosts, time.Hour)
+	certPEM, keyPEM, serial, err := h.ca.Issue(servingHosts, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.serials = append(h.serials, serial)
 	// Two replicas, each with a certificate volume of its own, restarted
 	// like pods whenever their process exits, behind the front that the
 	// chart's webhook configuration points at.
@@ -214,15 +270,15 @@ func TestChaos(t *testing.T) {
 	// The workload.
 	var n counts
 	var v violations
-	report := func(format string, args ...any) {
-		v.add(format, args...)
-		logf("VIOLATION: "+format, args...)
+	report := func(kind deleteKind, msg string) {
+		v.add(kind, msg)
+		logf("VIOLATION [%s]: %s", kind, msg)
 	}
 	workCtx, stopWork := context.WithCancel(ctx)
 	var workers []*worker
 	var working sync.WaitGroup
 	for i := range clients {
-		w := newWorker(i, admin, seed, &n, report, logf)
+		w := newWorker(fmt.Sprintf("chaos-%d", i), i, admin, seed, &n, report, logf)
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -276,29 +332,45 @@ func TestChaos(t *testing.T) {
 		stuck = append(stuck, w.settle(settleCtx)...)
 	}
 	stopSettle()
-	for _, w := range workers {
-		w.audit(ctx)
-	}
 
 	conv := <-converged
 	convergedAfter, problems := conv.after, conv.problems
 
+	// The last look at every object, after everything else (the garbage
+	// collector keeps retrying the locked children of deleted owners).
+	for _, w := range workers {
+		auditCtx, stopAudit := context.WithTimeout(ctx, 30*time.Second)
+		for !w.audit(auditCtx) && auditCtx.Err() == nil {
+			time.Sleep(250 * time.Millisecond)
+		}
+		if auditCtx.Err() != nil {
+			t.Errorf("the last check of %s's objects: the API server did not answer", w.ns)
+		}
+		stopAudit()
+	}
+
 	h.bg.Wait() // The last rotation check.
 	f := &h.f
-	summary = []string{
-		fmt.Sprintf("chaos: %s: Kubernetes %s, 2 lockguard replicas, %d clients, %s of faults, seed %d", time.Now().Format("2006-01-02"), env.Version, clients, duration, seed),
-		fmt.Sprintf("chaos: faults: %d replica SIGKILLs, %d leader SIGKILLs, %d outages of both replicas, %d leader Lease deletions, %d kube-apiserver restarts (%d by SIGKILL), %d certificate rotations (%d served by every replica, slowest after %s)",
-			f.replicaKills.Load(), f.leaderKills.Load(), f.outages.Load(), f.leaseDeletions.Load(), f.apiRestarts.Load(), f.apiKills.Load(), f.rotations.Load(), f.rotationsSeen.Load(), time.Duration(f.rotationLag.Load()).Round(100*time.Millisecond)),
-		fmt.Sprintf("chaos: Locks created %d, deleted %d; lock annotations edited by hand %d; owner deletes cascading onto a locked child %d; dry runs %d; deletecollections %d; balancer connections %d (%d refused: no replica ready)",
-			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), n.gcCascades.Load(), n.dryRuns.Load(), n.collections.Load(), set.Front.Conns.Load(), set.Front.Refused.Load()),
-		fmt.Sprintf("chaos: deletes of locked objects %d (%d sent the moment the Lock's create was answered), of unlocked objects %d (%d went through, %d denied by a Lock already deleted, slowest waited %s, %d still refused after the faults)",
-			n.lockedTries.Load(), n.racedTries.Load(), n.unlockedTries.Load(), n.unlockedOK.Load(), n.staleDenials.Load(), time.Duration(n.slowestUnlock.Load()).Round(100*time.Millisecond), len(stuck)),
-		fmt.Sprintf("chaos: converged %s after the faults stopped (bound %s)", convergedText(convergedAfter), convergeWithin),
-		fmt.Sprintf("chaos: attempts %d", n.attempts.Load()),
-		fmt.Sprintf("chaos: denials %d", n.denials.Load()),
-		fmt.Sprintf("chaos: errors %d", n.errors.Load()),
-		fmt.Sprintf("chaos: violations %d", n.violations.Load()),
+	run.summary = []string{
+		fmt.Sprintf("chaos: %s: Kubernetes %s, 2 lockguard replicas, %d clients (each alone in a namespace with %d Stacks and %d PostgresClusters owned by them), %s of faults (one every %s to %s), seed %d",
+			time.Now().UTC().Format("2006-01-02"), env.Version, clients, stacksPerClient, pgsPerClient, duration, faultMin, faultMax, seed),
+		selfTestLine,
+		fmt.Sprintf("chaos: faults: %d replica SIGKILLs, %d leader SIGKILLs, %d outages of both replicas, %d leader Lease deletions, %d kube-apiserver restarts (%d by SIGKILL, the others by SIGTERM with %s of grace), %d certificate rotations (%d served by every replica, slowest after %s; %d not served within %s)",
+			f.replicaKills.Load(), f.leaderKills.Load(), f.outages.Load(), f.leaseDeletions.Load(), f.apiRestarts.Load(), f.apiKills.Load(), apiGrace,
+			f.rotations.Load(), f.rotationsSeen.Load(), time.Duration(f.rotationLag.Load()).Round(100*time.Millisecond), f.rotationsUnserved.Load(), servedWithin),
+		fmt.Sprintf("chaos: Locks created %d, deleted %d; lock annotations edited by hand %d; balancer connections %d (%d refused: no replica ready)",
+			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), set.Front.Conns.Load(), set.Front.Refused.Load()),
 	}
+	run.summary = append(run.summary, kindTable(&n)...)
+	run.summary = append(run.summary,
+		fmt.Sprintf("chaos: requests that would delete only unlocked objects %d (%d went through, %d denied by a Lock already deleted, slowest waited %s, %d still refused after the faults)",
+			n.unlockedTries.Load(), n.unlockedOK.Load(), n.staleDenials.Load(), time.Duration(n.slowestUnlock.Load()).Round(100*time.Millisecond), len(stuck)),
+		fmt.Sprintf("chaos: converged %s after the faults stopped (bound %s)", convergedText(convergedAfter), convergeWithin),
+		fmt.Sprintf("chaos: attempts %d", n.attempts()),
+		fmt.Sprintf("chaos: denials %d", n.denials()),
+		fmt.Sprintf("chaos: errors %d", n.errors()),
+		fmt.Sprintf("chaos: violations %d", n.violations()),
+	)
 
 	for _, line := range v.all() {
 		t.Errorf("violation: %s", line)
@@ -318,9 +390,35 @@ func TestChaos(t *testing.T) {
 			t.Errorf("converged only %s after the faults stopped, want within %s", convergedAfter.Round(100*time.Millisecond), convergeWithin)
 		}
 	}
-	if n.attempts.Load() < 1000 {
-		t.Errorf("only %d delete attempts; the run proves little", n.attempts.Load())
+	// A run that exercised too little proves little: a floor on the
+	// requests, and every kind denied at least once (the cascade, whose
+	// denial the client cannot see, at least sent onto a locked child).
+	if minAttempts := int64(duration.Seconds() * 5); n.attempts() < minAttempts {
+		t.Errorf("only %d delete attempts in %s of faults, want at least %d: the run proves little", n.attempts(), duration, minAttempts)
 	}
+	for k := range numKinds {
+		c := &n.byKind[k]
+		if k == kindCascade && c.locked.Load() == 0 || k != kindCascade && c.denied.Load() == 0 {
+			t.Errorf("no %s of a locked object was denied (%d sent, %d on a locked object): the run proves nothing about that kind", k, c.sent.Load(), c.locked.Load())
+		}
+	}
+}
+
+// kindTable returns the summary's table of the counts by delete kind.
+func kindTable(n *counts) []string {
+	out := []string{fmt.Sprintf("chaos: %-32s %8s %8s %8s %8s %10s", "delete kind", "sent", "locked", "denied", "errors", "violations")}
+	for k := range deleteKind(len(kinds)) {
+		c := &n.byKind[k]
+		if k == kindNone && c.violations.Load() == 0 {
+			continue
+		}
+		denied := strconv.FormatInt(c.denied.Load(), 10)
+		if k == kindCascade {
+			denied = "(GC)"
+		}
+		out = append(out, fmt.Sprintf("chaos:   %-30s %8d %8d %8s %8d %10d", k, c.sent.Load(), c.locked.Load(), denied, c.errors.Load(), c.violations.Load()))
+	}
+	return out
 }
 
 func convergedText(d time.Duration) string {
@@ -330,36 +428,127 @@ func convergedText(d time.Duration) string {
 	return d.Round(100 * time.Millisecond).String()
 }
 
-// faults injects a fault every 3 to 8 seconds until ctx ends.
+// selfTest runs the workload while no webhook guards anything, in
+// namespaces of its own, until the checker has seen every delete kind
+// remove (or, dry run, be allowed to remove) a locked object: proof that
+// it is blind to none. It fails the test otherwise, and returns the
+// summary line. It leaves no namespace behind.
+func selfTest(ctx context.Context, t *testing.T, admin client.Client, seed uint64, clients int, logf func(string, ...any)) string {
+	t.Helper()
+	began := time.Now()
+	var n counts
+	var seenMu sync.Mutex
+	seen := map[deleteKind]bool{}
+	report := func(kind deleteKind, msg string) {
+		seenMu.Lock()
+		first := !seen[kind]
+		seen[kind] = true
+		seenMu.Unlock()
+		if first {
+			logf("self-test: the checker caught [%s]: %s", kind, msg)
+		}
+	}
+	workCtx, stop := context.WithCancel(ctx)
+	var working sync.WaitGroup
+	var namespaces []string
+	for i := range clients {
+		w := newWorker(fmt.Sprintf("selftest-%d", i), i, admin, seed^0x5e1f, &n, report, logf)
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.ns}}); err != nil {
+			t.Fatal(err)
+		}
+		namespaces = append(namespaces, w.ns)
+		w.ensureTargets(ctx)
+		working.Add(1)
+		go func() {
+			defer working.Done()
+			w.run(workCtx)
+		}()
+	}
+	blind := func() []string {
+		var out []string
+		for k := range numKinds {
+			if n.byKind[k].violations.Load() == 0 {
+				out = append(out, k.String())
+			}
+		}
+		return out
+	}
+	for len(blind()) > 0 && time.Since(began) < selfTestWithin {
+		time.Sleep(200 * time.Millisecond)
+	}
+	stop()
+	working.Wait()
+	took := time.Since(began)
+	if b := blind(); len(b) > 0 {
+		t.Fatalf("self-test: without lockguard, the checker saw no violation of %v in %s: it is blind to them", b, selfTestWithin)
+	}
+	var caught []string
+	for k := range numKinds {
+		caught = append(caught, fmt.Sprintf("%s %d", k, n.byKind[k].violations.Load()))
+	}
+	if v := n.byKind[kindNone].violations.Load(); v > 0 {
+		caught = append(caught, fmt.Sprintf("%s %d", kindNone, v))
+	}
+	logf("self-test: every delete kind caught in %s; deleting its namespaces", took.Round(100*time.Millisecond))
+	for _, ns := range namespaces {
+		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, ns := range namespaces {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			err := admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("self-test: namespace %s still there 2m after its delete (last error %v)", ns, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	logf("self-test: namespaces gone after %s in all", time.Since(began).Round(100*time.Millisecond))
+	return fmt.Sprintf("chaos: checker self-test, before lockguard is installed: every delete kind caught deleting a locked object within %s (violations seen: %s)",
+		took.Round(100*time.Millisecond), strings.Join(caught, ", "))
+}
+
+// faults injects a fault every faultMin to faultMax until ctx ends: the
+// first ones one of each kind, in random order, then at random.
 func (h *harness) faults(ctx context.Context) {
-	for {
+	first := h.rng.Perm(int(numFaults))
+	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(jitter(h.rng, 3*time.Second, 8*time.Second)):
+		case <-time.After(jitter(h.rng, faultMin, faultMax)):
 		}
-		switch r := h.rng.IntN(100); {
-		case r < 25:
+		var f fault
+		if i < len(first) {
+			f = fault(first[i])
+		} else {
+			f = pickFault(h.rng)
+		}
+		switch f {
+		case faultReplica:
 			rep := h.replicas[h.rng.IntN(len(h.replicas))]
 			h.f.replicaKills.Add(1)
 			delay := jitter(h.rng, 200*time.Millisecond, 3*time.Second)
 			h.logf("fault: SIGKILL %s (back in %s)", rep.Name, delay.Round(100*time.Millisecond))
 			rep.Kill(delay)
-		case r < 40:
+		case faultLeader:
 			h.killLeader()
-		case r < 50:
+		case faultOutage:
 			h.f.outages.Add(1)
 			delay := jitter(h.rng, time.Second, 4*time.Second)
 			h.logf("fault: SIGKILL both replicas (back in %s)", delay.Round(100*time.Millisecond))
 			for _, rep := range h.replicas {
 				rep.Kill(delay)
 			}
-		case r < 60:
+		case faultLease:
 			h.deleteLease(ctx)
-		case r < 80:
-			// A short grace period: kube-apiserver stops listening at once on
-			// SIGTERM but waits for its watches to end, up to a minute.
-			o := framework.RestartOptions{Kill: h.rng.IntN(3) == 0, Down: jitter(h.rng, 0, 3*time.Second), GracePeriod: 5 * time.Second}
+		case faultAPIServer:
+			o := framework.RestartOptions{Kill: h.rng.IntN(3) == 0, Down: jitter(h.rng, 0, 3*time.Second), GracePeriod: apiGrace}
 			h.f.apiRestarts.Add(1)
 			if o.Kill {
 				h.f.apiKills.Add(1)
@@ -372,10 +561,26 @@ func (h *harness) faults(ctx context.Context) {
 			}
 			cancel()
 			h.logf("kube-apiserver back after %s", time.Since(began).Round(100*time.Millisecond))
-		default:
+		case faultRotate:
 			h.rotate()
 		}
 	}
+}
+
+// pickFault picks a fault by faultWeights.
+func pickFault(rng *rand.Rand) fault {
+	total := 0
+	for _, w := range faultWeights {
+		total += w
+	}
+	r := rng.IntN(total)
+	for f, w := range faultWeights {
+		if r < w {
+			return fault(f)
+		}
+		r -= w
+	}
+	return faultReplica
 }
 
 // killLeader SIGKILLs the replica holding the leader Lease.
@@ -407,15 +612,20 @@ var servingHosts = []string{"127.0.0.1"}
 
 // rotate issues a new serving certificate and swaps it into each
 // replica's certificate volume, a little apart, then checks in the
-// background that every replica serves it.
+// background that every replica serves it (or a newer one) within
+// servedWithin; one that does not fails the run.
 func (h *harness) rotate() {
 	certPEM, keyPEM, serial, err := h.ca.Issue(servingHosts, time.Hour)
 	if err != nil {
 		h.t.Errorf("issuing a certificate: %v", err)
 		return
 	}
+	h.serialsMu.Lock()
+	h.serials = append(h.serials, serial)
+	gen := len(h.serials) - 1
+	h.serialsMu.Unlock()
 	h.f.rotations.Add(1)
-	h.logf("fault: rotate the serving certificate (serial %x...)", serial.Bytes()[:4])
+	h.logf("fault: rotate the serving certificate (rotation %d, serial %x...)", gen, serial.Bytes()[:4])
 	rotated := time.Now()
 	for _, rep := range h.replicas {
 		if err := framework.ProjectSecret(rep.CertDir(), map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
@@ -426,8 +636,10 @@ func (h *harness) rotate() {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		if err := h.waitServed(serial, 45*time.Second); err != nil {
-			h.logf("rotation: %v", err)
+		if err := h.waitServed(gen, servedWithin); err != nil {
+			h.f.rotationsUnserved.Add(1)
+			h.logf("rotation %d: %v", gen, err)
+			h.t.Errorf("certificate rotation %d (serial %x..., %s into the run) was not served: %v", gen, serial.Bytes()[:4], rotated.Sub(h.start).Round(100*time.Millisecond), err)
 			return
 		}
 		lag := time.Since(rotated)
@@ -441,16 +653,30 @@ func (h *harness) rotate() {
 	}()
 }
 
-// waitServed waits until every replica serves the certificate with serial
-// (or a newer one).
-func (h *harness) waitServed(serial *big.Int, timeout time.Duration) error {
+// generation returns the index in h.serials of the certificate with
+// serial, -1 for one the run never issued.
+func (h *harness) generation(serial *big.Int) int {
+	h.serialsMu.Lock()
+	defer h.serialsMu.Unlock()
+	return slices.IndexFunc(h.serials, func(s *big.Int) bool { return s.Cmp(serial) == 0 })
+}
+
+// waitServed waits until every replica serves the certificate of
+// generation gen or a newer one (a later rotation may overtake it).
+func (h *harness) waitServed(gen int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	pending := slices.Clone(h.replicas)
-	for len(pending) > 0 {
+	last := map[string]string{}
+	for {
 		var left []*framework.Replica
 		for _, rep := range pending {
 			got, err := servedSerial(rep.Address(), h.ca)
-			if err != nil || got.Cmp(serial) != 0 {
+			switch {
+			case err != nil:
+				last[rep.Name] = err.Error()
+				left = append(left, rep)
+			case h.generation(got) < gen:
+				last[rep.Name] = fmt.Sprintf("serving rotation %d (serial %x...)", h.generation(got), got.Bytes()[:4])
 				left = append(left, rep)
 			}
 		}
@@ -459,11 +685,10 @@ func (h *harness) waitServed(serial *big.Int, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s still not serving the certificate rotated %s ago", pending[0].Name, timeout)
+			return fmt.Errorf("%s not serving it (or a newer one) %s after the rotation: last %s", pending[0].Name, timeout, last[pending[0].Name])
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return nil
 }
 
 // check returns what is not (yet) as the contract says: each Lock's status

@@ -29,27 +29,48 @@ var (
 	pgGVK    = framework.PostgresClusterGVK
 )
 
+// What each client works on, alone in its namespace.
+const (
+	stacksPerClient = 4
+	pgsPerClient    = 3 // each owned by a Stack
+)
+
 // denialPrefix starts the API server's error for a delete lockguard denied.
 const denialPrefix = `admission webhook "delete.lockguard.core.navique.com" denied the request: resource is protected by Lock(s) [`
 
+// isDenial reports whether err is lockguard's denial of a delete.
+func isDenial(err error) bool {
+	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), denialPrefix)
+}
+
 // counts are the run's counters.
 type counts struct {
-	attempts      atomic.Int64 // deletes of targets sent: direct, dry-run, deletecollection
-	denials       atomic.Int64 // attempts on locked targets that lockguard denied
-	errors        atomic.Int64 // attempts that failed otherwise (lockguard or the API server unreachable)
-	violations    atomic.Int64 // objects deleted (or a dry run allowed) while a live Lock protected them
-	lockedTries   atomic.Int64 // attempts on locked targets
-	unlockedTries atomic.Int64 // attempts on unlocked targets
-	unlockedOK    atomic.Int64 // unlocked attempts that succeeded
-	staleDenials  atomic.Int64 // unlocked attempts denied by a Lock already deleted (a cache catching up)
-	racedTries    atomic.Int64 // deletes sent the moment a Lock's create was answered
-	dryRuns       atomic.Int64
-	collections   atomic.Int64
-	gcCascades    atomic.Int64 // owner Stacks deleted while their child was locked
+	byKind        [numKinds + 1]kindCounts
+	unlockedTries atomic.Int64 // requests that would delete only unlocked objects
+	unlockedOK    atomic.Int64 // of those, answered with success
+	staleDenials  atomic.Int64 // of those, denied by a Lock already deleted (a cache catching up)
 	lockCreates   atomic.Int64
 	lockDeletes   atomic.Int64
 	annotations   atomic.Int64 // hand edits of the lock annotation
 	slowestUnlock atomic.Int64 // longest time an unlocked target waited for its delete, ns
+}
+
+// sum adds up one counter over every kind.
+func (n *counts) sum(field func(*kindCounts) *atomic.Int64) int64 {
+	var s int64
+	for i := range n.byKind {
+		s += field(&n.byKind[i]).Load()
+	}
+	return s
+}
+
+func (n *counts) attempts() int64 { return n.sum(func(k *kindCounts) *atomic.Int64 { return &k.sent }) }
+func (n *counts) denials() int64 {
+	return n.sum(func(k *kindCounts) *atomic.Int64 { return &k.denied })
+}
+func (n *counts) errors() int64 { return n.sum(func(k *kindCounts) *atomic.Int64 { return &k.errors }) }
+func (n *counts) violations() int64 {
+	return n.sum(func(k *kindCounts) *atomic.Int64 { return &k.violations })
 }
 
 // lockState is what a client knows of one of its Locks.
@@ -78,16 +99,31 @@ type lockRec struct {
 
 // target is an object a worker may lock and delete.
 type target struct {
-	gvk   schema.GroupVersionKind
-	name  string
-	owner *target // a PostgresCluster's owner Stack, for cascades
-	uid   types.UID
+	gvk      schema.GroupVersionKind
+	name     string
+	owner    *target // a PostgresCluster's owner Stack, for cascades
+	children []*target
+	uid      types.UID
+	// ownerRef is the owner UID the object's ownerReference names, as last
+	// read; empty when it has none.
+	ownerRef types.UID
+	// lastKind is the kind of the last request that could have removed
+	// the object (kindNone before any): what a disappearance is blamed on.
+	lastKind deleteKind
 	// unlockedSince is when a delete of the unlocked target was first
 	// refused; zero when none is pending.
 	unlockedSince time.Time
 }
 
 func (t *target) String() string { return t.gvk.Kind + "/" + t.name }
+
+// stable reports whether nothing but a request can remove the object: it
+// has no owner, or its owner is the one it names (so the garbage
+// collector has no reason to delete it). t and its owner must just have
+// been observed.
+func (t *target) stable() bool {
+	return t.ownerRef == "" || (t.owner != nil && t.owner.uid == t.ownerRef)
+}
 
 // worker is one client, alone in its namespace, so that it knows every
 // Lock there and when it saw it.
@@ -100,17 +136,20 @@ type worker struct {
 	targets []*target
 	locks   []*lockRec
 	seq     int
-	report  func(format string, args ...any) // a violation, with details
+	report  func(kind deleteKind, msg string) // a violation, with details
 	logf    func(format string, args ...any)
 }
 
-func newWorker(id int, c client.Client, seed uint64, n *counts, report, logf func(string, ...any)) *worker {
-	w := &worker{id: id, ns: fmt.Sprintf("chaos-%d", id), c: c, rng: rand.New(rand.NewPCG(seed, uint64(id))), n: n, report: report, logf: logf}
-	for i := range 4 {
-		w.targets = append(w.targets, &target{gvk: stackGVK, name: fmt.Sprintf("stack-%d", i)})
+func newWorker(ns string, id int, c client.Client, seed uint64, n *counts, report func(deleteKind, string), logf func(string, ...any)) *worker {
+	w := &worker{id: id, ns: ns, c: c, rng: rand.New(rand.NewPCG(seed, uint64(id))), n: n, report: report, logf: logf}
+	for i := range stacksPerClient {
+		w.targets = append(w.targets, &target{gvk: stackGVK, name: fmt.Sprintf("stack-%d", i), lastKind: kindNone})
 	}
-	for i := range 3 {
-		w.targets = append(w.targets, &target{gvk: pgGVK, name: fmt.Sprintf("db-%d", i), owner: w.targets[i]})
+	for i := range pgsPerClient {
+		owner := w.targets[i]
+		t := &target{gvk: pgGVK, name: fmt.Sprintf("db-%d", i), owner: owner, lastKind: kindNone}
+		owner.children = append(owner.children, t)
+		w.targets = append(w.targets, t)
 	}
 	return w
 }
@@ -196,35 +235,57 @@ func (w *worker) resolve(ctx context.Context) bool {
 
 // observe reads t and checks the invariant for it: an object that a live
 // Lock protected when the client saw it must still be there, the same
-// object. It returns false when the API server does not answer.
+// object (a recreated one has another UID). It returns false when the API
+// server does not answer.
 func (w *worker) observe(ctx context.Context, t *target) bool {
 	u := w.object(t, t.gvk)
 	err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u)
-	var uid types.UID
+	var uid, ownerRef types.UID
 	switch {
 	case err == nil:
 		uid = u.GetUID()
+		for _, r := range u.GetOwnerReferences() {
+			ownerRef = r.UID
+		}
 	case apierrors.IsNotFound(err):
 	default:
 		return false
 	}
 	for _, l := range w.locksOn(t, live) {
 		if l.seenUID != "" && l.seenUID != uid {
-			w.violation("%s %s (uid %s) was deleted while Lock %s protected it (created and seen %s ago, seen the object after that)",
-				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID, l.name, time.Since(l.acked).Round(time.Millisecond))
-			l.seenUID = ""
+			now := "is gone"
+			if uid != "" {
+				now = "was replaced by uid " + string(uid)
+			}
+			w.violation(t.lastKind, "%s %s (uid %s) %s while Lock %s protected it (created and seen %s ago, seen the object after that); the last request that could have removed it: %s",
+				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID, now, l.name, time.Since(l.acked).Round(time.Millisecond), t.lastKind)
+			for _, other := range w.locksOn(t, live) {
+				other.seenUID = "" // Counted once.
+			}
 		}
 		if l.seenUID == "" {
 			l.seenUID = uid
 		}
 	}
-	t.uid = uid
+	t.uid, t.ownerRef = uid, ownerRef
 	return true
 }
 
-func (w *worker) violation(format string, args ...any) {
-	w.n.violations.Add(1)
-	w.report(format, args...)
+func (w *worker) violation(kind deleteKind, format string, args ...any) {
+	w.n.byKind[kind].violations.Add(1)
+	w.report(kind, fmt.Sprintf(format, args...))
+}
+
+// sending records that a request of kind that could remove t is about to
+// be sent: a real delete of an owner may also make the garbage collector
+// delete its children.
+func (w *worker) sending(t *target, kind deleteKind) {
+	t.lastKind = kind
+	if !kinds[kind].dryRun {
+		for _, c := range t.children {
+			c.lastKind = kindCascade
+		}
+	}
 }
 
 // ensureTargets creates the targets that do not exist; a PostgresCluster
@@ -287,9 +348,13 @@ func (w *worker) createLock(ctx context.Context) {
 // not have seen the Lock yet.
 func (w *worker) lockThenDelete(ctx context.Context) {
 	t := w.targets[w.rng.IntN(len(w.targets))]
-	if locks, known := w.classify(t); len(locks) > 0 || !known || t.uid == "" {
+	if locks, known := w.classify(t); len(locks) > 0 || !known {
 		return
 	}
+	if !w.observe(ctx, t) || (t.owner != nil && !w.observe(ctx, t.owner)) || t.uid == "" {
+		return
+	}
+	stable := t.stable()
 	w.seq++
 	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
 	lock := &lockv1alpha1.Lock{
@@ -302,13 +367,20 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 		return
 	}
 	l.state, l.acked = live, time.Now()
+	if stable {
+		// Nothing but this client's requests removes the object the
+		// client read just before creating the Lock: from now on it must
+		// stay, even if the delete's answer is lost (an error), which
+		// observe below then catches.
+		l.seenUID = t.uid
+	}
 	t.unlockedSince = time.Time{}
 	uid := t.uid
-	w.n.attempts.Add(1)
-	w.n.racedTries.Add(1)
+	w.n.byKind[kindRaced].sent.Add(1)
+	w.sending(t, kindRaced)
 	sent := time.Now()
 	err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &uid})
-	w.judge(ctx, t, []*lockRec{l}, false, sent, err)
+	w.judge(ctx, t, []*lockRec{l}, kindRaced, sent, err)
 	w.observe(ctx, t)
 }
 
@@ -366,38 +438,41 @@ func (w *worker) deleteTarget(ctx context.Context) {
 	if !known {
 		return
 	}
-	gvk := t.gvk
-	if gvk == stackGVK && w.rng.IntN(4) == 0 {
+	gvk, kind := t.gvk, kindDelete
+	opts := []client.DeleteOption{client.Preconditions{UID: &t.uid}}
+	switch r := w.rng.IntN(12); {
+	case r < 2:
+		kind = kindDryRun
+		opts = append(opts, client.DryRunAll)
+		if w.rng.IntN(2) == 0 {
+			gvk.Version = "v1beta1"
+		}
+	case r < 5:
+		kind = kindDeleteOtherVersion
 		gvk.Version = "v1beta1"
 	}
-	opts := []client.DeleteOption{client.Preconditions{UID: &t.uid}}
-	dryRun := w.rng.IntN(6) == 0
-	if dryRun {
-		opts = append(opts, client.DryRunAll)
-		w.n.dryRuns.Add(1)
-	}
-	w.n.attempts.Add(1)
+	w.n.byKind[kind].sent.Add(1)
+	w.sending(t, kind)
 	sent := time.Now()
 	err := w.c.Delete(ctx, w.object(t, gvk), opts...)
-	w.judge(ctx, t, locks, dryRun, sent, err)
+	w.judge(ctx, t, locks, kind, sent, err)
 }
 
-// judge checks the answer err to a delete of t sent at sent while locks
-// (live Locks the worker saw created before) protected it.
-func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, dryRun bool, sent time.Time, err error) {
+// judge checks the answer err to a request of kind that would delete t,
+// sent at sent while locks (live Locks the worker saw created before)
+// protected it.
+func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind deleteKind, sent time.Time, err error) {
+	k := &w.n.byKind[kind]
+	dryRun := kinds[kind].dryRun
 	locked := len(locks) > 0
 	if locked {
-		w.n.lockedTries.Add(1)
+		k.locked.Add(1)
 	} else {
 		w.n.unlockedTries.Add(1)
 	}
 	switch {
 	case err == nil && locked:
-		names := make([]string, 0, len(locks))
-		for _, l := range locks {
-			names = append(names, fmt.Sprintf("%s (seen %s before)", l.name, sent.Sub(l.acked).Round(time.Millisecond)))
-		}
-		w.violation("%s of %s %s was allowed while Locks %v protected it", deleteKind(dryRun), t.gvk.Kind, w.ns+"/"+t.name, names)
+		w.violation(kind, "a %s of %s %s was allowed while Locks %v protected it", kind, t.gvk.Kind, w.ns+"/"+t.name, seen(locks, sent))
 		if !dryRun {
 			for _, l := range locks {
 				l.seenUID = "" // Counted once.
@@ -412,9 +487,9 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, dryRun 
 			}
 			t.uid, t.unlockedSince = "", time.Time{}
 		}
-	case strings.HasPrefix(err.Error(), denialPrefix) && apierrors.IsForbidden(err):
+	case isDenial(err):
 		if locked {
-			w.n.denials.Add(1)
+			k.denied.Add(1)
 		} else {
 			w.n.staleDenials.Add(1)
 			w.pending(t, dryRun)
@@ -422,18 +497,20 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, dryRun 
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		w.observe(ctx, t) // Gone or replaced: the invariant check says whether that was allowed.
 	default:
-		w.n.errors.Add(1)
+		k.errors.Add(1)
 		if !locked {
 			w.pending(t, dryRun)
 		}
 	}
 }
 
-func deleteKind(dryRun bool) string {
-	if dryRun {
-		return "a dry-run DELETE"
+// seen names the Locks and how long before sent the client saw each.
+func seen(locks []*lockRec, sent time.Time) []string {
+	names := make([]string, 0, len(locks))
+	for _, l := range locks {
+		names = append(names, fmt.Sprintf("%s (seen %s before)", l.name, sent.Sub(l.acked).Round(time.Millisecond)))
 	}
-	return "a DELETE"
+	return names
 }
 
 // pending records that the unlocked t still waits for its delete.
@@ -452,54 +529,98 @@ func (w *worker) recordWait(d time.Duration) {
 	}
 }
 
-// deleteCollection deletes every Stack of the namespace in one request
-// (kubectl delete stacks --all), sometimes as a dry run: the locked ones
-// must survive.
+// deleteCollection deletes every Stack, or every PostgresCluster, of the
+// namespace in one request (kubectl delete --all), a third of the time as
+// a dry run. A request that includes a locked object must be denied, and
+// the locked objects must survive it; a dry run must delete nothing at
+// all.
 func (w *worker) deleteCollection(ctx context.Context) {
-	var stacks []*target
+	gvk := stackGVK
+	if w.rng.IntN(3) == 0 {
+		gvk = pgGVK
+	}
+	type member struct {
+		t      *target
+		uid    types.UID // before the request; empty if absent
+		locks  []*lockRec
+		stable bool // nothing but a request removes it (target.stable)
+	}
+	var members []member
 	for _, t := range w.targets {
-		if t.gvk != stackGVK {
+		if t.gvk != gvk {
 			continue
 		}
-		if !w.observe(ctx, t) {
+		if !w.observe(ctx, t) || (t.owner != nil && !w.observe(ctx, t.owner)) {
 			return
 		}
-		if _, known := w.classify(t); !known {
+		locks, known := w.classify(t)
+		if !known {
 			return
 		}
-		stacks = append(stacks, t)
+		members = append(members, member{t: t, uid: t.uid, locks: locks, stable: t.stable()})
 	}
-	dryRun := w.rng.IntN(3) == 0
+	kind := kindCollection
 	opts := []client.DeleteAllOfOption{client.InNamespace(w.ns)}
-	if dryRun {
+	if w.rng.IntN(3) == 0 {
+		kind = kindDryRunCollection
 		opts = append(opts, client.DryRunAll)
-		w.n.dryRuns.Add(1)
 	}
-	w.n.attempts.Add(1)
-	w.n.collections.Add(1)
-	err := w.c.DeleteAllOf(ctx, w.object(&target{name: ""}, stackGVK), opts...)
+	dryRun := kinds[kind].dryRun
+	k := &w.n.byKind[kind]
+	var locked []member
+	for _, m := range members {
+		if m.uid != "" && len(m.locks) > 0 {
+			locked = append(locked, m)
+		}
+		w.sending(m.t, kind)
+	}
+	if len(locked) > 0 {
+		k.locked.Add(1)
+	} else {
+		w.n.unlockedTries.Add(1)
+	}
+	k.sent.Add(1)
+	sent := time.Now()
+	err := w.c.DeleteAllOf(ctx, w.object(&target{name: ""}, gvk), opts...)
 	switch {
+	case err == nil && len(locked) > 0:
+		for _, m := range locked {
+			w.violation(kind, "a %s of %s in %s was allowed while Locks %v protected %s (uid %s)", kind, gvk.Kind, w.ns, seen(m.locks, sent), m.t.name, m.uid)
+			for _, l := range m.locks {
+				l.seenUID = "" // Counted once.
+			}
+		}
 	case err == nil:
-	case strings.HasPrefix(err.Error(), denialPrefix):
-		w.n.denials.Add(1)
+		w.n.unlockedOK.Add(1)
+	case isDenial(err):
+		if len(locked) > 0 {
+			k.denied.Add(1)
+		} else {
+			w.n.staleDenials.Add(1)
+		}
 	default:
-		w.n.errors.Add(1)
+		k.errors.Add(1)
 	}
-	// Each Stack: gone only if unlocked (observe checks), and an unlocked
-	// one that survived a real deletecollection is pending.
-	for _, t := range stacks {
-		locks, _ := w.classify(t)
-		existed := t.uid != ""
-		w.observe(ctx, t)
-		if existed && t.uid != "" && len(locks) == 0 && !dryRun {
-			w.pending(t, false)
+	// Each member: a locked one must still be there (observe checks); a
+	// dry run must have left every stable one alone; an unlocked one that
+	// survived a real deletecollection is pending.
+	for _, m := range members {
+		w.observe(ctx, m.t)
+		switch {
+		case m.uid == "" || len(m.locks) > 0:
+		case dryRun && m.t.uid != m.uid && m.stable:
+			// (An unstable one the garbage collector may remove any
+			// moment, rightly when no Lock protects it.)
+			w.violation(kind, "a %s of %s in %s deleted %s (uid %s), which no Lock protected: a dry run must delete nothing", kind, gvk.Kind, w.ns, m.t.name, m.uid)
+		case !dryRun && m.t.uid == m.uid:
+			w.pending(m.t, false)
 		}
 	}
 }
 
 // cascade deletes the owner Stack of a locked PostgresCluster, when the
 // Stack itself is unlocked: the garbage collector's delete of the child
-// must be denied.
+// must be denied, and the child must survive.
 func (w *worker) cascade(ctx context.Context) {
 	for _, t := range w.targets {
 		if t.owner == nil {
@@ -510,14 +631,28 @@ func (w *worker) cascade(ctx context.Context) {
 		if len(childLocks) == 0 || !known || len(ownerLocks) > 0 || !ownerKnown {
 			continue
 		}
-		if !w.observe(ctx, t) || !w.observe(ctx, t.owner) || t.uid == "" || t.owner.uid == "" {
+		if !w.observe(ctx, t) || !w.observe(ctx, t.owner) || t.uid == "" || t.owner.uid == "" || t.ownerRef != t.owner.uid {
 			continue
 		}
-		w.n.attempts.Add(1)
-		w.n.gcCascades.Add(1)
-		sent := time.Now()
+		k := &w.n.byKind[kindCascade]
+		k.sent.Add(1)
+		k.locked.Add(1)
+		w.sending(t.owner, kindCascade)
 		err := w.c.Delete(ctx, w.object(t.owner, stackGVK), client.Preconditions{UID: &t.owner.uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		w.judge(ctx, t.owner, nil, false, sent, err)
+		// The owner itself is unlocked: judge it as such (its errors count
+		// under this kind).
+		w.n.unlockedTries.Add(1)
+		switch {
+		case err == nil:
+			w.n.unlockedOK.Add(1)
+			t.owner.uid, t.owner.unlockedSince = "", time.Time{}
+		case isDenial(err):
+			w.n.staleDenials.Add(1)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			w.observe(ctx, t.owner)
+		default:
+			k.errors.Add(1)
+		}
 		return
 	}
 }
@@ -566,10 +701,11 @@ func (w *worker) settle(ctx context.Context) []string {
 					}
 					continue
 				}
-				w.n.attempts.Add(1)
+				w.n.byKind[kindDelete].sent.Add(1)
+				w.sending(t, kindDelete)
 				sent := time.Now()
 				err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &t.uid})
-				w.judge(ctx, t, nil, false, sent, err)
+				w.judge(ctx, t, nil, kindDelete, sent, err)
 				if !t.unlockedSince.IsZero() {
 					left = append(left, fmt.Sprintf("%s %s/%s (waiting %s, last error %v)", t.gvk.Kind, w.ns, t.name, time.Since(t.unlockedSince).Round(time.Second), err))
 				}
@@ -584,12 +720,17 @@ func (w *worker) settle(ctx context.Context) []string {
 	}
 }
 
-// audit checks every target against the worker's live Locks one last time.
-func (w *worker) audit(ctx context.Context) {
-	w.resolve(ctx)
-	for _, t := range w.targets {
-		w.observe(ctx, t)
+// audit checks every target against the worker's live Locks once more.
+// It returns false when the API server did not answer for some of them.
+func (w *worker) audit(ctx context.Context) bool {
+	if !w.resolve(ctx) {
+		return false
 	}
+	ok := true
+	for _, t := range w.targets {
+		ok = w.observe(ctx, t) && ok
+	}
+	return ok
 }
 
 // violations collects the details of every violation.
@@ -598,10 +739,10 @@ type violations struct {
 	list []string
 }
 
-func (v *violations) add(format string, args ...any) {
+func (v *violations) add(kind deleteKind, msg string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.list = append(v.list, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
+	v.list = append(v.list, fmt.Sprintf("%s [%s] %s", time.Now().Format("15:04:05.000"), kind, msg))
 }
 
 func (v *violations) all() []string {
