@@ -364,6 +364,8 @@ func TestChaos(t *testing.T) {
 			f.rotations.Load(), f.rotationsSeen.Load(), slowest, f.rotationsUnserved.Load(), servedWithin),
 		fmt.Sprintf("chaos: Locks created %d, deleted %d; lock annotations edited by hand %d; balancer connections %d (%d refused: no replica ready)",
 			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), set.Front.Conns.Load(), set.Front.Refused.Load()),
+		fmt.Sprintf("chaos: objects that went after their Lock's create was answered but before the Lock protected them (a delete admitted before the Lock existed, completed after; not a violation) %d",
+			n.lateDeletes.Load()),
 	}
 	run.summary = append(run.summary, kindTable(&n)...)
 	run.summary = append(run.summary,

@@ -35,6 +35,11 @@ const (
 	pgsPerClient    = 3 // each owned by a Stack
 )
 
+// inFlightFor bounds how long a request whose answer was lost may still
+// complete in the API server: its request timeout (60s by default) bounds
+// the storage call, with a margin.
+const inFlightFor = 90 * time.Second
+
 // denialPrefix starts the API server's error for a delete lockguard denied.
 const denialPrefix = `admission webhook "delete.lockguard.core.navique.com" denied the request: resource is protected by Lock(s) [`
 
@@ -53,6 +58,10 @@ type counts struct {
 	lockDeletes   atomic.Int64
 	annotations   atomic.Int64 // hand edits of the lock annotation
 	slowestUnlock atomic.Int64 // longest time an unlocked target waited for its delete, ns
+	// lateDeletes counts objects seen after their Lock's create was
+	// answered that went before the Lock protected them (see observe): a
+	// delete admitted before the Lock existed completed after.
+	lateDeletes atomic.Int64
 }
 
 // sum adds up one counter over every kind.
@@ -94,8 +103,15 @@ type lockRec struct {
 	// from then on, until the client deletes the Lock, that object must
 	// exist.
 	seenUID types.UID
+	// sawUID is the UID of the target the client first saw after acked,
+	// protected or not yet.
+	sawUID  types.UID
 	invalid bool // targets another group: never protects
 }
+
+// forget drops what the Lock saw of its target, once a violation on it
+// is counted.
+func (l *lockRec) forget() { l.seenUID, l.sawUID = "", "" }
 
 // target is an object a worker may lock and delete.
 type target struct {
@@ -113,17 +129,29 @@ type target struct {
 	// unlockedSince is when a delete of the unlocked target was first
 	// refused; zero when none is pending.
 	unlockedSince time.Time
+	// doubtSince is when a real delete of the object was last answered
+	// with an error that does not say whether it happened: the request may
+	// still be in flight, admitted, for up to inFlightFor.
+	doubtSince time.Time
 }
 
 func (t *target) String() string { return t.gvk.Kind + "/" + t.name }
 
-// stable reports whether nothing but a request can remove the object: it
-// has no owner, or its owner is the one it names (so the garbage
-// collector has no reason to delete it). t and its owner must just have
-// been observed.
-func (t *target) stable() bool {
-	return t.ownerRef == "" || (t.owner != nil && t.owner.uid == t.ownerRef)
+// undisturbed reports whether no delete admitted before now can still be
+// under way for the object: the garbage collector has no reason to delete
+// it (it has no owner, or its owner is the one it names: UIDs are never
+// reused, so that owner was never deleted), and no delete of the client's
+// may still be in flight. t and its owner must just have been observed.
+func (t *target) undisturbed(now time.Time) bool {
+	intact := t.ownerRef == "" || (t.owner != nil && t.owner.uid == t.ownerRef)
+	return intact && (t.doubtSince.IsZero() || now.Sub(t.doubtSince) > inFlightFor)
 }
+
+// doubt records that a real delete of the unlocked t was answered with an
+// error that does not say whether it happened. (A request on a locked
+// object is sent after its Locks: if it ever completes, that is a
+// violation, so it casts no doubt.)
+func (t *target) doubt() { t.doubtSince = time.Now() }
 
 // worker is one client, alone in its namespace, so that it knows every
 // Lock there and when it saw it.
@@ -237,19 +265,49 @@ func (w *worker) resolve(ctx context.Context) bool {
 // Lock protected when the client saw it must still be there, the same
 // object (a recreated one has another UID). It returns false when the API
 // server does not answer.
+//
+// A Lock protects the object the client sees after the Lock's create was
+// answered, from then on, if no delete admitted before the Lock existed
+// can still be under way (target.undisturbed). Otherwise (the garbage
+// collector may be deleting the child of a deleted owner; a delete of the
+// client's lost its answer) it protects it from when the client sees the
+// lock annotation name the Lock: the reconciler wrote the object after the
+// Lock existed, and the API server re-runs admission for any delete whose
+// object changed under it (the storage's optimistic delete), so from then
+// on every delete is decided with the Lock in place. (Between the two, an
+// in-flight delete admitted before the Lock can still complete: lockguard
+// decides at admission and cannot undo it. status.active says when that
+// window is closed.)
 func (w *worker) observe(ctx context.Context, t *target) bool {
 	u := w.object(t, t.gvk)
 	err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u)
 	var uid, ownerRef types.UID
+	var annotated []string
 	switch {
 	case err == nil:
 		uid = u.GetUID()
 		for _, r := range u.GetOwnerReferences() {
 			ownerRef = r.UID
 		}
+		annotated = strings.Split(u.GetAnnotations()[lockv1alpha1.LockedAnnotation], ",")
 	case apierrors.IsNotFound(err):
 	default:
 		return false
+	}
+	ownerRead := 0 // 0 not yet, 1 read, -1 the API server did not answer
+	protects := func(l *lockRec) bool {
+		if slices.Contains(annotated, l.name) {
+			return true
+		}
+		if ownerRead == 0 {
+			ownerRead = 1
+			if t.owner != nil && ownerRef != "" && !w.observe(ctx, t.owner) {
+				ownerRead = -1
+			}
+		}
+		probe := *t
+		probe.ownerRef = ownerRef
+		return ownerRead == 1 && probe.undisturbed(l.acked)
 	}
 	for _, l := range w.locksOn(t, live) {
 		if l.seenUID != "" && l.seenUID != uid {
@@ -260,10 +318,16 @@ func (w *worker) observe(ctx context.Context, t *target) bool {
 			w.violation(t.lastKind, "%s %s (uid %s) %s while Lock %s protected it (created and seen %s ago, seen the object after that); the last request that could have removed it: %s",
 				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID, now, l.name, time.Since(l.acked).Round(time.Millisecond), t.lastKind)
 			for _, other := range w.locksOn(t, live) {
-				other.seenUID = "" // Counted once.
+				other.forget() // Counted once.
 			}
 		}
-		if l.seenUID == "" {
+		if l.seenUID == "" && l.sawUID != "" && l.sawUID != uid {
+			w.n.lateDeletes.Add(1)
+			w.logf("%s %s (uid %s), seen after Lock %s's create was answered but before the Lock protected it, is gone: the last request that could have removed it: %s",
+				t.gvk.Kind, w.ns+"/"+t.name, l.sawUID, l.name, t.lastKind)
+		}
+		l.sawUID = uid
+		if l.seenUID == "" && uid != "" && protects(l) {
 			l.seenUID = uid
 		}
 	}
@@ -354,7 +418,7 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 	if !w.observe(ctx, t) || (t.owner != nil && !w.observe(ctx, t.owner)) || t.uid == "" {
 		return
 	}
-	stable := t.stable()
+	undisturbed := t.undisturbed(time.Now())
 	w.seq++
 	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
 	lock := &lockv1alpha1.Lock{
@@ -367,11 +431,11 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 		return
 	}
 	l.state, l.acked = live, time.Now()
-	if stable {
-		// Nothing but this client's requests removes the object the
-		// client read just before creating the Lock: from now on it must
-		// stay, even if the delete's answer is lost (an error), which
-		// observe below then catches.
+	if undisturbed {
+		// No delete admitted before the Lock can be under way for the
+		// object the client read just before creating it: from now on it
+		// must stay, even if the delete's answer is lost (an error),
+		// which observe below then catches.
 		l.seenUID = t.uid
 	}
 	t.unlockedSince = time.Time{}
@@ -475,7 +539,7 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 		w.violation(kind, "a %s of %s %s was allowed while Locks %v protected it", kind, t.gvk.Kind, w.ns+"/"+t.name, seen(locks, sent))
 		if !dryRun {
 			for _, l := range locks {
-				l.seenUID = "" // Counted once.
+				l.forget() // Counted once.
 			}
 			t.uid = ""
 		}
@@ -500,6 +564,9 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 		k.errors.Add(1)
 		if !locked {
 			w.pending(t, dryRun)
+			if !dryRun {
+				t.doubt()
+			}
 		}
 	}
 }
@@ -543,7 +610,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		t      *target
 		uid    types.UID // before the request; empty if absent
 		locks  []*lockRec
-		stable bool // nothing but a request removes it (target.stable)
+		stable bool // nothing but this request may remove it (target.undisturbed)
 	}
 	var members []member
 	for _, t := range w.targets {
@@ -557,7 +624,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		if !known {
 			return
 		}
-		members = append(members, member{t: t, uid: t.uid, locks: locks, stable: t.stable()})
+		members = append(members, member{t: t, uid: t.uid, locks: locks, stable: t.undisturbed(time.Now())})
 	}
 	kind := kindCollection
 	opts := []client.DeleteAllOfOption{client.InNamespace(w.ns)}
@@ -587,7 +654,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		for _, m := range locked {
 			w.violation(kind, "a %s of %s in %s was allowed while Locks %v protected %s (uid %s)", kind, gvk.Kind, w.ns, seen(m.locks, sent), m.t.name, m.uid)
 			for _, l := range m.locks {
-				l.seenUID = "" // Counted once.
+				l.forget() // Counted once.
 			}
 		}
 	case err == nil:
@@ -600,6 +667,13 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		}
 	default:
 		k.errors.Add(1)
+		if !dryRun {
+			for _, m := range members {
+				if len(m.locks) == 0 {
+					m.t.doubt()
+				}
+			}
+		}
 	}
 	// Each member: a locked one must still be there (observe checks); a
 	// dry run must have left every stable one alone; an unlocked one that
@@ -609,8 +683,9 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		switch {
 		case m.uid == "" || len(m.locks) > 0:
 		case dryRun && m.t.uid != m.uid && m.stable:
-			// (An unstable one the garbage collector may remove any
-			// moment, rightly when no Lock protects it.)
+			// (The garbage collector, or an earlier delete whose answer
+			// was lost, may remove another one any moment, rightly when no
+			// Lock protects it.)
 			w.violation(kind, "a %s of %s in %s deleted %s (uid %s), which no Lock protected: a dry run must delete nothing", kind, gvk.Kind, w.ns, m.t.name, m.uid)
 		case !dryRun && m.t.uid == m.uid:
 			w.pending(m.t, false)
@@ -652,6 +727,7 @@ func (w *worker) cascade(ctx context.Context) {
 			w.observe(ctx, t.owner)
 		default:
 			k.errors.Add(1)
+			t.owner.doubt()
 		}
 		return
 	}
