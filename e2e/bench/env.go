@@ -51,11 +51,18 @@ type Cluster struct {
 // StartCluster starts etcd and kube-apiserver and installs what lockguard
 // needs. Stop it with Stop.
 func StartCluster(ctx context.Context, logs io.Writer) (*Cluster, error) {
+	return StartClusterWith(ctx, logs, "", nil)
+}
+
+// StartClusterWith is StartCluster for Kubernetes version (empty:
+// framework.Version()) with extra kube-apiserver flags (name without the
+// dashes, value).
+func StartClusterWith(ctx context.Context, logs io.Writer, version string, apiServerFlags map[string]string) (*Cluster, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	env, err := framework.Start(framework.Options{CRDDirs: framework.CRDDirs(root), Logs: logs})
+	env, err := framework.Start(framework.Options{Version: version, CRDDirs: framework.CRDDirs(root), Logs: logs, APIServerFlags: apiServerFlags})
 	if err != nil {
 		return nil, err
 	}

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/navique/lockguard/e2e/framework"
@@ -16,17 +18,61 @@ import (
 // (framework.StartLockguard), with plain-HTTP metrics on loopback.
 type Lockguard struct {
 	*framework.Lockguard
+	tail *tailWriter
+}
+
+// tailWriter keeps the last 8 KiB written to it.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - 8<<10; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// ExitError returns an error, with the end of the process's output, when
+// it has exited; nil while it runs.
+func (l *Lockguard) ExitError() error {
+	select {
+	case <-l.Exited():
+		return fmt.Errorf("lockguard exited; its last output:\n%s", l.tail.String())
+	default:
+		return nil
+	}
 }
 
 // StartLockguard runs binary against c, serving the webhook at c.Webhook,
 // with extra flags args (which override the defaults).
 func (c *Cluster) StartLockguard(binary string, args ...string) (*Lockguard, error) {
+	return c.StartLockguardOn(c.Webhook, binary, args...)
+}
+
+// StartLockguardOn is StartLockguard serving the webhook at wh.
+func (c *Cluster) StartLockguardOn(wh *framework.LocalWebhook, binary string, args ...string) (*Lockguard, error) {
+	tail := &tailWriter{}
+	var logs io.Writer = tail
+	if c.Logs != nil {
+		logs = io.MultiWriter(c.Logs, tail)
+	}
 	lg, err := framework.StartLockguard(framework.LockguardOptions{
 		Binary:     binary,
 		Kubeconfig: c.LockguardKubeconfig,
-		Webhook:    c.Webhook,
+		Webhook:    wh,
 		Metrics:    true,
-		Logs:       c.Logs,
+		Logs:       logs,
 		Args: append([]string{
 			// A restarted lockguard takes the Lease at once.
 			"--leader-election-lease-duration=4s",
@@ -37,7 +83,7 @@ func (c *Cluster) StartLockguard(binary string, args ...string) (*Lockguard, err
 	if err != nil {
 		return nil, err
 	}
-	return &Lockguard{lg}, nil
+	return &Lockguard{Lockguard: lg, tail: tail}, nil
 }
 
 // WaitReady waits until /readyz answers 200 and returns the time since the

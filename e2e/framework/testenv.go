@@ -85,6 +85,9 @@ type Options struct {
 	CRDDirs []string
 	// Logs receives the control plane's output; nil discards it.
 	Logs io.Writer
+	// APIServerFlags are extra kube-apiserver flags (name without the
+	// dashes, value), e.g. feature gates a benchmark needs; default none.
+	APIServerFlags map[string]string
 }
 
 // Env is a running control plane.
@@ -138,6 +141,9 @@ func Start(o Options) (*Env, error) {
 	// On 127.0.0.1 the endpoint reconciler would publish an unusable
 	// kubernetes Service endpoint; tests do not need it.
 	api.Configure().Set("endpoint-reconciler-type", "none")
+	for k, v := range o.APIServerFlags {
+		api.Configure().Set(k, v)
+	}
 
 	cfg, err := env.Start()
 	if err != nil {

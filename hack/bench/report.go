@@ -41,6 +41,7 @@ type report struct {
 	memory      []*bench.MemoryPoint
 	grown       int
 	growTook    time.Duration
+	decisions   []*decisionRun
 }
 
 // handlerResults are the parsed Go benchmark lines.
@@ -159,6 +160,7 @@ func (r *report) markdown() string {
 
 	w("## Targets\n\n| # | target | measured | result |\n|---|---|---|---|\n")
 	r.summary(w)
+	r.decisionsSummary(w)
 	w("\n")
 	r.handlerSection(w)
 	r.webhookSection(w)
@@ -166,6 +168,7 @@ func (r *report) markdown() string {
 	r.memorySection(w)
 	r.convergenceSection(w)
 	r.windowSection(w)
+	r.decisionsSection(w)
 	b.WriteString(notes)
 	return b.String()
 }
