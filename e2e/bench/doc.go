@@ -5,5 +5,10 @@
 // is shared and noisy), or a latency bound. hack/bench runs the scenarios
 // and writes docs/benchmarks.md; `make bench` runs hack/bench.
 //
+// Issue 13's measurements (reads.go, decisions.go, candidates.go) compare
+// the read that confirms an allowed delete with candidate confirmations,
+// served by a webhook server of the bench's own (ServeCandidates); they
+// run only with `hack/bench -only reads,decisions` (make bench-decisions).
+//
 // Nothing here runs under `go test ./...`: the package has no tests.
 package bench

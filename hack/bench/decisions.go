@@ -30,7 +30,12 @@ func runDecisions(ctx context.Context, o options, r *report) error {
 	if o.verbose {
 		logs = os.Stderr
 	}
-	for _, v := range strings.Fields(strings.ReplaceAll(o.decideVersions, ",", " ")) {
+	versions := strings.Fields(strings.ReplaceAll(o.decideVersions, ",", " "))
+	if r.kubeVersion == "" {
+		// No other section started a control plane: the header names these.
+		r.kubeVersion = strings.Join(versions, ", v")
+	}
+	for _, v := range versions {
 		run := &decisionRun{version: v}
 		r.decisions = append(r.decisions, run)
 		if err := runDecisionsOn(ctx, o, v, logs, run); err != nil {
