@@ -169,8 +169,10 @@ func (r *DecisionsResult) Ratio(a, b string, l int, stat func(c *DecisionCell, r
 	return median(xs)
 }
 
-// P99Stat and RateStat are Ratio's usual statistics.
-func P99Stat(c *DecisionCell, round int) float64  { return float64(c.P99s[round]) }
+// P99Stat is a Ratio statistic: the cell's p99 in round.
+func P99Stat(c *DecisionCell, round int) float64 { return float64(c.P99s[round]) }
+
+// RateStat is a Ratio statistic: the cell's deletes per second in round.
 func RateStat(c *DecisionCell, round int) float64 { return c.Rates[round] }
 
 // MedianRate is the median over rounds of c's throughput.

@@ -27,6 +27,7 @@ type tailWriter struct {
 	buf []byte
 }
 
+// Write keeps the end of p (io.Writer).
 func (t *tailWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -37,6 +38,7 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// String returns what is kept.
 func (t *tailWriter) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
