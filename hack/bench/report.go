@@ -272,7 +272,7 @@ func (r *report) handlerSection(w writer) {
 		return
 	}
 	w("## 1. Handler cost\n\n")
-	w("Go benchmarks in `webhook/handler_bench_test.go`: a DELETE review of a Stack no Lock protects (the common case), through `http.Handler.ServeHTTP` with a JSON AdmissionReview body, deciding through the real `controller.Finder` on controller-runtime's informer cache with lockguard's field index, fed by an in-memory ListWatch of 10, 10k or 100k Locks (100 per namespace). `path=lockguard` is the handler lockguard registers; `path=controller-runtime` is `admission.Webhook` around the same `Handler`, what lockguard served before. The Finder reads the cache only; lockguard's default (`ConfirmedFinder`) adds a read from the API server for allowed deletes, measured in sections 2 and 3.\n\n")
+	w("Go benchmarks in `webhook/handler_bench_test.go`: a DELETE review of a Stack no Lock protects (the common case), through `http.Handler.ServeHTTP` with a JSON AdmissionReview body, deciding through the real Lock index (`controller.NewLockIndex`) on an informer cache fed by an in-memory ListWatch of 10, 10k or 100k Locks (100 per namespace). `path=lockguard` is the handler lockguard registers; `path=controller-runtime` is `admission.Webhook` around the same `Handler`, what lockguard served before. The handler here reads the cache only (`--cache-only-decisions`); lockguard's default (the confirming read, `webhook/confirm.go`) adds a read from the API server for allowed deletes, measured in sections 2 and 3.\n\n")
 	w("Command: `%s`\n\n", h.command)
 	w("Side by side (`BenchmarkHandlerScaling`: the three caches in one heap, alternating in ~1 ms batches; median of the per-round ratios):\n\n| oldObject | 10 Locks | 10k Locks | 100k Locks | 10k/10 | 100k/10 |\n|---|---|---|---|---|---|\n")
 	for _, s := range sizes {
@@ -493,7 +493,7 @@ with the window measured in section 6.
 **Target 2, cache only.** lockguard reaches about two thirds of the bare
 server: it spends about twice the bare server's CPU per request (section 2):
 the review's JSON, the response's, controller-runtime's request metrics
-(three Prometheus observations), the Finder lookup and the garbage they
+(three Prometheus observations), the index lookup and the garbage they
 make. At half the bare server's throughput lockguard runs at ~75% of its
 own capacity, on two cores shared with the load generator and other tests;
 the bare server's own p99 at that rate is several milliseconds, so 2 ms is
