@@ -45,7 +45,7 @@ type report struct {
 }
 
 // optInNote is the header's sentence on the sections make bench leaves out.
-const optInNote = "Issue 13's measurements (the confirming reads, and allowed deletes through every candidate confirmation on 1.37.2 and 1.29.15) are not part of `make bench`: about 25 minutes per Kubernetes version. `make bench-decisions` runs them (`go run ./hack/bench -only reads,decisions -decide-versions \"1.37.2 1.29.15\"`) into `bin/decisions.md`; their latest full run and what it means: [confirming-read.md](confirming-read.md)."
+const optInNote = "Issue 13's measurements (the confirming reads, and allowed deletes through every candidate confirmation on 1.37.2 and 1.29.15) are not part of `make bench`: their latest full run took 22m26s on 1.37.2 and 27m10s on 1.29.15 (confirming-read.md, run 2). `make bench-decisions` runs them (`go run ./hack/bench -only reads,decisions -decide-versions \"1.37.2 1.29.15\"`) into `bin/decisions.md`; their latest full run and what it means: [confirming-read.md](confirming-read.md)."
 
 // handlerResults are the parsed Go benchmark lines.
 type handlerResults struct {
@@ -442,26 +442,32 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// notes are the findings and proposals, written by hand from the runs
-// that led to each fix; the tables above are this run's.
+// notes are the findings and proposals, written by hand. They hold no
+// measured number of their own: this run's numbers are in the tables
+// above, and the history table names the commit each of its numbers was
+// measured at (issue 15: every number in the docs comes from a generated
+// section or says which run it comes from).
 const notes = `## Fixes made
 
-Each is its own commit; before and after were measured with this harness or
-the Go benchmarks on this machine, minutes apart (so with its noise).
+Each is its own commit. Its before and after were measured when it landed,
+with this harness or the Go benchmarks, minutes apart on this shared
+machine: they are that commit's numbers, not this run's, and later changes
+moved them (this run's are in the tables above).
 
-| commit | change | before → after |
+| commit | change | before → after, when it landed |
 |---|---|---|
 | 3f95a82 | lockguard serves AdmissionReviews itself (oldObject stays a slice of the body) instead of controller-runtime's ` + "`admission.Webhook`" + ` | 1 MiB oldObject: 3.29 MB → 1.06 MB allocated per review (3.1× → 1.01× the body) |
 | 67c5755 | the body is validated in one pass that skips string contents in a tight loop | 1 MiB: 5.3 → 1.0-1.7 ms; 16 KiB: 76-92 → 35 µs; webhook server 0.68 → 0.82 of the bare server (one run each) |
-| d81272f | the request's members are decoded by hand | 1 KiB: 5,960 B and 60 allocs → 3,344 B and 39 allocs; 13-14 → ~10 µs |
+| d81272f | the request's members are decoded by hand (replaced in issue 10 by skim, which only skips values, and the standard decoder) | 1 KiB: 5,960 B and 60 allocs → 3,344 B and 39 allocs; 13-14 → ~10 µs |
 | a4a86a7 | ` + "`--cache-only-decisions`" + `, to measure (and offer) deciding from the cache alone | — |
 | 32ccad9 | confirmations of one namespace share their reads of the API server | default flags, webhook server: 229 → 1,979 reviews/s; deletes through the API server at a steady rate: p50 60 → 139 ms (latency traded for a bounded load on the API server) |
 | 9bd0a6c | client QPS/burst 100/200 → 500/1000 | convergence 36% → 46-99% of the raw rate (noisy); steady 100 Locks/s p99 2.0 s → 62 ms |
 | defe5c0 | one index value per Lock on the informer itself; ` + "`CacheTransform`" + ` keeps only what is read | 10k Locks: heap in use 68.7 → 59.1 MiB, 5.8 → 4.9 KiB per Lock and target |
+| 73bb1bd | one target-keyed reconciler writes the annotation and then the status of its Locks (two controllers polling each other before) | convergence 58% → 108% of the raw rate, separate runs of ` + "`-only handler,webhook,convergence`" + ` at acc037a and 922ded8 under load 5 and 16 |
 
 Tried and not kept, for lack of a measurable effect: not reconciling targets
-on Lock status updates (convergence 62-70% with and without), and, as an
-experiment only, no Events on Lock status changes.
+on Lock status updates, and, as an experiment only, no Events on Lock status
+changes.
 
 ## Why targets are missed, and what would close them
 
@@ -471,71 +477,56 @@ namespace's Locks from the API server, so that a Lock created a moment
 before the delete protects its target. On Kubernetes 1.31+ that list is
 served from the API server's watch cache once it is fresh, and while other
 resources are written the cache waits for etcd's progress notification,
-requested every 100 ms: allowed deletes take up to ~100 ms more, and more
-under load, where they wait for the namespace's read in flight (32ccad9).
-Denied deletes are not affected (the cache decides them). No client-side
-change makes a consistent list cheaper. What would:
-- selectable fields on ` + "`spec.targetRef.kind`" + ` and ` + "`spec.targetRef.name`" + ` (CRD
-  ` + "`selectableFields`" + `, Kubernetes 1.31+) would make each read O(Locks of the
-  target) instead of O(Locks of the namespace), but not remove the wait;
-- only a quorum GET by a known name avoids the wait. A Lock's name is the
-  user's, so that needs an API change, e.g. a Lock named after its target
-  (` + "`<kind>.<name>`" + `, enforced by CEL), or a per-target object lockguard
-  maintains;
-- admitting Lock creates in the same webhook (failurePolicy Ignore,
-  sideEffects None) and denying at once the deletes of targets of Locks
-  admitted but not yet in the cache closes the window without an API read
-  when the create and the delete reach the same replica: always with one
-  replica; with several, the confirming read remains the fallback.
-Meanwhile ` + "`--cache-only-decisions`" + ` gives the latency of the cache-only rows,
-with the window measured in section 6.
+which the API server requests at most every 100 ms (` + "`progressRequestPeriod`" + `
+in k8s.io/apiserver): allowed deletes wait up to that long, and longer
+under load, where they also wait for the namespace's read in flight
+(32ccad9). On 1.29 the list is read from etcd and costs in proportion to
+the namespace's Locks. Denied deletes are not affected (the cache decides
+them). Issue 13 measured cheaper confirmations side by side on both
+versions; its tables and the recommendation (a quorum GET of one object per
+target) are in [confirming-read.md](confirming-read.md). Meanwhile
+` + "`--cache-only-decisions`" + ` gives the latency of the cache-only rows, with the
+window measured in section 6.
 
-**Target 2, cache only.** lockguard reaches about two thirds of the bare
-server: it spends about twice the bare server's CPU per request (section 2):
-the review's JSON, the response's, controller-runtime's request metrics
-(three Prometheus observations), the index lookup and the garbage they
-make. At half the bare server's throughput lockguard runs at ~75% of its
-own capacity, on two cores shared with the load generator and other tests;
-the bare server's own p99 at that rate is several milliseconds, so 2 ms is
-below what this machine can show.
+**Target 2, cache only.** The ratio to the bare server is in the table
+above. lockguard spends more CPU per request than the bare server: the
+review's JSON (validated whole, oldObject skipped), the response's,
+controller-runtime's request metrics (three Prometheus observations), the
+index lookup and the garbage they make. The load generator, the bare
+server and lockguard share two cores with other tests, so the ratio moves
+from run to run; the bare server's own p99 at half its throughput is
+printed next to lockguard's, and where it is above 2 ms the latency target
+is below what this machine can show.
 
-**Target 3, cache only.** The webhook adds about half a millisecond at p50.
-The p99s of all three modes are tens of milliseconds and vary by ±40%
-between rounds of the same mode: CPU contention on two cores, which a
-webhook meets twice (the API server and lockguard are separate processes).
-The ratios sit near their targets and move across them from run to run; a
-machine with spare cores would measure the webhook rather than the
-scheduler.
+**Target 3, cache only.** The p99s of all three modes vary between rounds
+of the same mode: CPU contention on two cores, which a webhook meets twice
+(the API server and lockguard are separate processes). The ratios sit near
+their targets and move across them from run to run; a machine with spare
+cores would measure the webhook rather than the scheduler.
 
-**Target 4, heap per Lock and target.** In-process, after a forced GC,
-lockguard holds ~2.9 KiB per Lock and target (10k of each): the typed Lock
-~1.1 KiB, the target's metadata ~0.4 KiB, the informers' indexes ~0.4 KiB,
-their stores ~0.2 KiB, and ~0.5 KiB of work-queue maps that keep their
-capacity after the initial reconcile of every object; ` + "`go_memstats_heap_inuse_bytes`" + `
-runs 1.5-1.8× the live heap with GOGC=100. Reaching 1.5 KiB would take a
-slimmer cached Lock (the fields read, not the typed object) and an index
-without a set per value. Since 98fc196 lockguard sets the Go runtime's
-memory limit to 90% of its container's, so that near the limit the heap in
-use stays close to the live heap; the bench's processes run without a
-memory cgroup, so this report does not show it. A profile after a burst of
-new Locks also holds ~1 KiB per Lock for their status Events, which
-client-go's event cache keeps for 6 minutes.
+**Target 4, heap per Lock and target.** A heap profile (in-process, after a
+forced GC, 10k Locks and targets, at defe5c0) put the largest share in the
+typed Lock, then the target's metadata, the informers' indexes, their
+stores, and work-queue maps that keep their capacity after the initial
+reconcile of every object; ` + "`go_memstats_heap_inuse_bytes`" + ` runs above the live
+heap with GOGC=100. Reaching the target would take a slimmer cached Lock
+(the fields read, not the typed object) and an index without a set per
+value. Since 98fc196 lockguard sets the Go runtime's memory limit to 90% of
+its container's, so that near the limit the heap in use stays close to the
+live heap; the bench's processes run without a memory cgroup, so this
+report does not show it. Status Events of a burst of new Locks are also
+held by client-go's event cache for some minutes.
 
-**Target 5, convergence.** 62-70% over runs at the default QPS. lockguard
-spends ~1.1-1.2 ms of CPU per Lock (decoding three Lock events and a target
-event, four reconciles, two patches, a status Event) on the same two cores as
-the API server and etcd; the raw client only writes. More workers would help
-both sides equally. The status Event (issue 5 asks for one on every Ready
-change, so a new Lock's Active) is a third API write per Lock where the raw
-client makes two; a CPU profile of the burst (` + "`--pprof-bind-address`" + `) puts
-lockguard itself at ~0.2 cores, so the API server's writes are the limit.
-An experiment build without that Event, run minutes apart with ` + "`go run ./hack/bench -only convergence`" + `
-(so not side by side): 72% (247 vs 345 Locks/s) without it, 65% (190 vs
-292) with it. The Event stays.
+**Target 5, convergence.** lockguard decodes Lock and target events,
+reconciles, patches the annotation and the status and records a status
+Event per new Lock, on the same two cores as the API server and etcd; the
+raw client only writes. The status Event (issue 5 asks for one on every
+Ready change) is a third API write per Lock where the raw client makes two.
+The p99 from create to active at a steady 100 Locks/s is bounded by how
+busy the machine is: compare it with the load average in the header.
 
 **Target 6, protection window.** Deciding from the cache alone, a few
 percent of deletes sent the moment a Lock's create returns go through: the
 cache sees the Lock milliseconds after the create returns (section 6). The
-default flags close the window, at the cost above; the proposals under
-"targets 2 and 3" would close it cheaply.
+default flags close the window, at the cost above.
 `
