@@ -140,6 +140,14 @@ e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local c
 	  cat $(BIN)/e2e-report-$$v.txt; \
 	done
 
+.PHONY: e2e-record
+e2e-record: ## make e2e, then write its measurements, commit and load into e2e/README.md (commit the result).
+	$(MAKE) e2e
+	{ tree=$$(git rev-parse --short HEAD); [ -z "$$(git status --porcelain)" ] || tree="$$tree plus uncommitted changes"; \
+	  echo "make e2e: PASS on commit $$tree, $$(date -u +%Y-%m-%dT%H:%MZ), $$(nproc) cores, load average at the end $$(cut -d' ' -f1-3 /proc/loadavg)"; \
+	  for v in $(KUBE_VERSIONS); do echo; cat $(BIN)/e2e-report-$$v.txt; done; } > $(BIN)/e2e-record.txt
+	hack/kind/record.sh $(BIN)/e2e-record.txt e2e/README.md e2e-record
+
 .PHONY: e2e-kind
 e2e-kind: $(HELM) ## The e2e suite in cluster mode on a kind cluster, every image built here, no registry (KIND_KUBE_VERSION, e2e/README.md).
 	IMG=$(E2E_IMG) HELM=$(HELM) KIND_KUBE_VERSION=$(KIND_KUBE_VERSION) e2e/kind.sh
