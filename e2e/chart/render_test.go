@@ -292,6 +292,10 @@ func TestWebhookConfiguration(t *testing.T) {
 	if *wh.FailurePolicy != admissionregistrationv1.Ignore || *wh.TimeoutSeconds != 3 {
 		t.Errorf("failurePolicy, timeoutSeconds = %s, %d; want Ignore, 3", *wh.FailurePolicy, *wh.TimeoutSeconds)
 	}
+	// A real denial records Events; a dry-run one records nothing.
+	if wh.SideEffects == nil || *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun {
+		t.Errorf("sideEffects = %v; want NoneOnDryRun (real denials record Events)", wh.SideEffects)
+	}
 	svc := wh.ClientConfig.Service
 	if svc.Name != "guard-lockguard-webhook" || svc.Namespace != "ops" || *svc.Port != 8443 {
 		t.Errorf("clientConfig.service = %s/%s:%d; want ops/guard-lockguard-webhook:8443", svc.Namespace, svc.Name, *svc.Port)
