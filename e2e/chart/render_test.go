@@ -601,3 +601,71 @@ func TestLint(t *testing.T) {
 		}
 	}
 }
+
+// TestSubchart renders lockguard as the dependency of a parent chart, as
+// umbrella charts use it: helm passes the parent's global values to it,
+// which the strict schema must accept, and the parent's lockguard values
+// reach it, still checked by the schema.
+func TestSubchart(t *testing.T) {
+	requireHelm(t)
+	chart, err := framework.ChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	if err := os.CopyFS(filepath.Join(parent, "charts", "lockguard"), os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"Chart.yaml": `apiVersion: v2
+name: platform
+version: 1.0.0
+dependencies:
+  - name: lockguard
+    version: "*"
+`,
+		"values.yaml": `global:
+  imageRegistry: registry.example
+  labels:
+    team: platform
+lockguard:
+  replicas: 3
+`,
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(parent, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	template := func(set ...string) ([]*unstructured.Unstructured, error) {
+		args := []string{"template", "platform", parent, "--namespace", "ops", "--kube-version", "1.37.2"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out, err := framework.Helm(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		return framework.Decode(out)
+	}
+
+	objs, err := template("global.extra.nested=true")
+	if err != nil {
+		t.Fatalf("helm template of a parent chart with global values: %v", err)
+	}
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "platform-lockguard"))
+	if *d.Spec.Replicas != 3 {
+		t.Errorf("replicas = %d; want 3, the parent's lockguard.replicas", *d.Spec.Replicas)
+	}
+	if framework.Find(objs, "ValidatingWebhookConfiguration", "platform-lockguard") == nil {
+		t.Errorf("no webhook configuration rendered in the parent chart: %v", framework.Kinds(objs))
+	}
+
+	// The schema still checks the subchart's own values.
+	_, err = template("lockguard.replica=1")
+	if err == nil || !strings.Contains(err.Error(), "additional properties 'replica' not allowed") {
+		t.Errorf("a typo in the parent's lockguard values: got %v; want the schema to refuse it", err)
+	}
+}
