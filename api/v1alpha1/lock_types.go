@@ -103,7 +103,7 @@ type LockStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:categories=navique
+// +kubebuilder:resource:categories=navique,shortName=lk
 // +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`

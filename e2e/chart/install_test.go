@@ -1,9 +1,11 @@
 package chart_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -194,6 +197,8 @@ func testInstall(t *testing.T, version string) {
 			}
 		}
 	})
+
+	t.Run("LockNames", func(t *testing.T) { testLockNames(ctx, t, env, c) })
 
 	if policyCapable {
 		t.Run("PolicyDeniesLockedDeletes", func(t *testing.T) { testPolicy(ctx, t, c, kubeVersion, apiVersions) })
@@ -448,5 +453,87 @@ func checkFlowSchema(ctx context.Context, t *testing.T, cfg *rest.Config, c clie
 	}
 	if got := classify("system:serviceaccount:default:someone", namespaced); got == "" || got == string(live.GetUID()) {
 		t.Errorf("another ServiceAccount's list of Locks went to FlowSchema %q, want another one", got)
+	}
+}
+
+// testLockNames checks, with the API server's discovery and the real
+// kubectl, the names the Lock CRD (installed by the cases above) gives
+// kubectl get: the short name lk, which no other resource of this API
+// server serves, and the category navique, not all (kubectl delete all
+// --all must not delete Locks, which would lift the protection of whatever
+// it deletes next).
+func testLockNames(ctx context.Context, t *testing.T, env *framework.Env, c client.Client) {
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lock *metav1.APIResource
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range l.APIResources {
+			if gv.Group == "core.navique.com" && r.Name == "locks" {
+				lock = &l.APIResources[i]
+				continue
+			}
+			if r.Name == "lk" || r.SingularName == "lk" || slices.Contains(r.ShortNames, "lk") {
+				t.Errorf("%s %s also answers to lk (short names %v): kubectl get lk would be ambiguous", l.GroupVersion, r.Name, r.ShortNames)
+			}
+		}
+	}
+	if lock == nil {
+		t.Fatal("discovery does not list core.navique.com locks")
+	}
+	if !slices.Equal(lock.ShortNames, []string{"lk"}) || !slices.Equal(lock.Categories, []string{"navique"}) {
+		t.Errorf("locks: short names %v, categories %v; want [lk], [navique]", lock.ShortNames, lock.Categories)
+	}
+
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") == "1" {
+			t.Fatalf("kubectl is not on PATH (make puts the pinned one in bin/path): %v", err)
+		}
+		t.Skipf("kubectl is not on PATH: %v", err)
+	}
+	kubeconfig := filepath.Join(env.Dir, "names.kubeconfig")
+	if err := framework.WriteKubeconfig(env.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "lock-names"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	l := &unstructured.Unstructured{}
+	l.SetGroupVersionKind(schema.GroupVersionKind{Group: "core.navique.com", Version: "v1alpha1", Kind: "Lock"})
+	l.SetNamespace(ns)
+	l.SetName("protect-forge")
+	if err := unstructured.SetNestedStringMap(l.Object, map[string]string{"kind": "Stack", "name": "forge"}, "spec", "targetRef"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"get", "lk"}, {"get", "lk.core.navique.com"}, {"get", "navique"}} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, kubectl, append(args, "--kubeconfig", kubeconfig, "-n", ns, "-o", "name")...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+			continue
+		}
+		if got, want := strings.TrimSpace(stdout.String()), "lock.core.navique.com/protect-forge"; got != want {
+			t.Errorf("kubectl %s -o name: %q; want %q", strings.Join(args, " "), got, want)
+		}
+	}
+	// Not in category all: kubectl get all leaves Locks out.
+	out, err := exec.CommandContext(ctx, kubectl, "get", "all", "--kubeconfig", kubeconfig, "-n", ns, "-o", "name").Output()
+	if err != nil || strings.Contains(string(out), "lock.core.navique.com") {
+		t.Errorf("kubectl get all: %v, %q; want no Lock listed", err, out)
 	}
 }
