@@ -13,6 +13,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,6 +163,9 @@ func testInstall(t *testing.T, version string) {
 			})
 			createRestrictedNamespace(ctx, t, c, ns)
 			install(ctx, t, c, objs)
+			if kinds["ServiceMonitor"] {
+				checkServiceMonitor(ctx, t, env.Config, c, objs)
+			}
 			if kinds["FlowSchema"] {
 				checkFlowSchema(ctx, t, env.Config, c, objs)
 			} else if kinds["ValidatingWebhookConfiguration"] {
@@ -535,5 +540,71 @@ func testLockNames(ctx context.Context, t *testing.T, env *framework.Env, c clie
 	out, err := exec.CommandContext(ctx, kubectl, "get", "all", "--kubeconfig", kubeconfig, "-n", ns, "-o", "name").Output()
 	if err != nil || strings.Contains(string(out), "lock.core.navique.com") {
 		t.Errorf("kubectl get all: %v, %q; want no Lock listed", err, out)
+	}
+}
+
+// checkServiceMonitor checks the installed ServiceMonitor against
+// prometheus-operator's CRD with strict field validation (an unknown field
+// is refused, so the rendered fields are all known to it), and that the
+// scraper identity the chart creates is allowed to get /metrics, asking the
+// API server as that ServiceAccount (with a token from the TokenRequest API:
+// the control plane here runs no token controller to fill the chart's token
+// Secret).
+func checkServiceMonitor(ctx context.Context, t *testing.T, cfg *rest.Config, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var sm, scraper *unstructured.Unstructured
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "ServiceMonitor":
+			sm = o
+		case o.GetKind() == "ServiceAccount" && strings.HasSuffix(o.GetName(), "-metrics-scraper"):
+			scraper = o
+		}
+	}
+	if scraper == nil {
+		t.Fatalf("no scraper ServiceAccount rendered: %v", framework.Kinds(objs))
+	}
+	strict := []client.CreateOption{client.DryRunAll, client.FieldValidation("Strict")}
+	bad := sm.DeepCopy()
+	bad.SetName(sm.GetName() + "-misspelled")
+	bad.SetResourceVersion("")
+	eps, _, _ := unstructured.NestedSlice(bad.Object, "spec", "endpoints")
+	eps[0].(map[string]any)["tlsConfigs"] = map[string]any{}
+	if err := unstructured.SetNestedSlice(bad.Object, eps, "spec", "endpoints"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, bad, strict...); err == nil || !strings.Contains(err.Error(), "unknown field") {
+		t.Fatalf("a ServiceMonitor with a misspelled field under strict validation: got %v; want it refused (is the check real?)", err)
+	}
+	good := sm.DeepCopy()
+	good.SetName(sm.GetName() + "-strict")
+	good.SetResourceVersion("")
+	if err := c.Create(ctx, good, strict...); err != nil {
+		t.Errorf("prometheus-operator's ServiceMonitor CRD refuses the rendered ServiceMonitor under strict validation: %v", err)
+	}
+
+	sa := &corev1.ServiceAccount{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(scraper), sa); err != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("requesting a token for %s: %v", sa.Name, err)
+	}
+	asScraper := rest.AnonymousClientConfig(cfg)
+	asScraper.BearerToken = tr.Status.Token
+	sc, err := client.New(asScraper, client.Options{Scheme: clientgoscheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{"/metrics": true, "/debug/pprof/": false} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}}}
+		if err := sc.Create(ctx, review); err != nil {
+			t.Fatalf("SelfSubjectAccessReview as %s: %v", sa.Name, err)
+		}
+		if review.Status.Allowed != want {
+			t.Errorf("%s may get %s: %v; want %v (%s)", sa.Name, path, review.Status.Allowed, want, review.Status.Reason)
+		}
 	}
 }

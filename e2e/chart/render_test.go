@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,7 +171,20 @@ func TestRenderedObjects(t *testing.T) {
 		"ServiceMonitor": {
 			reason: "metrics.serviceMonitor.enabled adds a ServiceMonitor",
 			r:      framework.Release{Set: []string{"metrics.serviceMonitor.enabled=true"}},
+			want: join(common, certManager, webhook, []string{"ServiceMonitor/lockguard",
+				"ServiceAccount/lockguard-metrics-scraper", "Secret/lockguard-metrics-scraper", "ClusterRoleBinding/lockguard-metrics-scraper"}),
+		},
+		"ServiceMonitorOwnToken": {
+			reason: "with the user's token Secret, the chart creates no scraper identity",
+			r:      framework.Release{Set: []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.authorization.secretName=prom-token"}},
 			want:   join(common, certManager, webhook, []string{"ServiceMonitor/lockguard"}),
+		},
+		"ServiceMonitorUserSecret": {
+			reason: "without cert-manager, the CA of webhook.tls.caBundle goes into a ConfigMap for the ServiceMonitor",
+			r: framework.Release{Set: []string{"metrics.serviceMonitor.enabled=true", "certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
+				SetString: []string{"webhook.tls.caBundle=Y2E="}},
+			want: join(common, webhook, []string{"ServiceMonitor/lockguard", "ConfigMap/lockguard-metrics-ca",
+				"ServiceAccount/lockguard-metrics-scraper", "Secret/lockguard-metrics-scraper", "ClusterRoleBinding/lockguard-metrics-scraper"}),
 		},
 		"Monitoring": {
 			reason: "metrics.prometheusRule.enabled and metrics.dashboard.enabled add the alerts and the dashboard",
@@ -336,6 +350,7 @@ func TestDeployment(t *testing.T) {
 		"health-probe-bind-address": ":8081",
 		"metrics-bind-address":      ":8443",
 		"metrics-secure":            "true",
+		"metrics-cert-dir":          "/tmp/k8s-webhook-server/serving-certs",
 		"shutdown-delay":            "10s",
 	}
 	if diff := cmp.Diff(wantFlags, flags); diff != "" {
@@ -667,5 +682,103 @@ lockguard:
 	_, err = template("lockguard.replica=1")
 	if err == nil || !strings.Contains(err.Error(), "additional properties 'replica' not allowed") {
 		t.Errorf("a typo in the parent's lockguard values: got %v; want the schema to refuse it", err)
+	}
+}
+
+// TestServiceMonitor checks how the ServiceMonitor scrapes lockguard: over
+// TLS verified against the serving certificate's CA for a name the
+// certificate holds (lockguard serves metrics with the webhook's
+// certificate), and with prometheus-operator's authorization field and a
+// token of an identity allowed to get /metrics, not the deprecated
+// bearerTokenFile or insecureSkipVerify.
+func TestServiceMonitor(t *testing.T) {
+	requireHelm(t)
+	endpoint := func(objs []*unstructured.Unstructured) map[string]any {
+		t.Helper()
+		sm := framework.Find(objs, "ServiceMonitor", "guard-lockguard")
+		if sm == nil {
+			t.Fatalf("no ServiceMonitor guard-lockguard in %v", framework.Kinds(objs))
+		}
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		if len(eps) != 1 {
+			t.Fatalf("ServiceMonitor endpoints = %v; want one", eps)
+		}
+		ep := eps[0].(map[string]any)
+		for _, deprecated := range []string{"bearerTokenFile", "bearerTokenSecret"} {
+			if _, ok := ep[deprecated]; ok {
+				t.Errorf("the endpoint sets the deprecated %s", deprecated)
+			}
+		}
+		return ep
+	}
+	str := func(m map[string]any, path ...string) string {
+		t.Helper()
+		v, _, err := unstructured.NestedString(m, path...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	objs := render(t, framework.Release{Name: "guard", Namespace: "ops", Set: []string{"metrics.serviceMonitor.enabled=true"}})
+	ep := endpoint(objs)
+	serving := framework.Find(objs, "Certificate", "guard-lockguard-serving")
+	secretName, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName")
+	dnsNames, _, _ := unstructured.NestedStringSlice(serving.Object, "spec", "dnsNames")
+	wantTLS := map[string]any{
+		"ca":         map[string]any{"secret": map[string]any{"name": secretName, "key": "ca.crt"}},
+		"serverName": "guard-lockguard-webhook.ops.svc",
+	}
+	if diff := cmp.Diff(wantTLS, ep["tlsConfig"]); diff != "" {
+		t.Errorf("tlsConfig: -want, +got:\n%s", diff)
+	}
+	if !slices.Contains(dnsNames, str(ep, "tlsConfig", "serverName")) {
+		t.Errorf("serverName %s is not one of the serving certificate's dnsNames %v", str(ep, "tlsConfig", "serverName"), dnsNames)
+	}
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "guard-lockguard"))
+	if mount := d.Spec.Template.Spec.Containers[0].VolumeMounts[0]; !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--metrics-cert-dir="+mount.MountPath) ||
+		d.Spec.Template.Spec.Volumes[0].Secret.SecretName != secretName {
+		t.Errorf("lockguard args %v: want --metrics-cert-dir at the mount of Secret %s", d.Spec.Template.Spec.Containers[0].Args, secretName)
+	}
+	wantAuth := map[string]any{"type": "Bearer", "credentials": map[string]any{"name": "guard-lockguard-metrics-scraper", "key": "token"}}
+	if diff := cmp.Diff(wantAuth, ep["authorization"]); diff != "" {
+		t.Errorf("authorization: -want, +got:\n%s", diff)
+	}
+	token := convert[corev1.Secret](t, framework.Find(objs, "Secret", "guard-lockguard-metrics-scraper"))
+	if token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != "guard-lockguard-metrics-scraper" {
+		t.Errorf("token Secret: type %s, annotations %v; want a service-account-token of guard-lockguard-metrics-scraper", token.Type, token.Annotations)
+	}
+	crb := convert[rbacv1.ClusterRoleBinding](t, framework.Find(objs, "ClusterRoleBinding", "guard-lockguard-metrics-scraper"))
+	wantSubjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "guard-lockguard-metrics-scraper", Namespace: "ops"}}
+	if crb.RoleRef.Name != "guard-lockguard-metrics-reader" || !cmp.Equal(wantSubjects, crb.Subjects) {
+		t.Errorf("scraper binding: roleRef %v, subjects %v; want guard-lockguard-metrics-reader for %v", crb.RoleRef, crb.Subjects, wantSubjects)
+	}
+
+	// Without cert-manager: the CA of webhook.tls.caBundle, in a ConfigMap.
+	const caPEM = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	objs = render(t, framework.Release{Name: "guard", Namespace: "ops",
+		Set:       []string{"metrics.serviceMonitor.enabled=true", "certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
+		SetString: []string{"webhook.tls.caBundle=" + base64.StdEncoding.EncodeToString([]byte(caPEM))}})
+	ep = endpoint(objs)
+	if got := str(ep, "tlsConfig", "ca", "configMap", "name"); got != "guard-lockguard-metrics-ca" || str(ep, "tlsConfig", "ca", "configMap", "key") != "ca.crt" {
+		t.Errorf("tlsConfig.ca = %v; want ConfigMap guard-lockguard-metrics-ca key ca.crt", ep["tlsConfig"])
+	}
+	cm := convert[corev1.ConfigMap](t, framework.Find(objs, "ConfigMap", "guard-lockguard-metrics-ca"))
+	if cm.Data["ca.crt"] != caPEM {
+		t.Errorf("ConfigMap ca.crt = %q; want the decoded webhook.tls.caBundle %q", cm.Data["ca.crt"], caPEM)
+	}
+
+	// The user's TLS settings and token replace the chart's.
+	objs = render(t, framework.Release{Name: "guard", Namespace: "ops", Set: []string{"metrics.serviceMonitor.enabled=true",
+		"metrics.serviceMonitor.tlsConfig.serverName=metrics.example", "metrics.serviceMonitor.tlsConfig.ca.secret.name=corp-ca",
+		"metrics.serviceMonitor.tlsConfig.ca.secret.key=bundle.pem",
+		"metrics.serviceMonitor.authorization.secretName=prom-token", "metrics.serviceMonitor.authorization.key=jwt"}})
+	ep = endpoint(objs)
+	wantTLS = map[string]any{"ca": map[string]any{"secret": map[string]any{"name": "corp-ca", "key": "bundle.pem"}}, "serverName": "metrics.example"}
+	if diff := cmp.Diff(wantTLS, ep["tlsConfig"]); diff != "" {
+		t.Errorf("user tlsConfig: -want, +got:\n%s", diff)
+	}
+	if str(ep, "authorization", "credentials", "name") != "prom-token" || str(ep, "authorization", "credentials", "key") != "jwt" {
+		t.Errorf("authorization = %v; want the user's Secret prom-token, key jwt", ep["authorization"])
 	}
 }
