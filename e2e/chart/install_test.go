@@ -78,6 +78,7 @@ var installCases = []installCase{
 	{name: "user-secret", set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls", "webhook.tls.caBundle=Y2E="}},
 	{name: "service-monitor", set: []string{"metrics.serviceMonitor.enabled=true", "replicas=3"}},
 	{name: "monitoring", set: []string{"metrics.prometheusRule.enabled=true", "metrics.dashboard.enabled=true"}},
+	{name: "network-policy", set: append([]string{"networkPolicy.enabled=true"}, networkPolicySources...)},
 }
 
 // TestInstall installs the chart with server-side apply on the real API
@@ -163,6 +164,9 @@ func testInstall(t *testing.T, version string) {
 			})
 			createRestrictedNamespace(ctx, t, c, ns)
 			install(ctx, t, c, objs)
+			if kinds["NetworkPolicy"] {
+				checkNetworkPolicyValidated(ctx, t, c, objs)
+			}
 			if kinds["ServiceMonitor"] {
 				checkServiceMonitor(ctx, t, env.Config, c, objs)
 			}
@@ -605,6 +609,28 @@ func checkServiceMonitor(ctx context.Context, t *testing.T, cfg *rest.Config, c 
 		}
 		if review.Status.Allowed != want {
 			t.Errorf("%s may get %s: %v; want %v (%s)", sa.Name, path, review.Status.Allowed, want, review.Status.Reason)
+		}
+	}
+}
+
+// checkNetworkPolicyValidated checks that the API server's validation of
+// the NetworkPolicy the install applied is real: the same object with an
+// invalid CIDR is refused (server-side dry run).
+func checkNetworkPolicyValidated(ctx context.Context, t *testing.T, c client.Client, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		bad := o.DeepCopy()
+		bad.SetName(o.GetName() + "-invalid")
+		rules, _, _ := unstructured.NestedSlice(bad.Object, "spec", "ingress")
+		rules[0].(map[string]any)["from"] = []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/33"}}}
+		if err := unstructured.SetNestedSlice(bad.Object, rules, "spec", "ingress"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, bad, client.DryRunAll); !apierrors.IsInvalid(err) {
+			t.Errorf("a NetworkPolicy with CIDR 10.0.0.0/33: got %v; want it refused as Invalid", err)
 		}
 	}
 }

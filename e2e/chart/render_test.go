@@ -14,9 +14,12 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/navique/lockguard/e2e/framework"
 )
@@ -196,6 +199,11 @@ func TestRenderedObjects(t *testing.T) {
 			r:      framework.Release{Set: []string{"flowControl.enabled=false"}},
 			want:   join(common, certManager, []string{"ValidatingWebhookConfiguration/lockguard"}),
 		},
+		"NetworkPolicy": {
+			reason: "networkPolicy.enabled adds a NetworkPolicy",
+			r:      framework.Release{Set: append([]string{"networkPolicy.enabled=true"}, networkPolicySources...)},
+			want:   join(common, certManager, webhook, []string{"NetworkPolicy/lockguard"}),
+		},
 		"SingleReplica": {
 			reason: "no PodDisruptionBudget for a single replica (it would block node drains)",
 			r:      framework.Release{Set: []string{"replicas=1"}},
@@ -271,6 +279,16 @@ func TestRenderRejects(t *testing.T) {
 			reason: "mode policy alone would enforce nothing on an API server without admissionregistration.k8s.io/v1 policies",
 			r:      framework.Release{Set: []string{"mode=policy"}},
 			want:   "mode=policy needs ValidatingAdmissionPolicy in admissionregistration.k8s.io/v1",
+		},
+		"NetworkPolicyWithoutSources": {
+			reason: "a NetworkPolicy that admits the API server from nowhere would make every delete fail closed",
+			r:      framework.Release{Set: []string{"networkPolicy.enabled=true"}},
+			want:   "networkPolicy.webhook.from is required",
+		},
+		"NetworkPolicyPeerTypo": {
+			reason: "a peer is an ipBlock, a namespaceSelector or a podSelector",
+			r:      framework.Release{Set: []string{"networkPolicy.enabled=true", "networkPolicy.webhook.from[0].ipblock.cidr=10.0.0.0/8"}},
+			want:   "additional properties 'ipblock' not allowed",
 		},
 		"OldKubernetes": {
 			reason: "webhook matchConditions need Kubernetes 1.28",
@@ -606,6 +624,7 @@ func TestLint(t *testing.T) {
 		{"mode=both"},
 		{"lockGuard.enabled=false"},
 		{"metrics.serviceMonitor.enabled=true"},
+		append([]string{"networkPolicy.enabled=true"}, networkPolicySources...),
 		{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls", "webhook.tls.caBundle=Y2E="},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -780,5 +799,74 @@ func TestServiceMonitor(t *testing.T) {
 	}
 	if str(ep, "authorization", "credentials", "name") != "prom-token" || str(ep, "authorization", "credentials", "key") != "jwt" {
 		t.Errorf("authorization = %v; want the user's Secret prom-token, key jwt", ep["authorization"])
+	}
+}
+
+// networkPolicySources are values that admit the webhook port from the
+// control plane's addresses and konnectivity agents, and the metrics port
+// from the monitoring namespace.
+var networkPolicySources = []string{
+	"networkPolicy.webhook.from[0].ipBlock.cidr=10.0.0.0/24",
+	"networkPolicy.webhook.from[1].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system",
+	"networkPolicy.webhook.from[1].podSelector.matchLabels.k8s-app=konnectivity-agent",
+	"networkPolicy.metrics.from[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=monitoring",
+}
+
+// TestNetworkPolicy checks the optional NetworkPolicy: it selects
+// lockguard's pods and admits their webhook port only from the sources the
+// values give for the API server, their metrics port only from the
+// scrapers' sources, and nothing else.
+func TestNetworkPolicy(t *testing.T) {
+	requireHelm(t)
+	if objs := render(t, framework.Release{}); framework.Find(objs, "NetworkPolicy", "lockguard") != nil {
+		t.Errorf("a NetworkPolicy is rendered by default; want it off by default")
+	}
+	objs := render(t, framework.Release{Set: append([]string{"networkPolicy.enabled=true", "webhook.port=9444", "metrics.port=8444"}, networkPolicySources...)})
+	np := convert[networkingv1.NetworkPolicy](t, framework.Find(objs, "NetworkPolicy", "lockguard"))
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+	if !cmp.Equal(np.Spec.PodSelector.MatchLabels, d.Spec.Selector.MatchLabels) || len(np.Spec.PodSelector.MatchExpressions) != 0 {
+		t.Errorf("podSelector = %+v; want the Deployment's selector %v", np.Spec.PodSelector, d.Spec.Selector.MatchLabels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes = %v; want Ingress only (lockguard must reach the API server)", np.Spec.PolicyTypes)
+	}
+	containerPorts := map[string]int32{}
+	for _, p := range d.Spec.Template.Spec.Containers[0].Ports {
+		containerPorts[p.Name] = p.ContainerPort
+	}
+	tcp := corev1.ProtocolTCP
+	port := func(name string) []networkingv1.NetworkPolicyPort {
+		p := intstr.FromInt32(containerPorts[name])
+		return []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p}}
+	}
+	want := []networkingv1.NetworkPolicyIngressRule{
+		{Ports: port("webhook"), From: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/24"}},
+			{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}},
+			},
+		}},
+		{Ports: port("metrics"), From: []networkingv1.NetworkPolicyPeer{
+			{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}},
+		}},
+	}
+	if diff := cmp.Diff(want, np.Spec.Ingress); diff != "" {
+		t.Errorf("ingress rules: -want, +got:\n%s", diff)
+	}
+	if containerPorts["webhook"] != 9444 || containerPorts["metrics"] != 8444 {
+		t.Errorf("container ports %v; want webhook 9444 and metrics 8444 from the values", containerPorts)
+	}
+
+	// Without metrics sources, or without metrics, the metrics port is
+	// not admitted at all.
+	for _, set := range [][]string{
+		{"networkPolicy.enabled=true", networkPolicySources[0]},
+		append([]string{"networkPolicy.enabled=true", "metrics.enabled=false"}, networkPolicySources...),
+	} {
+		np := convert[networkingv1.NetworkPolicy](t, framework.Find(render(t, framework.Release{Set: set}), "NetworkPolicy", "lockguard"))
+		if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 9443 {
+			t.Errorf("--set %v: ingress %+v; want the webhook port only", set, np.Spec.Ingress)
+		}
 	}
 }
