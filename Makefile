@@ -24,6 +24,11 @@ export LOCKGUARD_HELM := $(HELM)
 # deploy/lockguard.yaml is rendered from it.
 CHART := deploy/chart/lockguard
 
+# helm-docs writes the chart's README.md from values.yaml and its "# --"
+# comments (make chart), built from its Go module like helm.
+HELM_DOCS_VERSION := v1.14.2
+HELM_DOCS := $(BIN)/helm-docs-$(HELM_DOCS_VERSION)
+
 # The other tools the tests and the demo run, pinned and built from their Go
 # modules like helm, so that a machine needs only Go, make and git: kubectl
 # (hack/kube; one version for every control plane), Prometheus and promtool
@@ -253,9 +258,15 @@ $(HELM):
 .PHONY: helm
 helm: $(HELM) ## Build the pinned helm into bin/.
 
+$(HELM_DOCS):
+	GOBIN=$(BIN)/tmp-helm-docs CGO_ENABLED=0 hack/with-progress.sh "helm-docs $(HELM_DOCS_VERSION)" go install -trimpath -ldflags "-s -w" \
+	  github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
+	mv $(BIN)/tmp-helm-docs/helm-docs $@ && rmdir $(BIN)/tmp-helm-docs
+
 .PHONY: chart
-chart: manifests $(HELM) ## Render deploy/lockguard.yaml (the plain manifest) from the chart.
+chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.
 	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml
+	$(HELM_DOCS) --chart-search-root $(CHART) --template-files README.md.gotmpl --sort-values-order file --skip-version-footer --log-level warning
 
 .PHONY: helm-lint
 helm-lint: $(HELM) ## helm lint --strict the chart in each mode.

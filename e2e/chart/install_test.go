@@ -25,6 +25,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/navique/lockguard/e2e/framework"
 )
@@ -540,6 +541,20 @@ func testLockNames(ctx context.Context, t *testing.T, env *framework.Env, c clie
 			t.Errorf("kubectl %s -o name: %q; want %q", strings.Join(args, " "), got, want)
 		}
 	}
+	// Chart.yaml's Artifact Hub example Lock is valid (server-side dry
+	// run, strict field validation).
+	var examples []map[string]any
+	if err := yaml.Unmarshal([]byte(chartMetadata(t).Annotations["artifacthub.io/crdsExamples"]), &examples); err != nil || len(examples) == 0 {
+		t.Fatalf("artifacthub.io/crdsExamples: %v (%d examples)", err, len(examples))
+	}
+	for _, e := range examples {
+		u := &unstructured.Unstructured{Object: e}
+		u.SetNamespace(ns)
+		if err := c.Create(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+			t.Errorf("the API server refuses Chart.yaml's example %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+
 	// Not in category all: kubectl get all leaves Locks out.
 	out, err := exec.CommandContext(ctx, kubectl, "get", "all", "--kubeconfig", kubeconfig, "-n", ns, "-o", "name").Output()
 	if err != nil || strings.Contains(string(out), "lock.core.navique.com") {

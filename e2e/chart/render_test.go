@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/navique/lockguard/e2e/framework"
 )
@@ -869,4 +870,86 @@ func TestNetworkPolicy(t *testing.T) {
 			t.Errorf("--set %v: ingress %+v; want the webhook port only", set, np.Spec.Ingress)
 		}
 	}
+}
+
+// TestChartMetadata checks that Chart.yaml's Artifact Hub annotations say
+// what the chart does: the image it deploys by default, the CRD it ships
+// (the example is checked by the API server in TestInstall), and
+// well-formed change entries.
+func TestChartMetadata(t *testing.T) {
+	requireHelm(t)
+	meta := chartMetadata(t)
+	annotation := func(key string, into any) {
+		t.Helper()
+		v, ok := meta.Annotations[key]
+		if !ok {
+			t.Fatalf("Chart.yaml has no annotation %s", key)
+		}
+		if err := yaml.UnmarshalStrict([]byte(v), into); err != nil {
+			t.Fatalf("annotation %s: %v", key, err)
+		}
+	}
+
+	var images []struct{ Name, Image string }
+	annotation("artifacthub.io/images", &images)
+	d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{}), "Deployment", "lockguard"))
+	if len(images) != 1 || images[0].Image != d.Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("artifacthub.io/images = %+v; want the one image the chart deploys by default, %s", images, d.Spec.Template.Spec.Containers[0].Image)
+	}
+
+	var crds []struct{ Kind, Version, Name, DisplayName, Description string }
+	annotation("artifacthub.io/crds", &crds)
+	var shipped []string
+	for _, o := range readObjects(t, "deploy/chart/lockguard/crds/core.navique.com_locks.yaml") {
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			shipped = append(shipped, kind+"/"+v.(map[string]any)["name"].(string)+"/"+o.GetName())
+		}
+	}
+	var annotated []string
+	for _, c := range crds {
+		annotated = append(annotated, c.Kind+"/"+c.Version+"/"+c.Name)
+	}
+	if diff := cmp.Diff(shipped, annotated); diff != "" {
+		t.Errorf("artifacthub.io/crds: -crds/, +annotation:\n%s", diff)
+	}
+
+	var examples []map[string]any
+	annotation("artifacthub.io/crdsExamples", &examples)
+	if len(examples) != 1 || examples[0]["kind"] != "Lock" {
+		t.Errorf("artifacthub.io/crdsExamples = %v; want one Lock", examples)
+	}
+
+	var changes []struct{ Kind, Description string }
+	annotation("artifacthub.io/changes", &changes)
+	for _, c := range changes {
+		if !slices.Contains([]string{"added", "changed", "deprecated", "removed", "fixed", "security"}, c.Kind) || c.Description == "" {
+			t.Errorf("artifacthub.io/changes entry %+v: want a kind Artifact Hub knows and a description", c)
+		}
+	}
+	if _, ok := meta.Annotations["artifacthub.io/license"]; ok {
+		t.Errorf("artifacthub.io/license is set, but the repository has no license file")
+	}
+}
+
+// chartYAML is what the tests read of the chart's Chart.yaml.
+type chartYAML struct {
+	Version     string
+	AppVersion  string `json:"appVersion"`
+	Annotations map[string]string
+}
+
+// chartMetadata reads the chart's Chart.yaml.
+func chartMetadata(t *testing.T) chartYAML {
+	t.Helper()
+	var meta chartYAML
+	data, err := os.ReadFile(repoFile(t, "deploy/chart/lockguard/Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }

@@ -349,14 +349,7 @@ func testUpgrade(t *testing.T, version string) {
 	if err := json.Unmarshal([]byte(helm("history", release, "-o", "json")), &history); err != nil {
 		t.Fatal(err)
 	}
-	chartYAML, err := os.ReadFile(filepath.Join(current, "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var meta struct{ Version string }
-	if err := yaml.Unmarshal(chartYAML, &meta); err != nil {
-		t.Fatal(err)
-	}
+	meta := chartMetadata(t)
 	if len(history) != 2 || history[1].Chart != "lockguard-"+meta.Version || history[1].Status != "deployed" {
 		t.Errorf("helm history = %+v; want revision 2 deployed with lockguard-%s", history, meta.Version)
 	}
