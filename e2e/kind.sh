@@ -189,6 +189,9 @@ until [ -n "$(kubectl get validatingwebhookconfigurations -o jsonpath='{.items[*
 done
 hack/kind/evidence.sh "$IMG" | tee -a "$evidence"
 
+phase "helm test (lockguard check-webhook through the webhook Service)"
+"$HELM" test lockguard --namespace lockguard-system --timeout 2m --logs
+
 phase "e2e suite (cluster mode)"
 LOCKGUARD_E2E_MODE=cluster LOCKGUARD_E2E_REPORT="$suite_report" \
   go test -tags e2e -p 1 -count=1 -timeout 30m -v ./e2e/ ./e2e/contract/ 2>&1 | tee "$CACHE/suite.log"

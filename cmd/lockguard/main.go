@@ -1,6 +1,7 @@
 // Command lockguard serves the Lock admission webhook (every replica) and
 // runs the reconciler that keeps the core.navique.com/locked annotation and
-// the Lock status (the leader).
+// the Lock status (the leader). `lockguard check-webhook` checks that a
+// webhook server answers (the chart's helm test).
 package main
 
 import (
@@ -17,6 +18,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == checkWebhookCommand {
+		if err := checkWebhook(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "lockguard "+checkWebhookCommand+":", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "lockguard:", err)
 		os.Exit(1)

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -106,7 +107,7 @@ func TestRenderedObjects(t *testing.T) {
 		"Issuer/lockguard-ca",
 		"Issuer/lockguard-selfsigned",
 	}
-	webhook := []string{"FlowSchema/lockguard", "ValidatingWebhookConfiguration/lockguard"}
+	webhook := []string{"FlowSchema/lockguard", "Pod/lockguard-test-webhook", "ValidatingWebhookConfiguration/lockguard"}
 	policy := []string{
 		"ValidatingAdmissionPolicy/lockguard-locked",
 		"ValidatingAdmissionPolicyBinding/lockguard-locked",
@@ -198,7 +199,7 @@ func TestRenderedObjects(t *testing.T) {
 		"NoFlowControl": {
 			reason: "flowControl.enabled=false drops the FlowSchema",
 			r:      framework.Release{Set: []string{"flowControl.enabled=false"}},
-			want:   join(common, certManager, []string{"ValidatingWebhookConfiguration/lockguard"}),
+			want:   join(common, certManager, []string{"Pod/lockguard-test-webhook", "ValidatingWebhookConfiguration/lockguard"}),
 		},
 		"NetworkPolicy": {
 			reason: "networkPolicy.enabled adds a NetworkPolicy",
@@ -600,7 +601,10 @@ func TestRBACFromMarkers(t *testing.T) {
 func TestPlainManifest(t *testing.T) {
 	requireHelm(t)
 	plain := readObjects(t, "deploy/lockguard.yaml")
-	want := render(t, framework.Release{IncludeCRDs: true})
+	// Without helm's test hooks: kubectl apply users have no helm test.
+	want := slices.DeleteFunc(render(t, framework.Release{IncludeCRDs: true}), func(o *unstructured.Unstructured) bool {
+		return o.GetAnnotations()["helm.sh/hook"] == "test"
+	})
 	wantKinds := append(framework.Kinds(want), "Namespace/lockguard-system")
 	slices.Sort(wantKinds)
 	if diff := cmp.Diff(wantKinds, framework.Kinds(plain)); diff != "" {
@@ -825,6 +829,11 @@ func TestNetworkPolicy(t *testing.T) {
 	objs := render(t, framework.Release{Set: append([]string{"networkPolicy.enabled=true", "webhook.port=9444", "metrics.port=8444"}, networkPolicySources...)})
 	np := convert[networkingv1.NetworkPolicy](t, framework.Find(objs, "NetworkPolicy", "lockguard"))
 	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+	testPod := convert[corev1.Pod](t, framework.Find(objs, "Pod", "lockguard-test-webhook"))
+	testPodSelector := map[string]string{"app.kubernetes.io/name": "lockguard-test", "app.kubernetes.io/instance": "lockguard"}
+	if sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: testPodSelector}); err != nil || !sel.Matches(labels.Set(testPod.Labels)) {
+		t.Errorf("the helm test Pod's labels %v do not match %v: the NetworkPolicy would keep it from the webhook", testPod.Labels, testPodSelector)
+	}
 	if !cmp.Equal(np.Spec.PodSelector.MatchLabels, d.Spec.Selector.MatchLabels) || len(np.Spec.PodSelector.MatchExpressions) != 0 {
 		t.Errorf("podSelector = %+v; want the Deployment's selector %v", np.Spec.PodSelector, d.Spec.Selector.MatchLabels)
 	}
@@ -847,6 +856,7 @@ func TestNetworkPolicy(t *testing.T) {
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
 				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}},
 			},
+			{PodSelector: &metav1.LabelSelector{MatchLabels: testPodSelector}},
 		}},
 		{Ports: port("metrics"), From: []networkingv1.NetworkPolicyPeer{
 			{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}},
@@ -952,4 +962,72 @@ func chartMetadata(t *testing.T) chartYAML {
 		t.Fatal(err)
 	}
 	return meta
+}
+
+// TestHelmTestPod checks the helm test hook: a Pod of the lockguard image
+// that runs lockguard check-webhook against the webhook Service, verifying
+// its certificate with the serving certificate's CA (and only the CA: not
+// the key), selected by none of the selectors of lockguard's pods, so that
+// the Service never sends the API server's calls to it. (TestInstall
+// creates it in a namespace that enforces the restricted Pod Security
+// Standard; TestCheckWebhook runs the subcommand against lockguard.)
+func TestHelmTestPod(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{Name: "guard", Namespace: "ops", Set: []string{"webhook.servicePort=8443", "image.tag=v9"}})
+	pod := convert[corev1.Pod](t, framework.Find(objs, "Pod", "guard-lockguard-test-webhook"))
+	if pod.Annotations["helm.sh/hook"] != "test" {
+		t.Errorf("annotations %v; want helm.sh/hook: test", pod.Annotations)
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Errorf("restartPolicy %s, automountServiceAccountToken %v; want Never and false (it needs no API access)", pod.Spec.RestartPolicy, pod.Spec.AutomountServiceAccountToken)
+	}
+	d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "guard-lockguard"))
+	c := pod.Spec.Containers[0]
+	if c.Image != d.Spec.Template.Spec.Containers[0].Image || len(c.Command) != 0 {
+		t.Errorf("image %s, command %v; want lockguard's image %s and its entrypoint", c.Image, c.Command, d.Spec.Template.Spec.Containers[0].Image)
+	}
+	wantArgs := []string{
+		"check-webhook",
+		"--url=https://guard-lockguard-webhook.ops.svc:8443/validate-delete",
+		"--namespace=ops",
+		"--timeout=5s",
+		"--ca-file=/etc/lockguard/ca/ca.crt",
+	}
+	if diff := cmp.Diff(wantArgs, c.Args); diff != "" {
+		t.Errorf("args: -want, +got:\n%s", diff)
+	}
+	serving := framework.Find(objs, "Certificate", "guard-lockguard-serving")
+	secretName, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName")
+	wantVolumes := []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: secretName, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}}}}
+	if diff := cmp.Diff(wantVolumes, pod.Spec.Volumes); diff != "" {
+		t.Errorf("volumes: -want, +got:\n%s", diff)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/lockguard/ca" || !c.VolumeMounts[0].ReadOnly {
+		t.Errorf("volumeMounts %+v; want the CA read-only at /etc/lockguard/ca", c.VolumeMounts)
+	}
+	for _, o := range objs {
+		var selector map[string]string
+		switch o.GetKind() {
+		case "Service":
+			selector = convert[corev1.Service](t, o).Spec.Selector
+		case "Deployment":
+			selector = convert[appsv1.Deployment](t, o).Spec.Selector.MatchLabels
+		case "PodDisruptionBudget":
+			selector, _, _ = unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+		default:
+			continue
+		}
+		if labels.SelectorFromSet(selector).Matches(labels.Set(pod.Labels)) {
+			t.Errorf("%s %s selects the helm test Pod (labels %v)", o.GetKind(), o.GetName(), pod.Labels)
+		}
+	}
+
+	// Without cert-manager: the CA is webhook.tls.caBundle.
+	objs = render(t, framework.Release{Name: "guard", Namespace: "ops",
+		Set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls"}, SetString: []string{"webhook.tls.caBundle=Y2E="}})
+	pod = convert[corev1.Pod](t, framework.Find(objs, "Pod", "guard-lockguard-test-webhook"))
+	if !slices.Contains(pod.Spec.Containers[0].Args, "--ca-bundle=Y2E=") || len(pod.Spec.Volumes) != 0 {
+		t.Errorf("args %v, volumes %v; want --ca-bundle=Y2E= and no volume", pod.Spec.Containers[0].Args, pod.Spec.Volumes)
+	}
 }

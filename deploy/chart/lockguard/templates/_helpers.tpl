@@ -103,3 +103,11 @@ annotations:
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/* Labels of the helm test Pod: the release's, but another app.kubernetes.io/name, so that no selector of lockguard's pods (Services, PodDisruptionBudget, NetworkPolicy) selects it. */}}
+{{- define "lockguard.testLabels" -}}
+{{- $labels := include "lockguard.labels" . | fromYaml }}
+{{- $_ := set $labels "app.kubernetes.io/name" (printf "%s-test" (include "lockguard.name" .)) }}
+{{- $_ := set $labels "app.kubernetes.io/component" "test" }}
+{{- toYaml $labels }}
+{{- end }}
