@@ -274,6 +274,7 @@ helm-lint: $(HELM) ## helm lint --strict the chart in each mode.
 	$(HELM) lint --strict $(CHART) --set mode=both
 	$(HELM) lint --strict $(CHART) --set lockGuard.enabled=false
 	$(HELM) lint --strict $(CHART) --set certManager.enabled=false,webhook.tls.existingSecret=lockguard-tls,webhook.tls.caBundle=Y2E=
+	$(HELM) lint --strict $(CHART) --set metrics.serviceMonitor.enabled=true,networkPolicy.enabled=true,networkPolicy.webhook.from[0].ipBlock.cidr=10.0.0.0/8
 
 .PHONY: chart-e2e
 # -mod=mod: the module replaces lockguard with this checkout, so its go.sum
