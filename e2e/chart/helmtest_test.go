@@ -39,26 +39,7 @@ func TestCheckWebhook(t *testing.T) {
 	if _, err := wh.InstallChart(ctx, k.Client); err != nil {
 		t.Fatal(err)
 	}
-	bin, err := framework.BuildLockguard(env.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saCfg, err := env.ServiceAccountConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(env.Dir, "lockguard.kubeconfig")
-	if err := framework.WriteKubeconfig(saCfg, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	lg, err := framework.StartLockguard(framework.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Logs: framework.Logs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lg.Stop(time.Minute) })
-	if err := lg.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	bin, lg := startLockguard(ctx, t, env, wh)
 
 	caFile := filepath.Join(env.Dir, "ca.crt")
 	if err := os.WriteFile(caFile, wh.CA, 0o600); err != nil {
@@ -112,4 +93,32 @@ func TestCheckWebhook(t *testing.T) {
 	if out, err := check("--url="+url, "--ca-file="+caFile, "--timeout=5s"); err == nil || !strings.Contains(out, "did not answer") {
 		t.Errorf("lockguard stopped: lockguard check-webhook: %v, %q; want it to fail", err, out)
 	}
+}
+
+// startLockguard builds the lockguard binary and runs it as the chart's
+// ServiceAccount (so with the RBAC of the chart installed), serving the
+// webhook at wh, until the test ends; it returns once lockguard is ready.
+func startLockguard(ctx context.Context, t *testing.T, env *framework.Env, wh *framework.LocalWebhook) (string, *framework.Lockguard) {
+	t.Helper()
+	bin, err := framework.BuildLockguard(env.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saCfg, err := env.ServiceAccountConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(env.Dir, "lockguard.kubeconfig")
+	if err := framework.WriteKubeconfig(saCfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	lg, err := framework.StartLockguard(framework.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Logs: framework.Logs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Stop(time.Minute) })
+	if err := lg.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return bin, lg
 }

@@ -229,26 +229,7 @@ func testUpgrade(t *testing.T, version string) {
 
 	// The previous chart, with its CRD; then the lockguard binary.
 	helm("install", release, previous, "--create-namespace", "--post-renderer", self)
-	bin, err := framework.BuildLockguard(env.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saCfg, err := env.ServiceAccountConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKubeconfig := filepath.Join(env.Dir, "lockguard.kubeconfig")
-	if err := framework.WriteKubeconfig(saCfg, saKubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	lg, err := framework.StartLockguard(framework.LockguardOptions{Binary: bin, Kubeconfig: saKubeconfig, Webhook: wh, Dir: env.Dir, Logs: framework.Logs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lg.Stop(time.Minute) })
-	if err := lg.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	startLockguard(ctx, t, env, wh)
 
 	appNS := k.NewNamespace(t, "apps")
 	k.CreateObject(t, framework.StackGVK, appNS, "forge")
