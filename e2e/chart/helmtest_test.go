@@ -3,7 +3,12 @@ package chart_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +27,8 @@ import (
 // lockguard's certificate, when the URL is not the webhook's, and once
 // lockguard is stopped. The Pod itself runs only in a cluster with a kubelet
 // and the image (make e2e-kind); TestInstall creates it on the API server.
+// Meanwhile the same lockguard, with the chart's metrics flags, is scraped
+// as the chart's ServiceMonitor scrapes it (testScrape).
 func TestCheckWebhook(t *testing.T) {
 	requireHelm(t)
 	kubeVersions(t) // skips (or fails under LOCKGUARD_REQUIRE_KUBE) without a cached control plane
@@ -39,7 +46,15 @@ func TestCheckWebhook(t *testing.T) {
 	if _, err := wh.InstallChart(ctx, k.Client); err != nil {
 		t.Fatal(err)
 	}
-	bin, lg := startLockguard(ctx, t, env, wh)
+	metricsPort, err := framework.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+	// Metrics as the chart serves them: HTTPS with the webhook's serving
+	// certificate, for authorized callers only.
+	bin, lg := startLockguard(ctx, t, env, wh,
+		"--metrics-bind-address="+metrics, "--metrics-secure=true", "--metrics-cert-dir="+wh.CertDir)
 
 	caFile := filepath.Join(env.Dir, "ca.crt")
 	if err := os.WriteFile(caFile, wh.CA, 0o600); err != nil {
@@ -59,6 +74,8 @@ func TestCheckWebhook(t *testing.T) {
 		t.Logf("lockguard check-webhook %v: %v\nstdout: %s\nstderr: %s", args, err, stdout.String(), stderr.String())
 		return stdout.String() + stderr.String(), err
 	}
+
+	t.Run("metrics-scrape", func(t *testing.T) { testScrape(ctx, t, k, metrics, wh.CA, other.CA) })
 
 	for name, args := range map[string][]string{
 		"ca-file":   {"--url=" + url, "--ca-file=" + caFile},
@@ -97,8 +114,9 @@ func TestCheckWebhook(t *testing.T) {
 
 // startLockguard builds the lockguard binary and runs it as the chart's
 // ServiceAccount (so with the RBAC of the chart installed), serving the
-// webhook at wh, until the test ends; it returns once lockguard is ready.
-func startLockguard(ctx context.Context, t *testing.T, env *framework.Env, wh *framework.LocalWebhook) (string, *framework.Lockguard) {
+// webhook at wh, with extra flags args, until the test ends; it returns
+// once lockguard is ready.
+func startLockguard(ctx context.Context, t *testing.T, env *framework.Env, wh *framework.LocalWebhook, args ...string) (string, *framework.Lockguard) {
 	t.Helper()
 	bin, err := framework.BuildLockguard(env.Dir)
 	if err != nil {
@@ -112,7 +130,7 @@ func startLockguard(ctx context.Context, t *testing.T, env *framework.Env, wh *f
 	if err := framework.WriteKubeconfig(saCfg, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	lg, err := framework.StartLockguard(framework.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Logs: framework.Logs()})
+	lg, err := framework.StartLockguard(framework.LockguardOptions{Binary: bin, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Logs: framework.Logs(), Args: args})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,4 +139,44 @@ func startLockguard(ctx context.Context, t *testing.T, env *framework.Env, wh *f
 		t.Fatal(err)
 	}
 	return bin, lg
+}
+
+// testScrape scrapes lockguard's metrics as the chart's ServiceMonitor
+// makes Prometheus do: TLS verified with the CA of the serving certificate
+// (lockguard serves metrics with it), and a bearer token of an identity
+// allowed to get /metrics. A stranger's token is refused, and so is a
+// server certificate checked against another CA.
+func testScrape(ctx context.Context, t *testing.T, k *framework.Kube, address string, ca, otherCA []byte) {
+	allowed, denied := k.ScraperTokens(t)
+	get := func(ca []byte, token string) (int, string, error) {
+		t.Helper()
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(ca) {
+			t.Fatal("no CA certificate")
+		}
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+		defer hc.CloseIdleConnections()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+address+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	if code, body, err := get(ca, allowed); err != nil || code != http.StatusOK || !strings.Contains(body, "lockguard_serving_certificate_expiry_timestamp_seconds") {
+		t.Errorf("scraping with the serving certificate's CA and an allowed token: %d, %v (%.100q); want 200 with lockguard's metrics", code, err, body)
+	}
+	if code, _, err := get(ca, denied); err != nil || code != http.StatusForbidden {
+		t.Errorf("scraping with a stranger's token: %d, %v; want 403", code, err)
+	}
+	if _, _, err := get(otherCA, allowed); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("scraping with another CA: %v; want a certificate verification error", err)
+	}
 }
