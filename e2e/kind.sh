@@ -60,7 +60,8 @@ finish() {
     echo "e2e/kind.sh: kept cluster $CLUSTER; KUBECONFIG=$kubeconfig"
   fi
   phase ""
-  [ "$rc" = 0 ] && result=PASS
+  # PASS only for a run that ended well and whose suite reported.
+  [ "$rc" = 0 ] && [ -s "$suite_report" ] && result=PASS
   write_report
   exit "$rc"
 }
@@ -97,6 +98,10 @@ if [ ! -x "$KIND" ]; then
   mv "$CACHE/kind-gobin/kind" "$KIND"
 fi
 trap finish EXIT
+# A signal ends the run as a failure (without these, the EXIT trap saw the
+# status of the last command, and a run killed mid-build was written as a PASS).
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 phase "node image (Kubernetes $KUBE_VERSION)"
 cached_before=$(docker images -q "$LOCAL_REGISTRY/kind-node" | wc -l)
