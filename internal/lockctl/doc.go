@@ -1,10 +1,13 @@
 // Package lockctl is the kubectl plugin for Locks: `kubectl lock`
 // (cmd/kubectl-lock) creates a Lock on a core.navique.com resource and
-// waits until it is active, `kubectl lock list` shows what is locked, and
-// `kubectl unlock` (cmd/kubectl-unlock) deletes the Locks that protect a
-// resource. Each verb is its own cobra command in its own file, sharing the
-// kubectl-style connection flags of Flags.
+// waits until it is active, `kubectl lock list` shows what is locked,
+// `kubectl lock why` shows which Locks would block deleting a resource, a
+// namespace or a CRD, and `kubectl unlock` (cmd/kubectl-unlock) deletes the
+// Locks that protect a resource. Each verb is its own cobra command in its
+// own file, sharing the kubectl-style connection flags of Flags.
 //
-// It talks to the API server with client-go alone (discovery, a RESTMapper
-// and the dynamic client), so the plugin adds no module to lockguard's.
+// It talks to the API server with client-go (discovery, a RESTMapper, the
+// dynamic and metadata clients) and, for why, controller-runtime's client,
+// the reader lockguard's guards take; why decides with lockguard's own
+// webhook package. So the plugin adds no module to lockguard's.
 package lockctl

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -57,6 +58,10 @@ type clients struct {
 	namespace string
 	dynamic   dynamic.Interface
 	mapper    meta.RESTMapperWithContext
+	// discovery lists what the API server serves (why's descendants).
+	discovery discovery.CachedDiscoveryInterfaceWithContext
+	// config is the connection the clients were built from.
+	config *rest.Config
 }
 
 // clients builds the clients from the flags, the way kubectl does:
@@ -84,7 +89,7 @@ func (f *Flags) clients() (*clients, error) {
 	}
 	cached := memory.NewMemCacheClientWithContext(dc)
 	mapper := restmapper.NewShortcutExpanderWithContext(restmapper.NewDeferredDiscoveryRESTMapperWithContext(cached), cached, func(string) {})
-	return &clients{namespace: ns, dynamic: dyn, mapper: mapper}, nil
+	return &clients{namespace: ns, dynamic: dyn, mapper: mapper, discovery: cached, config: cfg}, nil
 }
 
 // target builds the clients and resolves a TYPE/NAME argument with them.

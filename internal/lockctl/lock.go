@@ -30,6 +30,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # What is locked, in every namespace
   kubectl lock list -A
 
+  # Which Locks would block deleting the Stack forge, and how
+  kubectl lock why stack/forge -n forge
+
   # Lift the protection (kubectl-unlock)
   kubectl unlock stack/forge -n forge`
 
@@ -44,7 +47,7 @@ type lockOptions struct {
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
 // resource and waits until it is active; its sub-commands are the other
-// verbs (list).
+// verbs (list, why).
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
@@ -69,7 +72,7 @@ example stack-forge) unless --name is given.`,
 	cmd.Flags().StringVar(&o.name, "name", "", "Name of the Lock (default KIND-NAME, for example stack-forge).")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for lockguard to report the Lock active.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml prints the Lock once active.")
-	cmd.AddCommand(newListCommand(s, &o.flags))
+	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
 	return cmd
 }
 

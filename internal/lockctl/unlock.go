@@ -192,13 +192,5 @@ func deniedBy(err error) []string {
 	if !apierrors.IsForbidden(err) {
 		return nil
 	}
-	_, rest, ok := strings.Cut(err.Error(), "Lock(s) [")
-	if !ok {
-		return nil
-	}
-	names, _, ok := strings.Cut(rest, "]")
-	if !ok {
-		return nil
-	}
-	return append([]string{}, strings.Fields(names)...)
+	return lockNamesIn(err.Error())
 }

@@ -1,0 +1,115 @@
+package lockctl
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// String names the target the way kubectl does: stack.core.navique.com/forge
+// in namespace forge, namespace/forge, customresourcedefinition.apiextensions.k8s.io/NAME.
+func (t whyTarget) String() string {
+	s := strings.ToLower(t.Kind)
+	if t.Group != "" {
+		s += "." + t.Group
+	}
+	s += "/" + t.Name
+	if t.Namespace != "" {
+		s += " in namespace " + t.Namespace
+	}
+	return s
+}
+
+// verdict is the decision in a few words.
+func (d whyDecision) verdict() string {
+	switch {
+	case d.Blocked:
+		return "denied by lockguard"
+	case d.DecidedBy == decidedByNotGuarded:
+		return "not blocked by lockguard (not guarded)"
+	}
+	return "allowed by lockguard"
+}
+
+// print writes the report as text.
+func (r *whyReport) print(w io.Writer) error {
+	fmt.Fprintf(w, "DELETE %s: %s\n", r.Target, r.Deletion.verdict())
+	if r.Deletion.Message != "" {
+		fmt.Fprintf(w, "  %s\n", r.Deletion.Message)
+	}
+	for _, warning := range r.Deletion.Warnings {
+		fmt.Fprintf(w, "  Warning: %s\n", warning)
+	}
+	if r.Target.Namespace != "" {
+		fmt.Fprintln(w)
+		if len(r.Direct) == 0 {
+			fmt.Fprintln(w, "Directly: no live Lock targets it.")
+		} else {
+			fmt.Fprintln(w, "Directly, the Locks that target it:")
+			if err := printWhyLocks(w, r.Direct, false); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(w)
+		if len(r.Descendants) == 0 {
+			fmt.Fprintln(w, "Through descendants: none of the objects it owns is locked.")
+		} else {
+			fmt.Fprintln(w, "Through descendants, the locked objects it owns (through ownerReferences):")
+			tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+			fmt.Fprintln(tw, "DESCENDANT\tOWNED THROUGH\tLOCKS")
+			for _, d := range r.Descendants {
+				fmt.Fprintf(tw, "%s/%s\t%s\t%s\n", d.Kind, d.Name, strings.Join(d.OwnerPath, " > "), strings.Join(d.Locks, ","))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+	} else {
+		qualified := r.Target.Kind != namespaceGVK.Kind
+		fmt.Fprintln(w)
+		if len(r.Inside) == 0 {
+			fmt.Fprintln(w, "Inside it: no live Lock on an existing object.")
+		} else {
+			fmt.Fprintln(w, "Inside it, the live Locks on existing objects:")
+			if err := printWhyLocks(w, r.Inside, qualified); err != nil {
+				return err
+			}
+		}
+		if len(r.ProtectNothing) > 0 {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "Live Locks whose targets do not exist (they protect nothing until the target is created):")
+			if err := printWhyLocks(w, r.ProtectNothing, qualified); err != nil {
+				return err
+			}
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range r.Notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	return nil
+}
+
+// printWhyLocks prints Locks as a table, with their namespace if
+// namespaces.
+func printWhyLocks(w io.Writer, locks []whyLock, namespaces bool) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if namespaces {
+		fmt.Fprint(tw, "NAMESPACE\t")
+	}
+	fmt.Fprintln(tw, "LOCK\tTARGET\tSTATUS\tREASON")
+	for _, l := range locks {
+		if namespaces {
+			fmt.Fprintf(tw, "%s\t", l.Namespace)
+		}
+		reason := l.Reason
+		if reason == "" {
+			reason = "<none>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, l.Target, l.Status, oneLine(reason))
+	}
+	return tw.Flush()
+}
