@@ -24,9 +24,14 @@ import (
 // core.navique.com resources, so a namespace's or a CRD's never reaches it
 // and is not blocked by it. When the namespace and CRD guards land
 // (webhook.WithClusterGuards, branch guards), the body becomes the
-// webhook's own decision, with req already as the API server sends it:
+// webhook's own decision, with req already as the API server sends it (no
+// Lock cache: the guards then read the Locks from api):
 //
-//	return webhook.NewHandler(nil, nil, webhook.WithClusterGuards(api, api.RESTMapper())).Decide(ctx, req), decidedByWebhook
+//	return webhook.NewHandler(nil, nil, webhook.WithClusterGuards(nil, api, api.RESTMapper())).Decide(ctx, req), decidedByWebhook
+//
+// (checked against branch guards at 9fbc4b7: e2e/plugin's TestWhy* then
+// pass with the namespace and the CRD denied, by both why and the API
+// server).
 func decideCluster(_ context.Context, _ client.Client, req webhook.Request) (admission.Response, string) {
 	return admission.Allowed(fmt.Sprintf(
 		"lockguard does not guard the deletion of a %s: its webhook is not sent such deletes (README, Limits)", req.Kind.Kind)), decidedByNotGuarded
