@@ -225,25 +225,32 @@ func TestWhyObjects(t *testing.T) {
 // and says what a dry-run DELETE gets.
 func TestWhyNamespaceAndCRD(t *testing.T) {
 	ns := kube.NewNamespace(t, "x")
-	installCRD(t, lockv1alpha1.Group, "Widget", "widgets")
+	// A kind of its own (a CRD being deleted keeps its name for a while).
+	suffix := ns[strings.LastIndex(ns, "-")+1:]
+	widget, widgets := "Widget"+suffix, "widget"+suffix+"s"
+	installCRD(t, lockv1alpha1.Group, widget, widgets)
 	deleteLocksAtEnd(t, ns)
-	widgetGVK := schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1", Kind: "Widget"}
+	widgetGVK := schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1", Kind: widget}
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
 	kube.CreateObject(t, widgetGVK, ns, "w1")
-	kube.CreateLock(t, framework.NewLock(ns, "stack-forge", "Stack", "forge", "Production environment"))
-	kube.CreateLock(t, framework.NewLock(ns, "widget-w1", "Widget", "w1", ""))
-	kube.CreateLock(t, framework.NewLock(ns, "ghost", "Stack", "ghost", ""))
-	kube.CreateLock(t, framework.NewLock(ns, "widget-ghost", "Widget", "ghost", ""))
+	forge := kube.CreateLock(t, framework.NewLock(ns, "stack-forge", "Stack", "forge", "Production environment"))
+	w1 := kube.CreateLock(t, framework.NewLock(ns, "widget-w1", widget, "w1", ""))
+	ghost := kube.CreateLock(t, framework.NewLock(ns, "ghost", "Stack", "ghost", ""))
+	widgetGhost := kube.CreateLock(t, framework.NewLock(ns, "widget-ghost", widget, "ghost", ""))
+	// Settled statuses, so that every why below sees the same.
+	kube.WaitActive(t, forge, w1)
+	kube.WaitLockStatus(t, ghost, framework.MissingStatus(ghost))
+	kube.WaitLockStatus(t, widgetGhost, framework.MissingStatus(widgetGhost))
 
 	w := kubectlWhy(t, "namespace/"+ns)
 	nsObj := &unstructured.Unstructured{}
 	nsObj.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
 	nsObj.SetName(ns)
 	wantAgree(t, "namespace/"+ns, w, kube.Client.Delete(t.Context(), nsObj, client.DryRunAll))
-	if diff := cmp.Diff([]string{ns + "/stack-forge Stack/forge", ns + "/widget-w1 Widget/w1"}, targetsOf(w.Inside)); diff != "" {
+	if diff := cmp.Diff([]string{ns + "/stack-forge Stack/forge Active", ns + "/widget-w1 " + widget + "/w1 Active"}, lockRows(w.Inside)); diff != "" {
 		t.Errorf("why namespace/%s: inside -want, +got:\n%s", ns, diff)
 	}
-	if diff := cmp.Diff([]string{ns + "/ghost Stack/ghost", ns + "/widget-ghost Widget/ghost"}, targetsOf(w.ProtectNothing)); diff != "" {
+	if diff := cmp.Diff([]string{ns + "/ghost Stack/ghost MissingReference", ns + "/widget-ghost " + widget + "/ghost MissingReference"}, lockRows(w.ProtectNothing)); diff != "" {
 		t.Errorf("why namespace/%s: protectNothing -want, +got:\n%s", ns, diff)
 	}
 	if w.Target.Kind != "Namespace" || w.Target.Name != ns || w.Target.Namespace != "" {
@@ -260,7 +267,7 @@ func TestWhyNamespaceAndCRD(t *testing.T) {
 
 	crd := &unstructured.Unstructured{}
 	crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-	for _, name := range []string{"widgets." + lockv1alpha1.Group, "locks." + lockv1alpha1.Group} {
+	for _, name := range []string{widgets + "." + lockv1alpha1.Group, "locks." + lockv1alpha1.Group} {
 		w = kubectlWhy(t, "crd/"+name)
 		crd.SetName(name)
 		wantAgree(t, "crd/"+name, w, kube.Client.Delete(t.Context(), crd, client.DryRunAll))
@@ -279,10 +286,10 @@ func TestWhyNamespaceAndCRD(t *testing.T) {
 				nothing = append(nothing, s)
 			}
 		}
-		wantInside, wantNothing := []string{ns + "/widget-w1 Widget/w1"}, []string{ns + "/widget-ghost Widget/ghost"}
+		wantInside, wantNothing := []string{ns + "/widget-w1 " + widget + "/w1"}, []string{ns + "/widget-ghost " + widget + "/ghost"}
 		if strings.HasPrefix(name, "locks.") {
 			// Deleting the Lock CRD deletes every Lock, whatever it targets.
-			wantInside = []string{ns + "/ghost Stack/ghost", ns + "/stack-forge Stack/forge", ns + "/widget-ghost Widget/ghost", ns + "/widget-w1 Widget/w1"}
+			wantInside = []string{ns + "/ghost Stack/ghost", ns + "/stack-forge Stack/forge", ns + "/widget-ghost " + widget + "/ghost", ns + "/widget-w1 " + widget + "/w1"}
 			wantNothing = nil
 		}
 		if diff := cmp.Diff(wantInside, inside); diff != "" {
@@ -307,7 +314,9 @@ func targetsOf(locks []whyLock) []string {
 // why.
 func TestWhyRefuses(t *testing.T) {
 	ns := kube.NewNamespace(t, "x")
-	installCRD(t, "b.example.com", "Gadget", "gadgets")
+	suffix := ns[strings.LastIndex(ns, "-")+1:]
+	gadgets := "gadget" + suffix + "s.b.example.com"
+	installCRD(t, "b.example.com", "Gadget"+suffix, "gadget"+suffix+"s")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -319,7 +328,7 @@ func TestWhyRefuses(t *testing.T) {
 		{[]string{"stack/missing"}, `stacks.core.navique.com "missing" not found`},
 		{[]string{"namespace/" + ns + "-missing"}, `namespaces "` + ns + `-missing" not found`},
 		{[]string{"crd/missing.core.navique.com"}, `customresourcedefinitions.apiextensions.k8s.io "missing.core.navique.com" not found`},
-		{[]string{"crd/gadgets.b.example.com"}, `customresourcedefinition "gadgets.b.example.com" is in API group "b.example.com": lockguard guards only core.navique.com resources and CustomResourceDefinitions`},
+		{[]string{"crd/" + gadgets}, `customresourcedefinition "` + gadgets + `" is in API group "b.example.com": lockguard guards only core.navique.com resources and CustomResourceDefinitions`},
 		{[]string{"stack/forge", "-o", "wide"}, `unable to match a printer suitable for the output format "wide", allowed formats are: json,yaml`},
 	} {
 		r := kubectlLock(t, "", append([]string{"why"}, append(tc.args, "-n", ns)...)...)

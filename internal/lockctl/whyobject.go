@@ -261,7 +261,9 @@ func objectNotes(r *whyReport) []string {
 		}
 	}
 	slices.Sort(locks)
-	if !r.Deletion.Blocked {
+	if r.Deletion.Blocked {
+		notes = append(notes, fmt.Sprintf("Without those, its delete would cascade to %d locked object(s) (Lock(s) %v), whose deletion by the garbage collector is denied.", len(r.Descendants), locks))
+	} else {
 		notes = append(notes, cascadeNote(len(r.Descendants), locks))
 	}
 	return notes
