@@ -314,8 +314,15 @@ func TestThroughKubectl(t *testing.T) {
 	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   Active   through kubectl") {
 		t.Errorf("kubectl lock list: %v\n%s", err, out)
 	}
+	// why is a report: it exits 0 whatever the verdict.
+	if out, err := run("", "lock", "why", "stack/forge", "-n", ns); err != nil || !strings.HasPrefix(out, "DELETE stack.core.navique.com/forge in namespace "+ns+": denied by lockguard\n") {
+		t.Errorf("kubectl lock why: %v\n%s", err, out)
+	}
 	if out, err := run("yes\n", "unlock", "stack/forge", "-n", ns); err != nil || !strings.Contains(out, "is unlocked") {
 		t.Fatalf("kubectl unlock: %v\n%s", err, out)
+	}
+	if out, err := run("", "lock", "why", "stack/forge", "-n", ns); err != nil || !strings.HasPrefix(out, "DELETE stack.core.navique.com/forge in namespace "+ns+": allowed by lockguard\n") {
+		t.Errorf("kubectl lock why after unlock: %v\n%s", err, out)
 	}
 	if err := dryRunDelete(t, framework.StackGVK, ns, "forge"); err != nil {
 		t.Errorf("dry-run delete after kubectl unlock: %v", err)

@@ -156,8 +156,17 @@ func TestWhyObjects(t *testing.T) {
 		t.Errorf("why stack/forge: descendants %v, inside %v, protectNothing %v; want none", w.Descendants, w.Inside, w.ProtectNothing)
 	}
 
+	// The same as YAML.
+	r := kubectlLock(t, "", "why", "stack/forge", "-n", ns, "-o", "yaml")
+	var fromYAML why
+	if err := yaml.UnmarshalStrict([]byte(r.stdout), &fromYAML); err != nil || r.err != nil {
+		t.Errorf("kubectl lock why -o yaml: err %v, unmarshal %v\n%s", r.err, err, r.stdout)
+	} else if diff := cmp.Diff(w, fromYAML); diff != "" {
+		t.Errorf("kubectl lock why -o yaml: -json, +yaml:\n%s", diff)
+	}
+
 	// The same as text.
-	r := kubectlLock(t, "", "why", "stack/forge", "-n", ns)
+	r = kubectlLock(t, "", "why", "stack/forge", "-n", ns)
 	wantText := "DELETE stack.core.navique.com/forge in namespace " + ns + ": denied by lockguard\n" +
 		"  " + framework.DenialMessage(freeze, forge) + "\n" +
 		"\n" +
