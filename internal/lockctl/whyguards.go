@@ -42,8 +42,8 @@ func decideCluster(_ context.Context, _ client.Client, req webhook.Request) (adm
 // webhook denies such a delete up front and the verdict says so instead.
 func cascadeNote(n int, locks []string) string {
 	return fmt.Sprintf("Deleting it is allowed today, but it owns %d locked object(s) (Lock(s) %v): "+
-		"the owner is deleted, the garbage collector deletes its unlocked descendants, and its delete of each locked one is denied, "+
-		"so the cascade stops half-way, leaving the locked descendants (and what they own) behind. "+
+		"the owner is deleted, the garbage collector deletes its descendants down to the locked ones, and its delete of each of those is denied, "+
+		"so the cascade stops half-way, leaving them (and what they own) behind. "+
 		"Once LOCK-SPEC rule 6 is built, lockguard will deny the owner's delete up front. "+
 		"To delete it all, delete the Lock(s) first; to keep the descendants, delete it with --cascade=orphan.", n, locks)
 }
