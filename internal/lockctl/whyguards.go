@@ -29,9 +29,8 @@ import (
 //
 //	return webhook.NewHandler(nil, nil, webhook.WithClusterGuards(nil, api, api.RESTMapper())).Decide(ctx, req), decidedByWebhook
 //
-// (checked against branch guards at 9fbc4b7: e2e/plugin's TestWhy* then
-// pass with the namespace and the CRD denied, by both why and the API
-// server).
+// (checked against branch guards at c57edba: e2e/plugin then passes,
+// with the namespace and the CRD denied by both why and the API server).
 func decideCluster(_ context.Context, _ client.Client, req webhook.Request) (admission.Response, string) {
 	return admission.Allowed(fmt.Sprintf(
 		"lockguard does not guard the deletion of a %s: its webhook is not sent such deletes (README, Limits)", req.Kind.Kind)), decidedByNotGuarded
