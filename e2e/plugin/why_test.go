@@ -126,10 +126,13 @@ func createOwned(t *testing.T, gvk schema.GroupVersionKind, ns, name string, own
 func TestWhyObjects(t *testing.T) {
 	ns := kube.NewNamespace(t, "x")
 	deleteLocksAtEnd(t, ns)
-	kube.CreateObject(t, framework.StackGVK, ns, "forge")
+	forgeObj := kube.CreateObject(t, framework.StackGVK, ns, "forge")
 	kube.CreateObject(t, framework.StackGVK, ns, "free")
 	forge := kube.CreateLock(t, framework.NewLock(ns, "stack-forge", "Stack", "forge", "Production environment"))
 	freeze := kube.CreateLock(t, framework.NewLock(ns, "change-freeze", "Stack", "forge", ""))
+	// forge, locked, also owns a locked database.
+	createOwned(t, framework.PostgresClusterGVK, ns, "forge-db", forgeObj)
+	dbLock := kube.CreateLock(t, framework.NewLock(ns, "forge-db-lock", "PostgresCluster", "forge-db", "Customer data"))
 	// top owns mid owns leaf (locked); top and keeper own shared (locked),
 	// which the collector keeps while keeper stays.
 	top := kube.CreateObject(t, framework.StackGVK, ns, "top")
@@ -139,7 +142,7 @@ func TestWhyObjects(t *testing.T) {
 	createOwned(t, framework.StackGVK, ns, "shared", top, keeper)
 	leafLock := kube.CreateLock(t, framework.NewLock(ns, "leaf-lock", "Stack", "leaf", "Keep the data"))
 	kube.CreateLock(t, framework.NewLock(ns, "shared-lock", "Stack", "shared", ""))
-	kube.WaitActive(t, forge, freeze, leafLock)
+	kube.WaitActive(t, forge, freeze, dbLock, leafLock)
 
 	// Locked: blocked directly, by the webhook's own code and message.
 	w := kubectlWhy(t, "stack/forge", "-n", ns)
@@ -152,8 +155,16 @@ func TestWhyObjects(t *testing.T) {
 	if diff := cmp.Diff(wantDirect, lockRows(w.Direct)); diff != "" {
 		t.Errorf("why stack/forge: direct Locks -want, +got:\n%s", diff)
 	}
-	if len(w.Descendants) != 0 || len(w.Inside) != 0 || len(w.ProtectNothing) != 0 {
-		t.Errorf("why stack/forge: descendants %v, inside %v, protectNothing %v; want none", w.Descendants, w.Inside, w.ProtectNothing)
+	wantDesc := []whyDescendant{{
+		Kind: "PostgresCluster", Name: "forge-db", OwnerPath: []string{"Stack/forge"},
+		Locks: []string{"forge-db-lock"}, Message: framework.DenialMessage(dbLock),
+	}}
+	if diff := cmp.Diff(wantDesc, w.Descendants); diff != "" {
+		t.Errorf("why stack/forge: descendants -want, +got:\n%s", diff)
+	}
+	kube.WantDenied(t, dryRunDelete(t, framework.PostgresClusterGVK, ns, "forge-db"), dbLock)
+	if len(w.Inside) != 0 || len(w.ProtectNothing) != 0 {
+		t.Errorf("why stack/forge: inside %v, protectNothing %v; want none", w.Inside, w.ProtectNothing)
 	}
 
 	// The same as YAML.
@@ -175,9 +186,12 @@ func TestWhyObjects(t *testing.T) {
 		"change-freeze   Stack/forge   Active   <none>\n" +
 		"stack-forge     Stack/forge   Active   Production environment\n" +
 		"\n" +
-		"Through descendants: none of the objects it owns is locked.\n" +
+		"Through descendants, the locked objects it owns (through ownerReferences):\n" +
+		"DESCENDANT                 OWNED THROUGH   LOCKS\n" +
+		"PostgresCluster/forge-db   Stack/forge     forge-db-lock\n" +
 		"\n" +
-		"Deleting it is denied; delete the Lock(s) [change-freeze stack-forge] first (kubectl unlock).\n"
+		"Deleting it is denied; delete the Lock(s) [change-freeze stack-forge] first (kubectl unlock).\n" +
+		"Without those, its delete would cascade to 1 locked object(s) (Lock(s) [forge-db-lock]), whose deletion by the garbage collector is denied.\n"
 	if diff := cmp.Diff(wantText, r.stdout); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock why stack/forge: err %v; stdout -want, +got:\n%s", r.err, diff)
 	}
@@ -193,7 +207,7 @@ func TestWhyObjects(t *testing.T) {
 	// collector's delete of leaf is denied; shared stays with keeper.
 	w = kubectlWhy(t, "stack/top", "-n", ns)
 	wantAgree(t, "stack/top", w, dryRunDelete(t, framework.StackGVK, ns, "top"))
-	wantDesc := []whyDescendant{{
+	wantDesc = []whyDescendant{{
 		Kind: "Stack", Name: "leaf", OwnerPath: []string{"Stack/top", "PostgresCluster/mid"},
 		Locks: []string{"leaf-lock"}, Message: framework.DenialMessage(leafLock),
 	}}
