@@ -24,6 +24,8 @@ type Handler struct {
 	locks   *lockFinder
 	metrics *Metrics
 	events  events.EventRecorder
+	limits  Limits
+	gate    *gate
 }
 
 // Option configures a Handler.
@@ -46,6 +48,7 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
+	h.gate = newGate(h.limits)
 	return h
 }
 

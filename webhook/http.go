@@ -1,15 +1,15 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,17 +26,39 @@ var _ http.Handler = &Handler{}
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview posted as JSON,
 // as controller-runtime's admission.Webhook does, but without copying the
-// request's objects: the body is read once into a buffer of its
-// Content-Length and decoded into a Request, which keeps of oldObject (the
-// object being deleted, up to megabytes) only the fields the decision
-// reads.
+// request's objects: the body is read once into a pooled buffer that grows
+// only as bytes arrive (readBody) and decoded into a Request, which keeps of
+// oldObject (the object being deleted, up to megabytes) only the fields the
+// decision reads.
+//
+// The review must arrive before the API server stops waiting for the answer
+// (reviewTimeout, from the URL's ?timeout=, at most 30 s): that is the
+// body's read deadline, and the decision ends decisionMargin before it.
+// Beyond Limits, a review is answered 429 at once.
 //
 // A request that is not such a review gets a plain HTTP error: 413 for a
 // body over MaxReviewSize (refused before reading it when its
-// Content-Length says so), 400 otherwise.
+// Content-Length says so), 408 for a body not received in time, 429 over
+// the Limits, 400 otherwise.
 // The API server, which only sends well-formed reviews, treats any of them
 // as a failed call (with failurePolicy Fail, the delete is refused).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.gate.enter() {
+		h.metrics.refuse(RefusedInFlight)
+		http.Error(w, "too many admission reviews in flight; retry later", http.StatusTooManyRequests)
+		return
+	}
+	defer h.gate.leave()
+	start := time.Now()
+	timeout := reviewTimeout(r)
+	deadline := start.Add(timeout)
+	rc := http.NewResponseController(w)
+	// The server sets no deadline on bodies (controller-runtime's sets one
+	// on headers only): without one, a stalled body is held forever. A
+	// writer that cannot take deadlines (a test's recorder) needs none.
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
+
 	if r.Body == nil || r.Body == http.NoBody {
 		http.Error(w, "request body is empty", http.StatusBadRequest)
 		return
@@ -46,21 +68,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	body, err := readBody(r.Body, r.ContentLength)
-	if errors.Is(err, errTooLarge) {
+	body, err := readBody(r.Body, r.ContentLength, h.gate.budget)
+	switch {
+	case errors.Is(err, errTooLarge):
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
+	case errors.Is(err, errBudget):
+		h.metrics.refuse(RefusedBufferedBytes)
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		h.metrics.refuse(RefusedReadTimeout)
+		http.Error(w, "the request body did not arrive in time", http.StatusRequestTimeout)
+		return
+	case err != nil:
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
+	// decodeReview copies what it keeps: the buffer goes back at once.
+	req, err := decodeReview(body.Bytes())
+	body.Release()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	req, err := decodeReview(body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	resp := h.serve(r.Context(), req)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline.Add(-decisionMargin(timeout)))
+	defer cancel()
+	resp := h.serve(ctx, req)
 	out := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 		Response: &resp.AdmissionResponse,
@@ -97,31 +131,4 @@ func (h *Handler) serve(ctx context.Context, req Request) (resp admission.Respon
 	// Complete fails only on JSON patches, which a validating handler has none of.
 	_ = resp.Complete(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: req.UID}})
 	return resp
-}
-
-// errTooLarge is returned by readBody for a body over MaxReviewSize.
-var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", MaxReviewSize)
-
-// readBody reads a request body of contentLength bytes (-1 if unknown)
-// into one buffer of that size, and at most MaxReviewSize bytes.
-func readBody(r io.Reader, contentLength int64) ([]byte, error) {
-	if contentLength > MaxReviewSize {
-		return nil, errTooLarge
-	}
-	if contentLength >= 0 {
-		body := make([]byte, contentLength)
-		if _, err := io.ReadFull(r, body); err != nil {
-			return nil, fmt.Errorf("reading the request body: %w", err)
-		}
-		return body, nil
-	}
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(r, MaxReviewSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
-	if n > MaxReviewSize {
-		return nil, errTooLarge
-	}
-	return buf.Bytes(), nil
 }

@@ -15,6 +15,13 @@ const (
 	DecisionErrored = "errored"
 )
 
+// Reasons counted by lockguard_webhook_requests_refused_total.
+const (
+	RefusedInFlight      = "in_flight"
+	RefusedBufferedBytes = "buffered_bytes"
+	RefusedReadTimeout   = "read_timeout"
+)
+
 // Metrics are the handler's Prometheus metrics. A denial is an HTTP 200 to
 // controller-runtime's own webhook metrics, so the handler counts its
 // decisions itself. Labels are bounded: no object, Lock or user names.
@@ -22,6 +29,7 @@ type Metrics struct {
 	deniedTotal  *prometheus.CounterVec
 	reviewsTotal *prometheus.CounterVec
 	duration     prometheus.Histogram
+	refused      *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered handler metrics.
@@ -40,13 +48,17 @@ func NewMetrics() *Metrics {
 			Help:    "Time the admission handler takes to decide, excluding HTTP and JSON decoding of the review.",
 			Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 100e-3, 1},
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_webhook_requests_refused_total",
+			Help: "Requests to the webhook refused before a decision, by reason: in_flight (over --webhook-max-in-flight, HTTP 429), buffered_bytes (body buffers of the reviews in flight over --webhook-max-buffered-bytes, HTTP 429), read_timeout (body not received before the review's timeout, HTTP 408). With failurePolicy Fail the API server refuses the delete.",
+		}, []string{"reason"}),
 	}
 }
 
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -56,7 +68,18 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
 		m.reviewsTotal.WithLabelValues(d)
 	}
+	for _, r := range []string{RefusedInFlight, RefusedBufferedBytes, RefusedReadTimeout} {
+		m.refused.WithLabelValues(r)
+	}
 	return nil
+}
+
+// refuse counts a request refused before a decision. It is safe on a nil
+// *Metrics.
+func (m *Metrics) refuse(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
+	}
 }
 
 // observe records one decision. It is safe on a nil *Metrics.

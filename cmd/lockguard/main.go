@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/webhook"
 )
 
 func main() {
@@ -44,6 +45,8 @@ func run() error {
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the webhook server.")
 	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with the webhook server's tls.crt and tls.key; reloaded when they change.")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "Serve HTTP/2 on the webhook server (off by default: HTTP/2 rapid reset and stream exhaustion).")
+	fs.IntVar(&o.WebhookLimits.MaxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "Admission reviews served at once; more are answered HTTP 429 at once (with failurePolicy Fail, the API server then refuses the delete: fail closed).")
+	fs.Int64Var(&o.WebhookLimits.MaxBufferedBytes, "webhook-max-buffered-bytes", webhook.DefaultMaxBufferedBytes, "Bytes the bodies of the admission reviews in flight may hold together (each grows with the bytes that arrive, not with the declared length); a review that does not fit is answered HTTP 429.")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; \"0\" disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only callers authorized to get /metrics (TokenReview and SubjectAccessReview).")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate).")

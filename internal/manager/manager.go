@@ -44,6 +44,9 @@ type Options struct {
 	CertDir string
 	// EnableHTTP2 serves HTTP/2 on the webhook server. Default false.
 	EnableHTTP2 bool
+	// WebhookLimits bound the reviews the webhook serves at once and the
+	// bytes their bodies hold; zero fields take webhook's defaults.
+	WebhookLimits webhook.Limits
 
 	// MetricsAddr is the metrics endpoint's address; "0" disables it.
 	// Default "0".
@@ -198,6 +201,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	handler := webhook.NewHandler(locks, live,
 		webhook.WithMetrics(handlerMetrics),
+		webhook.WithLimits(o.WebhookLimits),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.

@@ -1,0 +1,309 @@
+package hostile_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// Slow-body attack: slowBodies TLS connections each declare a body of
+// slowBodyLength bytes, send one byte and stall.
+const (
+	slowBodies     = 100
+	slowBodyLength = 7_000_000
+	// slowBodyHeapBound is how far above its idle Go heap lockguard's may
+	// go while the slow bodies stall. Measured: 3.2 MiB more (a 4 KiB
+	// body buffer, net/http's and crypto/tls's buffers and a goroutine per
+	// connection), where it was 673 MiB more before bounded reads. 16 MiB
+	// leaves room for the heap's swings between garbage collections on a
+	// loaded machine and still fails by a factor of 40 on the old code.
+	slowBodyHeapBound = 16 << 20
+	// slowBodyCutOff bounds how long the server may hold a stalled body:
+	// the default read deadline of a review without ?timeout= (30 s) plus
+	// a margin for a loaded machine.
+	slowBodyCutOff = 60 * time.Second
+)
+
+// TestSlowBodies runs the lockguard binary behind a webhook configuration
+// of one namespace, opens slowBodies TLS connections that each declare a
+// 7,000,000-byte AdmissionReview, send its first byte and stall, and,
+// while they stall, sends dry-run deletes through the real API server: of
+// a locked Stack (denied) and of an unlocked one (allowed), each answered
+// within the webhook's timeout. lockguard's Go heap must stay within
+// slowBodyHeapBound of its idle heap (it allocates what arrives, not what
+// a client declares), and every stalled connection must be cut off once
+// its body's read deadline passes.
+func TestSlowBodies(t *testing.T) {
+	requireSuite(t)
+	ctx := context.Background()
+	c := kube.Client
+	dir := t.TempDir()
+	bin, err := framework.BuildLockguard(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
+	if err := framework.WriteKubeconfig(suite.env.Config, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := os.Create(filepath.Join(dir, "lockguard.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	lg, err := framework.StartLockguard(framework.LockguardOptions{
+		Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Metrics: true, Logs: logs,
+		Args: []string{"--leader-elect=false"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := lg.Stop(30 * time.Second); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("lockguard's log: %s", logs.Name())
+		}
+	}()
+	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := lg.WaitReady(readyCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A namespace of its own, with a webhook configuration (the chart's,
+	// pointed at the binary) that selects only it.
+	label := "hostile-slow-" + rand.String(5)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hostile-slow-", Labels: map[string]string{"lockguard.test/suite": label}}}
+	if err := c.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
+	vwc, err := lg.Webhook.WebhookConfiguration(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.Name = "lockguard-hostile-slow"
+	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
+	if err := c.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	webhookTimeout := time.Duration(*vwc.Webhooks[0].TimeoutSeconds) * time.Second
+
+	for _, name := range []string{"locked", "free"} {
+		if err := c.Create(ctx, framework.Object(framework.StackGVK, ns.Name, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock := &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock-locked"},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: "locked"}},
+	}
+	if err := c.Create(ctx, lock); err != nil {
+		t.Fatal(err)
+	}
+	// reviews sends both dry-run deletes and returns how long the slower
+	// took, or what was wrong.
+	reviews := func() (time.Duration, error) {
+		var slowest time.Duration
+		for _, tc := range []struct {
+			name   string
+			denied bool
+		}{{"locked", true}, {"free", false}} {
+			dctx, cancel := context.WithTimeout(ctx, 2*webhookTimeout)
+			start := time.Now()
+			err := c.Delete(dctx, framework.Object(framework.StackGVK, ns.Name, tc.name), client.DryRunAll)
+			took := time.Since(start)
+			cancel()
+			slowest = max(slowest, took)
+			switch {
+			case tc.denied && !isDenial(err, vwc.Webhooks[0].Name, lock.Name):
+				return took, fmt.Errorf("dry-run delete of the locked Stack after %s: %v, want the denial", took, err)
+			case !tc.denied && err != nil:
+				return took, fmt.Errorf("dry-run delete of the unlocked Stack after %s: %v, want it allowed", took, err)
+			case took > webhookTimeout:
+				return took, fmt.Errorf("dry-run delete of Stack %s answered after %s, over the webhook's timeout %s", tc.name, took, webhookTimeout)
+			}
+		}
+		return slowest, nil
+	}
+	framework.Eventually(t, time.Minute, "the webhook configuration in effect", func(context.Context) error {
+		_, err := reviews()
+		return err
+	})
+
+	idle := sampleMemory(t, lg, 10, reviews)
+	t.Logf("idle: Go heap max %.1f MiB, RSS max %.1f MiB over %d samples", mib(idle.heap), mib(idle.rss), idle.samples)
+
+	conns, err := openSlowBodies(lg.Webhook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalledAt := time.Now()
+	defer func() {
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}()
+	// Every slow body has reached the handler.
+	inFlight := `controller_runtime_webhook_requests_in_flight{webhook="/validate-delete"}`
+	framework.Eventually(t, time.Minute, "the slow bodies in the webhook handler", func(ctx context.Context) error {
+		m, err := lg.Metrics(ctx)
+		if err != nil {
+			return err
+		}
+		if n := m[inFlight]; n < slowBodies {
+			return fmt.Errorf("%s is %v, want at least %d", inFlight, n, slowBodies)
+		}
+		return nil
+	})
+
+	attacked := sampleMemory(t, lg, 10, reviews)
+	t.Logf("%d slow bodies stalled: Go heap max %.1f MiB (%+.1f MiB over idle), RSS max %.1f MiB (%+.1f MiB); slowest review %s, every review answered within %s",
+		slowBodies, mib(attacked.heap), mib(attacked.heap-idle.heap), mib(attacked.rss), mib(attacked.rss-idle.rss), attacked.slowest.Round(time.Millisecond), webhookTimeout)
+	if attacked.heap > idle.heap+slowBodyHeapBound {
+		t.Errorf("Go heap %.1f MiB while %d bodies of %d bytes stall, over idle (%.1f MiB) + %.0f MiB: lockguard allocates what clients declare",
+			mib(attacked.heap), slowBodies, slowBodyLength, mib(idle.heap), mib(slowBodyHeapBound))
+	}
+
+	// Every stalled body is cut off.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		held    int
+		slowest time.Duration
+	)
+	for _, conn := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = conn.SetReadDeadline(stalledAt.Add(slowBodyCutOff))
+			buf := make([]byte, 4096)
+			for {
+				_, err := conn.Read(buf)
+				if err == nil {
+					continue // The server's answer, if any, before it closes.
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					held++
+				} else {
+					slowest = max(slowest, time.Since(stalledAt))
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	if held > 0 {
+		t.Errorf("%d of %d stalled bodies still held by the server %s after they stalled", held, slowBodies, slowBodyCutOff)
+	} else {
+		t.Logf("every stalled body cut off, the last %s after it stalled", slowest.Round(100*time.Millisecond))
+	}
+	if _, err := reviews(); err != nil {
+		t.Errorf("after the slow bodies: %v", err)
+	}
+}
+
+// openSlowBodies opens slowBodies TLS connections to wh, each sending the
+// headers of a slowBodyLength-byte AdmissionReview and its first byte.
+func openSlowBodies(wh *framework.LocalWebhook) ([]net.Conn, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(wh.CA)
+	cfg := &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}
+	head := "POST /validate-delete HTTP/1.1\r\nHost: lockguard\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(slowBodyLength) + "\r\n\r\n{"
+	conns := make([]net.Conn, 0, slowBodies)
+	for range slowBodies {
+		conn, err := tls.Dial("tcp", wh.Address(), cfg)
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, err
+		}
+		conns = append(conns, conn)
+		if _, err := conn.Write([]byte(head)); err != nil {
+			return nil, err
+		}
+	}
+	return conns, nil
+}
+
+// memory is what sampleMemory saw.
+type memory struct {
+	heap, rss float64 // the largest sample, bytes
+	slowest   time.Duration
+	samples   int
+}
+
+// sampleMemory sends reviews and reads lockguard's Go heap
+// (go_memstats_heap_alloc_bytes) and RSS n times, and returns the largest
+// of each and the slowest review; a failed review fails the test.
+func sampleMemory(t *testing.T, lg *framework.Lockguard, n int, reviews func() (time.Duration, error)) memory {
+	t.Helper()
+	var out memory
+	for range n {
+		took, err := reviews()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.slowest = max(out.slowest, took)
+		m, err := lg.Metrics(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		heap, ok := m["go_memstats_heap_alloc_bytes"]
+		if !ok {
+			t.Fatal("no go_memstats_heap_alloc_bytes in lockguard's metrics")
+		}
+		out.heap = max(out.heap, heap)
+		out.rss = max(out.rss, rss(t, lg.Pid()))
+		out.samples++
+	}
+	return out
+}
+
+// rss returns the resident set size of process pid, in bytes.
+func rss(t *testing.T, pid int) float64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+func mib(b float64) float64 { return b / (1 << 20) }

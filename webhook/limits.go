@@ -1,0 +1,100 @@
+package webhook
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of Limits.
+const (
+	// DefaultMaxInFlight is the default of Limits.MaxInFlight: more than
+	// the mutating requests a fleet of three API servers serves at once by
+	// default (--max-mutating-requests-inflight 200 each), so that the
+	// API server alone never meets it.
+	DefaultMaxInFlight = 512
+	// DefaultMaxBufferedBytes is the default of Limits.MaxBufferedBytes:
+	// room for eight reviews of MaxReviewSize at once, a quarter of the
+	// chart's 256 MiB memory limit.
+	DefaultMaxBufferedBytes = 64 << 20
+	// MaxReviewTimeout is the longest timeout an API server gives a
+	// webhook call (timeoutSeconds is at most 30), and the body's read
+	// deadline of a review whose URL has no ?timeout=.
+	MaxReviewTimeout = 30 * time.Second
+)
+
+// Limits bound what the clients of the webhook server can make lockguard
+// hold. The API server sends reviews of a few kilobytes and waits at most
+// timeoutSeconds for each; anything beyond that is a client to refuse.
+type Limits struct {
+	// MaxInFlight is how many reviews are served at once; one more is
+	// answered 429 at once, before its body is read. Default
+	// DefaultMaxInFlight.
+	MaxInFlight int
+	// MaxBufferedBytes bounds the bytes of the body buffers of all the
+	// reviews in flight; a review whose body does not fit is answered 429.
+	// Each buffer grows with the bytes that arrived, never with what the
+	// client declares. Default DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
+}
+
+// WithLimits sets the handler's limits; zero fields take their defaults.
+func WithLimits(l Limits) Option { return func(h *Handler) { h.limits = l } }
+
+// gate admits reviews within Limits.
+type gate struct {
+	max      int64
+	inFlight atomic.Int64
+	budget   *byteBudget
+}
+
+func newGate(l Limits) *gate {
+	if l.MaxInFlight <= 0 {
+		l.MaxInFlight = DefaultMaxInFlight
+	}
+	if l.MaxBufferedBytes <= 0 {
+		l.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	return &gate{max: int64(l.MaxInFlight), budget: &byteBudget{max: l.MaxBufferedBytes}}
+}
+
+// enter admits one more review, or reports that MaxInFlight are served.
+// An admitted review must leave.
+func (g *gate) enter() bool {
+	if g.inFlight.Add(1) > g.max {
+		g.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// leave ends a review that enter admitted.
+func (g *gate) leave() { g.inFlight.Add(-1) }
+
+// reviewTimeout is how long the API server waits for the answer to r: the
+// ?timeout= it puts on the URL of every webhook call (the webhook's
+// timeoutSeconds, or less when the request it admits has less time left,
+// rounded up to a second; k8s.io/apiserver's webhook dispatchers, since
+// Kubernetes 1.14). A missing, malformed or larger value is
+// MaxReviewTimeout: the value is a client's claim, and no API server waits
+// longer.
+func reviewTimeout(r *http.Request) time.Duration {
+	s := r.URL.Query().Get("timeout")
+	if s == "" {
+		return MaxReviewTimeout
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 || d > MaxReviewTimeout {
+		return MaxReviewTimeout
+	}
+	return d
+}
+
+// decisionMargin is how much of a review's timeout is kept for answering:
+// the decision (and the read of the API server that confirms an allowed
+// delete) must end that much before the API server stops waiting, so that
+// the answer, even an error, arrives in time. A quarter of the timeout,
+// between 250 ms and 2 s (5 s reviews: the read has 3.75 s).
+func decisionMargin(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, 250*time.Millisecond), 2*time.Second)
+}
