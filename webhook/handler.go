@@ -26,6 +26,8 @@ type Handler struct {
 	events  events.EventRecorder
 	limits  Limits
 	gate    *gate
+
+	eventLimits EventLimits
 }
 
 // Option configures a Handler.
@@ -36,7 +38,8 @@ func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } 
 
 // WithEventRecorder makes the handler record a DeleteBlocked Warning Event
 // on the target and on each protecting Lock for every denied delete that is
-// not a dry run. The recorder must be asynchronous (client-go's is).
+// not a dry run, within EventLimits. The recorder must be asynchronous
+// (client-go's is).
 func WithEventRecorder(r events.EventRecorder) Option { return func(h *Handler) { h.events = r } }
 
 // NewHandler returns a Handler that looks Locks up in index and confirms
@@ -49,6 +52,9 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 		o(h)
 	}
 	h.gate = newGate(h.limits)
+	if h.events != nil {
+		h.events = newLimitedRecorder(h.events, h.eventLimits, h.metrics, time.Now)
+	}
 	return h
 }
 

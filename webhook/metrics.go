@@ -26,10 +26,11 @@ const (
 // controller-runtime's own webhook metrics, so the handler counts its
 // decisions itself. Labels are bounded: no object, Lock or user names.
 type Metrics struct {
-	deniedTotal  *prometheus.CounterVec
-	reviewsTotal *prometheus.CounterVec
-	duration     prometheus.Histogram
-	refused      *prometheus.CounterVec
+	deniedTotal   *prometheus.CounterVec
+	reviewsTotal  *prometheus.CounterVec
+	duration      prometheus.Histogram
+	refused       *prometheus.CounterVec
+	eventsDropped prometheus.Counter
 }
 
 // NewMetrics returns unregistered handler metrics.
@@ -52,13 +53,17 @@ func NewMetrics() *Metrics {
 			Name: "lockguard_webhook_requests_refused_total",
 			Help: "Requests to the webhook refused before a decision, by reason: in_flight (over --webhook-max-in-flight, HTTP 429), buffered_bytes (body buffers of the reviews in flight over --webhook-max-buffered-bytes, HTTP 429), read_timeout (body not received before the review's timeout, HTTP 408). With failurePolicy Fail the API server refuses the delete.",
 		}, []string{"reason"}),
+		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockguard_events_dropped_total",
+			Help: "DeleteBlocked Events not recorded because their object (the target, or a Lock) or all Events together were over the Event rate limits.",
+		}),
 	}
 }
 
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused, m.eventsDropped} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -72,6 +77,13 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 		m.refused.WithLabelValues(r)
 	}
 	return nil
+}
+
+// dropEvent counts an Event over the limits. It is safe on a nil *Metrics.
+func (m *Metrics) dropEvent() {
+	if m != nil {
+		m.eventsDropped.Inc()
+	}
 }
 
 // refuse counts a request refused before a decision. It is safe on a nil
