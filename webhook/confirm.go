@@ -36,10 +36,20 @@ type LockLister interface {
 	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
 }
 
-// confirmTimeout bounds the read that confirms an allowed delete, so that
-// the webhook answers (fail closed) before the API server's call to it
-// times out (timeoutSeconds 5).
+// confirmTimeout bounds the read that confirms an allowed delete when the
+// context of the confirmation has no deadline (ServeHTTP gives it the
+// review's timeout less a margin; Handle's caller may give none).
 const confirmTimeout = 3 * time.Second
+
+// confirmPageSize is how many Locks one page of the confirming read holds:
+// a namespace with many Locks is read in pages, so that neither the API
+// server nor lockguard builds one response of all of them. The pages of
+// one list are one snapshot: the API server serves every page after the
+// first at the first page's resourceVersion (from etcd, or on 1.34 and
+// later from a snapshot of its watch cache), and the first is a consistent
+// read, like an unpaginated list. A page it can no longer serve (410
+// Expired after a compaction) fails the read: fail closed.
+const confirmPageSize = 500
 
 // maxNamespaceReads bounds the reads of one namespace in flight.
 const maxNamespaceReads = 1
@@ -81,10 +91,11 @@ type namespaceReads struct {
 // namespaceRead is one list of a namespace's Locks from the API server,
 // shared by the confirmations that joined it before it started.
 type namespaceRead struct {
-	waiters int           // confirmations that joined it
-	done    chan struct{} // closed when locks and err are set
-	locks   []lockv1alpha1.Lock
-	err     error
+	waiters  int           // confirmations that joined it
+	deadline time.Time     // the latest of theirs: the read's own
+	done     chan struct{} // closed when locks and err are set
+	locks    []lockv1alpha1.Lock
+	err      error
 }
 
 func newLockFinder(index LockIndex, live LockLister) *lockFinder {
@@ -126,15 +137,24 @@ func (f *lockFinder) read(ctx context.Context, ns string) ([]lockv1alpha1.Lock, 
 		reads = &namespaceReads{}
 		f.namespaces[ns] = reads
 	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(confirmTimeout)
+	}
 	r := reads.pending
 	if r == nil {
-		r = &namespaceRead{done: make(chan struct{})}
+		r = &namespaceRead{done: make(chan struct{}), deadline: deadline}
 		if reads.running < maxNamespaceReads {
 			reads.running++
 			go f.run(ns, r)
 		} else {
 			reads.pending = r
 		}
+	}
+	// A pending read lasts as long as the latest of its confirmations may
+	// wait; each stops waiting at its own deadline.
+	if deadline.After(r.deadline) {
+		r.deadline = deadline
 	}
 	r.waiters++
 	f.mu.Unlock()
@@ -148,11 +168,9 @@ func (f *lockFinder) read(ctx context.Context, ns string) ([]lockv1alpha1.Lock, 
 
 // run performs read r of namespace ns, then starts the pending read.
 func (f *lockFinder) run(ns string, r *namespaceRead) {
-	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
-	var all lockv1alpha1.LockList
-	r.err = f.live.List(ctx, &all, client.InNamespace(ns))
+	ctx, cancel := context.WithDeadline(context.Background(), r.deadline)
+	r.locks, r.err = f.list(ctx, ns)
 	cancel()
-	r.locks = all.Items
 	close(r.done)
 
 	f.mu.Lock()
@@ -166,5 +184,26 @@ func (f *lockFinder) run(ns string, r *namespaceRead) {
 	}
 	if reads.running == 0 {
 		delete(f.namespaces, ns)
+	}
+}
+
+// list reads the Locks of namespace ns from the API server, in pages of
+// confirmPageSize.
+func (f *lockFinder) list(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
+	var all []lockv1alpha1.Lock
+	cont := ""
+	for {
+		var page lockv1alpha1.LockList
+		if err := f.live.List(ctx, &page, client.InNamespace(ns), client.Limit(confirmPageSize), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		if all == nil {
+			all = page.Items
+		} else {
+			all = append(all, page.Items...)
+		}
+		if cont = page.Continue; cont == "" {
+			return all, nil
+		}
 	}
 }

@@ -3,6 +3,10 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,5 +189,100 @@ func TestConfirmSharesReads(t *testing.T) {
 	}
 	if got, want := live.lists.Load(), int32(maxNamespaceReads+1); got != want {
 		t.Errorf("%d reads of the API server for %d concurrent confirmations, want %d (%d under way, and one shared by those that arrived meanwhile)", got, n+1, want, maxNamespaceReads)
+	}
+}
+
+// pagingLister serves a namespace's Locks in pages of the requested
+// Limit, as the API server does, and records each List's options and
+// deadline.
+type pagingLister struct {
+	locks     []lockv1alpha1.Lock
+	mu        sync.Mutex
+	pages     int
+	deadlines []time.Time
+}
+
+func (p *pagingLister) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	p.mu.Lock()
+	p.pages++
+	d, _ := ctx.Deadline()
+	p.deadlines = append(p.deadlines, d)
+	p.mu.Unlock()
+	start := 0
+	if o.Continue != "" {
+		var err error
+		if start, err = strconv.Atoi(o.Continue); err != nil {
+			return err
+		}
+	}
+	end := len(p.locks)
+	if o.Limit > 0 {
+		end = min(end, start+int(o.Limit))
+	}
+	out := list.(*lockv1alpha1.LockList)
+	out.Items = slices.Clone(p.locks[start:end])
+	out.Continue = ""
+	if end < len(p.locks) {
+		out.Continue = strconv.Itoa(end)
+	}
+	return nil
+}
+
+// TestConfirmPages: a namespace of many Locks is read in pages of
+// confirmPageSize, and a Lock on the last page still protects its target.
+func TestConfirmPages(t *testing.T) {
+	const n = 2*confirmPageSize + 7
+	live := &pagingLister{}
+	for i := range n {
+		live.locks = append(live.locks, *newLock("forge", fmt.Sprintf("l-%04d", i), "", "Stack", fmt.Sprintf("s-%04d", i)))
+	}
+	live.locks[n-1].Spec.TargetRef.Name = "forge" // The last Lock of the last page.
+	f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	locks, err := f.find(context.Background(), forgeStack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{fmt.Sprintf("l-%04d", n-1)}, names(locks)); diff != "" {
+		t.Errorf("find(...) over %d Locks: -want, +got:\n%s", n, diff)
+	}
+	if live.pages != 3 {
+		t.Errorf("%d Lists for %d Locks, want 3 pages of at most %d", live.pages, n, confirmPageSize)
+	}
+}
+
+// TestConfirmDeadline: the confirming read lasts as long as the
+// confirmation may wait (ServeHTTP's context: the API server's ?timeout=
+// less a margin), not a fixed time; without a deadline, confirmTimeout.
+func TestConfirmDeadline(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		timeout time.Duration // of the confirmation's context; 0 for none
+	}{
+		"APIServerTimeout": {reason: "A review with ?timeout=30s: its read may last 28 s.", timeout: 28 * time.Second},
+		"Short":            {reason: "A review with ?timeout=1s: 750 ms.", timeout: 750 * time.Millisecond},
+		"NoDeadline":       {reason: "Handle's caller gave no deadline: confirmTimeout.", timeout: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			live := &pagingLister{}
+			f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+			ctx := context.Background()
+			want := time.Now().Add(confirmTimeout)
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+				want, _ = ctx.Deadline()
+			}
+			if _, err := f.find(ctx, forgeStack); err != nil {
+				t.Fatal(err)
+			}
+			// Without a deadline of its own the read's is computed a moment
+			// after want: allow the test's own scheduling.
+			if got := live.deadlines[0]; got.Before(want) || got.Sub(want) > time.Second {
+				t.Errorf("%s\nthe read's deadline is %s after the confirmation's start, want %s", tc.reason, time.Until(got).Round(time.Second), time.Until(want).Round(time.Second))
+			}
+		})
 	}
 }

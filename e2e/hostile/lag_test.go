@@ -21,10 +21,18 @@ import (
 // Locks by this long (0: not at all).
 var watchLag atomic.Int64
 
+// lockPages counts the suite lockguard's lists of Locks that ask for a
+// page after the first (a continue token).
+var lockPages atomic.Int64
+
 // lagWatches wraps the transport of the suite's lockguard: the bodies of
-// its watches on Locks deliver their events watchLag late.
+// its watches on Locks deliver their events watchLag late. It also counts
+// lockPages.
 func lagWatches(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("continue") != "" && strings.HasSuffix(req.URL.Path, "/locks") {
+			lockPages.Add(1)
+		}
 		resp, err := rt.RoundTrip(req)
 		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/locks") {
 			resp.Body = lateBody{resp.Body}
