@@ -43,21 +43,22 @@ var _ http.Handler = &Handler{}
 // The API server, which only sends well-formed reviews, treats any of them
 // as a failed call (with failurePolicy Fail, the delete is refused).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	timeout := reviewTimeout(r)
+	deadline := time.Now().Add(timeout)
+	rc := http.NewResponseController(w)
+	// The server sets no deadline on bodies (controller-runtime's sets one
+	// on headers only): without one, a stalled body is held forever. The
+	// write deadline also replaces that of an earlier review on the same
+	// connection. A writer that cannot take deadlines (a test's recorder)
+	// needs none.
+	_ = rc.SetReadDeadline(deadline)
+	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 	if !h.gate.enter() {
 		h.metrics.refuse(RefusedInFlight)
 		http.Error(w, "too many admission reviews in flight; retry later", http.StatusTooManyRequests)
 		return
 	}
 	defer h.gate.leave()
-	start := time.Now()
-	timeout := reviewTimeout(r)
-	deadline := start.Add(timeout)
-	rc := http.NewResponseController(w)
-	// The server sets no deadline on bodies (controller-runtime's sets one
-	// on headers only): without one, a stalled body is held forever. A
-	// writer that cannot take deadlines (a test's recorder) needs none.
-	_ = rc.SetReadDeadline(deadline)
-	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
 
 	if r.Body == nil || r.Body == http.NoBody {
 		http.Error(w, "request body is empty", http.StatusBadRequest)

@@ -225,6 +225,14 @@ func TestSlowBodies(t *testing.T) {
 	if _, err := reviews(); err != nil {
 		t.Errorf("after the slow bodies: %v", err)
 	}
+	m, err := lg.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timedOut := `lockguard_webhook_requests_refused_total{reason="read_timeout"}`
+	if got := m[timedOut]; got < slowBodies {
+		t.Errorf("%s = %v, want at least %d", timedOut, got, slowBodies)
+	}
 }
 
 // openSlowBodies opens slowBodies TLS connections to wh, each sending the
