@@ -30,11 +30,14 @@ const (
 	slowBodies     = 100
 	slowBodyLength = 7_000_000
 	// slowBodyHeapBound is how far above its idle Go heap lockguard's may
-	// go while the slow bodies stall. Measured: 3.2 MiB more (a 4 KiB
-	// body buffer, net/http's and crypto/tls's buffers and a goroutine per
-	// connection), where it was 673 MiB more before bounded reads. 16 MiB
-	// leaves room for the heap's swings between garbage collections on a
-	// loaded machine and still fails by a factor of 40 on the old code.
+	// go while the slow bodies stall. Measured on 1.37.2: 3.2 and 4.3 MiB
+	// more (a 4 KiB body buffer, net/http's and crypto/tls's buffers and a
+	// goroutine per connection), where it was 672.7 MiB more before bounded
+	// reads; on 1.29.15 the idle maximum (17.7 MiB) caught a garbage
+	// collection's swing and was above the maximum under attack (13.9
+	// MiB). 16 MiB leaves room for such swings (heap_alloc includes
+	// garbage not yet collected) and still fails by a factor of 40 on the
+	// old code.
 	slowBodyHeapBound = 16 << 20
 	// slowBodyCutOff bounds how long the server may hold a stalled body:
 	// the default read deadline of a review without ?timeout= (30 s) plus
