@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
@@ -65,27 +63,14 @@ func TestLaggingCacheStillDenies(t *testing.T) {
 	requireSuite(t)
 	ctx := context.Background()
 	c := kube.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hostile-lagging-", Labels: map[string]string{"lockguard.test/suite": "hostile-lagging-" + rand.String(5)}}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	// A webhook configuration for the suite's lockguard, for this
 	// namespace only.
-	vwc, err := suite.webhook.WebhookConfiguration(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vwc.Name = "lockguard-hostile"
-	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-	if err := c.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	ns, vwc := webhookForNamespace(t, suite.webhook, "hostile-lagging", "lockguard-hostile")
 
 	const rounds = 5
 	for i := range rounds {
 		name := "forge-" + string(rune('a'+i))
-		if err := c.Create(ctx, framework.Object(framework.StackGVK, ns.Name, name)); err != nil {
+		if err := c.Create(ctx, framework.Object(framework.StackGVK, ns, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,13 +79,13 @@ func TestLaggingCacheStillDenies(t *testing.T) {
 	for i := range rounds {
 		name := "forge-" + string(rune('a'+i))
 		lock := &lockv1alpha1.Lock{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "lock-" + name},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lock-" + name},
 			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: name}},
 		}
 		if err := c.Create(ctx, lock); err != nil {
 			t.Fatal(err)
 		}
-		err := c.Delete(ctx, framework.Object(framework.StackGVK, ns.Name, name))
+		err := c.Delete(ctx, framework.Object(framework.StackGVK, ns, name))
 		if !isDenial(err, vwc.Webhooks[0].Name, lock.Name) {
 			t.Fatalf("delete of Stack %s right after its Lock was created, while lockguard's cache lags: got %v, want the denial", name, err)
 		}

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/navique/lockguard/e2e/framework"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 )
 
 // TestLaggingCacheReadsEveryPage: in a namespace of more Locks than one
@@ -21,21 +18,7 @@ func TestLaggingCacheReadsEveryPage(t *testing.T) {
 	requireSuite(t)
 	ctx := context.Background()
 	c := kube.Client
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hostile-pages-", Labels: map[string]string{"lockguard.test/suite": "hostile-pages-" + rand.String(5)}}}
-	if err := c.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
-	vwc, err := suite.webhook.WebhookConfiguration(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vwc.Name = "lockguard-hostile-pages"
-	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-	if err := c.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	ns, vwc := webhookForNamespace(t, suite.webhook, "hostile-pages", "lockguard-hostile-pages")
 
 	// 1,100 Locks of missing Stacks: three pages with the newest.
 	names := make([]string, 1100)
@@ -43,20 +26,20 @@ func TestLaggingCacheReadsEveryPage(t *testing.T) {
 		names[i] = fmt.Sprintf("other-%04d", i)
 	}
 	parallel(t, names, func(name string) error {
-		return c.Create(ctx, framework.NewLock(ns.Name, "lock-"+name, "Stack", name, ""))
+		return c.Create(ctx, framework.NewLock(ns, "lock-"+name, "Stack", name, ""))
 	})
-	if err := c.Create(ctx, framework.Object(framework.StackGVK, ns.Name, "forge")); err != nil {
+	if err := c.Create(ctx, framework.Object(framework.StackGVK, ns, "forge")); err != nil {
 		t.Fatal(err)
 	}
 	// From now on lockguard's cache lags: the new Lock is not in it.
 	watchLag.Store(int64(3 * time.Second))
 	defer watchLag.Store(0)
 	pagesBefore := lockPages.Load()
-	lock := framework.NewLock(ns.Name, "lock-forge", "Stack", "forge", "")
+	lock := framework.NewLock(ns, "lock-forge", "Stack", "forge", "")
 	if err := c.Create(ctx, lock); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Delete(ctx, framework.Object(framework.StackGVK, ns.Name, "forge"))
+	err := c.Delete(ctx, framework.Object(framework.StackGVK, ns, "forge"))
 	if !isDenial(err, vwc.Webhooks[0].Name, lock.Name) {
 		t.Fatalf("delete of Stack forge right after its Lock was created, among %d Locks, while lockguard's cache lags: got %v, want the denial", len(names)+1, err)
 	}
