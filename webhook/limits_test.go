@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -162,5 +164,39 @@ func TestReviewTimeout(t *testing.T) {
 				t.Errorf("%s\nreviewTimeout(%q) = %s, want %s", tc.reason, tc.query, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestBodyReadDeadline: a review whose body stalls is cut off at the
+// timeout the URL carries (?timeout=1s, as the API server sends it): the
+// server answers 408 and counts it, rather than holding the connection.
+func TestBodyReadDeadline(t *testing.T) {
+	m := NewMetrics()
+	if err := m.Register(prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(NewHandler(noLookup(t), nil, WithMetrics(m)))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// The test's own bound: far above the 1 s under test, below the 30 s
+	// a review without ?timeout= gets, so that ignoring it fails.
+	_ = conn.SetDeadline(time.Now().Add(MaxReviewTimeout - 10*time.Second))
+	if _, err := io.WriteString(conn, "POST "+Path+"?timeout=1s HTTP/1.1\r\nHost: lockguard\r\nContent-Type: application/json\r\nContent-Length: 7000000\r\n\r\n{"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a stalled body: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("a stalled body: HTTP %d, want 408", resp.StatusCode)
+	}
+	if got := testutil.ToFloat64(m.refused.WithLabelValues(RefusedReadTimeout)); got != 1 {
+		t.Errorf("lockguard_webhook_requests_refused_total{reason=%q} = %v, want 1", RefusedReadTimeout, got)
 	}
 }
