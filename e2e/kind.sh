@@ -195,7 +195,13 @@ done
 hack/kind/evidence.sh "$IMG" | tee -a "$evidence"
 
 phase "helm test (lockguard check-webhook through the webhook Service)"
-"$HELM" test lockguard --namespace lockguard-system --timeout 2m --logs
+# No --logs: the chart deletes the test Pod once it succeeds
+# (hook-succeeded), and helm then fails to fetch its logs. A failed Pod is
+# kept: print its logs.
+"$HELM" test lockguard --namespace lockguard-system --timeout 2m || {
+  kubectl -n lockguard-system logs lockguard-test-webhook || true
+  exit 1
+}
 
 phase "e2e suite (cluster mode)"
 LOCKGUARD_E2E_MODE=cluster LOCKGUARD_E2E_REPORT="$suite_report" \
