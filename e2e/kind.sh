@@ -83,7 +83,8 @@ write_report() {
   echo "=== $REPORT"
   cat "$REPORT"
   if [ "${E2E_KIND_RECORD:-1}" = 1 ]; then
-    hack/kind/record.sh "$REPORT" e2e/README.md
+    # One block per Kubernetes version: e2e-kind-v<version>.
+    hack/kind/record.sh "$REPORT" e2e/README.md "e2e-kind-v$KUBE_VERSION"
   fi
 }
 

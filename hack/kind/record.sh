@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# record.sh REPORT README [NAME]: writes the summary of a run (REPORT) into
+# record.sh REPORT README NAME: writes the summary of a run (REPORT) into
 # README between the markers <!-- NAME:begin --> and <!-- NAME:end -->
-# (NAME defaults to e2e-kind, the block make e2e-kind writes; make
+# (make e2e-kind writes e2e-kind-v<version>; make
 # e2e-record writes the block e2e-record). Generated: do not edit that block
 # by hand.
 set -euo pipefail
-report=${1:?usage: record.sh REPORT README [NAME]}
-readme=${2:?usage: record.sh REPORT README [NAME]}
-name=${3:-e2e-kind}
+report=${1:?usage: record.sh REPORT README NAME}
+readme=${2:?usage: record.sh REPORT README NAME}
+name=${3:?usage: record.sh REPORT README NAME}
 grep -q "<!-- $name:begin -->" "$readme" || { echo "record.sh: no $name markers in $readme" >&2; exit 1; }
 block=$(mktemp)
 trap 'rm -f "$block"' EXIT
 {
   echo "<!-- $name:begin -->"
-  echo "<!-- Written by make $name (hack/kind/record.sh); do not edit. -->"
+  echo "<!-- Written by hack/kind/record.sh ($name); do not edit. -->"
   echo '```'
   cat "$report"
   echo '```'
