@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -49,7 +48,7 @@ func requestOf(l *lockv1alpha1.Lock) request {
 type reconciler struct {
 	client  client.Client
 	locks   *LockIndex
-	kinds   *kindResolver
+	kinds   *kindTable
 	watches *targetWatches
 	events  events.EventRecorder
 }
@@ -84,30 +83,33 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		return ctrl.Result{}, err
 	}
 	gk := target.GroupKind()
-	mapping, err := r.kinds.mapping(gk)
-	if meta.IsNoMatchError(err) {
+	kind, err := r.kinds.lookup(target.Kind)
+	var misspelled *misspelledKindError
+	switch {
+	case len(locks) == 0 && err != nil:
+		// Nothing served as written, so nothing to annotate, and no Lock
+		// to tell.
+		return ctrl.Result{}, nil
+	case errors.As(err, &misspelled):
+		// Rechecked: a kind spelled like this may be installed later.
+		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()})
+	case errors.Is(err, errKindNotServed):
 		// Not served, so there is nothing to annotate; the Locks wait for
 		// the kind.
-		obs := observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
-			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)}
-		if len(locks) == 0 {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, obs)
-	}
-	if err != nil {
+		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)})
+	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("resolving kind %s: %w", gk, err)
-	}
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+	case !kind.Namespaced:
 		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonInvalidTarget,
 			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)})
 	}
-	if err := r.watches.ensure(mapping.GroupVersionKind); err != nil {
+	if err := r.watches.ensure(kind); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	obj.SetGroupVersionKind(kind.GVK)
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj); err != nil {
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)

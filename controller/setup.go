@@ -48,7 +48,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	r := &reconciler{
 		client: mgr.GetClient(),
 		locks:  locks,
-		kinds:  newKindResolver(disco),
+		kinds:  newKindTable(disco),
 		events: mgr.GetEventRecorder("lockguard"),
 	}
 	c, err := builder.TypedControllerManagedBy[request](mgr).
@@ -73,9 +73,9 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	}
 	// Target kinds are watched as they are found: the watches need the
 	// controller, and the reconciler adds them.
-	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupKind]bool{}}
+	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]bool{}}
 
-	if err := mgr.Add(&kindDiscoverer{discovery: disco, kinds: r.kinds, watches: r.watches, interval: opts.DiscoveryInterval}); err != nil {
+	if err := mgr.Add(&kindDiscoverer{kinds: r.kinds, watches: r.watches, interval: opts.DiscoveryInterval}); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}
 	return nil

@@ -2,12 +2,14 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -27,6 +29,15 @@ func activeMessage(lock *lockv1alpha1.Lock) string {
 		msg += ": " + lock.Spec.Reason
 	}
 	return msg
+}
+
+// statusPatch is a JSON merge patch that sets the whole status to s. It is
+// written out rather than computed from the cached Lock: a diff against a
+// status that lacks "active" would leave out a false active, and the Lock
+// would show no ACTIVE at all.
+func statusPatch(s lockv1alpha1.LockStatus) client.Patch {
+	data, _ := json.Marshal(map[string]any{"status": s})
+	return client.RawPatch(types.MergePatchType, data)
 }
 
 // writeStatus patches the Lock's status to obs, if it differs, and records
@@ -52,7 +63,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, lock, client.MergeFrom(orig)); err != nil {
+	if err := r.client.Status().Patch(ctx, lock, statusPatch(lock.Status)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("writing the status of Lock %s: %w", client.ObjectKeyFromObject(lock), err))
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {

@@ -33,9 +33,15 @@ type TargetReference struct {
 	// +optional
 	APIVersion string `json:"apiVersion,omitempty"`
 
-	// Kind of the target, for example Stack, PostgresCluster or Gateway.
+	// Kind of the target, exactly as the API serves it (the kind column of
+	// `kubectl api-resources`): for example Stack, PostgresCluster or
+	// Gateway, not stack or stacks. It must start with an upper-case letter
+	// and hold only letters and digits; a kind served under another
+	// spelling (Stacks, StAck) makes the Lock InvalidTarget, and a kind not
+	// served at all MissingReference, until it is installed.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 	// +required
 	Kind string `json:"kind"`
 
@@ -81,6 +87,8 @@ type LockStatus struct {
 	// Active is true once the target carries the lock annotation. (The
 	// webhook denies the target's deletion from the moment the Lock exists;
 	// Active reports that the reconciler has seen and annotated the target.)
+	// Always present in a written status; false by default.
+	// +kubebuilder:default=false
 	// +optional
 	Active bool `json:"active"`
 

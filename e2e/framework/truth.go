@@ -1,0 +1,186 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TruthOptions configure CheckLockStatusTruth.
+type TruthOptions struct {
+	// Namespaces limits the check to the Locks of these namespaces; empty
+	// means every namespace.
+	Namespaces []string
+	// AllowPending accepts Locks whose status lockguard has not written for
+	// their current generation yet (a run that creates Locks while it
+	// checks); by default such a Lock is a violation.
+	AllowPending bool
+}
+
+// CheckLockStatusTruth checks LOCK-SPEC rule 13 against the API server and
+// returns one error per violation, joined (nil when none):
+//
+//   - for every Lock whose status says active, a server-side dry-run DELETE
+//     of its target is denied by lockguard naming the Lock;
+//   - for every Lock that says it is not active, status.active is present
+//     and false and the Ready condition says why: False, with reason
+//     MissingReference or InvalidTarget and a message;
+//   - the status was computed for the Lock's current generation.
+//
+// The target of a Lock is found as a user would mean it: the
+// core.navique.com kind whose Kind, plural or singular name matches the
+// Lock's kind case-insensitively, so that a Lock that claims to protect a
+// misspelled target is checked against the object it seems to protect. A
+// Lock being deleted is skipped: it no longer counts (rule 2). The dry-run
+// deletes nothing.
+func (k *Kube) CheckLockStatusTruth(ctx context.Context, opts TruthOptions) error {
+	kinds, err := k.servedKinds(ctx)
+	if err != nil {
+		return err
+	}
+	var locks []unstructured.Unstructured
+	lockGVK := lockv1alpha1.GroupVersion.WithKind("LockList")
+	if len(opts.Namespaces) == 0 {
+		opts.Namespaces = []string{""}
+	}
+	for _, ns := range opts.Namespaces {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(lockGVK)
+		if err := k.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("listing Locks: %w", err)
+		}
+		locks = append(locks, list.Items...)
+	}
+	var errs []error
+	for i := range locks {
+		if err := k.checkLockTruth(ctx, &locks[i], kinds, opts); err != nil {
+			errs = append(errs, fmt.Errorf("Lock %s/%s: %w", locks[i].GetNamespace(), locks[i].GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured, kinds []servedKind, opts TruthOptions) error {
+	if u.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	var l lockv1alpha1.Lock
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &l); err != nil {
+		return err
+	}
+	active, hasActive, _ := unstructured.NestedBool(u.Object, "status", "active")
+	cond := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady)
+	if cond == nil || l.Status.ObservedGeneration != l.Generation || cond.ObservedGeneration != l.Generation {
+		if opts.AllowPending && !active {
+			return nil
+		}
+		return fmt.Errorf("status not written for generation %d: %+v", l.Generation, l.Status)
+	}
+	if !hasActive {
+		return fmt.Errorf("status.active is missing (Ready %s, reason %s)", cond.Status, cond.Reason)
+	}
+	if !active {
+		switch {
+		case cond.Status != metav1.ConditionFalse:
+			return fmt.Errorf("not active, but Ready is %s", cond.Status)
+		case cond.Reason != lockv1alpha1.ReasonMissingReference && cond.Reason != lockv1alpha1.ReasonInvalidTarget:
+			return fmt.Errorf("not active, with Ready reason %q rather than %s or %s", cond.Reason, lockv1alpha1.ReasonMissingReference, lockv1alpha1.ReasonInvalidTarget)
+		case cond.Message == "":
+			return fmt.Errorf("not active, and Ready (%s) has no message", cond.Reason)
+		}
+		return nil
+	}
+	if cond.Status != metav1.ConditionTrue || cond.Reason != lockv1alpha1.ReasonActive {
+		return fmt.Errorf("active, but Ready is %s reason %s", cond.Status, cond.Reason)
+	}
+	gvk, ok := l.Spec.TargetRef.GroupKind()
+	if ok != nil || gvk.Group != lockv1alpha1.Group {
+		return fmt.Errorf("active with a target outside %s: %+v", lockv1alpha1.Group, l.Spec.TargetRef)
+	}
+	target, found := lookupKind(kinds, l.Spec.TargetRef.Kind)
+	if !found {
+		return fmt.Errorf("active, but no served kind of %s is spelled like %q", lockv1alpha1.Group, l.Spec.TargetRef.Kind)
+	}
+	err := k.Client.Delete(ctx, Object(target, l.Namespace, l.Spec.TargetRef.Name), client.DryRunAll)
+	switch {
+	case err == nil:
+		return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s is allowed", target.Kind, l.Namespace, l.Spec.TargetRef.Name)
+	case !apierrors.IsForbidden(err):
+		return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s returned %w, not a denial", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+	case !deniedBy(err.Error(), l.Name):
+		return fmt.Errorf("active, but the dry-run DELETE of %s %s/%s was denied without naming it: %w", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+	}
+	return nil
+}
+
+// deniedBy reports whether a denial message names Lock name among the
+// Locks it lists ("... protected by Lock(s) [a b c]; ...").
+func deniedBy(msg, name string) bool {
+	for _, prefix := range []string{"resource is protected by Lock(s) [", "resource would cascade-delete resources protected by Lock(s) ["} {
+		if _, rest, ok := strings.Cut(msg, prefix); ok {
+			names, _, _ := strings.Cut(rest, "]")
+			if slices.Contains(strings.Fields(names), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// servedKind is a kind of the core.navique.com group as its CRD names it.
+type servedKind struct {
+	gvk              schema.GroupVersionKind // a served version
+	plural, singular string
+}
+
+// servedKinds reads the CRDs of the core.navique.com group (through
+// unstructured, so that any scheme does).
+func (k *Kube) servedKinds(ctx context.Context) ([]servedKind, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinitionList"})
+	if err := k.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing CRDs: %w", err)
+	}
+	var kinds []servedKind
+	for _, crd := range list.Items {
+		if group, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); group != lockv1alpha1.Group {
+			continue
+		}
+		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		singular, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "singular")
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		for _, v := range versions {
+			v, _ := v.(map[string]any)
+			if served, _ := v["served"].(bool); served {
+				name, _ := v["name"].(string)
+				kinds = append(kinds, servedKind{gvk: schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: name, Kind: kind}, plural: plural, singular: singular})
+				break
+			}
+		}
+	}
+	return kinds, nil
+}
+
+// lookupKind returns the served kind that s names, case-insensitively, by
+// Kind, plural or singular.
+func lookupKind(kinds []servedKind, s string) (schema.GroupVersionKind, bool) {
+	for _, k := range kinds {
+		if strings.EqualFold(k.gvk.Kind, s) || strings.EqualFold(k.plural, s) || strings.EqualFold(k.singular, s) {
+			return k.gvk, true
+		}
+	}
+	return schema.GroupVersionKind{}, false
+}
