@@ -41,7 +41,6 @@ type TargetReference struct {
 	// served at all MissingReference, until it is installed.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Z][A-Za-z0-9]*$')",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 	// +required
 	Kind string `json:"kind"`
 
@@ -111,6 +110,7 @@ type LockStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="has(self.status) || self.spec.targetRef.kind.matches('^[A-Z][A-Za-z0-9]*$')",fieldPath=".spec.targetRef.kind",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 // +kubebuilder:resource:categories=navique,shortName=lk
 // +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`

@@ -44,6 +44,7 @@ func TestMisspelledKinds(t *testing.T) {
 			created = append(created, l)
 		case apierrors.IsInvalid(err) && strings.Contains(err.Error(), kindMessage):
 			refused[kind] = true
+			t.Logf("a Lock of kind %q: %v", kind, err)
 		default:
 			t.Fatalf("creating a Lock of kind %q: got %v, want it created or refused with %q", kind, err, kindMessage)
 		}
