@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/eventnote"
 )
 
 // Options configure the reconciler.
@@ -49,7 +50,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 		client: mgr.GetClient(),
 		locks:  locks,
 		kinds:  newKindTable(disco),
-		events: mgr.GetEventRecorder("lockguard"),
+		events: eventnote.Recorder(mgr.GetEventRecorder("lockguard")),
 	}
 	c, err := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,8 @@ import (
 const ReasonDeleteBlocked = "DeleteBlocked"
 
 // recordDenial records a DeleteBlocked Warning Event on the target and on
-// each Lock that protects it, naming the user and the Locks. It reads the
+// each Lock that protects it, naming the user and the Locks (the notes
+// truncated by the handler's recorder, eventnote.Recorder). It reads the
 // target's UID from oldObject (kubectl describe matches Events by UID);
 // without one the Event still names the object.
 func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
@@ -31,19 +31,10 @@ func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
 	}
 	user := req.UserInfo.Username
 	h.events.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
-		"%s", truncate(fmt.Sprintf("DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))))
+		"DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))
 	for i := range locks {
 		l := &locks[i]
 		h.events.Eventf(l, target, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
-			"%s", truncate(fmt.Sprintf("Denied the DELETE of %s %q by %s", req.Kind.Kind, name, user)))
+			"Denied the DELETE of %s %q by %s", req.Kind.Kind, name, user)
 	}
-}
-
-// truncate keeps an Event note under the API's 1 kB limit.
-func truncate(s string) string {
-	const max = 1000
-	if len(s) <= max {
-		return s
-	}
-	return s[:max-3] + "..."
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/eventnote"
 )
 
 // Path is where lockguard serves the handler on its webhook server.
@@ -38,9 +39,12 @@ func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } 
 
 // WithEventRecorder makes the handler record a DeleteBlocked Warning Event
 // on the target and on each protecting Lock for every denied delete that is
-// not a dry run, within EventLimits. The recorder must be asynchronous
+// not a dry run, within EventLimits, its notes truncated to what the API
+// server accepts (eventnote.Recorder). The recorder must be asynchronous
 // (client-go's is).
-func WithEventRecorder(r events.EventRecorder) Option { return func(h *Handler) { h.events = r } }
+func WithEventRecorder(r events.EventRecorder) Option {
+	return func(h *Handler) { h.events = eventnote.Recorder(r) }
+}
 
 // NewHandler returns a Handler that looks Locks up in index and confirms
 // the deletes index would allow by listing the namespace's Locks through
