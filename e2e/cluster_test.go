@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -237,6 +238,13 @@ type podReplica struct {
 
 // Name returns the pod's name.
 func (r *podReplica) Name() string { return r.pod.Name }
+
+// Metrics is not available in cluster mode: the pods serve their metrics
+// over HTTPS to authorized scrapers only, and the suite does not
+// port-forward.
+func (r *podReplica) Metrics(context.Context) (map[string]float64, error) {
+	return nil, errors.New("the metrics of a pod are not reachable in cluster mode")
+}
 
 // IsLeader reports whether the Lease holder is this pod (controller-runtime
 // uses the hostname, the pod's name, followed by "_" and a UUID).

@@ -172,6 +172,15 @@ func (p *localReplica) Name() string { return p.r.Name }
 // IsLeader reports whether the replica leads (its metrics say so).
 func (p *localReplica) IsLeader(ctx context.Context) (bool, error) { return p.r.IsLeader(ctx) }
 
+// Metrics scrapes the replica's process.
+func (p *localReplica) Metrics(ctx context.Context) (map[string]float64, error) {
+	lg := p.r.Process()
+	if lg == nil {
+		return nil, fmt.Errorf("replica %s is down", p.r.Name)
+	}
+	return lg.Metrics(ctx)
+}
+
 // Kill deletes the replica with SIGKILL: no graceful shutdown, the Lease
 // is not released.
 func (p *localReplica) Kill(context.Context) error { return p.r.Delete() }

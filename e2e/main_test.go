@@ -83,6 +83,9 @@ type replica interface {
 	// Kill stops the replica without a graceful shutdown (it keeps the
 	// Lease until it expires).
 	Kill(ctx context.Context) error
+	// Metrics scrapes the replica's metrics (every sample by its full
+	// name); an error where the suite cannot reach them (cluster mode).
+	Metrics(ctx context.Context) (map[string]float64, error)
 	// Review sends an AdmissionReview to the replica's webhook directly,
 	// over TLS, and returns the answer.
 	Review(ctx context.Context, review *admissionv1.AdmissionReview) (*admissionv1.AdmissionReview, error)

@@ -29,6 +29,8 @@ var suite struct {
 	env     *framework.Env
 	webhook *framework.LocalWebhook
 	metrics string // host:port of lockguard's HTTPS metrics endpoint
+	// requests counts lockguard's own requests to the API server.
+	requests *framework.RequestCounter
 }
 
 // kube is the harness's helper vocabulary for the suite's API server.
@@ -60,8 +62,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	suite.requests = framework.NewRequestCounter()
 	mgr, err := env.StartManager(framework.ManagerOptions{
 		Controller: controller.Options{DiscoveryInterval: 2 * time.Second},
+		Wrap:       suite.requests.Wrap,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

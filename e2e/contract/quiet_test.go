@@ -1,0 +1,88 @@
+package contract_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// quietWindow is how long TestQuietCluster watches lockguard's writes:
+// longer than every periodic path of the reconciler in this suite (the
+// recheck of unserved and misspelled kinds, 10s; discovery, 2s).
+const quietWindow = 15 * time.Second
+
+// TestQuietCluster: with a steady mix of valid, misspelled, missing and
+// invalid Locks in several namespaces, lockguard writes nothing at all
+// (annotations, Lock status, namespace labels, Events) once they have
+// settled. Its requests are counted in its own transport.
+func TestQuietCluster(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	var namespaces []string
+	for i := range 3 {
+		ns := kube.NewNamespace(t, fmt.Sprintf("quiet%d", i))
+		namespaces = append(namespaces, ns)
+		kube.CreateObject(t, framework.StackGVK, ns, "web")
+		kube.CreateObject(t, framework.PostgresClusterGVK, ns, "db")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+		if err := kube.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		locks := []*lockv1alpha1.Lock{
+			framework.NewLock(ns, "web", "Stack", "web", "valid"),
+			framework.NewLock(ns, "web-too", "Stack", "web", "valid, a second one"),
+			framework.NewLock(ns, "db", "PostgresCluster", "db", "valid"),
+			framework.NewLock(ns, "plural", "Stacks", "web", "misspelled"),
+			framework.NewLock(ns, "odd-case", "StAck", "web", "misspelled"),
+			framework.NewLock(ns, "missing", "Stack", "nothing", "no such Stack"),
+			framework.NewLock(ns, "uninstalled", "Gateway", "edge", "no such kind"),
+			framework.NewLock(ns, "other-group", "ConfigMap", "settings", "not our group"),
+		}
+		locks[len(locks)-1].Spec.TargetRef.APIVersion = "v1"
+		for _, l := range locks {
+			kube.CreateLock(t, l)
+		}
+		// A lower-case kind where the API server still accepts it.
+		_ = kube.Client.Create(ctx, framework.NewLock(ns, "lower", "stack", "web", "misspelled"))
+	}
+	framework.Eventually(t, framework.DefaultTimeout, "every Lock's status written and true", func(ctx context.Context) error {
+		return kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces})
+	})
+
+	mine := func(r framework.Request) bool {
+		return r.Write() && (r.InNamespaces(namespaces...) || !strings.Contains(r.Path, "/namespaces/"))
+	}
+	// Settled: no write for 2s (the Events of the last status changes are
+	// sent asynchronously).
+	mark, lastWrite := suite.requests.Mark(), time.Now()
+	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
+		if w := suite.requests.Since(mark, mine); len(w) > 0 {
+			mark, lastWrite = suite.requests.Mark(), time.Now()
+			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
+		}
+		if d := time.Since(lastWrite); d < 2*time.Second {
+			return fmt.Errorf("quiet for %s only", d)
+		}
+		return nil
+	})
+	mark = suite.requests.Mark()
+	framework.Consistently(t, quietWindow, "lockguard writes nothing in a steady cluster", func(context.Context) error {
+		if w := suite.requests.Since(mark, mine); len(w) > 0 {
+			return fmt.Errorf("%d writes:\n%s", len(w), framework.Summary(w))
+		}
+		return nil
+	})
+	all := suite.requests.Since(mark, func(framework.Request) bool { return true })
+	t.Logf("lockguard's requests over the quiet %s: %d, none of them writes in the test's namespaces or cluster-scoped:\n%s", quietWindow, len(all), framework.Summary(all))
+	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
+		t.Errorf("LOCK-SPEC rule 13 after the quiet window:\n%v", err)
+	}
+}

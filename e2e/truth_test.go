@@ -1,0 +1,163 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// quietMinute is how long Test13StatusTruthAndQuietMinute counts
+// lockguard's writes in a steady cluster.
+const quietMinute = time.Minute
+
+// leaseRenewals bounds the PUTs of a quiet minute: the leader renews its
+// Lease every retry period (2s), nothing else lockguard does is a PUT.
+const leaseRenewals = int(quietMinute/(2*time.Second)) + 3
+
+// writeMethods are the methods of lockguard's requests that change
+// something and that a steady cluster must not see at all: annotation and
+// status patches, Events (POST, and PATCH for a series), deletes.
+var writeMethods = []string{"PATCH", "POST", "DELETE"}
+
+// requestsByMethod sums rest_client_requests_total by method over every
+// running replica.
+func requestsByMethod(ctx context.Context) (map[string]int, error) {
+	rs, err := s.lg.Replicas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, r := range rs {
+		m, err := r.Metrics(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("replica %s: %w", r.Name(), err)
+		}
+		for sample, v := range m {
+			if !strings.HasPrefix(sample, "rest_client_requests_total{") {
+				continue
+			}
+			_, after, _ := strings.Cut(sample, `method="`)
+			method, _, _ := strings.Cut(after, `"`)
+			out[method] += int(v)
+		}
+	}
+	return out, nil
+}
+
+// Test13StatusTruthAndQuietMinute (LOCK-SPEC rule 13, issue 11): with a
+// steady mix of valid, misspelled, missing and invalid Locks in several
+// namespaces, every Lock's status tells the truth (framework
+// CheckLockStatusTruth: Active means a dry-run DELETE of the target is
+// denied), and over a quiet minute lockguard writes nothing: no PATCH,
+// POST or DELETE (Events included) in its own rest_client_requests_total,
+// and no more PUTs than its Lease renewals.
+func Test13StatusTruthAndQuietMinute(t *testing.T) {
+	ctx := t.Context()
+	var namespaces []string
+	for i := range 3 {
+		ns := kube.NewNamespace(t, fmt.Sprintf("quiet%d", i))
+		namespaces = append(namespaces, ns)
+		kube.CreateObject(t, framework.StackGVK, ns, "web")
+		kube.CreateObject(t, framework.PostgresClusterGVK, ns, "db")
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+		if err := s.c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		locks := []*lockv1alpha1.Lock{
+			framework.NewLock(ns, "web", "Stack", "web", "valid"),
+			framework.NewLock(ns, "web-too", "Stack", "web", "valid, a second one"),
+			framework.NewLock(ns, "db", "PostgresCluster", "db", "valid"),
+			framework.NewLock(ns, "plural", "Stacks", "web", "misspelled"),
+			framework.NewLock(ns, "odd-case", "StAck", "web", "misspelled"),
+			framework.NewLock(ns, "missing", "Stack", "nothing", "no such Stack"),
+			framework.NewLock(ns, "uninstalled", "Gateway", "edge", "no such kind"),
+			framework.NewLock(ns, "other-group", "ConfigMap", "settings", "not our group"),
+		}
+		locks[len(locks)-1].Spec.TargetRef.APIVersion = "v1"
+		for _, l := range locks {
+			kube.CreateLock(t, l)
+		}
+	}
+	framework.Eventually(t, framework.DefaultTimeout, "every Lock's status written and true", func(ctx context.Context) error {
+		return kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces})
+	})
+	if _, err := requestsByMethod(ctx); err != nil {
+		t.Skipf("the quiet minute needs lockguard's metrics: %v", err)
+	}
+	// Namespaces of earlier tests still being deleted make lockguard write.
+	framework.Eventually(t, 3*time.Minute, "no namespace terminating", func(ctx context.Context) error {
+		var list corev1.NamespaceList
+		if err := s.c.List(ctx, &list); err != nil {
+			return err
+		}
+		for _, n := range list.Items {
+			if n.Status.Phase == corev1.NamespaceTerminating {
+				return fmt.Errorf("namespace %s is terminating", n.Name)
+			}
+		}
+		return nil
+	})
+	writes := func(m map[string]int) (n int) {
+		for _, method := range writeMethods {
+			n += m[method]
+		}
+		return n
+	}
+	// Settled: no write for 3s (Events are sent asynchronously).
+	last, lastChange := -1, time.Now()
+	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(ctx context.Context) error {
+		m, err := requestsByMethod(ctx)
+		if err != nil {
+			return err
+		}
+		if w := writes(m); w != last {
+			last, lastChange = w, time.Now()
+		}
+		if d := time.Since(lastChange); d < 3*time.Second {
+			return fmt.Errorf("quiet for %s only (%v)", d, m)
+		}
+		return nil
+	})
+	before, err := requestsByMethod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	framework.Consistently(t, quietMinute, "lockguard writes nothing over a quiet minute", func(ctx context.Context) error {
+		m, err := requestsByMethod(ctx)
+		if err != nil {
+			return err
+		}
+		for _, method := range writeMethods {
+			if d := m[method] - before[method]; d != 0 {
+				return fmt.Errorf("%d %s requests after %s of a quiet minute (requests by method before %v, now %v)", d, method, time.Since(start).Round(time.Second), before, m)
+			}
+		}
+		if d := m["PUT"] - before["PUT"]; d > leaseRenewals {
+			return fmt.Errorf("%d PUT requests after %s, more than the Lease renewals (%d)", d, time.Since(start).Round(time.Second), leaseRenewals)
+		}
+		return nil
+	})
+	after, err := requestsByMethod(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delta := map[string]int{}
+	for method, n := range after {
+		delta[method] = n - before[method]
+	}
+	report(t, "lockguard's requests over a quiet %s with %d Locks in %d namespaces, by method: %v", quietMinute, 8*len(namespaces), len(namespaces), delta)
+	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
+		t.Errorf("LOCK-SPEC rule 13 after the quiet minute:\n%v", err)
+	}
+}
