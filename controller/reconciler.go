@@ -82,32 +82,21 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	gk := target.GroupKind()
-	kind, err := r.kinds.lookup(target.Kind)
-	var misspelled *misspelledKindError
+	kind, obs, recheck, err := resolveTarget(r.kinds, target)
 	switch {
-	case len(locks) == 0 && err != nil:
-		// Nothing served as written, so nothing to annotate, and no Lock
-		// to tell.
-		return ctrl.Result{}, nil
-	case errors.As(err, &misspelled):
-		// Rechecked: a kind spelled like this may be installed later.
-		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()})
-	case errors.Is(err, errKindNotServed):
-		// Not served, so there is nothing to annotate; the Locks wait for
-		// the kind.
-		return ctrl.Result{RequeueAfter: unservedKindRecheck}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
-			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)})
 	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("resolving kind %s: %w", gk, err)
-	case !kind.Namespaced:
-		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonInvalidTarget,
-			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)})
+		return ctrl.Result{}, err
+	case obs != nil && len(locks) == 0:
+		// Nothing to annotate, and no Lock to tell.
+		return ctrl.Result{}, nil
+	case obs != nil:
+		return ctrl.Result{RequeueAfter: recheck}, r.writeStatuses(ctx, locks, *obs)
 	}
 	if err := r.watches.ensure(kind); err != nil {
 		return ctrl.Result{}, err
 	}
 
+	gk := target.GroupKind()
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(kind.GVK)
 	if err := r.client.Get(ctx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj); err != nil {
@@ -126,6 +115,32 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
 	}
 	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive})
+}
+
+// resolveTarget decides what a pass over target can do: annotate the
+// target, of the returned served kind, or, when the group serves no kind
+// spelled exactly as target's, tell its Locks obs (and check again after
+// recheck, when that is not zero). Only an exact spelling resolves, so a
+// Lock is active only where a DELETE of the served kind finds it in the
+// Lock index.
+func resolveTarget(kinds *kindTable, target lockv1alpha1.TargetKey) (servedKind, *observation, time.Duration, error) {
+	gk := target.GroupKind()
+	kind, err := kinds.lookup(target.Kind)
+	var misspelled *misspelledKindError
+	switch {
+	case errors.As(err, &misspelled):
+		// Rechecked: a kind spelled like this may be installed later.
+		return servedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()}, unservedKindRecheck, nil
+	case errors.Is(err, errKindNotServed):
+		return servedKind{}, &observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)}, unservedKindRecheck, nil
+	case err != nil:
+		return servedKind{}, nil, 0, fmt.Errorf("resolving kind %s: %w", gk, err)
+	case !kind.Namespaced:
+		return servedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget,
+			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)}, 0, nil
+	}
+	return kind, nil, 0, nil
 }
 
 // writeStatuses writes obs into the status of each Lock, and returns the
