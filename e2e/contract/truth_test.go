@@ -89,6 +89,11 @@ func TestMisspelledKinds(t *testing.T) {
 		kube.WaitLockStatus(t, l, framework.InvalidStatus(fmt.Sprintf(
 			"%s serves no kind %q; did you mean Stack? (targetRef cannot be changed: create a Lock of kind Stack, then delete this one)", lockv1alpha1.Group, l.Spec.TargetRef.Kind)))
 	}
+	// kubectl explain says what to write.
+	r := kube.Kubectl(t, "", "explain", "lock.spec.targetRef.kind")
+	if r.Code != 0 || !strings.Contains(strings.Join(strings.Fields(r.Stdout), " "), "Kind of the target, exactly as the API serves it") {
+		t.Errorf("kubectl explain lock.spec.targetRef.kind: exit %d, does not say how to spell the kind:\n%s", r.Code, r.Stdout)
+	}
 	kube.WaitDenied(t, framework.StackGVK, nsA, "web", web)
 	if err := kube.DeleteObject(ctx, framework.StackGVK, nsB, "lowt", client.DryRunAll); err != nil {
 		t.Errorf("dry-run DELETE of a Stack that only misspelled Locks name: %v", err)
