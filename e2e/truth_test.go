@@ -10,9 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 )
 
@@ -64,29 +62,11 @@ func requestsByMethod(ctx context.Context) (map[string]int, error) {
 func Test13StatusTruthAndQuietMinute(t *testing.T) {
 	ctx := t.Context()
 	var namespaces []string
+	locks := 0
 	for i := range 3 {
 		ns := kube.NewNamespace(t, fmt.Sprintf("quiet%d", i))
 		namespaces = append(namespaces, ns)
-		kube.CreateObject(t, framework.StackGVK, ns, "web")
-		kube.CreateObject(t, framework.PostgresClusterGVK, ns, "db")
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
-		if err := s.c.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
-		locks := []*lockv1alpha1.Lock{
-			framework.NewLock(ns, "web", "Stack", "web", "valid"),
-			framework.NewLock(ns, "web-too", "Stack", "web", "valid, a second one"),
-			framework.NewLock(ns, "db", "PostgresCluster", "db", "valid"),
-			framework.NewLock(ns, "plural", "Stacks", "web", "misspelled"),
-			framework.NewLock(ns, "odd-case", "StAck", "web", "misspelled"),
-			framework.NewLock(ns, "missing", "Stack", "nothing", "no such Stack"),
-			framework.NewLock(ns, "uninstalled", "Gateway", "edge", "no such kind"),
-			framework.NewLock(ns, "other-group", "ConfigMap", "settings", "not our group"),
-		}
-		locks[len(locks)-1].Spec.TargetRef.APIVersion = "v1"
-		for _, l := range locks {
-			kube.CreateLock(t, l)
-		}
+		locks += len(kube.CreateLockMix(t, ns))
 	}
 	framework.Eventually(t, framework.DefaultTimeout, "every Lock's status written and true", func(ctx context.Context) error {
 		return kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces})
@@ -156,7 +136,7 @@ func Test13StatusTruthAndQuietMinute(t *testing.T) {
 	for method, n := range after {
 		delta[method] = n - before[method]
 	}
-	report(t, "lockguard's requests over a quiet %s with %d Locks in %d namespaces, by method: %v", quietMinute, 8*len(namespaces), len(namespaces), delta)
+	report(t, "lockguard's requests over a quiet %s with %d Locks in %d namespaces, by method: %v", quietMinute, locks, len(namespaces), delta)
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
 		t.Errorf("LOCK-SPEC rule 13 after the quiet minute:\n%v", err)
 	}

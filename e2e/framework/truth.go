@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,40 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
+
+// CreateLockMix creates, in namespace ns, a Stack web, a PostgresCluster
+// db and a ConfigMap settings, and Locks of every kind of status: two
+// valid on web, one on db, two misspelled (Stacks, StAck), one whose
+// target does not exist, one of a kind no CRD serves, one of another
+// group; and one of kind "stack" where the API server still accepts it
+// (a CRD without the kind rule). It returns the Locks created.
+func (k *Kube) CreateLockMix(t *testing.T, ns string) []*lockv1alpha1.Lock {
+	t.Helper()
+	k.CreateObject(t, StackGVK, ns, "web")
+	k.CreateObject(t, PostgresClusterGVK, ns, "db")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings"}}
+	if err := k.Client.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	locks := []*lockv1alpha1.Lock{
+		NewLock(ns, "web", "Stack", "web", "valid"),
+		NewLock(ns, "web-too", "Stack", "web", "valid, a second one"),
+		NewLock(ns, "db", "PostgresCluster", "db", "valid"),
+		NewLock(ns, "plural", "Stacks", "web", "misspelled"),
+		NewLock(ns, "odd-case", "StAck", "web", "misspelled"),
+		NewLock(ns, "missing", "Stack", "nothing", "no such Stack"),
+		NewLock(ns, "uninstalled", "Gateway", "edge", "no such kind"),
+		NewLock(ns, "other-group", "ConfigMap", "settings", "not our group"),
+	}
+	locks[len(locks)-1].Spec.TargetRef.APIVersion = "v1"
+	for _, l := range locks {
+		k.CreateLock(t, l)
+	}
+	if lower := NewLock(ns, "lower", "stack", "web", "misspelled"); k.Client.Create(t.Context(), lower) == nil {
+		locks = append(locks, lower)
+	}
+	return locks
+}
 
 // TruthOptions configure CheckLockStatusTruth.
 type TruthOptions struct {
