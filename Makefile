@@ -163,10 +163,12 @@ test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
 FUZZ_TIME ?= 5s
 
 .PHONY: fuzz
-fuzz: ## Fuzz the admission path, FUZZ_TIME (5s) per target; go test runs the seed corpus (webhook/testdata/fuzz).
-	@for t in $$(go test -list '^Fuzz' ./webhook/ | grep '^Fuzz'); do \
-	  echo "fuzz: $$t for $(FUZZ_TIME)"; \
-	  go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) ./webhook/; \
+fuzz: ## Fuzz the admission path and the reconciler's kind decision, FUZZ_TIME (5s) per target; go test runs the seed corpora.
+	@set -e; for p in ./webhook/ ./controller/; do \
+	  for t in $$(go test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+	    echo "fuzz: $$p $$t for $(FUZZ_TIME)"; \
+	    go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) $$p; \
+	  done; \
 	done
 
 # The fuzz run is part of everything CI runs.
