@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -31,12 +33,16 @@ func activeMessage(lock *lockv1alpha1.Lock) string {
 	return msg
 }
 
-// statusPatch is a JSON merge patch that sets the whole status to s. It is
-// written out rather than computed from the cached Lock: a diff against a
-// status that lacks "active" would leave out a false active, and the Lock
-// would show no ACTIVE at all.
-func statusPatch(s lockv1alpha1.LockStatus) client.Patch {
-	data, _ := json.Marshal(map[string]any{"status": s})
+// statusPatch is a JSON merge patch that sets the whole status to s, if
+// the Lock is still at resourceVersion. It is written out rather than
+// computed from the cached Lock: a diff against a status that lacks
+// "active" would leave out a false active, and the Lock would show no
+// ACTIVE at all. The resourceVersion makes a write from a cache that
+// lags (a pass right after another pass over the same target) fail with
+// a conflict, rather than write the same status again and record its
+// Event twice.
+func statusPatch(resourceVersion string, s lockv1alpha1.LockStatus) client.Patch {
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": s})
 	return client.RawPatch(types.MergePatchType, data)
 }
 
@@ -63,7 +69,13 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, lock, statusPatch(lock.Status)); err != nil {
+	if err := r.client.Status().Patch(ctx, lock, statusPatch(orig.ResourceVersion, lock.Status)); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache has not seen the Lock's latest version yet; when
+			// it does, the Lock's watch brings its target here again.
+			ctrl.LoggerFrom(ctx).V(1).Info("Lock changed since the cache read it", "lock", client.ObjectKeyFromObject(lock))
+			return nil
+		}
 		return client.IgnoreNotFound(fmt.Errorf("writing the status of Lock %s: %w", client.ObjectKeyFromObject(lock), err))
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {

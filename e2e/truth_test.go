@@ -93,7 +93,7 @@ func Test13StatusTruthAndQuietMinute(t *testing.T) {
 		}
 		return n
 	}
-	// Settled: no write for 3s (Events are sent asynchronously).
+	// Settled: no write for framework.SettleQuiet.
 	last, lastChange := -1, time.Now()
 	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(ctx context.Context) error {
 		m, err := requestsByMethod(ctx)
@@ -103,7 +103,7 @@ func Test13StatusTruthAndQuietMinute(t *testing.T) {
 		if w := writes(m); w != last {
 			last, lastChange = w, time.Now()
 		}
-		if d := time.Since(lastChange); d < 3*time.Second {
+		if d := time.Since(lastChange); d < framework.SettleQuiet {
 			return fmt.Errorf("quiet for %s only (%v)", d, m)
 		}
 		return nil

@@ -35,15 +35,15 @@ func TestQuietCluster(t *testing.T) {
 	mine := func(r framework.Request) bool {
 		return r.Write() && (r.InNamespaces(namespaces...) || !strings.Contains(r.Path, "/namespaces/"))
 	}
-	// Settled: no write for 2s (the Events of the last status changes are
-	// sent asynchronously).
+	// Settled: no write for framework.SettleQuiet (the Events of the last
+	// status changes are sent asynchronously, and retried after 10s).
 	mark, lastWrite := suite.requests.Mark(), time.Now()
 	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
 		if w := suite.requests.Since(mark, mine); len(w) > 0 {
 			mark, lastWrite = suite.requests.Mark(), time.Now()
 			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
 		}
-		if d := time.Since(lastWrite); d < 2*time.Second {
+		if d := time.Since(lastWrite); d < framework.SettleQuiet {
 			return fmt.Errorf("quiet for %s only", d)
 		}
 		return nil

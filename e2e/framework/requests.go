@@ -6,7 +6,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
+
+// SettleQuiet is how long lockguard must have written nothing before a
+// quiet period is counted: longer than its recheck of unserved kinds (10s)
+// and than client-go's wait before it retries an Event (10s), so that a
+// write of the settling itself does not land in the quiet period.
+const SettleQuiet = 11 * time.Second
 
 // RequestCounter counts the API requests of a client, by method and path,
 // as a transport wrapper (ManagerOptions.Wrap): what lockguard itself asks
