@@ -29,6 +29,7 @@ type Handler struct {
 	gate    *gate
 
 	eventLimits EventLimits
+	cluster     *clusterGuards // nil: Namespace and CRD deletes are answered Errored
 }
 
 // Option configures a Handler.
@@ -83,12 +84,41 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // are handed to an asynchronous recorder.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
-	resp, locks := h.decide(ctx, req)
-	h.metrics.observe(req, resp, time.Since(start))
+	guard := guardOf(req)
+	var resp admission.Response
+	var locks []lockv1alpha1.Lock
+	switch {
+	case guard == GuardObject || req.Operation != admissionv1.Delete:
+		resp, locks = h.decide(ctx, req)
+	case h.cluster == nil:
+		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
+	case guard == GuardNamespace:
+		resp, locks = h.cluster.decideNamespace(ctx, req)
+	default:
+		resp, locks = h.cluster.decideCRD(ctx, req)
+	}
+	h.metrics.observe(req, guard, resp, time.Since(start))
 	if len(locks) > 0 && h.events != nil && !req.DryRun {
-		h.recordDenial(req, locks)
+		if guard == GuardObject {
+			h.recordDenial(req, locks)
+		} else {
+			h.recordClusterDenial(req, locks)
+		}
 	}
 	return resp
+}
+
+// guardOf returns the guard that decides req: the namespace guard for a
+// Namespace, the CRD guard for a CustomResourceDefinition, the object
+// guard for anything else.
+func guardOf(req Request) string {
+	switch {
+	case isNamespace(req):
+		return GuardNamespace
+	case isCRD(req):
+		return GuardCRD
+	}
+	return GuardObject
 }
 
 // decide answers req, and returns the Locks that deny it if it is denied.

@@ -38,12 +38,12 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		deniedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_delete_denied_total",
-			Help: "DELETEs denied because live Locks protect the object, by namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
-		}, []string{"namespace", "group", "kind", "dry_run"}),
+			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
+		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
-			Help: "Admission reviews answered by lockguard, by decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
-		}, []string{"decision"}),
+			Help: "Admission reviews answered by lockguard, by guard (object, namespace, crd) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
+		}, []string{"guard", "decision"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockguard_admission_duration_seconds",
 			Help:    "Time the admission handler takes to decide, excluding HTTP and JSON decoding of the review.",
@@ -70,8 +70,10 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	}
 	// Make the decisions visible at zero, so that rate() and alerts on
 	// "errored" work before the first error.
-	for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
-		m.reviewsTotal.WithLabelValues(d)
+	for _, g := range []string{GuardObject, GuardNamespace, GuardCRD} {
+		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
+			m.reviewsTotal.WithLabelValues(g, d)
+		}
 	}
 	for _, r := range []string{RefusedInFlight, RefusedBufferedBytes, RefusedReadTimeout} {
 		m.refused.WithLabelValues(r)
@@ -94,19 +96,19 @@ func (m *Metrics) refuse(reason string) {
 	}
 }
 
-// observe records one decision. It is safe on a nil *Metrics.
-func (m *Metrics) observe(req Request, resp admission.Response, took time.Duration) {
+// observe records one decision of guard. It is safe on a nil *Metrics.
+func (m *Metrics) observe(req Request, guard string, resp admission.Response, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.duration.Observe(took.Seconds())
 	switch {
 	case resp.Allowed:
-		m.reviewsTotal.WithLabelValues(DecisionAllowed).Inc()
+		m.reviewsTotal.WithLabelValues(guard, DecisionAllowed).Inc()
 	case resp.Result != nil && resp.Result.Code == 403:
-		m.reviewsTotal.WithLabelValues(DecisionDenied).Inc()
-		m.deniedTotal.WithLabelValues(req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
+		m.reviewsTotal.WithLabelValues(guard, DecisionDenied).Inc()
+		m.deniedTotal.WithLabelValues(guard, req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
 	default:
-		m.reviewsTotal.WithLabelValues(DecisionErrored).Inc()
+		m.reviewsTotal.WithLabelValues(guard, DecisionErrored).Inc()
 	}
 }

@@ -46,12 +46,19 @@ type UserInfo struct {
 // decoder, not stored.
 type Object struct {
 	Metadata ObjectMeta `json:"metadata"`
+	// Spec is what the CRD guard reads of a CustomResourceDefinition's spec.
+	Spec ObjectSpec `json:"spec"`
+	// Status is what the namespace guard reads of a Namespace's status.
+	Status ObjectStatus `json:"status"`
 }
 
 // ObjectMeta is the part of an object's metadata the decision reads.
 type ObjectMeta struct {
 	Name string    `json:"name"`
 	UID  types.UID `json:"uid"`
+	// DeletionTimestamp is set on an object being deleted (a terminating
+	// namespace).
+	DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
 }
 
 // review is an admission.k8s.io/v1 AdmissionReview as decodeReview reads

@@ -211,7 +211,11 @@ func TestReviewFields(t *testing.T) {
 			"operation": nil,
 			"userInfo":  fields{"username": nil},
 			"dryRun":    nil,
-			"oldObject": fields{"metadata": fields{"name": nil, "uid": nil}},
+			"oldObject": fields{
+				"metadata": fields{"name": nil, "uid": nil, "deletionTimestamp": nil},
+				"spec":     fields{"group": nil, "names": fields{"kind": nil}},
+				"status":   fields{"phase": nil},
+			},
 		},
 	}
 	if diff := cmp.Diff(want, reviewFields); diff != "" {

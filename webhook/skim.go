@@ -22,7 +22,10 @@ type fields map[string]fields
 // reviewFields are the members decodeReview reads.
 var reviewFields = fieldsOf(reflect.TypeFor[review]())
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+	lenientType     = reflect.TypeFor[lenient]()
+)
 
 // fieldsOf returns the members that the standard decoder reads into a
 // value of type t, or nil (keep the value whole) when t is not a plain
@@ -30,6 +33,10 @@ var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 func fieldsOf(t reflect.Type) fields {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t.Implements(lenientType) {
+		// Its UnmarshalJSON reads only these members, whatever the rest.
+		return reflect.Zero(t).Interface().(lenient).skimFields()
 	}
 	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return nil

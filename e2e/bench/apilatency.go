@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
 )
 
 // Admission modes of the API latency benchmark.
@@ -261,7 +262,7 @@ func (c *Cluster) benchInterleaved(ctx context.Context, o APILatencyOptions, cli
 			return err
 		}
 	}
-	vwc, err := c.Webhook.WebhookConfiguration(ctx)
+	vwc, err := c.Webhook.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	if err := kube.Client.Create(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	vwc, err := wh.WebhookConfiguration(ctx)
+	vwc, err := wh.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,9 @@ import (
 
 // webhookForNamespace creates a namespace named after prefix and a
 // webhook configuration of wh (the chart's, named name) that selects only
-// that namespace, both deleted at the end of the test, and returns the
-// namespace and the webhook configuration.
+// that namespace (the object guard's entry only: the namespace and CRD
+// guards' entries are cluster-scoped), both deleted at the end of the
+// test, and returns the namespace and the webhook configuration.
 func webhookForNamespace(t *testing.T, wh *framework.LocalWebhook, prefix, name string) (string, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	t.Helper()
 	ctx := context.Background()
@@ -25,7 +26,7 @@ func webhookForNamespace(t *testing.T, wh *framework.LocalWebhook, prefix, name 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
-	vwc, err := wh.WebhookConfiguration(ctx)
+	vwc, err := wh.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}

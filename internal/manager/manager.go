@@ -199,7 +199,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if o.CacheOnlyDecisions {
 		live = nil
 	}
+	// The namespace and CRD guards always read the API server: their
+	// deletes are rare, and remove objects without asking admission again.
 	handler := webhook.NewHandler(locks, live,
+		webhook.WithClusterGuards(mgr.GetAPIReader(), mgr.GetRESTMapper()),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithLimits(o.WebhookLimits),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))

@@ -1,0 +1,75 @@
+package chart_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// TestGuardWebhooks checks the namespace and CRD guards' webhook entries and
+// their values: on by default, each turned off by its own value, neither
+// rendered in mode policy (which renders no webhook).
+func TestGuardWebhooks(t *testing.T) {
+	requireHelm(t)
+	type entry struct {
+		Name            string
+		Rules           []admissionregistrationv1.RuleWithOperations
+		ObjectSelector  *metav1.LabelSelector
+		MatchConditions []admissionregistrationv1.MatchCondition
+		FailurePolicy   admissionregistrationv1.FailurePolicyType
+	}
+	cluster := admissionregistrationv1.ClusterScope
+	rule := func(group, resource string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"v1"}, Resources: []string{resource}, Scope: &cluster},
+		}}
+	}
+	namespace := entry{
+		Name:           "namespace.lockguard.core.navique.com",
+		Rules:          rule("", "namespaces"),
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"core.navique.com/has-locks": "true"}},
+		FailurePolicy:  admissionregistrationv1.Fail,
+	}
+	crd := entry{
+		Name:            "crd.lockguard.core.navique.com",
+		Rules:           rule("apiextensions.k8s.io", "customresourcedefinitions"),
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "core-navique-com-group", Expression: "oldObject.spec.group == 'core.navique.com'"}},
+		FailurePolicy:   admissionregistrationv1.Fail,
+	}
+	cases := map[string]struct {
+		reason string
+		set    []string
+		want   []entry
+	}{
+		"Default":     {reason: "both guards are on by default", want: []entry{namespace, crd}},
+		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry", set: []string{"guards.namespace.enabled=false"}, want: []entry{crd}},
+		"NoCRD":       {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace}},
+		"None":        {reason: "both off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
+				framework.Find(render(t, framework.Release{Set: tc.set}), "ValidatingWebhookConfiguration", "lockguard"))
+			if vwc.Webhooks[0].Name != framework.DefaultWebhookName {
+				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)
+			}
+			var got []entry
+			for _, wh := range vwc.Webhooks[1:] {
+				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNone || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
+					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != "/validate-delete" {
+					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want None, Equivalent, the webhook Service at /validate-delete",
+						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig)
+				}
+				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nguard webhooks: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// isCRD reports whether req deletes a CustomResourceDefinition.
+func isCRD(req Request) bool {
+	return req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition"
+}
+
+// decideCRD answers the DELETE of a CustomResourceDefinition (LOCK-SPEC
+// rule 12), which removes its objects without admission: the CRD of a
+// core.navique.com kind is denied while a live Lock protects an object of
+// that kind that exists, and the Lock CRD while any live Lock exists, as
+// the API server says. CRDs of other groups are allowed (the webhook
+// configuration does not even send them).
+func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
+	spec := req.OldObject.Spec
+	if spec.Group != lockv1alpha1.Group {
+		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil
+	}
+	name := targetName(req)
+	if spec.Names.Kind == "" {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil
+	}
+	live, err := g.liveLocks(ctx, "")
+	if err != nil {
+		return errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err)), nil
+	}
+	if spec.Names.Kind == "Lock" {
+		if len(live) > 0 {
+			return admission.Denied(CRDDenialMessage(live) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live
+		}
+		return admission.Allowed(""), nil
+	}
+	var ofKind []lockv1alpha1.Lock
+	for _, l := range live {
+		if key, _ := l.LiveTarget(); key.Group == spec.Group && key.Kind == spec.Names.Kind {
+			ofKind = append(ofKind, l)
+		}
+	}
+	protected, _, err := g.protecting(ctx, ofKind)
+	if err != nil {
+		return errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err)), nil
+	}
+	if len(protected) > 0 {
+		return admission.Denied(CRDDenialMessage(protected)), protected
+	}
+	return admission.Allowed(""), nil
+}
+
+// CRDDenialMessage is the message of a denied CustomResourceDefinition
+// delete: the Locks as namespace/name (sorted; at most maxNamed, then how
+// many more), and each Lock's target and reason.
+func CRDDenialMessage(locks []lockv1alpha1.Lock) string {
+	msg := fmt.Sprintf("customresourcedefinition is protected by Lock(s) %v; delete the Lock(s) before deleting this CustomResourceDefinition %s",
+		lockNames(locks, true), describeLocks(locks, true))
+	if len(locks) > maxNamed {
+		msg += "; list them all with: kubectl get locks -A"
+	}
+	return msg
+}

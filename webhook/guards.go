@@ -1,0 +1,212 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The guards of the deletes that remove objects without asking admission
+// about each of them: a Namespace (the namespace controller deletes the
+// Locks first, then their targets) and a core.navique.com
+// CustomResourceDefinition (the API server drops its objects from storage).
+// Both decide from the API server alone, never from the cache: such deletes
+// are rare, and a lagging cache must not let one through.
+
+// Guards names the guard that decided a request, as the metrics count it.
+const (
+	GuardObject    = "object"
+	GuardNamespace = "namespace"
+	GuardCRD       = "crd"
+)
+
+// KindMapper maps a kind to its resource, a served version and its scope
+// (in lockguard, the manager's RESTMapper).
+type KindMapper interface {
+	RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error)
+}
+
+// WithClusterGuards makes the handler decide the DELETE of Namespaces and
+// of core.navique.com CustomResourceDefinitions, reading Locks and the
+// metadata of their targets through r, a reader of the API server (in
+// lockguard, the manager's APIReader), and mapping kinds through m.
+// Without it such requests are answered Errored: the handler was not
+// configured for what the webhook configuration sends it.
+func WithClusterGuards(r LockLister, m KindMapper) Option {
+	return func(h *Handler) { h.cluster = &clusterGuards{api: r, kinds: m} }
+}
+
+// clusterGuards decide Namespace and CRD deletes.
+type clusterGuards struct {
+	api   LockLister
+	kinds KindMapper
+}
+
+// listPageSize is the page size of the guards' lists from the API server.
+const listPageSize = 500
+
+// maxNamed bounds the Locks a namespace or CRD denial names and describes,
+// so that a namespace with thousands of Locks still gets a short message.
+const maxNamed = 10
+
+// maxReasonLen bounds each reason quoted in a namespace or CRD denial.
+const maxReasonLen = 120
+
+// liveLocks returns the live Locks of namespace ns, or of every namespace
+// when ns is "", read from the API server page by page.
+func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
+	var live []lockv1alpha1.Lock
+	opts := []client.ListOption{client.Limit(listPageSize)}
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	cont := ""
+	for {
+		var page lockv1alpha1.LockList
+		if err := g.api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
+		}
+		for i := range page.Items {
+			if _, ok := page.Items[i].LiveTarget(); ok {
+				live = append(live, page.Items[i])
+			}
+		}
+		if cont = page.Continue; cont == "" {
+			return live, nil
+		}
+	}
+}
+
+// protecting returns those of locks (live Locks) whose target exists and is
+// not being deleted, and those whose target does not exist, read from the
+// API server: one metadata list per namespace and kind. A Lock on a kind
+// that is not served, or not namespaced, protects nothing.
+func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock) (protected, missing []lockv1alpha1.Lock, err error) {
+	type nsKind struct {
+		ns string
+		gk schema.GroupKind
+	}
+	byKind := map[nsKind][]lockv1alpha1.Lock{}
+	var order []nsKind
+	for _, l := range locks {
+		key, _ := l.LiveTarget()
+		k := nsKind{key.Namespace, key.GroupKind()}
+		if _, seen := byKind[k]; !seen {
+			order = append(order, k)
+		}
+		byKind[k] = append(byKind[k], l)
+	}
+	for _, k := range order {
+		present, err := g.present(ctx, k.ns, k.gk)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, l := range byKind[k] {
+			switch alive, exists := present[l.Spec.TargetRef.Name]; {
+			case exists && alive:
+				protected = append(protected, l)
+			case !exists:
+				missing = append(missing, l)
+			}
+		}
+	}
+	return protected, missing, nil
+}
+
+// present returns the objects of kind gk in namespace ns, by name: true for
+// those not being deleted. It is empty for a kind that is not served or not
+// namespaced.
+func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupKind) (map[string]bool, error) {
+	mapping, err := g.kinds.RESTMapping(gk)
+	if meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mapping kind %s: %w", gk, err)
+	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		return nil, nil
+	}
+	out := map[string]bool{}
+	cont := ""
+	for {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
+		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(listPageSize), client.Continue(cont)); err != nil {
+			return nil, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
+		}
+		for _, o := range list.Items {
+			out[o.Name] = o.DeletionTimestamp == nil
+		}
+		if cont = list.Continue; cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// lockNames returns the names of locks, sorted, at most maxNamed of them
+// followed by "and N more" when there are more; qualified prefixes each
+// with its namespace.
+func lockNames(locks []lockv1alpha1.Lock, qualified bool) []string {
+	names := make([]string, 0, len(locks))
+	for _, l := range locks {
+		if qualified {
+			names = append(names, l.Namespace+"/"+l.Name)
+		} else {
+			names = append(names, l.Name)
+		}
+	}
+	slices.Sort(names)
+	if len(names) > maxNamed {
+		names = append(names[:maxNamed:maxNamed], fmt.Sprintf("and %d more", len(names)-maxNamed))
+	}
+	return names
+}
+
+// describeLocks is "(name: Kind/target: reason; ...)" for at most maxNamed
+// of locks, sorted by namespace and name, each reason cut to maxReasonLen.
+func describeLocks(locks []lockv1alpha1.Lock, qualified bool) string {
+	sorted := slices.Clone(locks)
+	slices.SortFunc(sorted, func(a, b lockv1alpha1.Lock) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	parts := make([]string, 0, min(len(sorted), maxNamed))
+	for _, l := range sorted[:min(len(sorted), maxNamed)] {
+		name := l.Name
+		if qualified {
+			name = l.Namespace + "/" + l.Name
+		}
+		part := name + ": " + l.Spec.TargetRef.Kind + "/" + l.Spec.TargetRef.Name
+		if r := l.Spec.Reason; r != "" {
+			if runes := []rune(r); len(runes) > maxReasonLen {
+				r = string(runes[:maxReasonLen]) + "..."
+			}
+			part += ": " + r
+		}
+		parts = append(parts, part)
+	}
+	return "(" + strings.Join(parts, "; ") + ")"
+}
+
+// recordClusterDenial records a DeleteBlocked Warning Event on each of at
+// most maxNamed of the Locks that denied the delete of a Namespace or CRD,
+// naming the object and the user. The namespace guard never denies the
+// delete of a terminating namespace, so its Events never go into one; a
+// Lock that denies a CRD delete is live, but its namespace may have begun
+// terminating since (the namespace controller deletes Locks first), in
+// which case the API server rejects the Event and the recorder drops it.
+func (h *Handler) recordClusterDenial(req Request, locks []lockv1alpha1.Lock) {
+	for i := range locks[:min(len(locks), maxNamed)] {
+		h.events.Eventf(&locks[i], nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
+	}
+}

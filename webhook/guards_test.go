@@ -1,0 +1,301 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// fakeAPI is an API server for the guards: Locks, and the names of the
+// objects of each kind by namespace (true: not being deleted). It serves
+// one item per page, so that every list is paged.
+type fakeAPI struct {
+	locks   []lockv1alpha1.Lock
+	objects map[schema.GroupKind]map[string]map[string]bool
+	err     error
+}
+
+func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if a.err != nil {
+		return a.err
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	var next int
+	if o.Continue != "" {
+		fmt.Sscan(o.Continue, &next)
+	}
+	page := func(n int) (int, string) {
+		if next+1 < n {
+			return next, fmt.Sprint(next + 1)
+		}
+		return next, ""
+	}
+	switch l := list.(type) {
+	case *lockv1alpha1.LockList:
+		var in []lockv1alpha1.Lock
+		for _, lk := range a.locks {
+			if o.Namespace == "" || lk.Namespace == o.Namespace {
+				in = append(in, lk)
+			}
+		}
+		if len(in) == 0 {
+			return nil
+		}
+		i, cont := page(len(in))
+		l.Items, l.Continue = in[i:i+1], cont
+	case *metav1.PartialObjectMetadataList:
+		gk := schema.GroupKind{Group: l.GroupVersionKind().Group, Kind: strings.TrimSuffix(l.GroupVersionKind().Kind, "List")}
+		var in []metav1.PartialObjectMetadata
+		for name, alive := range a.objects[gk][o.Namespace] {
+			obj := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if !alive {
+				obj.DeletionTimestamp = &metav1.Time{}
+			}
+			in = append(in, obj)
+		}
+		slices.SortFunc(in, func(a, b metav1.PartialObjectMetadata) int { return strings.Compare(a.Name, b.Name) })
+		if len(in) == 0 {
+			return nil
+		}
+		i, cont := page(len(in))
+		l.Items, l.Continue = in[i:i+1], cont
+	default:
+		return fmt.Errorf("unexpected list %T", list)
+	}
+	return nil
+}
+
+var (
+	stackGK  = schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}
+	widgetGK = schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Widget"}
+)
+
+// guardMapper serves Stack and Widget (namespaced) and Region
+// (cluster-scoped) in core.navique.com.
+func guardMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: lockv1alpha1.Group, Version: "v1alpha1"}, {Group: lockv1alpha1.Group, Version: "v1"}})
+	m.Add(stackGK.WithVersion("v1alpha1"), meta.RESTScopeNamespace)
+	m.Add(widgetGK.WithVersion("v1"), meta.RESTScopeNamespace)
+	m.Add(schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Region"}, meta.RESTScopeRoot)
+	return m
+}
+
+func guardLock(ns, name, kind, target, reason string) lockv1alpha1.Lock {
+	return *newLockWithReason(ns, name, kind, target, reason)
+}
+
+func newLockWithReason(ns, name, kind, target, reason string) *lockv1alpha1.Lock {
+	l := newLock(ns, name, lockv1alpha1.GroupVersion.String(), kind, target)
+	l.Spec.Reason = reason
+	return l
+}
+
+func deleting(l lockv1alpha1.Lock) lockv1alpha1.Lock {
+	l.DeletionTimestamp = &metav1.Time{}
+	return l
+}
+
+func namespaceRequest(name string) Request {
+	r := Request{Operation: admissionv1.Delete, Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Namespace"}, Name: name}
+	r.OldObject.Metadata.Name = name
+	r.OldObject.Status.Phase = "Active"
+	return r
+}
+
+func crdRequest(group, kind string) Request {
+	name := strings.ToLower(kind) + "s." + group
+	r := Request{Operation: admissionv1.Delete, Kind: metav1.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}, Name: name}
+	r.OldObject.Metadata.Name = name
+	r.OldObject.Spec = ObjectSpec{Group: group, Names: SpecNames{Kind: kind}}
+	return r
+}
+
+// guardResult is what the guard tests compare of a response.
+type guardResult struct {
+	Result   result
+	Warnings []string
+}
+
+func TestGuards(t *testing.T) {
+	const nsDenied = "namespace is protected by Lock(s) "
+	const nsTail = "; delete the Lock(s) before deleting this namespace "
+	const crdDenied = "customresourcedefinition is protected by Lock(s) "
+	const crdTail = "; delete the Lock(s) before deleting this CustomResourceDefinition "
+	objects := map[schema.GroupKind]map[string]map[string]bool{
+		stackGK:  {"forge": {"forge": true, "going": false}},
+		widgetGK: {"forge": {"w1": true}, "edge": {"w2": true}},
+	}
+	many := &fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{stackGK: {"big": {}}}}
+	for i := range 15 {
+		name := fmt.Sprintf("s%02d", i)
+		many.objects[stackGK]["big"][name] = true
+		many.locks = append(many.locks, guardLock("big", "lock-"+name, "Stack", name, strings.Repeat("x", 200)))
+	}
+	terminating := namespaceRequest("forge")
+	terminating.OldObject.Status.Phase = "Terminating"
+	dryRun := namespaceRequest("forge")
+	dryRun.DryRun = true
+	deletecollection := crdRequest(lockv1alpha1.Group, "Widget")
+	deletecollection.Name = ""
+
+	cases := map[string]struct {
+		reason string
+		api    *fakeAPI
+		req    Request
+		want   guardResult
+	}{
+		"NamespaceLocked": {
+			reason: "A namespace holding a live Lock on an existing object is denied, naming the Lock, its target and reason; the Locks that protect nothing are not named.",
+			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
+				guardLock("forge", "keep", "Stack", "forge", "prod"),
+				guardLock("forge", "gone", "Stack", "absent", ""),
+				guardLock("forge", "leaving", "Stack", "going", ""),
+				deleting(guardLock("forge", "deleted", "Stack", "forge", "")),
+				guardLock("forge", "invalid", "ConfigMap", "x", ""),
+				guardLock("other", "elsewhere", "Stack", "forge", ""),
+			}},
+			req:  namespaceRequest("forge"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[keep]" + nsTail + "(keep: Stack/forge: prod)"}},
+		},
+		"NamespaceDryRun": {
+			reason: "A dry run gets the same answer.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "keep", "Stack", "forge", "")}},
+			req:    dryRun,
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[keep]" + nsTail + "(keep: Stack/forge)"}},
+		},
+		"NamespaceTerminating": {
+			reason: "A namespace already terminating is not blocked further.",
+			api:    &fakeAPI{err: errors.New("must not be read")},
+			req:    terminating,
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK, Message: "the namespace is already terminating"}},
+		},
+		"NamespaceMissingTargets": {
+			reason: "A namespace whose Locks all point at missing objects (or unserved or cluster-scoped kinds) is allowed with a warning.",
+			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
+				guardLock("forge", "b", "Stack", "absent", ""),
+				guardLock("forge", "a", "Gadget", "g", ""),
+				guardLock("forge", "c", "Region", "eu", ""),
+			}},
+			req: namespaceRequest("forge"),
+			want: guardResult{Result: result{Allowed: true, Code: http.StatusOK},
+				Warnings: []string{"namespace forge holds Lock(s) [a b c] whose targets do not exist: they protect nothing"}},
+		},
+		"NamespaceWithoutLocks": {
+			reason: "A namespace without Locks is allowed.",
+			api:    &fakeAPI{objects: objects},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK}},
+		},
+		"NamespaceManyLocks": {
+			reason: "A namespace with many Locks gets a short message: ten names, how many more, and how to list them.",
+			api:    many,
+			req:    namespaceRequest("big"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied +
+				"[lock-s00 lock-s01 lock-s02 lock-s03 lock-s04 lock-s05 lock-s06 lock-s07 lock-s08 lock-s09 and 5 more]" + nsTail +
+				"(" + manyDescription() + ")" +
+				"; list them all with: kubectl get locks -n big"}},
+		},
+		"NamespaceAPIError": {
+			reason: "When the API server cannot be read, the delete is refused (fail closed).",
+			api:    &fakeAPI{err: errors.New("connection refused")},
+			req:    namespaceRequest("forge"),
+			want: guardResult{Result: result{Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+				Message: "lockguard could not verify the Locks of namespace forge, so its delete is refused; retry when lockguard is ready: listing Locks from the API server: connection refused"}},
+		},
+		"CRDLocked": {
+			reason: "The CRD of a kind with a locked existing object is denied, naming the Locks as namespace/name.",
+			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
+				guardLock("forge", "w", "Widget", "w1", "keep"),
+				guardLock("edge", "w", "Widget", "w2", ""),
+				guardLock("edge", "none", "Widget", "absent", ""),
+				guardLock("forge", "stack", "Stack", "forge", ""),
+			}},
+			req: crdRequest(lockv1alpha1.Group, "Widget"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[edge/w forge/w]" + crdTail + "(edge/w: Widget/w2; forge/w: Widget/w1: keep)"}},
+		},
+		"CRDDeletecollection": {
+			reason: "A deletecollection names the CRD in oldObject only, and gets the same answer.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "w", "Widget", "w1", "")}},
+			req:    deletecollection,
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[forge/w]" + crdTail + "(forge/w: Widget/w1)"}},
+		},
+		"CRDUnlocked": {
+			reason: "The CRD of a kind whose Locks all point at missing objects is allowed.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "none", "Widget", "absent", ""), guardLock("forge", "s", "Stack", "forge", "")}},
+			req:    crdRequest(lockv1alpha1.Group, "Widget"),
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK}},
+		},
+		"CRDOtherGroup": {
+			reason: "A CRD of another group is allowed without a read.",
+			api:    &fakeAPI{err: errors.New("must not be read")},
+			req:    crdRequest("example.com", "Widget"),
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK, Message: "not a core.navique.com CustomResourceDefinition"}},
+		},
+		"LockCRD": {
+			reason: "The Lock CRD is denied while any live Lock exists, target or not.",
+			api:    &fakeAPI{locks: []lockv1alpha1.Lock{guardLock("forge", "any", "Stack", "absent", ""), deleting(guardLock("forge", "old", "Stack", "x", ""))}},
+			req:    crdRequest(lockv1alpha1.Group, "Lock"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[forge/any]" + crdTail + "(forge/any: Stack/absent); deleting the Lock CustomResourceDefinition would delete every Lock"}},
+		},
+		"LockCRDNoLocks": {
+			reason: "The Lock CRD is allowed once no live Lock exists.",
+			api:    &fakeAPI{locks: []lockv1alpha1.Lock{deleting(guardLock("forge", "old", "Stack", "x", ""))}},
+			req:    crdRequest(lockv1alpha1.Group, "Lock"),
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK}},
+		},
+		"CRDAPIError": {
+			reason: "When the API server cannot be read, the CRD delete is refused (fail closed).",
+			api:    &fakeAPI{err: errors.New("timeout")},
+			req:    crdRequest(lockv1alpha1.Group, "Widget"),
+			want: guardResult{Result: result{Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+				Message: "lockguard could not verify the Locks on CustomResourceDefinition widgets.core.navique.com, so its delete is refused; retry when lockguard is ready: listing Locks from the API server: timeout"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := NewHandler(noLookup(t), nil, WithClusterGuards(tc.api, guardMapper()))
+			resp := h.Decide(context.Background(), tc.req)
+			got := guardResult{Result: resultOf(resp), Warnings: resp.Warnings}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// manyDescription is the description of the first ten Locks of the
+// NamespaceManyLocks case: reasons cut to maxReasonLen runes.
+func manyDescription() string {
+	var parts []string
+	for i := range 10 {
+		parts = append(parts, fmt.Sprintf("lock-s%02d: Stack/s%02d: %s...", i, i, strings.Repeat("x", maxReasonLen)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// TestGuardsUnconfigured: a handler without WithClusterGuards refuses
+// Namespace and CRD deletes rather than allowing them.
+func TestGuardsUnconfigured(t *testing.T) {
+	h := NewHandler(noLookup(t), nil)
+	for _, req := range []Request{namespaceRequest("forge"), crdRequest(lockv1alpha1.Group, "Widget")} {
+		if got := resultOf(h.Decide(context.Background(), req)); got.Allowed || got.Code != http.StatusServiceUnavailable {
+			t.Errorf("Decide(%s): %+v, want ServiceUnavailable", req.Kind.Kind, got)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// isNamespace reports whether req deletes a Namespace.
+func isNamespace(req Request) bool {
+	return req.Kind.Group == "" && req.Kind.Kind == "Namespace"
+}
+
+// decideNamespace answers the DELETE of a Namespace (LOCK-SPEC rule 11): it
+// is denied while a live Lock in it protects an object that exists and is
+// not being deleted, as the API server says. A namespace already
+// terminating is allowed (its delete was decided when it began); one whose
+// live Locks all point at missing targets is allowed with a warning.
+func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
+	ns := targetName(req)
+	if ns == "" {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil
+	}
+	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
+		return admission.Allowed("the namespace is already terminating"), nil
+	}
+	live, err := g.liveLocks(ctx, ns)
+	if err == nil && len(live) > 0 {
+		var protected, missing []lockv1alpha1.Lock
+		if protected, missing, err = g.protecting(ctx, live); err == nil {
+			if len(protected) > 0 {
+				return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
+			}
+			if len(missing) > 0 {
+				return admission.Allowed("").WithWarnings(fmt.Sprintf(
+					"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false))), nil
+			}
+		}
+	}
+	if err != nil {
+		return errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil
+	}
+	return admission.Allowed(""), nil
+}
+
+// NamespaceDenialMessage is the message of a denied namespace delete: the
+// contract's sentence naming the Locks (sorted; at most maxNamed, then how
+// many more), each Lock's target and reason, and, when not all are named,
+// how to list them.
+func NamespaceDenialMessage(ns string, locks []lockv1alpha1.Lock) string {
+	msg := fmt.Sprintf("namespace is protected by Lock(s) %v; delete the Lock(s) before deleting this namespace %s",
+		lockNames(locks, false), describeLocks(locks, false))
+	if len(locks) > maxNamed {
+		msg += "; list them all with: kubectl get locks -n " + ns
+	}
+	return msg
+}
