@@ -27,6 +27,8 @@ type request struct {
 	Target lockv1alpha1.TargetKey
 	// Lock, when set, is a Lock whose target is invalid.
 	Lock types.NamespacedName
+	// Namespace, when set, is a namespace whose HasLocksLabel a pass writes.
+	Namespace string
 }
 
 // requestOf returns the request that reconciles Lock l: its target's,
@@ -51,11 +53,18 @@ type reconciler struct {
 	kinds   *kindTable
 	watches *targetWatches
 	events  events.EventRecorder
+	// namespaceGuard: the namespace label is kept, and a Lock is active
+	// only once its namespace carries it.
+	namespaceGuard bool
 }
 
 // Reconcile brings the target of req (or the Lock of req) in line with the
 // live Locks.
 func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, error) {
+	if req.Namespace != "" {
+		_, err := r.reconcileNamespace(ctx, req.Namespace)
+		return ctrl.Result{}, err
+	}
 	if req.Lock.Name != "" {
 		return ctrl.Result{}, r.reconcileInvalid(ctx, req.Lock)
 	}
@@ -113,6 +122,19 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation of %s %s/%s: %w", lockv1alpha1.LockedAnnotation, gk, target.Namespace, target.Name, err))
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
+	}
+	if r.namespaceGuard && len(locks) > 0 {
+		// The namespace's pass, run here too so that a new Lock turns
+		// active in one pass.
+		guarded, err := r.reconcileNamespace(ctx, target.Namespace)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !guarded {
+			// The namespace watch reconciles the target again once labelled.
+			return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonNamespaceNotGuarded, message: fmt.Sprintf(
+				"waiting for namespace %q to carry the label %s=true, so that deleting the namespace is denied too", target.Namespace, lockv1alpha1.HasLocksLabel)})
+		}
 	}
 	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive})
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// DiscoveryInterval is how often the core.navique.com group is
 	// rediscovered for kinds to watch. Defaults to 30s.
 	DiscoveryInterval time.Duration
+	// DisableNamespaceGuard stops keeping HasLocksLabel on namespaces (the
+	// chart's guards.namespace.enabled=false, which renders no namespace
+	// webhook entry), and a Lock is then active without it. Default false.
+	DisableNamespaceGuard bool
 }
 
 // +kubebuilder:rbac:groups=core.navique.com,resources=locks,verbs=get;list;watch
@@ -51,16 +55,29 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 		locks:  locks,
 		kinds:  newKindTable(disco),
 		events: eventnote.Recorder(mgr.GetEventRecorder("lockguard")),
+
+		namespaceGuard: !opts.DisableNamespaceGuard,
 	}
-	c, err := builder.TypedControllerManagedBy[request](mgr).
+	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []request { return []request{requestOf(l)} }))).
+			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []request {
+				if r.namespaceGuard {
+					return []request{requestOf(l), {Namespace: l.Namespace}}
+				}
+				return []request{requestOf(l)}
+			})))
+	if r.namespaceGuard {
+		b = b.WatchesRawSource(namespaceSource(mgr, locks))
+	}
+	c, err := b.
 		WithOptions(controller.TypedOptions[request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
 		WithLogConstructor(func(k *request) logr.Logger {
 			log := mgr.GetLogger().WithValues("controller", "lock")
 			switch {
 			case k == nil:
+			case k.Namespace != "":
+				log = log.WithValues("namespace", k.Namespace)
 			case k.Lock != (client.ObjectKey{}):
 				log = log.WithValues("lock", k.Lock)
 			default:

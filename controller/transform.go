@@ -14,9 +14,9 @@ import (
 // not with what other tools write on them (labels, last-applied
 // annotations, managedFields often several kilobytes).
 //
-//   - A target (metadata only) keeps its name, namespace, resourceVersion,
-//     deletionTimestamp and the lock annotation: the reconciler patches that
-//     annotation alone, with merge patches computed from the cached object.
+//   - A target or a namespace (metadata only) keeps its name, namespace,
+//     resourceVersion, deletionTimestamp, the lock annotation and the
+//     has-locks label: the reconciler patches those alone.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status.
 //   - Anything else loses its managedFields.
@@ -32,7 +32,12 @@ func CacheTransform() toolscache.TransformFunc {
 				o.Annotations = map[string]string{lockv1alpha1.LockedAnnotation: locked}
 			}
 			o.UID, o.GenerateName = "", ""
-			o.Labels, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil
+			if v, has := o.Labels[lockv1alpha1.HasLocksLabel]; has {
+				o.Labels = map[string]string{lockv1alpha1.HasLocksLabel: v} // a namespace's
+			} else {
+				o.Labels = nil
+			}
+			o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil
 		case *lockv1alpha1.Lock:
 			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
 		default:

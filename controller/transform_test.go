@@ -37,6 +37,12 @@ func TestCacheTransform(t *testing.T) {
 			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"other": "y"}}},
 			want:   &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
 		},
+		"Namespace": {
+			reason: "A namespace (metadata only) keeps the has-locks label and no other.",
+			in: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge",
+				Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "pod-security.kubernetes.io/enforce": "restricted"}}},
+			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true"}}},
+		},
 		"Lock": {
 			reason: "A Lock keeps its identity, deletion, spec and status.",
 			in:     &lockv1alpha1.Lock{ObjectMeta: *full.DeepCopy(), Spec: lockv1alpha1.LockSpec{Reason: "r"}, Status: lockv1alpha1.LockStatus{Active: true}},

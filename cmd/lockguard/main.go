@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
 )
@@ -59,6 +60,7 @@ func run() error {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire or renew leadership.")
 	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers of the reconciler.")
 	fs.BoolVar(&o.CacheOnlyDecisions, "cache-only-decisions", false, "Decide deletes from the Lock cache alone, without confirming allowed deletes with the API server: faster (no consistent list per allowed delete, which can take up to ~100ms under write load), but a delete sent milliseconds after a Lock's create may get through.")
+	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
 	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
@@ -69,6 +71,7 @@ func run() error {
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)
 	flag.Parse()
+	o.Controller.DisableNamespaceGuard = !*namespaceGuard
 	if showVer {
 		fmt.Println("lockguard", version)
 		return nil

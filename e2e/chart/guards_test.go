@@ -1,10 +1,14 @@
 package chart_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/navique/lockguard/e2e/framework"
@@ -71,5 +75,33 @@ func TestGuardWebhooks(t *testing.T) {
 				t.Errorf("%s\nguard webhooks: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestNamespaceGuardRBAC: the namespaces rule (get, list, watch, patch:
+// the label) is granted with the namespace guard only, and lockguard is
+// told when the guard is off.
+func TestNamespaceGuardRBAC(t *testing.T) {
+	requireHelm(t)
+	for _, on := range []bool{true, false} {
+		objs := render(t, framework.Release{Set: []string{fmt.Sprintf("guards.namespace.enabled=%t", on)}})
+		role := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "lockguard"))
+		var got []rbacv1.PolicyRule
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "namespaces") {
+				got = append(got, r)
+			}
+		}
+		var want []rbacv1.PolicyRule
+		if on {
+			want = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "patch", "watch"}}}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("guards.namespace.enabled=%t: namespaces rules: -want, +got:\n%s", on, diff)
+		}
+		d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+		if got := slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--namespace-guard=false"); got == on {
+			t.Errorf("guards.namespace.enabled=%t: args %v", on, d.Spec.Template.Spec.Containers[0].Args)
+		}
 	}
 }

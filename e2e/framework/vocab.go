@@ -93,8 +93,8 @@ var (
 	RegionGVK          = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Region"}
 )
 
-// NewNamespace creates a namespace for one test and deletes it (without
-// waiting) at the end of the test.
+// NewNamespace creates a namespace for one test and deletes it, its Locks
+// first (without waiting), at the end of the test.
 func (k *Kube) NewNamespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.NamespacePrefix + prefix + "-" + rand.String(5)}}
@@ -104,6 +104,9 @@ func (k *Kube) NewNamespace(t *testing.T, prefix string) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		// The Locks first: the namespace guard denies deleting a namespace
+		// that holds Locks on existing objects.
+		_ = k.Client.DeleteAllOf(ctx, &lockv1alpha1.Lock{}, client.InNamespace(ns.Name))
 		_ = client.IgnoreNotFound(k.Client.Delete(ctx, ns))
 	})
 	return ns.Name

@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The namespace label: the reconciler keeps HasLocksLabel="true" on each
+// namespace that holds a live Lock, and on no other, so that the namespace
+// guard's webhook entry (objectSelector) sees only those and a namespace
+// without Locks is never held up by lockguard. It is level-based: put back
+// if removed, removed with the last live Lock, no write when it is right.
+// A terminating namespace is left alone: its Locks are being deleted, and
+// its delete has already been decided.
+
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch
+
+// namespaceObject returns the metadata-only Namespace ns.
+func namespaceObject(ns string) *metav1.PartialObjectMetadata {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	obj.SetName(ns)
+	return obj
+}
+
+// hasLiveLocks reports whether namespace ns holds a live Lock, in the
+// Lock cache.
+func (x *LockIndex) hasLiveLocks(ns string) (bool, error) {
+	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
+	}
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			if _, live := l.LiveTarget(); live {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// liveTargets returns the requests of the targets of the live Locks of
+// namespace ns, in the Lock cache.
+func (x *LockIndex) liveTargets(ns string) []request {
+	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	var out []request
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			if key, live := l.LiveTarget(); live {
+				out = append(out, request{Target: key})
+			}
+		}
+	}
+	return out
+}
+
+// reconcileNamespace puts HasLocksLabel on namespace ns, or removes it,
+// as its live Locks say, and returns whether ns carries it afterwards. A
+// namespace that is gone or terminating is left as it is.
+func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (labelled bool, err error) {
+	if !r.locks.HasSynced() {
+		return false, errNotSynced
+	}
+	want, err := r.locks.hasLiveLocks(ns)
+	if err != nil {
+		return false, err
+	}
+	obj := namespaceObject(ns)
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	has := obj.Labels[lockv1alpha1.HasLocksLabel] == "true"
+	if obj.DeletionTimestamp != nil || has == want {
+		return has, nil
+	}
+	var value any // nil removes the label
+	if want {
+		value = "true"
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.HasLocksLabel: value}}})
+	if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return false, client.IgnoreNotFound(fmt.Errorf("patching the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel, "set", want)
+	return want, nil
+}
+
+// namespaceSource is the watch of Namespaces (metadata only): a namespace
+// created, deleted or whose labels change reconciles its label, and the
+// targets of its live Locks (whose status waits for the label).
+func namespaceSource(mgr ctrl.Manager, locks *LockIndex) source.TypedSource[request] {
+	return source.TypedKind(mgr.GetCache(), namespaceObject(""),
+		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
+			return append([]request{{Namespace: o.Name}}, locks.liveTargets(o.Name)...)
+		}),
+		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
+}
