@@ -13,11 +13,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // Bounds the tests enforce on the control plane's controllers (see
@@ -108,34 +111,47 @@ func Test06Cascade(t *testing.T) {
 	}
 }
 
-// Test07NamespaceDeletion deletes a namespace holding locked objects. The
-// namespace controller deletes all of its content, the Locks included
-// (deleting a Lock is never blocked), so the locked objects' deletes are
-// denied only until lockguard sees their Locks gone; the namespace
-// controller retries, and the namespace is gone within namespaceBound.
-// While lockguard is down, the namespace stays Terminating (every
-// core.navique.com delete fails closed) and goes once lockguard is back.
+// Test07NamespaceDeletion deletes namespaces with the namespace
+// controller running (rule 11). A namespace holding locked objects is
+// refused up front, whole: nothing in it is deleted. Once its Locks are
+// deleted, the namespace controller deletes it and everything in it. While
+// lockguard is down, a namespace holding Locks is refused (its webhook
+// entry fails closed), and one without Locks is never sent to lockguard:
+// its delete is accepted, and only its core.navique.com objects wait for
+// lockguard (their own deletes fail closed) to be back.
 func Test07NamespaceDeletion(t *testing.T) {
 	// populate fills a namespace with locked and unlocked objects.
-	populate := func(t *testing.T) string {
+	populate := func(t *testing.T) (string, []*lockv1alpha1.Lock) {
 		ns := kube.NewNamespace(t, "doomed")
 		kube.CreateObject(t, framework.StackGVK, ns, "app")
 		kube.CreateObject(t, framework.PostgresClusterGVK, ns, "db")
 		kube.CreateObject(t, framework.StackGVK, ns, "free")
-		kube.WaitActive(t,
+		locks := []*lockv1alpha1.Lock{
 			kube.CreateLock(t, framework.NewLock(ns, "keep-app", "Stack", "app", "")),
 			kube.CreateLock(t, framework.NewLock(ns, "keep-db", "PostgresCluster", "db", "")),
-			kube.CreateLock(t, framework.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")))
-		kube.WaitAnnotation(t, framework.PostgresClusterGVK, ns, "db", "keep-db,keep-db-too")
-		return ns
-	}
-	// deleteNamespace deletes the namespace and returns when it did.
-	deleteNamespace := func(t *testing.T, ns string) time.Time {
-		deleted := time.Now()
-		if err := kube.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
+			kube.CreateLock(t, framework.NewLock(ns, "keep-db-too", "PostgresCluster", "db", "")),
 		}
-		return deleted
+		kube.WaitActive(t, locks...)
+		kube.WaitAnnotation(t, framework.PostgresClusterGVK, ns, "db", "keep-db,keep-db-too")
+		return ns, locks
+	}
+	namespace := func(ns string) *corev1.Namespace { return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}} }
+	// intact checks that the namespace is not terminating and that its
+	// objects are all there.
+	intact := func(t *testing.T, ns string, names ...string) {
+		t.Helper()
+		var n corev1.Namespace
+		if err := kube.Client.Get(t.Context(), client.ObjectKey{Name: ns}, &n); err != nil || n.DeletionTimestamp != nil {
+			t.Fatalf("namespace %s: %v, deletionTimestamp %v; want it untouched", ns, err, n.DeletionTimestamp)
+		}
+		kube.MustExist(t, framework.StackGVK, ns, "app")
+		kube.MustExist(t, framework.StackGVK, ns, "free")
+		kube.MustExist(t, framework.PostgresClusterGVK, ns, "db")
+		for _, name := range names {
+			if err := kube.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &lockv1alpha1.Lock{}); err != nil {
+				t.Fatalf("Lock %s/%s: %v; want it untouched", ns, name, err)
+			}
+		}
 	}
 	// waitDeleted waits until the namespace is gone and returns the last
 	// NamespaceDeletionContentFailure message seen on the way.
@@ -161,10 +177,36 @@ func Test07NamespaceDeletion(t *testing.T) {
 	}
 
 	t.Run("lockguard running", func(t *testing.T) {
-		ns := populate(t)
-		deleteNamespace(t, ns)
+		ns, locks := populate(t)
+		kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), namespace(ns)), webhook.GuardNamespace,
+			framework.NamespaceDenialMessage(ns, locks...))
+		// The namespace controller would have had seconds to delete
+		// something, had the delete been accepted.
+		framework.Consistently(t, blockedFor, "nothing deleted", func(ctx context.Context) error {
+			for _, gvk := range []schema.GroupVersionKind{framework.StackGVK, framework.PostgresClusterGVK} {
+				list := &unstructured.UnstructuredList{}
+				list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+				if err := kube.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+					return err
+				}
+				for _, o := range list.Items {
+					if o.GetDeletionTimestamp() != nil {
+						return fmt.Errorf("%s %s is being deleted", gvk.Kind, o.GetName())
+					}
+				}
+			}
+			return nil
+		})
+		intact(t, ns, "keep-app", "keep-db", "keep-db-too")
+
+		for _, l := range locks {
+			kube.DeleteLock(t, l)
+		}
+		if err := kube.Client.Delete(t.Context(), namespace(ns)); err != nil {
+			t.Fatalf("deleting namespace %s once its Locks are gone: %v", ns, err)
+		}
 		d, failure := waitDeleted(t, ns, namespaceBound)
-		report(t, "namespace with locked objects deleted in %s (bound %s)", d.Round(100*time.Millisecond), namespaceBound)
+		report(t, "namespace deleted %s after its Locks were (bound %s)", d.Round(100*time.Millisecond), namespaceBound)
 		if failure != "" {
 			t.Logf("seen while terminating: %s: %s", corev1.NamespaceDeletionContentFailure, failure)
 		}
@@ -172,40 +214,58 @@ func Test07NamespaceDeletion(t *testing.T) {
 
 	t.Run("lockguard down", func(t *testing.T) {
 		n := replicaCount(t)
-		ns := populate(t)
+		locked, locks := populate(t)
+		free := kube.NewNamespace(t, "nolocks")
+		kube.CreateObject(t, framework.StackGVK, free, "app")
+		if err := kube.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: free, Name: "cm"}}); err != nil {
+			t.Fatal(err)
+		}
 		// Stopped first: in a cluster, replicas keep serving for a while
 		// after SIGTERM (--shutdown-delay).
 		scale(t, 0)
-		deleted := deleteNamespace(t, ns)
-		// Stacks and PostgresClusters remain.
-		prefix := "Failed to delete all resource types, 2 remaining: "
+
+		err := kube.Client.Delete(t.Context(), namespace(locked))
+		prefix := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", kube.GuardWebhookName(webhook.GuardNamespace))
+		if err == nil || !apierrors.IsInternalError(err) || !strings.HasPrefix(err.Error(), prefix) {
+			t.Fatalf("deleting namespace %s holding Locks while lockguard is down: %v; want an InternalError starting with %q", locked, err, prefix)
+		}
+		intact(t, locked, "keep-app", "keep-db", "keep-db-too")
+
+		// Never sent to lockguard: accepted at once.
+		deleted := time.Now()
+		if err := kube.Client.Delete(t.Context(), namespace(free)); err != nil {
+			t.Fatalf("deleting namespace %s without Locks while lockguard is down: %v", free, err)
+		}
+		// Its Stack remains (its delete fails closed); the rest goes.
 		failed := fmt.Sprintf("Internal error occurred: failed calling webhook %q: failed to call webhook: ", kube.WebhookName)
-		framework.Eventually(t, namespaceBound, "namespace deletion fails closed", func(ctx context.Context) error {
-			var n corev1.Namespace
-			if err := kube.Client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+		framework.Eventually(t, namespaceBound, "namespace deletion waits for lockguard", func(ctx context.Context) error {
+			var ns corev1.Namespace
+			if err := kube.Client.Get(ctx, client.ObjectKey{Name: free}, &ns); err != nil {
 				return err
 			}
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NamespaceDeletionContentFailure && c.Status == corev1.ConditionTrue &&
-					strings.HasPrefix(c.Message, prefix) && strings.Count(c.Message, failed) == 2 {
+			for _, c := range ns.Status.Conditions {
+				if c.Type == corev1.NamespaceDeletionContentFailure && c.Status == corev1.ConditionTrue && strings.Count(c.Message, failed) == 1 {
 					return nil
 				}
 			}
-			return fmt.Errorf("namespace %s is %s with conditions %+v; want %s %q followed by two %q", ns, n.Status.Phase, n.Status.Conditions, corev1.NamespaceDeletionContentFailure, prefix, failed)
+			return fmt.Errorf("namespace %s is %s with conditions %+v; want %s with one %q", free, ns.Status.Phase, ns.Status.Conditions, corev1.NamespaceDeletionContentFailure, failed)
 		})
-		for _, name := range []string{"app", "free"} {
-			if err := kube.Exists(framework.StackGVK, ns, name)(t.Context()); err != nil {
-				t.Fatalf("with lockguard down, the namespace controller cannot delete Stacks: %v", err)
+		framework.Eventually(t, namespaceBound, "ConfigMap deleted", func(ctx context.Context) error {
+			err := kube.Client.Get(ctx, client.ObjectKey{Namespace: free, Name: "cm"}, &corev1.ConfigMap{})
+			if apierrors.IsNotFound(err) {
+				return nil
 			}
-		}
-		var lock lockv1alpha1.Lock
-		if err := kube.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "keep-app"}, &lock); !apierrors.IsNotFound(err) {
-			t.Fatalf("the namespace controller should have deleted the Locks (they are never blocked): %v", err)
-		}
+			return fmt.Errorf("ConfigMap cm still there: %v", err)
+		})
+		kube.MustExist(t, framework.StackGVK, free, "app")
+
 		back := time.Now()
 		scale(t, n)
-		waitDeleted(t, ns, namespaceBound)
-		report(t, "lockguard down: the namespace stayed Terminating while lockguard was down (%s), and was deleted %s after lockguard was back",
+		waitDeleted(t, free, namespaceBound)
+		report(t, "lockguard down: a namespace without Locks was accepted, its Stack waited for lockguard (%s), and it was deleted %s after lockguard was back",
 			back.Sub(deleted).Round(100*time.Millisecond), time.Since(back).Round(100*time.Millisecond))
+		kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), namespace(locked)), webhook.GuardNamespace,
+			framework.NamespaceDenialMessage(locked, locks...))
+		intact(t, locked, "keep-app", "keep-db", "keep-db-too")
 	})
 }
