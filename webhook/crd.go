@@ -47,13 +47,17 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 			ofKind = append(ofKind, l)
 		}
 	}
-	protected, _, err := g.protecting(ctx, ofKind)
+	protected, missing, err := g.protecting(ctx, ofKind)
 	if err != nil {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
 			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err)), nil
 	}
 	if len(protected) > 0 {
 		return admission.Denied(CRDDenialMessage(protected)), protected
+	}
+	if len(missing) > 0 {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true), spec.Names.Kind)), nil
 	}
 	return admission.Allowed(""), nil
 }

@@ -235,10 +235,11 @@ func TestGuards(t *testing.T) {
 				Message: crdDenied + "[forge/w]" + crdTail + "(forge/w: Widget/w1)"}},
 		},
 		"CRDUnlocked": {
-			reason: "The CRD of a kind whose Locks all point at missing objects is allowed.",
+			reason: "The CRD of a kind whose Locks all point at missing objects is allowed, with a warning naming them.",
 			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "none", "Widget", "absent", ""), guardLock("forge", "s", "Stack", "forge", "")}},
 			req:    crdRequest(lockv1alpha1.Group, "Widget"),
-			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK}},
+			want: guardResult{Result: result{Allowed: true, Code: http.StatusOK},
+				Warnings: []string{"Lock(s) [forge/none] target Widget objects that do not exist: they protect nothing"}},
 		},
 		"CRDOtherGroup": {
 			reason: "A CRD of another group is allowed without a read.",

@@ -293,7 +293,7 @@ func (c *Cluster) createPolicy(ctx context.Context, v string, nsSelector *metav1
 // installWebhookFor creates a ValidatingWebhookConfiguration bench-<mode>
 // from lockguard's, calling url with CA ca, for the namespaces of mode.
 func (c *Cluster) installWebhookFor(ctx context.Context, mode, url string, ca []byte) error {
-	vwc, err := c.Webhook.WebhookConfiguration(ctx)
+	vwc, err := c.Webhook.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -43,8 +44,17 @@ func TestCRDGuard(t *testing.T) {
 	if err := kube.Client.Delete(t.Context(), framework.CRD(crd), client.DryRunAll); err != nil {
 		t.Fatalf("dry-run delete of CustomResourceDefinition %s once unlocked: %v", crd, err)
 	}
-	if err := kube.Client.Delete(t.Context(), framework.CRD(crd)); err != nil {
+	c, warnings := kube.Client, (*warningRecorder)(nil)
+	if suite.env != nil {
+		c, warnings = warningClient(t)
+	}
+	if err := c.Delete(t.Context(), framework.CRD(crd)); err != nil {
 		t.Fatalf("deleting CustomResourceDefinition %s once unlocked: %v", crd, err)
+	}
+	// Rule 14: the Lock left on a missing Widget is named in a warning.
+	want = fmt.Sprintf("Lock(s) [%s/keep-nothing] target %s objects that do not exist: they protect nothing", ns, kind)
+	if got := warnings.all(); warnings != nil && (len(got) != 1 || got[0] != want) {
+		t.Fatalf("warnings %q; want [%q]", got, want)
 	}
 	framework.Eventually(t, framework.DefaultTimeout, "CustomResourceDefinition "+crd+" gone", kube.Gone(framework.CRDGVK, "", crd))
 }

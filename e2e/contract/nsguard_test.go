@@ -81,17 +81,7 @@ func TestNamespaceGuardWarnsAndTerminating(t *testing.T) {
 	kube.WaitLockStatus(t, lock, framework.MissingStatus(lock))
 	framework.Eventually(t, framework.DefaultTimeout, "namespace labelled", namespaceLabelIs(ns, true))
 
-	warnings := &warningRecorder{}
-	cfg := rest.CopyConfig(suite.env.Config)
-	cfg.WarningHandler = warnings
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, warnings := warningClient(t)
 	if err := c.Delete(t.Context(), namespace(ns)); err != nil {
 		t.Fatalf("deleting namespace %s whose Locks protect nothing: %v", ns, err)
 	}
@@ -153,6 +143,24 @@ func TestNamespaceLabel(t *testing.T) {
 	framework.Eventually(t, framework.DefaultTimeout, "label removed with the last Lock", namespaceLabelIs(ns, false))
 }
 
+// warningClient returns an admin client of the suite's API server and the
+// recorder of the warnings its requests get.
+func warningClient(t *testing.T) (client.Client, *warningRecorder) {
+	t.Helper()
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(suite.env.Config)
+	cfg.WarningHandler = warnings
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, warnings
+}
+
 // warningRecorder records the API server's warnings.
 type warningRecorder struct {
 	mu       sync.Mutex
@@ -166,6 +174,9 @@ func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
 }
 
 func (w *warningRecorder) all() []string {
+	if w == nil {
+		return nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.warnings...)

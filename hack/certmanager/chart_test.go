@@ -173,7 +173,8 @@ func TestChartWithCertManager(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "lockguard"}, &vwc); err != nil {
 			return false, err
 		}
-		return len(vwc.Webhooks) == 1 && len(vwc.Webhooks[0].ClientConfig.CABundle) > 0, nil
+		// The object guard's webhook and the namespace and CRD guards'.
+		return len(vwc.Webhooks) == 3 && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
 	}
@@ -727,4 +728,15 @@ func checkAPIServerMetrics(ctx context.Context, t *testing.T, env *framework.Env
 		t.Errorf("the API server counts %v denials by %s; want at least %d", rejected, webhookName, denied)
 	}
 	t.Logf("API server: %v deletes denied by %s, %v failed calls", rejected, webhookName, failed)
+}
+
+// sameCABundle reports whether every webhook of vwc has a caBundle, the
+// same one.
+func sameCABundle(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) bool {
+	for _, wh := range vwc.Webhooks {
+		if len(wh.ClientConfig.CABundle) == 0 || !bytes.Equal(wh.ClientConfig.CABundle, vwc.Webhooks[0].ClientConfig.CABundle) {
+			return false
+		}
+	}
+	return true
 }
