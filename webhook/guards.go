@@ -15,10 +15,11 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// The guards of the deletes that remove objects without asking admission
-// about each of them: a Namespace (the namespace controller deletes the
-// Locks first, then their targets) and a core.navique.com
-// CustomResourceDefinition (the API server drops its objects from storage).
+// The guards of the deletes that remove locked objects whatever their
+// Locks: a Namespace (its controller deletes everything in it, the Locks
+// included, and then the objects are no longer locked) and a
+// core.navique.com CustomResourceDefinition (the API server drops its
+// objects from storage, without admission).
 // Both decide from the API server alone, never from the cache: such deletes
 // are rare, and a lagging cache must not let one through.
 

@@ -20,7 +20,9 @@ import (
 // Path is where lockguard serves the handler on its webhook server.
 const Path = "/validate-delete"
 
-// Handler denies DELETEs of Locked core.navique.com resources.
+// Handler denies the DELETEs that would destroy locked core.navique.com
+// resources: of the resources themselves, of their namespaces and of their
+// CustomResourceDefinitions.
 type Handler struct {
 	locks   *lockFinder
 	metrics *Metrics
@@ -76,11 +78,13 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return h.Decide(ctx, r)
 }
 
-// Decide decides one admission request. It allows everything that is not a
-// DELETE of a namespaced core.navique.com resource other than a Lock,
-// denies the DELETE of a resource targeted by live Locks, and answers
-// Errored (so that the API server, with failurePolicy Fail, rejects the
-// delete) when it cannot tell. It writes nothing: the Events of a denial
+// Decide decides one admission request. It denies the DELETE of a
+// core.navique.com resource targeted by live Locks (the object guard), of a
+// Namespace holding a live Lock on an existing object (the namespace guard,
+// namespace.go) and of the CustomResourceDefinition of a kind with a locked
+// existing object, or of Locks while any live Lock exists (the CRD guard,
+// crd.go); it allows everything else, and answers Errored (so that the API
+// server, with failurePolicy Fail, rejects the delete) when it cannot tell. It writes nothing: the Events of a denial
 // are handed to an asynchronous recorder.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
