@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -61,6 +62,25 @@ func TestNamespaceGuard(t *testing.T) {
 		t.Fatalf("namespace %s after a denied delete: %v, deletionTimestamp %v; want it untouched", ns, err, n.DeletionTimestamp)
 	}
 	kube.MustExist(t, framework.StackGVK, ns, "forge")
+	// Rule 14: the real denial (not the dry run) is recorded on the Lock
+	// that denied it, and on no other.
+	framework.Eventually(t, framework.DefaultTimeout, "DeleteBlocked recorded on Lock keep-forge", func(ctx context.Context) error {
+		var list eventsv1.EventList
+		if err := kube.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		var blocked []string
+		for _, e := range list.Items {
+			if e.Reason == webhook.ReasonDeleteBlocked {
+				blocked = append(blocked, e.Regarding.Kind+"/"+e.Regarding.Name+": "+e.Note)
+			}
+		}
+		prefix := fmt.Sprintf(`Lock/keep-forge: Denied the DELETE of Namespace %q by `, ns)
+		if len(blocked) != 1 || !strings.HasPrefix(blocked[0], prefix) {
+			return fmt.Errorf("DeleteBlocked Events %q; want one, %q...", blocked, prefix)
+		}
+		return nil
+	})
 
 	kube.DeleteLock(t, lock)
 	if err := kube.Client.Delete(t.Context(), namespace(ns), client.DryRunAll); err != nil {
