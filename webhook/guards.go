@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -51,6 +52,11 @@ type clusterGuards struct {
 	api   LockLister
 	kinds KindMapper
 }
+
+// guardTimeout bounds the reads of a namespace or CRD decision, so that
+// lockguard answers (fail closed, with its own message) before the API
+// server's call to it times out (timeoutSeconds 5).
+const guardTimeout = 3 * time.Second
 
 // listPageSize is the page size of the guards' lists from the API server.
 const listPageSize = 500

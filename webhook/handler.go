@@ -97,9 +97,13 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	case h.cluster == nil:
 		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	case guard == GuardNamespace:
-		resp, locks = h.cluster.decideNamespace(ctx, req)
+		gctx, cancel := context.WithTimeout(ctx, guardTimeout)
+		resp, locks = h.cluster.decideNamespace(gctx, req)
+		cancel()
 	default:
-		resp, locks = h.cluster.decideCRD(ctx, req)
+		gctx, cancel := context.WithTimeout(ctx, guardTimeout)
+		resp, locks = h.cluster.decideCRD(gctx, req)
+		cancel()
 	}
 	h.metrics.observe(req, guard, resp, time.Since(start))
 	if len(locks) > 0 && h.events != nil && !req.DryRun {
