@@ -202,9 +202,7 @@ func Test07NamespaceDeletion(t *testing.T) {
 		for _, l := range locks {
 			kube.DeleteLock(t, l)
 		}
-		if err := kube.Client.Delete(t.Context(), namespace(ns)); err != nil {
-			t.Fatalf("deleting namespace %s once its Locks are gone: %v", ns, err)
-		}
+		kube.DeleteOnceUnguarded(t, namespace(ns))
 		d, failure := waitDeleted(t, ns, namespaceBound)
 		report(t, "namespace deleted %s after its Locks were (bound %s)", d.Round(100*time.Millisecond), namespaceBound)
 		if failure != "" {

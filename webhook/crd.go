@@ -30,34 +30,34 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 	if spec.Names.Kind == "" {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil
 	}
-	live, err := g.liveLocks(ctx, "")
-	if err != nil {
+	kind := spec.Names.Kind
+	refused := func(err error) admission.Response {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err)), nil
+			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err))
 	}
-	if spec.Names.Kind == "Lock" {
+	if kind == "Lock" {
+		// Every live Lock holds the Lock CRD back, whatever its target.
+		live, err := g.anyLiveLocks(ctx)
+		if err != nil {
+			return refused(err), nil
+		}
 		if len(live) > 0 {
 			return admission.Denied(CRDDenialMessage(live) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live
 		}
 		return admission.Allowed(""), nil
 	}
-	var ofKind []lockv1alpha1.Lock
-	for _, l := range live {
-		if key, _ := l.LiveTarget(); key.Group == spec.Group && key.Kind == spec.Names.Kind {
-			ofKind = append(ofKind, l)
-		}
-	}
-	protected, missing, err := g.protecting(ctx, ofKind)
-	if err != nil {
-		return errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err)), nil
-	}
-	if len(protected) > 0 {
+	_, protected, missing, err := g.decide(ctx, "", func(l lockv1alpha1.Lock) bool {
+		key, _ := l.LiveTarget()
+		return key.Group == spec.Group && key.Kind == kind
+	})
+	switch {
+	case err != nil:
+		return refused(err), nil
+	case len(protected) > 0:
 		return admission.Denied(CRDDenialMessage(protected)), protected
-	}
-	if len(missing) > 0 {
+	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true), spec.Names.Kind)), nil
+			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true), kind)), nil
 	}
 	return admission.Allowed(""), nil
 }

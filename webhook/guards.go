@@ -37,20 +37,58 @@ type KindMapper interface {
 	RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error)
 }
 
+// CachedLocks lists live Locks from an informer cache (in lockguard,
+// controller.LockIndex).
+type CachedLocks interface {
+	// LiveLocksIn returns copies of the live Locks of namespace ns, or of
+	// every namespace when ns is "". It returns an error when it cannot
+	// tell, for example while its cache has not synced.
+	LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error)
+}
+
 // WithClusterGuards makes the handler decide the DELETE of Namespaces and
-// of core.navique.com CustomResourceDefinitions, reading Locks and the
-// metadata of their targets through r, a reader of the API server (in
-// lockguard, the manager's APIReader), and mapping kinds through m.
-// Without it such requests are answered Errored: the handler was not
-// configured for what the webhook configuration sends it.
-func WithClusterGuards(r LockLister, m KindMapper) Option {
-	return func(h *Handler) { h.cluster = &clusterGuards{api: r, kinds: m} }
+// of core.navique.com CustomResourceDefinitions. The Locks come from
+// cache when it finds some that protect an existing object (a cache that
+// lags only errs towards denying, as for the object guard), and otherwise
+// from r, a reader of the API server (in lockguard, the manager's
+// APIReader), which also tells whether their targets exist; kinds are
+// mapped through m. cache may be nil: every decision then lists the Locks
+// from the API server. Without this option such requests are answered
+// Errored: the handler was not configured for what the webhook
+// configuration sends it.
+func WithClusterGuards(cache CachedLocks, r LockLister, m KindMapper) Option {
+	return func(h *Handler) { h.cluster = &clusterGuards{cache: cache, api: r, kinds: m} }
 }
 
 // clusterGuards decide Namespace and CRD deletes.
 type clusterGuards struct {
+	cache CachedLocks
 	api   LockLister
 	kinds KindMapper
+}
+
+// decide returns the live Locks of namespace ns (every namespace for "")
+// that keep matches, and of those the ones whose target exists and is not
+// being deleted (protected) and the ones whose target does not exist
+// (missing). It looks in the cache first, and when the cache has no such
+// protecting Lock it reads the Locks from the API server; the targets are
+// always read from the API server.
+func (g *clusterGuards) decide(ctx context.Context, ns string, keep func(lockv1alpha1.Lock) bool) (live, protected, missing []lockv1alpha1.Lock, err error) {
+	if g.cache != nil {
+		if cached, err := g.cache.LiveLocksIn(ns); err == nil {
+			live = slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !keep(l) })
+			if protected, missing, err = g.protecting(ctx, live); err != nil || len(protected) > 0 {
+				return live, protected, missing, err
+			}
+		}
+	}
+	all, err := g.liveLocks(ctx, ns)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	live = slices.DeleteFunc(all, func(l lockv1alpha1.Lock) bool { return !keep(l) })
+	protected, missing, err = g.protecting(ctx, live)
+	return live, protected, missing, err
 }
 
 // guardTimeout bounds the reads of a namespace or CRD decision, so that
@@ -58,8 +96,13 @@ type clusterGuards struct {
 // server's call to it times out (timeoutSeconds 5).
 const guardTimeout = 3 * time.Second
 
-// listPageSize is the page size of the guards' lists from the API server.
-const listPageSize = 500
+// listPageSize is the page size of the guards' lists of Locks from the API
+// server, and metadataPageSize of their lists of targets (metadata only,
+// a few hundred bytes each).
+const (
+	listPageSize     = 500
+	metadataPageSize = 2000
+)
 
 // maxNamed bounds the Locks a namespace or CRD denial names and describes,
 // so that a namespace with thousands of Locks still gets a short message.
@@ -67,6 +110,17 @@ const maxNamed = 10
 
 // maxReasonLen bounds each reason quoted in a namespace or CRD denial.
 const maxReasonLen = 120
+
+// anyLiveLocks returns the live Locks of every namespace: those of the
+// cache when it has some, otherwise those the API server lists.
+func (g *clusterGuards) anyLiveLocks(ctx context.Context) ([]lockv1alpha1.Lock, error) {
+	if g.cache != nil {
+		if cached, err := g.cache.LiveLocksIn(""); err == nil && len(cached) > 0 {
+			return cached, nil
+		}
+	}
+	return g.liveLocks(ctx, "")
+}
 
 // liveLocks returns the live Locks of namespace ns, or of every namespace
 // when ns is "", read from the API server page by page.
@@ -148,7 +202,7 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 	for {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
-		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(listPageSize), client.Continue(cont)); err != nil {
+		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(metadataPageSize), client.Continue(cont)); err != nil {
 			return nil, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
 		}
 		for _, o := range list.Items {

@@ -154,9 +154,47 @@ func TestGuards(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		api    *fakeAPI
+		cache  []lockv1alpha1.Lock // the Lock cache's live Locks
 		req    Request
 		want   guardResult
 	}{
+		"NamespaceFromCache": {
+			reason: "A Lock the cache has denies, its target read from the API server (whose Lock list is not needed).",
+			api:    &fakeAPI{objects: objects},
+			cache:  []lockv1alpha1.Lock{guardLock("forge", "keep", "Stack", "forge", ""), guardLock("other", "elsewhere", "Stack", "forge", "")},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[keep]" + nsTail + "(keep: Stack/forge)"}},
+		},
+		"NamespaceCacheLags": {
+			reason: "A Lock the cache has not seen yet still denies: what the cache would allow is confirmed with the API server's Locks.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "new", "Stack", "forge", "")}},
+			cache:  []lockv1alpha1.Lock{guardLock("forge", "gone", "Stack", "absent", "")},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[new]" + nsTail + "(new: Stack/forge)"}},
+		},
+		"NamespaceCacheTargetGone": {
+			reason: "A cached Lock whose target the API server no longer has does not deny.",
+			api:    &fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{}},
+			cache:  []lockv1alpha1.Lock{guardLock("forge", "keep", "Stack", "forge", "")},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK}},
+		},
+		"CRDFromCache": {
+			reason: "A cached Lock on an existing object of the kind denies the CRD.",
+			api:    &fakeAPI{objects: objects},
+			cache:  []lockv1alpha1.Lock{guardLock("edge", "w", "Widget", "w2", ""), guardLock("forge", "s", "Stack", "forge", "")},
+			req:    crdRequest(lockv1alpha1.Group, "Widget"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[edge/w]" + crdTail + "(edge/w: Widget/w2)"}},
+		},
+		"LockCRDFromCache": {
+			reason: "A cached live Lock holds the Lock CRD back.",
+			api:    &fakeAPI{err: errors.New("must not be read")},
+			cache:  []lockv1alpha1.Lock{guardLock("forge", "any", "Stack", "absent", "")},
+			req:    crdRequest(lockv1alpha1.Group, "Lock"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[forge/any]" + crdTail + "(forge/any: Stack/absent); deleting the Lock CustomResourceDefinition would delete every Lock"}},
+		},
 		"NamespaceLocked": {
 			reason: "A namespace holding a live Lock on an existing object is denied, naming the Lock, its target and reason; the Locks that protect nothing are not named.",
 			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
@@ -270,7 +308,16 @@ func TestGuards(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			h := NewHandler(noLookup(t), nil, WithClusterGuards(tc.api, guardMapper()))
+			cache := cachedLocks(func(ns string) ([]lockv1alpha1.Lock, error) {
+				var out []lockv1alpha1.Lock
+				for _, l := range tc.cache {
+					if ns == "" || l.Namespace == ns {
+						out = append(out, l)
+					}
+				}
+				return out, nil
+			})
+			h := NewHandler(noLookup(t), nil, WithClusterGuards(cache, tc.api, guardMapper()))
 			resp := h.Decide(context.Background(), tc.req)
 			got := guardResult{Result: resultOf(resp), Warnings: resp.Warnings}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -279,6 +326,11 @@ func TestGuards(t *testing.T) {
 		})
 	}
 }
+
+// cachedLocks adapts a function to a CachedLocks.
+type cachedLocks func(ns string) ([]lockv1alpha1.Lock, error)
+
+func (f cachedLocks) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) { return f(ns) }
 
 // manyDescription is the description of the first ten Locks of the
 // NamespaceManyLocks case: reasons cut to maxReasonLen runes.

@@ -29,22 +29,16 @@ func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admis
 	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
 		return admission.Allowed("the namespace is already terminating"), nil
 	}
-	live, err := g.liveLocks(ctx, ns)
-	if err == nil && len(live) > 0 {
-		var protected, missing []lockv1alpha1.Lock
-		if protected, missing, err = g.protecting(ctx, live); err == nil {
-			if len(protected) > 0 {
-				return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
-			}
-			if len(missing) > 0 {
-				return admission.Allowed("").WithWarnings(fmt.Sprintf(
-					"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false))), nil
-			}
-		}
-	}
-	if err != nil {
+	_, protected, missing, err := g.decide(ctx, ns, func(lockv1alpha1.Lock) bool { return true })
+	switch {
+	case err != nil:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
 			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil
+	case len(protected) > 0:
+		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
+	case len(missing) > 0:
+		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false))), nil
 	}
 	return admission.Allowed(""), nil
 }

@@ -41,9 +41,7 @@ func TestCRDGuard(t *testing.T) {
 	kube.MustExist(t, widget, ns, "w1")
 
 	kube.DeleteLock(t, lock)
-	if err := kube.Client.Delete(t.Context(), framework.CRD(crd), client.DryRunAll); err != nil {
-		t.Fatalf("dry-run delete of CustomResourceDefinition %s once unlocked: %v", crd, err)
-	}
+	kube.DeleteOnceUnguarded(t, framework.CRD(crd), client.DryRunAll)
 	c, warnings := kube.Client, (*warningRecorder)(nil)
 	if suite.env != nil {
 		c, warnings = warningClient(t)

@@ -83,12 +83,8 @@ func TestNamespaceGuard(t *testing.T) {
 	})
 
 	kube.DeleteLock(t, lock)
-	if err := kube.Client.Delete(t.Context(), namespace(ns), client.DryRunAll); err != nil {
-		t.Fatalf("dry-run delete of namespace %s once its Lock on an existing object is gone: %v", ns, err)
-	}
-	if err := kube.Client.Delete(t.Context(), namespace(ns)); err != nil {
-		t.Fatalf("deleting namespace %s once its Lock on an existing object is gone: %v", ns, err)
-	}
+	kube.DeleteOnceUnguarded(t, namespace(ns), client.DryRunAll)
+	kube.DeleteOnceUnguarded(t, namespace(ns))
 }
 
 // TestNamespaceGuardWarnsAndTerminating (rules 11, 14): a namespace whose

@@ -107,3 +107,18 @@ func derefLocks(locks []*lockv1alpha1.Lock) []lockv1alpha1.Lock {
 // configuration next to the suite's (the namespace and CRD entries are
 // cluster-scoped, and would not be narrowed by a namespaceSelector).
 var ObjectGuardOnly = []string{"guards.namespace.enabled=false", "guards.crd.enabled=false"}
+
+// DeleteOnceUnguarded deletes obj (a namespace or a CRD) whose last Lock
+// was just deleted. A replica whose cache has not seen the Lock go yet
+// still denies (the safe side of cache lag), so a denial is retried until
+// the deadline; any other error fails the test.
+func (k *Kube) DeleteOnceUnguarded(t *testing.T, obj client.Object, opts ...client.DeleteOption) {
+	t.Helper()
+	Eventually(t, DefaultTimeout, fmt.Sprintf("deleting %s once unlocked", obj.GetName()), func(ctx context.Context) error {
+		err := k.Client.Delete(ctx, obj, opts...)
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatalf("deleting %s once unlocked: %v", obj.GetName(), err)
+		}
+		return err
+	})
+}

@@ -199,10 +199,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if o.CacheOnlyDecisions {
 		live = nil
 	}
-	// The namespace and CRD guards always read the API server: their
-	// deletes are rare, and remove objects without asking admission again.
+	// The namespace and CRD guards deny from the cache's Locks, and read
+	// the targets, and the Locks of what they would allow, from the API
+	// server, whatever --cache-only-decisions says: such deletes are rare,
+	// and remove objects without asking admission about each.
 	handler := webhook.NewHandler(locks, live,
-		webhook.WithClusterGuards(mgr.GetAPIReader(), mgr.GetRESTMapper()),
+		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithLimits(o.WebhookLimits),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
