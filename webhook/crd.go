@@ -42,11 +42,11 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 			return refused(err), nil
 		}
 		if len(live) > 0 {
-			return admission.Denied(CRDDenialMessage(live) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live
+			return admission.Denied(crdDenialMessage(live, 0) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live
 		}
 		return admission.Allowed(""), nil
 	}
-	_, protected, missing, err := g.decide(ctx, "", func(l lockv1alpha1.Lock) bool {
+	protected, missing, unchecked, err := g.decide(ctx, "", maxNamed, func(l lockv1alpha1.Lock) bool {
 		key, _ := l.LiveTarget()
 		return key.Group == spec.Group && key.Kind == kind
 	})
@@ -54,10 +54,10 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 	case err != nil:
 		return refused(err), nil
 	case len(protected) > 0:
-		return admission.Denied(CRDDenialMessage(protected)), protected
+		return admission.Denied(crdDenialMessage(protected, unchecked)), protected
 	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true), kind)), nil
+			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true, 0), kind)), nil
 	}
 	return admission.Allowed(""), nil
 }
@@ -65,10 +65,14 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 // CRDDenialMessage is the message of a denied CustomResourceDefinition
 // delete: the Locks as namespace/name (sorted; at most maxNamed, then how
 // many more), and each Lock's target and reason.
-func CRDDenialMessage(locks []lockv1alpha1.Lock) string {
+func CRDDenialMessage(locks []lockv1alpha1.Lock) string { return crdDenialMessage(locks, 0) }
+
+// crdDenialMessage is CRDDenialMessage with unchecked more Locks on the
+// kind, whose targets the guard did not check, counted in "and N more".
+func crdDenialMessage(locks []lockv1alpha1.Lock, unchecked int) string {
 	msg := fmt.Sprintf("customresourcedefinition is protected by Lock(s) %v; delete the Lock(s) before deleting this CustomResourceDefinition %s",
-		lockNames(locks, true), describeLocks(locks, true))
-	if len(locks) > maxNamed {
+		lockNames(locks, true, unchecked), describeLocks(locks, true))
+	if len(locks)+unchecked > maxNamed {
 		msg += "; list them all with: kubectl get locks -A"
 	}
 	return msg

@@ -67,28 +67,31 @@ type clusterGuards struct {
 	kinds KindMapper
 }
 
-// decide returns the live Locks of namespace ns (every namespace for "")
-// that keep matches, and of those the ones whose target exists and is not
-// being deleted (protected) and the ones whose target does not exist
-// (missing). It looks in the cache first, and when the cache has no such
+// decide returns, of the live Locks of namespace ns (every namespace for
+// "") that keep matches, the ones whose target exists and is not being
+// deleted (protected) and the ones whose target does not exist (missing). It looks in the cache first, and when the cache has no such
 // protecting Lock it reads the Locks from the API server; the targets are
 // always read from the API server.
-func (g *clusterGuards) decide(ctx context.Context, ns string, keep func(lockv1alpha1.Lock) bool) (live, protected, missing []lockv1alpha1.Lock, err error) {
+//
+// With enough > 0 it stops checking targets once it has found that many
+// protected Locks, and counts the Locks it did not check (protecting).
+func (g *clusterGuards) decide(ctx context.Context, ns string, enough int, keep func(lockv1alpha1.Lock) bool) (protected, missing []lockv1alpha1.Lock, unchecked int, err error) {
+	var rest []lockv1alpha1.Lock
 	if g.cache != nil {
 		if cached, err := g.cache.LiveLocksIn(ns); err == nil {
-			live = slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !keep(l) })
-			if protected, missing, err = g.protecting(ctx, live); err != nil || len(protected) > 0 {
-				return live, protected, missing, err
+			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !keep(l) })
+			if protected, missing, rest, err = g.protecting(ctx, live, enough); err != nil || len(protected) > 0 {
+				return protected, missing, len(rest), err
 			}
 		}
 	}
 	all, err := g.liveLocks(ctx, ns)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, 0, err
 	}
-	live = slices.DeleteFunc(all, func(l lockv1alpha1.Lock) bool { return !keep(l) })
-	protected, missing, err = g.protecting(ctx, live)
-	return live, protected, missing, err
+	live := slices.DeleteFunc(all, func(l lockv1alpha1.Lock) bool { return !keep(l) })
+	protected, missing, rest, err = g.protecting(ctx, live, enough)
+	return protected, missing, len(rest), err
 }
 
 // guardTimeout bounds the reads of a namespace or CRD decision, so that
@@ -151,7 +154,16 @@ func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha
 // not being deleted, and those whose target does not exist, read from the
 // API server: one metadata list per namespace and kind. A Lock on a kind
 // that is not served, or not namespaced, protects nothing.
-func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock) (protected, missing []lockv1alpha1.Lock, err error) {
+//
+// With enough > 0 it stops once it has found that many protected Locks,
+// and returns the Locks whose targets it did not check as unchecked: a
+// denial needs only one (the CRD guard's Locks may be spread over
+// thousands of namespaces, one list each).
+func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock, enough int) (protected, missing, unchecked []lockv1alpha1.Lock, err error) {
+	locks = slices.Clone(locks)
+	slices.SortFunc(locks, func(a, b lockv1alpha1.Lock) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
 	type nsKind struct {
 		ns string
 		gk schema.GroupKind
@@ -166,10 +178,16 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 		}
 		byKind[k] = append(byKind[k], l)
 	}
-	for _, k := range order {
+	for i, k := range order {
+		if enough > 0 && len(protected) >= enough {
+			for _, rest := range order[i:] {
+				unchecked = append(unchecked, byKind[rest]...)
+			}
+			break
+		}
 		present, err := g.present(ctx, k.ns, k.gk)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, l := range byKind[k] {
 			switch alive, exists := present[l.Spec.TargetRef.Name]; {
@@ -180,7 +198,7 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			}
 		}
 	}
-	return protected, missing, nil
+	return protected, missing, unchecked, nil
 }
 
 // present returns the objects of kind gk in namespace ns, by name: true for
@@ -215,9 +233,9 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 }
 
 // lockNames returns the names of locks, sorted, at most maxNamed of them
-// followed by "and N more" when there are more; qualified prefixes each
-// with its namespace.
-func lockNames(locks []lockv1alpha1.Lock, qualified bool) []string {
+// followed by "and N more" when there are more (counting extra more);
+// qualified prefixes each with its namespace.
+func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 	names := make([]string, 0, len(locks))
 	for _, l := range locks {
 		if qualified {
@@ -227,8 +245,8 @@ func lockNames(locks []lockv1alpha1.Lock, qualified bool) []string {
 		}
 	}
 	slices.Sort(names)
-	if len(names) > maxNamed {
-		names = append(names[:maxNamed:maxNamed], fmt.Sprintf("and %d more", len(names)-maxNamed))
+	if more := max(len(names)-maxNamed, 0) + extra; more > 0 {
+		names = append(names[:min(len(names), maxNamed):min(len(names), maxNamed)], fmt.Sprintf("and %d more", more))
 	}
 	return names
 }

@@ -26,6 +26,7 @@ type fakeAPI struct {
 	locks   []lockv1alpha1.Lock
 	objects map[schema.GroupKind]map[string]map[string]bool
 	err     error
+	lists   map[string]int // the metadata lists served, by namespace
 }
 
 func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -57,6 +58,10 @@ func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client
 		i, cont := page(len(in))
 		l.Items, l.Continue = in[i:i+1], cont
 	case *metav1.PartialObjectMetadataList:
+		if a.lists == nil {
+			a.lists = map[string]int{}
+		}
+		a.lists[o.Namespace]++
 		gk := schema.GroupKind{Group: l.GroupVersionKind().Group, Kind: strings.TrimSuffix(l.GroupVersionKind().Kind, "List")}
 		var in []metav1.PartialObjectMetadata
 		for name, alive := range a.objects[gk][o.Namespace] {
@@ -144,6 +149,17 @@ func TestGuards(t *testing.T) {
 		many.objects[stackGK]["big"][name] = true
 		many.locks = append(many.locks, guardLock("big", "lock-"+name, "Stack", name, strings.Repeat("x", 200)))
 	}
+	spread := &fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{widgetGK: {}}}
+	var spreadCache []lockv1alpha1.Lock
+	for i := range 12 {
+		ns := fmt.Sprintf("t%02d", i)
+		spread.objects[widgetGK][ns] = map[string]bool{"w": true}
+		spreadCache = append(spreadCache, guardLock(ns, "keep", "Widget", "w", ""))
+	}
+	var spreadDescription []string
+	for i := range 10 {
+		spreadDescription = append(spreadDescription, fmt.Sprintf("t%02d/keep: Widget/w", i))
+	}
 	terminating := namespaceRequest("forge")
 	terminating.OldObject.Status.Phase = "Terminating"
 	dryRun := namespaceRequest("forge")
@@ -186,6 +202,15 @@ func TestGuards(t *testing.T) {
 			req:    crdRequest(lockv1alpha1.Group, "Widget"),
 			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
 				Message: crdDenied + "[edge/w]" + crdTail + "(edge/w: Widget/w2)"}},
+		},
+		"CRDManyNamespaces": {
+			reason: "Locks spread over many namespaces: the CRD guard stops checking targets once it can name ten, and counts the rest.",
+			api:    spread,
+			cache:  spreadCache,
+			req:    crdRequest(lockv1alpha1.Group, "Widget"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[t00/keep t01/keep t02/keep t03/keep t04/keep t05/keep t06/keep t07/keep t08/keep t09/keep and 2 more]" + crdTail +
+					"(" + strings.Join(spreadDescription, "; ") + "); list them all with: kubectl get locks -A"}},
 		},
 		"LockCRDFromCache": {
 			reason: "A cached live Lock holds the Lock CRD back.",
@@ -322,6 +347,9 @@ func TestGuards(t *testing.T) {
 			got := guardResult{Result: resultOf(resp), Warnings: resp.Warnings}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)
+			}
+			if len(tc.api.lists) > maxNamed {
+				t.Errorf("%s\nDecide(...) listed the targets of %d namespaces, want at most %d", tc.reason, len(tc.api.lists), maxNamed)
 			}
 		})
 	}

@@ -29,7 +29,7 @@ func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admis
 	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
 		return admission.Allowed("the namespace is already terminating"), nil
 	}
-	_, protected, missing, err := g.decide(ctx, ns, func(lockv1alpha1.Lock) bool { return true })
+	protected, missing, _, err := g.decide(ctx, ns, 0, func(lockv1alpha1.Lock) bool { return true })
 	switch {
 	case err != nil:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
@@ -38,7 +38,7 @@ func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admis
 		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
 	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false))), nil
+			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil
 	}
 	return admission.Allowed(""), nil
 }
@@ -49,7 +49,7 @@ func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admis
 // how to list them.
 func NamespaceDenialMessage(ns string, locks []lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("namespace is protected by Lock(s) %v; delete the Lock(s) before deleting this namespace %s",
-		lockNames(locks, false), describeLocks(locks, false))
+		lockNames(locks, false, 0), describeLocks(locks, false))
 	if len(locks) > maxNamed {
 		msg += "; list them all with: kubectl get locks -n " + ns
 	}
