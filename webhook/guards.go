@@ -20,11 +20,13 @@ import (
 // Locks: a Namespace (its controller deletes everything in it, the Locks
 // included, and then the objects are no longer locked) and a
 // core.navique.com CustomResourceDefinition (the API server drops its
-// objects from storage, without admission).
-// Both decide from the API server alone, never from the cache: such deletes
-// are rare, and a lagging cache must not let one through.
+// objects from storage, without admission). Both deny from the Locks of
+// the cache, checking their targets with the API server, and confirm what
+// they would allow with the API server's Locks: a lagging cache must not
+// let such a delete through.
 
-// Guards names the guard that decided a request, as the metrics count it.
+// GuardObject, GuardNamespace and GuardCRD name the guard that decided a
+// request, as the metrics count it.
 const (
 	GuardObject    = "object"
 	GuardNamespace = "namespace"
@@ -69,9 +71,10 @@ type clusterGuards struct {
 
 // decide returns, of the live Locks of namespace ns (every namespace for
 // "") that keep matches, the ones whose target exists and is not being
-// deleted (protected) and the ones whose target does not exist (missing). It looks in the cache first, and when the cache has no such
-// protecting Lock it reads the Locks from the API server; the targets are
-// always read from the API server.
+// deleted (protected) and the ones whose target does not exist (missing).
+// It looks in the cache first, and when the cache has no such protecting
+// Lock it reads the Locks from the API server; the targets are always read
+// from the API server.
 //
 // With enough > 0 it stops checking targets once it has found that many
 // protected Locks, and counts the Locks it did not check (protecting).
