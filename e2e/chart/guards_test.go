@@ -64,9 +64,9 @@ func TestGuardWebhooks(t *testing.T) {
 			}
 			var got []entry
 			for _, wh := range vwc.Webhooks[1:] {
-				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNone || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
+				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
 					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != "/validate-delete" {
-					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want None, Equivalent, the webhook Service at /validate-delete",
+					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at /validate-delete",
 						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig)
 				}
 				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})

@@ -18,12 +18,15 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // previousChartRev is the last commit of main that changed deploy/chart/
@@ -229,7 +232,9 @@ func testUpgrade(t *testing.T, version string) {
 
 	// The previous chart, with its CRD; then the lockguard binary.
 	helm("install", release, previous, "--create-namespace", "--post-renderer", self)
-	startLockguard(ctx, t, env, wh)
+	// The previous chart has no namespace guard, and grants no RBAC on
+	// namespaces: lockguard runs as it did then.
+	_, old := startLockguard(ctx, t, env, wh, "--namespace-guard=false")
 
 	appNS := k.NewNamespace(t, "apps")
 	k.CreateObject(t, framework.StackGVK, appNS, "forge")
@@ -354,4 +359,15 @@ func testUpgrade(t *testing.T, version string) {
 	}
 	k.WantDenied(t, k.DeleteObject(ctx, framework.StackGVK, appNS, "forge"), forge)
 	k.WantDenied(t, k.DeleteObject(ctx, framework.StackGVK, appNS, "mill"), mill1, mill2)
+
+	// lockguard as the current chart runs it, with the current chart's
+	// RBAC: it labels the namespace, and the namespace guard denies.
+	if err := old.Stop(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	startLockguard(ctx, t, env, wh)
+	framework.Eventually(t, framework.DefaultTimeout, "namespace labelled", k.NamespaceLabelled(appNS, true))
+	k.WaitActive(t, forge, mill1, mill2)
+	k.WantGuardDenied(t, k.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}}, client.DryRunAll), webhook.GuardNamespace,
+		framework.NamespaceDenialMessage(appNS, forge, mill1, mill2))
 }

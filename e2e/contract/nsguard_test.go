@@ -24,16 +24,7 @@ import (
 // namespaceLabelIs checks that namespace ns carries the has-locks label
 // (want true) or not.
 func namespaceLabelIs(ns string, want bool) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var n corev1.Namespace
-		if err := kube.Client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
-			return err
-		}
-		if got := n.Labels[lockv1alpha1.HasLocksLabel] == "true"; got != want {
-			return fmt.Errorf("namespace %s labels %v; want %s=true: %v", ns, n.Labels, lockv1alpha1.HasLocksLabel, want)
-		}
-		return nil
-	}
+	return kube.NamespaceLabelled(ns, want)
 }
 
 func namespace(name string) *corev1.Namespace {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -121,4 +122,19 @@ func (k *Kube) DeleteOnceUnguarded(t *testing.T, obj client.Object, opts ...clie
 		}
 		return err
 	})
+}
+
+// NamespaceLabelled checks that namespace ns carries the has-locks label
+// (want true), or does not (want false).
+func (k *Kube) NamespaceLabelled(ns string, want bool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var n corev1.Namespace
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+			return err
+		}
+		if got := n.Labels[lockv1alpha1.HasLocksLabel] == "true"; got != want {
+			return fmt.Errorf("namespace %s labels %v; want %s=true: %v", ns, n.Labels, lockv1alpha1.HasLocksLabel, want)
+		}
+		return nil
+	}
 }

@@ -29,7 +29,7 @@ locked object is never deleted because lockguard could not answer.
     {{- end }}
   failurePolicy: {{ $ctx.Values.webhook.failurePolicy }}
   matchPolicy: Equivalent
-  sideEffects: None
+  sideEffects: NoneOnDryRun
   timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
   {{- if eq $guard "namespace" }}
   objectSelector:
