@@ -97,10 +97,20 @@ func (g *clusterGuards) decide(ctx context.Context, ns string, enough int, keep 
 	return protected, missing, len(rest), err
 }
 
-// guardTimeout bounds the reads of a namespace or CRD decision, so that
-// lockguard answers (fail closed, with its own message) before the API
-// server's call to it times out (timeoutSeconds 5).
+// guardTimeout bounds the reads of a namespace or CRD decision whose
+// context has no deadline (ServeHTTP gives it the review's timeout less a
+// margin; Handle's caller may give none), so that lockguard answers (fail
+// closed, with its own message) before the API server's call to it times
+// out (timeoutSeconds 5).
 const guardTimeout = 3 * time.Second
+
+// guardContext returns ctx, bounded by guardTimeout if it has no deadline.
+func guardContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, guardTimeout)
+}
 
 // listPageSize is the page size of the guards' lists of Locks from the API
 // server, and metadataPageSize of their lists of targets (metadata only,

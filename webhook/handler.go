@@ -97,11 +97,11 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	case h.cluster == nil:
 		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	case guard == GuardNamespace:
-		gctx, cancel := context.WithTimeout(ctx, guardTimeout)
+		gctx, cancel := guardContext(ctx)
 		resp, locks = h.cluster.decideNamespace(gctx, req)
 		cancel()
 	default:
-		gctx, cancel := context.WithTimeout(ctx, guardTimeout)
+		gctx, cancel := guardContext(ctx)
 		resp, locks = h.cluster.decideCRD(gctx, req)
 		cancel()
 	}
