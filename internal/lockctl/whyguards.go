@@ -10,30 +10,18 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// What lockguard's webhook does not decide yet, stated once: the deletes
-// of namespaces and CRDs (LOCK-SPEC rules 11 and 12, issue 12) and the
-// cascade of an owner to its locked descendants (rule 6). Flip these when
-// the guards land on main.
+// What lockguard's webhook does not decide yet, stated once: the cascade
+// of an owner to its locked descendants (rule 6). Flip it when the cascade
+// guard lands on main.
 
 // decideCluster is lockguard's verdict on req, the DELETE of a Namespace
-// or of a CustomResourceDefinition, and where it comes from (DecidedBy).
-// api reads the API server.
-//
-// On main, lockguard does not guard these deletes (README, Limits): the
-// chart's webhook configuration sends lockguard only the DELETEs of
-// core.navique.com resources, so a namespace's or a CRD's never reaches it
-// and is not blocked by it. When the namespace and CRD guards land
-// (webhook.WithClusterGuards, branch guards), the body becomes the
-// webhook's own decision, with req already as the API server sends it (no
-// Lock cache: the guards then read the Locks from api):
-//
-//	return webhook.NewHandler(nil, nil, webhook.WithClusterGuards(nil, api, api.RESTMapper())).Decide(ctx, req), decidedByWebhook
-//
-// (checked against branch guards at c57edba: e2e/plugin then passes,
-// with the namespace and the CRD denied by both why and the API server).
-func decideCluster(_ context.Context, _ client.Client, req webhook.Request) (admission.Response, string) {
-	return admission.Allowed(fmt.Sprintf(
-		"lockguard does not guard the deletion of a %s: its webhook is not sent such deletes (README, Limits)", req.Kind.Kind)), decidedByNotGuarded
+// or of a CustomResourceDefinition, and where it comes from (DecidedBy):
+// the webhook's own namespace and CRD guards (LOCK-SPEC rules 11 and 12),
+// with req as the API server sends it and no Lock cache (the guards then
+// read the Locks from api, the API server).
+func decideCluster(ctx context.Context, api client.Client, req webhook.Request) (admission.Response, string) {
+	h := webhook.NewHandler(nil, nil, webhook.WithClusterGuards(nil, api, api.RESTMapper()))
+	return h.Decide(ctx, req), decidedByWebhook
 }
 
 // cascadeNote explains an allowed delete of an owner whose cascade would
