@@ -198,12 +198,25 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			}
 			break
 		}
-		present, err := g.present(ctx, k.ns, k.gk)
+		present, mapped, err := g.present(ctx, k.ns, k.gk)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		for _, l := range byKind[k] {
-			switch alive, exists := present[l.Spec.TargetRef.Name]; {
+			alive, exists := present[l.Spec.TargetRef.Name]
+			if !mapped {
+				// lockguard's RESTMapper does not know the kind, which is
+				// not proof that it is not served: the mapper caches a
+				// group's versions, so a CRD that adds a version to the
+				// group (a new kind in v1, say) stays unknown to it. The
+				// reconciler rediscovers the group's kinds on its own: a
+				// Lock counts as protecting unless its status says its
+				// target is missing or invalid, so that a stale mapper
+				// can only deny, never allow a delete that destroys a
+				// locked object.
+				alive, exists = true, !reportedMissing(l)
+			}
+			switch {
 			case exists && alive:
 				protected = append(protected, l)
 			case !exists:
@@ -215,18 +228,19 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 }
 
 // present returns the objects of kind gk in namespace ns, by name: true for
-// those not being deleted. It is empty for a kind that is not served or not
-// namespaced.
-func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupKind) (map[string]bool, error) {
+// those not being deleted. It is empty for a kind that is not namespaced;
+// mapped is false when lockguard's RESTMapper does not know the kind (not
+// served, or served in a version the mapper has not discovered).
+func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupKind) (_ map[string]bool, mapped bool, _ error) {
 	mapping, err := g.kinds.RESTMapping(gk)
 	if meta.IsNoMatchError(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("mapping kind %s: %w", gk, err)
+		return nil, false, fmt.Errorf("mapping kind %s: %w", gk, err)
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		return nil, nil
+		return nil, true, nil
 	}
 	out := map[string]bool{}
 	cont := ""
@@ -234,13 +248,13 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
 		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(metadataPageSize), client.Continue(cont)); err != nil {
-			return nil, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
+			return nil, false, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
 		}
 		for _, o := range list.Items {
 			out[o.Name] = o.DeletionTimestamp == nil
 		}
 		if cont = list.Continue; cont == "" {
-			return out, nil
+			return out, true, nil
 		}
 	}
 }
@@ -301,4 +315,14 @@ func (h *Handler) recordClusterDenial(req Request, locks []lockv1alpha1.Lock) {
 		h.events.Eventf(&locks[i], nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
 			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
 	}
+}
+
+// reportedMissing reports whether the reconciler's status of l says that
+// its target does not exist or can never be protected.
+func reportedMissing(l lockv1alpha1.Lock) bool {
+	if l.Status.Active {
+		return false
+	}
+	c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady)
+	return c != nil && (c.Reason == lockv1alpha1.ReasonMissingReference || c.Reason == lockv1alpha1.ReasonInvalidTarget)
 }

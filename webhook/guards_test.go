@@ -108,6 +108,16 @@ func newLockWithReason(ns, name, kind, target, reason string) *lockv1alpha1.Lock
 	return l
 }
 
+// reported returns l with the status the reconciler writes for reason.
+func reported(l lockv1alpha1.Lock, reason string) lockv1alpha1.Lock {
+	status := metav1.ConditionFalse
+	if reason == lockv1alpha1.ReasonActive {
+		status, l.Status.Active = metav1.ConditionTrue, true
+	}
+	l.Status.Conditions = []metav1.Condition{{Type: lockv1alpha1.ConditionReady, Status: status, Reason: reason}}
+	return l
+}
+
 func deleting(l lockv1alpha1.Lock) lockv1alpha1.Lock {
 	l.DeletionTimestamp = &metav1.Time{}
 	return l
@@ -227,7 +237,7 @@ func TestGuards(t *testing.T) {
 				guardLock("forge", "gone", "Stack", "absent", ""),
 				guardLock("forge", "leaving", "Stack", "going", ""),
 				deleting(guardLock("forge", "deleted", "Stack", "forge", "")),
-				guardLock("forge", "invalid", "ConfigMap", "x", ""),
+				reported(guardLock("forge", "invalid", "ConfigMap", "x", ""), lockv1alpha1.ReasonMissingReference),
 				guardLock("other", "elsewhere", "Stack", "forge", ""),
 			}},
 			req:  namespaceRequest("forge"),
@@ -249,12 +259,30 @@ func TestGuards(t *testing.T) {
 			reason: "A namespace whose Locks all point at missing objects (or unserved or cluster-scoped kinds) is allowed with a warning.",
 			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
 				guardLock("forge", "b", "Stack", "absent", ""),
-				guardLock("forge", "a", "Gadget", "g", ""),
+				reported(guardLock("forge", "a", "Gadget", "g", ""), lockv1alpha1.ReasonMissingReference),
 				guardLock("forge", "c", "Region", "eu", ""),
 			}},
 			req: namespaceRequest("forge"),
 			want: guardResult{Result: result{Allowed: true, Code: http.StatusOK},
 				Warnings: []string{"namespace forge holds Lock(s) [a b c] whose targets do not exist: they protect nothing"}},
+		},
+		"NamespaceUnmappedKindActive": {
+			reason: "A kind lockguard's RESTMapper does not know (a version of the group it has not discovered) is no proof of a missing target: an active Lock denies.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{reported(guardLock("forge", "a", "Gadget", "g", ""), lockv1alpha1.ReasonActive)}},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[a]" + nsTail + "(a: Gadget/g)"}},
+		},
+		"NamespaceUnmappedKindNoStatus": {
+			reason: "Nor is it for a Lock the reconciler has not reported on yet: it denies.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{guardLock("forge", "a", "Gadget", "g", "")}},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[a]" + nsTail + "(a: Gadget/g)"}},
+		},
+		"CRDUnmappedKindActive": {
+			reason: "The CRD of a kind the RESTMapper does not know is denied while an active Lock targets an object of it.",
+			api:    &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{reported(guardLock("forge", "a", "Gadget", "g", ""), lockv1alpha1.ReasonActive)}},
+			req:    crdRequest(lockv1alpha1.Group, "Gadget"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: crdDenied + "[forge/a]" + crdTail + "(forge/a: Gadget/g)"}},
 		},
 		"NamespaceWithoutLocks": {
 			reason: "A namespace without Locks is allowed.",
