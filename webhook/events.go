@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -32,9 +33,18 @@ func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
 	user := req.UserInfo.Username
 	h.events.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
 		"DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))
+	h.recordOnLocks(req, locks, target)
+}
+
+// recordOnLocks records a DeleteBlocked Warning Event on each of locks for
+// the denied req, related to the object being deleted when it is given.
+func (h *Handler) recordOnLocks(req Request, locks []lockv1alpha1.Lock, related *metav1.PartialObjectMetadata) {
 	for i := range locks {
-		l := &locks[i]
-		h.events.Eventf(l, target, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
-			"Denied the DELETE of %s %q by %s", req.Kind.Kind, name, user)
+		var rel runtime.Object
+		if related != nil {
+			rel = related
+		}
+		h.events.Eventf(&locks[i], rel, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
 	}
 }

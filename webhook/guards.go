@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,10 +79,13 @@ type clusterGuards struct {
 // protected Locks, and counts the Locks it did not check (protecting).
 func (g *clusterGuards) decide(ctx context.Context, ns string, enough int, keep func(lockv1alpha1.Lock) bool) (protected, missing []lockv1alpha1.Lock, unchecked int, err error) {
 	var rest []lockv1alpha1.Lock
+	// The objects of a kind are read once per decision, though the API
+	// server's Locks may be checked after the cache's.
+	seen := map[nsKind]presence{}
 	if g.cache != nil {
 		if cached, err := g.cache.LiveLocksIn(ns); err == nil {
 			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !keep(l) })
-			if protected, missing, rest, err = g.protecting(ctx, live, enough); err != nil || len(protected) > 0 {
+			if protected, missing, rest, err = g.protecting(ctx, live, enough, seen); err != nil || len(protected) > 0 {
 				return protected, missing, len(rest), err
 			}
 		}
@@ -93,7 +95,7 @@ func (g *clusterGuards) decide(ctx context.Context, ns string, enough int, keep 
 		return nil, nil, 0, err
 	}
 	live := slices.DeleteFunc(all, func(l lockv1alpha1.Lock) bool { return !keep(l) })
-	protected, missing, rest, err = g.protecting(ctx, live, enough)
+	protected, missing, rest, err = g.protecting(ctx, live, enough, seen)
 	return protected, missing, len(rest), err
 }
 
@@ -165,22 +167,19 @@ func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha
 
 // protecting returns those of locks (live Locks) whose target exists and is
 // not being deleted, and those whose target does not exist, read from the
-// API server: one metadata list per namespace and kind. A Lock on a kind
+// API server: one metadata list per namespace and kind, kept in seen for
+// the rest of the decision. A Lock on a kind
 // that is not served, or not namespaced, protects nothing.
 //
 // With enough > 0 it stops once it has found that many protected Locks,
 // and returns the Locks whose targets it did not check as unchecked: a
 // denial needs only one (the CRD guard's Locks may be spread over
 // thousands of namespaces, one list each).
-func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock, enough int) (protected, missing, unchecked []lockv1alpha1.Lock, err error) {
+func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock, enough int, seen map[nsKind]presence) (protected, missing, unchecked []lockv1alpha1.Lock, err error) {
 	locks = slices.Clone(locks)
 	slices.SortFunc(locks, func(a, b lockv1alpha1.Lock) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
-	type nsKind struct {
-		ns string
-		gk schema.GroupKind
-	}
 	byKind := map[nsKind][]lockv1alpha1.Lock{}
 	var order []nsKind
 	for _, l := range locks {
@@ -198,10 +197,14 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			}
 			break
 		}
-		present, mapped, err := g.present(ctx, k.ns, k.gk)
-		if err != nil {
-			return nil, nil, nil, err
+		p, ok := seen[k]
+		if !ok {
+			if p.objects, p.mapped, err = g.present(ctx, k.ns, k.gk); err != nil {
+				return nil, nil, nil, err
+			}
+			seen[k] = p
 		}
+		present, mapped := p.objects, p.mapped
 		for _, l := range byKind[k] {
 			alive, exists := present[l.Spec.TargetRef.Name]
 			if !mapped {
@@ -225,6 +228,19 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 		}
 	}
 	return protected, missing, unchecked, nil
+}
+
+// nsKind is a kind in a namespace, whose objects a guard reads at most
+// once per decision.
+type nsKind struct {
+	ns string
+	gk schema.GroupKind
+}
+
+// presence is what present returned for an nsKind.
+type presence struct {
+	objects map[string]bool
+	mapped  bool
 }
 
 // present returns the objects of kind gk in namespace ns, by name: true for
@@ -311,10 +327,7 @@ func describeLocks(locks []lockv1alpha1.Lock, qualified bool) string {
 // terminating since (the namespace controller deletes Locks first), in
 // which case the API server rejects the Event and the recorder drops it.
 func (h *Handler) recordClusterDenial(req Request, locks []lockv1alpha1.Lock) {
-	for i := range locks[:min(len(locks), maxNamed)] {
-		h.events.Eventf(&locks[i], nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
-			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
-	}
+	h.recordOnLocks(req, locks[:min(len(locks), maxNamed)], nil)
 }
 
 // reportedMissing reports whether the reconciler's status of l says that

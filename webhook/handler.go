@@ -84,8 +84,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // namespace.go) and of the CustomResourceDefinition of a kind with a locked
 // existing object, or of Locks while any live Lock exists (the CRD guard,
 // crd.go); it allows everything else, and answers Errored (so that the API
-// server, with failurePolicy Fail, rejects the delete) when it cannot tell. It writes nothing: the Events of a denial
-// are handed to an asynchronous recorder.
+// server, with failurePolicy Fail, rejects the delete) when it cannot
+// tell. It writes nothing: the Events of a denial are handed to an
+// asynchronous recorder.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
 	guard := guardOf(req)
