@@ -62,6 +62,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -215,7 +216,7 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 
 	// The checker proves it is not blind, before lockguard exists.
-	selfTestLine := selfTest(ctx, t, admin, seed, clients, logf)
+	selfTestLine := selfTest(ctx, t, admin, env.Config, client.Options{Scheme: scheme}, seed, clients, logf)
 
 	// lockguard's identity; InstallChart below gives it the chart's RBAC.
 	saCfg, err := env.ServiceAccountConfig()
@@ -290,6 +291,15 @@ func TestChaos(t *testing.T) {
 			w.run(workCtx)
 		}()
 	}
+	big, err := newBigWorker("chaos-big", env.Config, client.Options{Scheme: scheme}, seed, &n, report, logf, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	working.Add(1)
+	go func() {
+		defer working.Done()
+		big.run(workCtx)
+	}()
 
 	// The faults.
 	faultCtx, stopFaults := context.WithTimeout(ctx, duration)
@@ -332,6 +342,11 @@ func TestChaos(t *testing.T) {
 		stuck = append(stuck, w.settle(settleCtx)...)
 	}
 	stopSettle()
+	// The namespaces and the CRD no Lock holds back go, within the
+	// namespace controller's time.
+	settleCtx, stopSettle = context.WithTimeout(ctx, 2*time.Minute)
+	stuck = append(stuck, big.settle(settleCtx)...)
+	stopSettle()
 
 	conv := <-converged
 	convergedAfter, problems := conv.after, conv.problems
@@ -348,6 +363,14 @@ func TestChaos(t *testing.T) {
 		}
 		stopAudit()
 	}
+	auditCtx, stopAudit := context.WithTimeout(ctx, 30*time.Second)
+	for !big.audit(auditCtx) && auditCtx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if auditCtx.Err() != nil {
+		t.Errorf("the last check of the locked ChaosWidget: the API server did not answer")
+	}
+	stopAudit()
 
 	h.bg.Wait() // The last rotation check.
 	f := &h.f
@@ -368,6 +391,7 @@ func TestChaos(t *testing.T) {
 			n.lateDeletes.Load()),
 	}
 	run.summary = append(run.summary, kindTable(&n)...)
+	run.summary = append(run.summary, big.summary())
 	run.summary = append(run.summary,
 		fmt.Sprintf("chaos: requests that would delete only unlocked objects %d (%d went through, %d denied by a Lock already deleted, slowest waited %s, %d still refused after the faults)",
 			n.unlockedTries.Load(), n.unlockedOK.Load(), n.staleDenials.Load(), time.Duration(n.slowestUnlock.Load()).Round(100*time.Millisecond), len(stuck)),
@@ -404,7 +428,7 @@ func TestChaos(t *testing.T) {
 	}
 	for k := range numKinds {
 		c := &n.byKind[k]
-		if k == kindCascade && c.locked.Load() == 0 || k != kindCascade && c.denied.Load() == 0 {
+		if kinds[k].owner && c.locked.Load() == 0 || !kinds[k].owner && c.denied.Load() == 0 {
 			t.Errorf("no %s of a locked object was denied (%d sent, %d on a locked object): the run proves nothing about that kind", k, c.sent.Load(), c.locked.Load())
 		}
 	}
@@ -412,19 +436,15 @@ func TestChaos(t *testing.T) {
 
 // kindTable returns the summary's table of the counts by delete kind.
 func kindTable(n *counts) []string {
-	out := []string{fmt.Sprintf("chaos: %-32s %8s %8s %8s %8s %10s", "delete kind", "sent", "locked", "denied", "errors", "violations")}
+	out := []string{fmt.Sprintf("chaos: %-32s %8s %8s %8s %8s %8s %10s", "delete kind", "sent", "locked", "denied", "allowed", "errors", "violations")}
 	for k := range deleteKind(len(kinds)) {
 		c := &n.byKind[k]
 		if k == kindNone && c.violations.Load() == 0 {
 			continue
 		}
-		denied := strconv.FormatInt(c.denied.Load(), 10)
-		if k == kindCascade {
-			denied = "(GC)"
-		}
-		out = append(out, fmt.Sprintf("chaos:   %-30s %8d %8d %8s %8d %10d", k, c.sent.Load(), c.locked.Load(), denied, c.errors.Load(), c.violations.Load()))
+		out = append(out, fmt.Sprintf("chaos:   %-30s %8d %8d %8d %8d %8d %10d", k, c.sent.Load(), c.locked.Load(), c.denied.Load(), c.allowed.Load(), c.errors.Load(), c.violations.Load()))
 	}
-	return out
+	return append(out, "chaos:   (locked: sent while a Lock the client had seen protected an object it would delete; an owner delete's denied and allowed are its own answer, the locked child must survive either way)")
 }
 
 func convergedText(d time.Duration) string {
@@ -439,7 +459,7 @@ func convergedText(d time.Duration) string {
 // remove (or, dry run, be allowed to remove) a locked object: proof that
 // it is blind to none. It fails the test otherwise, and returns the
 // summary line. It leaves no namespace behind.
-func selfTest(ctx context.Context, t *testing.T, admin client.Client, seed uint64, clients int, logf func(string, ...any)) string {
+func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.Config, opts client.Options, seed uint64, clients int, logf func(string, ...any)) string {
 	t.Helper()
 	began := time.Now()
 	var n counts
@@ -470,10 +490,19 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, seed uint6
 			w.run(workCtx)
 		}()
 	}
+	big, err := newBigWorker("selftest-big", cfg, opts, seed^0x5e1f, &n, report, logf, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	working.Add(1)
+	go func() {
+		defer working.Done()
+		big.run(workCtx)
+	}()
 	blind := func() []string {
 		var out []string
 		for k := range numKinds {
-			if n.byKind[k].violations.Load() == 0 {
+			if !kinds[k].harmless && n.byKind[k].violations.Load() == 0 {
 				out = append(out, k.String())
 			}
 		}
@@ -490,12 +519,35 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, seed uint6
 	}
 	var caught []string
 	for k := range numKinds {
+		if kinds[k].harmless {
+			continue // Nothing to catch.
+		}
 		caught = append(caught, fmt.Sprintf("%s %d", k, n.byKind[k].violations.Load()))
 	}
 	if v := n.byKind[kindNone].violations.Load(); v > 0 {
 		caught = append(caught, fmt.Sprintf("%s %d", kindNone, v))
 	}
-	logf("self-test: every delete kind caught in %s; deleting its namespaces", took.Round(100*time.Millisecond))
+	logf("self-test: every delete kind caught in %s; deleting its namespaces and CRDs", took.Round(100*time.Millisecond))
+	namespaces = append(namespaces, big.namespaces()...)
+	crds := []string{crdName(widgetGVK), crdName(gadgetGVK)}
+	for _, crd := range crds {
+		if err := admin.Delete(ctx, framework.CRD(crd)); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, crd := range crds {
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			err := admin.Get(ctx, client.ObjectKey{Name: crd}, framework.CRD(crd))
+			if apierrors.IsNotFound(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("self-test: CRD %s still there 2m after its delete (last error %v)", crd, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
 	for _, ns := range namespaces {
 		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
@@ -515,7 +567,7 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, seed uint6
 		}
 	}
 	logf("self-test: namespaces gone after %s in all", time.Since(began).Round(100*time.Millisecond))
-	return fmt.Sprintf("chaos: checker self-test, before lockguard is installed: every delete kind caught deleting a locked object within %s (violations seen: %s)",
+	return fmt.Sprintf("chaos: checker self-test, before lockguard is installed: every delete kind caught deleting a locked object within %s (violations seen: %s; an Orphan owner delete deletes no locked object even without lockguard)",
 		took.Round(100*time.Millisecond), strings.Join(caught, ", "))
 }
 

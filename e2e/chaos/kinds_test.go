@@ -11,14 +11,10 @@ import "sync/atomic"
 // object (same UID), every time the client looks at it again while the
 // Lock lives.
 //
-// The table is where a new path slots in: once the guards of issue 12
-// exist, a namespace delete while a Lock in it holds an existing target, a
-// CRD delete while a Lock holds an object of its kind and an owner delete
-// denied up front (rule 6) become rows here, each with a worker step that
-// sends the request and judges it with judge (or deleteCollection's
-// rule), and the same observe check on every object it could remove.
-// Today those deletes do destroy locked objects, so the workload does not
-// send them.
+// The table is where a new path slots in. The deletes that remove many
+// objects at once (a namespace, a CRD, an owner with each propagation
+// policy) are sent by the bigWorker (bigdeletes_test.go), in namespaces and
+// kinds of its own so that the rest of the run is not disturbed.
 type deleteKind int
 
 const (
@@ -29,6 +25,11 @@ const (
 	kindCollection                           // deletecollection of the kind in the namespace (kubectl delete --all)
 	kindDryRunCollection                     // the same as a server-side dry run
 	kindCascade                              // background DELETE of the owner: the garbage collector deletes the child
+	kindNamespace                            // DELETE of a namespace (LOCK-SPEC rule 11)
+	kindCRD                                  // DELETE of a core.navique.com CustomResourceDefinition (rule 12)
+	kindOwnerBackground                      // DELETE of a locked object's owner, propagation Background (rule 6)
+	kindOwnerForeground                      // the same, propagation Foreground
+	kindOwnerOrphan                          // the same, propagation Orphan: the child is never deleted
 	numKinds
 
 	// kindNone stands for no request of the client's: an object that
@@ -40,6 +41,15 @@ const (
 var kinds = [numKinds + 1]struct {
 	name   string
 	dryRun bool
+	// owner marks the deletes of a locked object's owner: the client sees
+	// the owner's answer, not the garbage collector's delete of the locked
+	// child. An allowed owner delete is not (yet) a violation: rule 6's
+	// cascade guard, which denies it up front, is not on main; the child
+	// must survive either way.
+	owner bool
+	// harmless marks a kind that deletes no locked object even with no
+	// guard at all (Orphan leaves the child): the self-test cannot catch it.
+	harmless bool
 }{
 	kindDelete:             {name: "delete"},
 	kindDeleteOtherVersion: {name: "delete through v1beta1"},
@@ -47,7 +57,12 @@ var kinds = [numKinds + 1]struct {
 	kindRaced:              {name: "delete right after Lock create"},
 	kindCollection:         {name: "deletecollection"},
 	kindDryRunCollection:   {name: "dry-run deletecollection", dryRun: true},
-	kindCascade:            {name: "owner delete (GC cascade)"},
+	kindCascade:            {name: "owner delete (GC cascade)", owner: true},
+	kindNamespace:          {name: "namespace delete"},
+	kindCRD:                {name: "CRD delete"},
+	kindOwnerBackground:    {name: "owner delete, Background", owner: true},
+	kindOwnerForeground:    {name: "owner delete, Foreground", owner: true},
+	kindOwnerOrphan:        {name: "owner delete, Orphan", owner: true, harmless: true},
 	kindNone:               {name: "no request of the client's"},
 }
 
@@ -63,8 +78,12 @@ type kindCounts struct {
 	// the child is the one lockguard must deny, out of the client's
 	// sight: the child must survive).
 	locked atomic.Int64
-	// denied counts the locked requests lockguard denied.
+	// denied counts the locked requests lockguard denied (for an owner
+	// delete, by rule 6's cascade guard).
 	denied atomic.Int64
+	// allowed counts the locked requests answered with success: a
+	// violation, except for an owner delete (see kinds' owner).
+	allowed atomic.Int64
 	// errors counts requests that failed otherwise (lockguard or the
 	// API server unreachable: failing closed).
 	errors atomic.Int64

@@ -48,6 +48,16 @@ func isDenial(err error) bool {
 	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), denialPrefix)
 }
 
+// cascadeDenial is in the API server's error for an owner delete denied
+// by rule 6's cascade guard (LOCK-SPEC: the message starts with it).
+const cascadeDenial = `denied the request: resource would cascade-delete resources protected by Lock(s) [`
+
+// isCascadeDenial reports whether err is lockguard's denial of an owner
+// delete that would cascade to a locked object.
+func isCascadeDenial(err error) bool {
+	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), cascadeDenial)
+}
+
 // counts are the run's counters.
 type counts struct {
 	byKind        [numKinds + 1]kindCounts
@@ -536,6 +546,7 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 	}
 	switch {
 	case err == nil && locked:
+		k.allowed.Add(1)
 		w.violation(kind, "a %s of %s %s was allowed while Locks %v protected it", kind, t.gvk.Kind, w.ns+"/"+t.name, seen(locks, sent))
 		if !dryRun {
 			for _, l := range locks {
@@ -651,6 +662,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 	err := w.c.DeleteAllOf(ctx, w.object(&target{name: ""}, gvk), opts...)
 	switch {
 	case err == nil && len(locked) > 0:
+		k.allowed.Add(1)
 		for _, m := range locked {
 			w.violation(kind, "a %s of %s in %s was allowed while Locks %v protected %s (uid %s)", kind, gvk.Kind, w.ns, seen(m.locks, sent), m.t.name, m.uid)
 			for _, l := range m.locks {
@@ -719,8 +731,11 @@ func (w *worker) cascade(ctx context.Context) {
 		w.n.unlockedTries.Add(1)
 		switch {
 		case err == nil:
+			k.allowed.Add(1)
 			w.n.unlockedOK.Add(1)
 			t.owner.uid, t.owner.unlockedSince = "", time.Time{}
+		case isCascadeDenial(err):
+			k.denied.Add(1)
 		case isDenial(err):
 			w.n.staleDenials.Add(1)
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
