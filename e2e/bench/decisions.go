@@ -72,8 +72,15 @@ type DecisionOptions struct {
 	// SkipServer skips the webhook-server load on the candidate server.
 	SkipServer bool
 	// Candidates served by the candidate server (list-fields is dropped
-	// where selectableFields are not served).
+	// where selectableFields are not served); none: no candidate server.
 	Candidates []string
+	// WindowModes restricts the window test to these modes (default:
+	// every webhook mode).
+	WindowModes []string
+	// NamespaceGuardLocks, when positive, also measures the namespace
+	// guard of the default lockguard at that many Locks in a namespace
+	// (nsguard.go), NamespaceGuardDeletes dry-run deletes of each case.
+	NamespaceGuardLocks, NamespaceGuardDeletes int
 }
 
 // DecisionCell is one mode at one L.
@@ -128,7 +135,9 @@ type DecisionsResult struct {
 	PacedModes []string
 	// Server is the webhook-server benchmark of the candidate server.
 	Server *ServerRatios
-	Took   time.Duration
+	// NamespaceGuard is the namespace guard's decision time, if measured.
+	NamespaceGuard *NamespaceGuardResult
+	Took           time.Duration
 }
 
 // ServerRatios is the webhook-server benchmark (section 2's load) on the
@@ -424,7 +433,11 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 		return nil, err
 	}
 
-	progress("starting lockguard (default flags and --cache-only-decisions) and the candidate server")
+	what := "lockguard (default flags and --cache-only-decisions)"
+	if len(cands) > 0 {
+		what += " and the candidate server"
+	}
+	progress("starting %s", what)
 	// Two replicas share the Lease; with the harness's short lease (4s)
 	// a leader starved of CPU for seconds loses it and exits, so these
 	// take longer ones.
@@ -457,11 +470,13 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 			return nil, err
 		}
 	}
-	cs, err := c.StartCandidates(ctx, cands)
-	if err != nil {
-		return nil, err
+	var cs *CandidateServer
+	if len(cands) > 0 {
+		if cs, err = c.StartCandidates(ctx, cands); err != nil {
+			return nil, err
+		}
+		defer cs.Stop()
 	}
-	defer cs.Stop()
 
 	res.Modes = []string{ModeNone}
 	if res.PolicyAPI != "" {
@@ -473,14 +488,15 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 	}
 	webhookModes := slices.DeleteFunc(slices.Clone(res.Modes), func(m string) bool { return m == ModeNone || m == ModePolicy })
 	for _, m := range webhookModes {
-		url, ca := "", cs.Webhook.CA
+		var url string
+		var ca []byte
 		switch m {
 		case ModeLockguard:
 			url, ca = "https://"+c.Webhook.Address()+"/validate-delete", c.Webhook.CA
 		case ModeLockguardCacheOnly:
 			url, ca = "https://"+cacheOnlyWH.Address()+"/validate-delete", cacheOnlyWH.CA
 		default:
-			url = cs.URL(strings.TrimPrefix(m, "c-"))
+			url, ca = cs.URL(strings.TrimPrefix(m, "c-")), cs.Webhook.CA
 		}
 		if err := c.installWebhookFor(ctx, m, url, ca); err != nil {
 			return nil, err
@@ -615,6 +631,9 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 	}
 	if o.WindowIterations > 0 {
 		res.WindowModes = webhookModes
+		if len(o.WindowModes) > 0 {
+			res.WindowModes = slices.DeleteFunc(slices.Clone(webhookModes), func(m string) bool { return !slices.Contains(o.WindowModes, m) })
+		}
 		progress("protection window: %d iterations of each of %d modes, interleaved", o.WindowIterations, len(res.WindowModes))
 		if err := c.benchWindows(ctx, res, o.WindowIterations); err != nil {
 			return nil, err
@@ -623,9 +642,18 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 			return nil, fmt.Errorf("after the window test: %w", err)
 		}
 	}
+	if o.NamespaceGuardLocks > 0 {
+		progress("namespace guard: %d Locks in a namespace, %d dry-run deletes of each case", o.NamespaceGuardLocks, o.NamespaceGuardDeletes)
+		if res.NamespaceGuard, err = c.benchNamespaceGuard(ctx, c.Webhook, o.NamespaceGuardLocks, o.NamespaceGuardDeletes); err != nil {
+			return nil, fmt.Errorf("namespace guard: %w", err)
+		}
+		if err := alive(); err != nil {
+			return nil, fmt.Errorf("after the namespace guard: %w", err)
+		}
+	}
 	res.LoadRate, res.LoadErrors = stopLoad()
 	loadStopped = true
-	if !o.SkipServer {
+	if !o.SkipServer && cs != nil {
 		progress("webhook server: candidate paths against a bare TLS server")
 		if res.Server, err = c.benchCandidateServer(ctx, cs, cands); err != nil {
 			return nil, err

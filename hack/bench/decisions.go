@@ -116,17 +116,7 @@ func (r *report) decisionsSummary(w writer) {
 			continue
 		}
 		d := run.decisions.DecisionsResult
-		for _, l := range d.Options.Ls {
-			if d.Options.Rounds == 0 {
-				break
-			}
-			p := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.P99Stat)
-			t := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.RateStat)
-			c := d.Ratio(bench.ModeLockguard, bench.ModeLockguardCacheOnly, l, bench.P99Stat)
-			w("| 13 | %s, L=%d: default DELETE p99 ≤ 1.2× no admission | %.2f× | %s |\n", d.Version, l, p, metOrMissed(p > 0 && p <= 1.2))
-			w("| 13 | %s, L=%d: default throughput ≥ 0.8× no admission | %.2f× | %s |\n", d.Version, l, t, metOrMissed(t >= 0.8))
-			w("| 13 | %s, L=%d: default p99 within 1.1× of cache-only | %.2f× | %s |\n", d.Version, l, c, metOrMissed(c > 0 && c <= 1.1))
-		}
+		closedLoopTargets(w, d)
 		if len(d.PacedModes) > 0 {
 			for _, l := range d.Options.Ls {
 				p := d.PacedRatio(bench.ModeLockguard, bench.ModeNone, l, 0.99)
@@ -135,9 +125,29 @@ func (r *report) decisionsSummary(w writer) {
 				w("| 13 | %s, L=%d, paced: default p99 within 1.1× of cache-only | %.2f× | %s |\n", d.Version, l, c, metOrMissed(c > 0 && c <= 1.1))
 			}
 		}
-		if win := d.Windows[bench.ModeLockguard]; win != nil {
-			w("| 13 | %s: protection window (default): deletes that slip through = 0 | %d of %d | %s |\n", d.Version, win.Slipped, win.Iterations, metOrMissed(win.Slipped == 0))
+		windowTarget(w, d)
+	}
+}
+
+// closedLoopTargets writes issue 13's closed-loop targets of d, per L.
+func closedLoopTargets(w writer, d *bench.DecisionsResult) {
+	for _, l := range d.Options.Ls {
+		if d.Options.Rounds == 0 {
+			break
 		}
+		p := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.P99Stat)
+		t := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.RateStat)
+		c := d.Ratio(bench.ModeLockguard, bench.ModeLockguardCacheOnly, l, bench.P99Stat)
+		w("| 13 | %s, L=%d: default DELETE p99 ≤ 1.2× no admission | %.2f× | %s |\n", d.Version, l, p, metOrMissed(p > 0 && p <= 1.2))
+		w("| 13 | %s, L=%d: default throughput ≥ 0.8× no admission | %.2f× | %s |\n", d.Version, l, t, metOrMissed(t >= 0.8))
+		w("| 13 | %s, L=%d: default p99 within 1.1× of cache-only | %.2f× | %s |\n", d.Version, l, c, metOrMissed(c > 0 && c <= 1.1))
+	}
+}
+
+// windowTarget writes issue 13's protection-window target of d.
+func windowTarget(w writer, d *bench.DecisionsResult) {
+	if win := d.Windows[bench.ModeLockguard]; win != nil {
+		w("| 13 | %s: protection window (default): deletes that slip through = 0 | %d of %d | %s |\n", d.Version, win.Slipped, win.Iterations, metOrMissed(win.Slipped == 0))
 	}
 }
 
@@ -158,30 +168,7 @@ func (r *report) decisionsSection(w writer) {
 			d := run.decisions.DecisionsResult
 			w("Allowed deletes: %d clients, closed loop, %d deletes per (mode, L) and round, %d rounds, order of L and modes rotating per round; background load %.0f writes/s achieved (%d failed); selectableFields served: %v; policy API: %s; took %s.\n\n",
 				d.Options.Clients, d.Options.Deletes, d.Options.Rounds, d.LoadRate, d.LoadErrors, d.SelectableFields, orNone(d.PolicyAPI), d.Took.Round(time.Second))
-			var errs []string
-			if d.Options.Rounds > 0 {
-				w("**Closed loop** (as fast as the clients go: on two shared cores this measures CPU per delete as much as latency):\n\n")
-				w("| mode | L | deletes/s (median of rounds) | p50 | p99 | p99 ÷ no admission | rate ÷ no admission | p99 ÷ lockguard cache-only | refused |\n|---|---|---|---|---|---|---|---|---|\n")
-			}
-			for _, m := range d.Modes {
-				if d.Options.Rounds == 0 {
-					break
-				}
-				for _, l := range d.Options.Ls {
-					c := d.Cells[m][l]
-					w("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %d |\n", modeTitle(m), l, c.MedianRate(), ms(c.Latency.Quantile(0.5)), ms(c.Latency.Quantile(0.99)),
-						d.Ratio(m, bench.ModeNone, l, bench.P99Stat), d.Ratio(m, bench.ModeNone, l, bench.RateStat), d.Ratio(m, bench.ModeLockguardCacheOnly, l, bench.P99Stat), c.Errors)
-					if c.FirstError != "" {
-						errs = append(errs, fmt.Sprintf("- %s, L=%d: %d refused; first: `%s`", modeTitle(m), l, c.Errors, c.FirstError))
-					}
-				}
-			}
-			if len(errs) > 0 {
-				w("\nAllowed deletes that were refused (counted in the latencies):\n\n%s\n", strings.Join(errs, "\n"))
-			}
-			if d.Options.Rounds > 0 {
-				w("\nRatios are the median over rounds of the ratio within a round (same L). p50/p99 pool all rounds.\n\n")
-			}
+			closedLoopTable(w, d)
 			if len(d.PacedModes) > 0 {
 				w("**Paced, interleaved** (%d rounds; all (mode, L) cells at once, request i going to cell i mod cells, %.0f deletes/s in all on %d clients, %d deletes per cell and round: a load well below saturation, noise hitting every mode alike):\n\n",
 					d.Options.PacedRounds, d.Options.PacedRate, d.Options.PacedWorkers, d.Options.PacedDeletes)
@@ -196,19 +183,7 @@ func (r *report) decisionsSection(w writer) {
 				}
 				w("\nRatios are the median over rounds of the ratio within a round (same L).\n\n")
 			}
-			if len(d.WindowModes) > 0 {
-				w("Protection window: one client creates a Lock (named and labelled as above) on an existing Stack and deletes the Stack as soon as the create returns; modes interleaved iteration by iteration.\n\n")
-				w("| mode | strict by design | iterations | slipped through | denied | refused otherwise | Lock create latency | delete latency |\n|---|---|---|---|---|---|---|---|\n")
-				for _, m := range d.WindowModes {
-					win := d.Windows[m]
-					strict := "yes"
-					if m == bench.ModeLockguardCacheOnly || (strings.HasPrefix(m, "c-") && !bench.StrictCandidate(strings.TrimPrefix(m, "c-"))) {
-						strict = "no"
-					}
-					w("| %s | %s | %d | %d | %d | %d | %s | %s |\n", modeTitle(m), strict, win.Iterations, win.Slipped, win.Denied, win.Errored, win.Create.Summary(), win.Latency.Summary())
-				}
-				w("\n")
-			}
+			windowTable(w, d)
 		}
 		if s := run.decisions.server(); s != nil {
 			w("Webhook server alone (section 2's closed loop: 16 TLS connections posting the review of an unlocked Stack, 3 rounds of 3 s, paths in rotating order) on the candidate server's paths, against a bare Go TLS server with the same certificate:\n\n| path | reviews/s (median) | ÷ bare server (median of rounds) | errors |\n|---|---|---|---|\n")
@@ -270,4 +245,49 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// closedLoopTable writes d's closed-loop table: every mode at every L.
+func closedLoopTable(w writer, d *bench.DecisionsResult) {
+	var errs []string
+	if d.Options.Rounds > 0 {
+		w("**Closed loop** (as fast as the clients go: on two shared cores this measures CPU per delete as much as latency):\n\n")
+		w("| mode | L | deletes/s (median of rounds) | p50 | p99 | p99 ÷ no admission | rate ÷ no admission | p99 ÷ lockguard cache-only | refused |\n|---|---|---|---|---|---|---|---|---|\n")
+	}
+	for _, m := range d.Modes {
+		if d.Options.Rounds == 0 {
+			break
+		}
+		for _, l := range d.Options.Ls {
+			c := d.Cells[m][l]
+			w("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %d |\n", modeTitle(m), l, c.MedianRate(), ms(c.Latency.Quantile(0.5)), ms(c.Latency.Quantile(0.99)),
+				d.Ratio(m, bench.ModeNone, l, bench.P99Stat), d.Ratio(m, bench.ModeNone, l, bench.RateStat), d.Ratio(m, bench.ModeLockguardCacheOnly, l, bench.P99Stat), c.Errors)
+			if c.FirstError != "" {
+				errs = append(errs, fmt.Sprintf("- %s, L=%d: %d refused; first: `%s`", modeTitle(m), l, c.Errors, c.FirstError))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		w("\nAllowed deletes that were refused (counted in the latencies):\n\n%s\n", strings.Join(errs, "\n"))
+	}
+	if d.Options.Rounds > 0 {
+		w("\nRatios are the median over rounds of the ratio within a round (same L). p50/p99 pool all rounds.\n\n")
+	}
+}
+
+// windowTable writes d's protection-window table.
+func windowTable(w writer, d *bench.DecisionsResult) {
+	if len(d.WindowModes) > 0 {
+		w("Protection window: one client creates a Lock (named and labelled as its mode needs: `protect-<Stack>`, or `<kind>.<name>` for the candidates that read by name) on an existing Stack and deletes the Stack as soon as the create returns; modes interleaved iteration by iteration.\n\n")
+		w("| mode | strict by design | iterations | slipped through | denied | refused otherwise | Lock create latency | delete latency |\n|---|---|---|---|---|---|---|---|\n")
+		for _, m := range d.WindowModes {
+			win := d.Windows[m]
+			strict := "yes"
+			if m == bench.ModeLockguardCacheOnly || (strings.HasPrefix(m, "c-") && !bench.StrictCandidate(strings.TrimPrefix(m, "c-"))) {
+				strict = "no"
+			}
+			w("| %s | %s | %d | %d | %d | %d | %s | %s |\n", modeTitle(m), strict, win.Iterations, win.Slipped, win.Denied, win.Errored, win.Create.Summary(), win.Latency.Summary())
+		}
+		w("\n")
+	}
 }

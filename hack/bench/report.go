@@ -42,10 +42,11 @@ type report struct {
 	grown       int
 	growTook    time.Duration
 	decisions   []*decisionRun
+	modes       []*decisionRun
 }
 
 // optInNote is the header's sentence on the sections make bench leaves out.
-const optInNote = "Issue 13's measurements (the confirming reads, and allowed deletes through every candidate confirmation on 1.37.2 and 1.29.15) are not part of `make bench`: their latest full run took 22m26s on 1.37.2 and 27m10s on 1.29.15 (confirming-read.md, run 2). `make bench-decisions` runs them (`go run ./hack/bench -only reads,decisions -decide-versions \"1.37.2 1.29.15\"`) into `bin/decisions.md`; their latest full run and what it means: [confirming-read.md](confirming-read.md)."
+const optInNote = "Issue 13's table of the four admission modes (no admission, the seed VAP, lockguard default and cache-only, at 0, 100 and 1,000 other Locks) is section 8, on each version of `-modes-versions` (`make bench`: 1.37.2 and 1.29.15). The rest of issue 13's measurements (the confirming reads, and allowed deletes through every candidate confirmation) are not part of `make bench`: their latest full run took 22m26s on 1.37.2 and 27m10s on 1.29.15 (confirming-read.md, run 2). `make bench-decisions` runs them (`go run ./hack/bench -only reads,decisions -decide-versions \"1.37.2 1.29.15\"`) into `bin/decisions.md`; their latest full run and what it means: [confirming-read.md](confirming-read.md)."
 
 // handlerResults are the parsed Go benchmark lines.
 type handlerResults struct {
@@ -164,6 +165,7 @@ func (r *report) markdown() string {
 
 	w("## Targets\n\n| # | target | measured | result |\n|---|---|---|---|\n")
 	r.summary(w)
+	r.modesSummary(w)
 	r.decisionsSummary(w)
 	w("\n")
 	r.handlerSection(w)
@@ -173,6 +175,7 @@ func (r *report) markdown() string {
 	r.convergenceSection(w)
 	r.windowSection(w)
 	r.decisionsSection(w)
+	r.modesSection(w)
 	b.WriteString(notes)
 	return b.String()
 }
