@@ -19,7 +19,9 @@ import (
 // modesOptions are the preset of the modes section at o's scale.
 func modesOptions(o options) bench.DecisionOptions {
 	return bench.DecisionOptions{
-		Ls: []int{0, o.n(100, 10), o.n(1000, 100)}, Rounds: 2, Deletes: o.n(200, 40), Clients: 16, Payload: 1024, LoadRate: 50,
+		// Three rounds: each ratio is the median of the rounds' ratios,
+		// which for two rounds would be the larger one.
+		Ls: []int{0, o.n(100, 10), o.n(1000, 100)}, Rounds: 3, Deletes: o.n(300, 40), Clients: 16, Payload: 1024, LoadRate: 50,
 		WindowIterations: o.n(1000, 100), WindowModes: []string{bench.ModeLockguard},
 		NamespaceGuardLocks: o.n(1000, 100), NamespaceGuardDeletes: o.n(40, 10),
 	}
