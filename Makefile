@@ -184,9 +184,9 @@ BENCH_SCALE ?= 1
 BENCH_OUT ?= docs/benchmarks.md
 
 .PHONY: bench
-bench: kube build $(HELM) ## Performance benchmarks (issue 6), under 15 minutes; BENCH_SCALE shrinks them; writes BENCH_OUT (docs/benchmarks.md).
+bench: kube build $(HELM) ## Performance benchmarks (issue 6; section 8: issue 13's admission modes and issue 12's namespace guard on every KUBE_VERSIONS), its duration in BENCH_OUT's header; BENCH_SCALE shrinks them; writes BENCH_OUT (docs/benchmarks.md).
 	BENCH_SCALE=$(BENCH_SCALE) LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) go run ./hack/bench -lockguard $(BIN)/lockguard -out $(BENCH_OUT) \
-	  -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
+	  -modes-versions "$(KUBE_VERSIONS)" -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
 
 DECIDE_VERSIONS ?= $(KUBE_VERSIONS)
 DECIDE_OUT ?= $(BIN)/decisions.md
