@@ -31,6 +31,9 @@ type Request struct {
 	Operation admissionv1.Operation   `json:"operation"`
 	UserInfo  UserInfo                `json:"userInfo"`
 	DryRun    bool                    `json:"dryRun"`
+	// Options are the request's DeleteOptions, as far as the cascade guard
+	// reads them; empty when the request carries none.
+	Options DeleteOptions `json:"options"`
 	// OldObject is the object being deleted; empty when the request
 	// carries none.
 	OldObject Object `json:"oldObject"`
@@ -59,6 +62,20 @@ type ObjectMeta struct {
 	// DeletionTimestamp is set on an object being deleted (a terminating
 	// namespace).
 	DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
+	// Finalizers are the object's finalizers: the cascade guard reads
+	// orphan and foregroundDeletion there when the options set no policy.
+	Finalizers []string `json:"finalizers,omitempty"`
+}
+
+// DeleteOptions is what the cascade guard reads of a DELETE's options:
+// how the garbage collector is to treat the object's dependents.
+type DeleteOptions struct {
+	// PropagationPolicy is Orphan, Background or Foreground; nil when the
+	// client set none.
+	PropagationPolicy *metav1.DeletionPropagation `json:"propagationPolicy,omitempty"`
+	// OrphanDependents is the deprecated form of the policy; when set, it
+	// wins over PropagationPolicy (the API server refuses both together).
+	OrphanDependents *bool `json:"orphanDependents,omitempty"`
 }
 
 // review is an admission.k8s.io/v1 AdmissionReview as decodeReview reads
@@ -106,6 +123,11 @@ func requestOf(req admission.Request) (Request, error) {
 		Operation: req.Operation,
 		UserInfo:  UserInfo{Username: req.UserInfo.Username},
 		DryRun:    req.DryRun != nil && *req.DryRun,
+	}
+	if raw := req.Options.Raw; len(raw) > 0 {
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &r.Options); err != nil {
+			return r, fmt.Errorf("cannot read the options of the DELETE: %w", err)
+		}
 	}
 	if raw := req.OldObject.Raw; len(raw) > 0 {
 		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &r.OldObject); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sjson "sigs.k8s.io/json"
 )
 
@@ -38,6 +39,13 @@ func referenceRequest(r *admissionv1.AdmissionRequest) (req Request, ok bool) {
 		UserInfo: UserInfo{Username: r.UserInfo.Username},
 		DryRun:   r.DryRun != nil && *r.DryRun,
 	}
+	if len(r.Options.Raw) > 0 {
+		var opts metav1.DeleteOptions
+		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(r.Options.Raw, &opts); err != nil {
+			return req, false
+		}
+		req.Options = DeleteOptions{PropagationPolicy: opts.PropagationPolicy, OrphanDependents: opts.OrphanDependents} //nolint:staticcheck // the deprecated field is read on purpose
+	}
 	if len(r.OldObject.Raw) == 0 {
 		return req, true
 	}
@@ -61,6 +69,19 @@ func referenceRequest(r *admissionv1.AdmissionRequest) (req Request, ok bool) {
 		default:
 			return req, false
 		}
+	}
+	switch fs := meta["finalizers"].(type) {
+	case nil:
+	case []any:
+		for _, f := range fs {
+			s, isString := f.(string)
+			if !isString {
+				return req, false
+			}
+			req.OldObject.Metadata.Finalizers = append(req.OldObject.Metadata.Finalizers, s)
+		}
+	default:
+		return req, false
 	}
 	return req, true
 }
@@ -174,6 +195,10 @@ var decodeSeeds = []string{
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":[-]}}}`,
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"}  ,  "spec" : [ 1 , 2.5e-3 , -0 , "s" , { } , [ ] ] }}}`,
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"propagationPolicy":"Orphan"},"object":null,"response":{"allowed":"no"}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"orphanDependents":false,"gracePeriodSeconds":3},"oldObject":{"metadata":{"name":"n","finalizers":["orphan","a/b"]}}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"propagationPolicy":5}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":null,"oldObject":{"metadata":{"finalizers":null}}}}`,
+	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"finalizers":"x"}}}}`,
 	` {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} ` + "\n",
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}`,
 	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":"a`,
@@ -211,8 +236,9 @@ func TestReviewFields(t *testing.T) {
 			"operation": nil,
 			"userInfo":  fields{"username": nil},
 			"dryRun":    nil,
+			"options":   fields{"propagationPolicy": nil, "orphanDependents": nil},
 			"oldObject": fields{
-				"metadata": fields{"name": nil, "uid": nil, "deletionTimestamp": nil},
+				"metadata": fields{"name": nil, "uid": nil, "deletionTimestamp": nil, "finalizers": nil},
 				"spec":     fields{"group": nil, "names": fields{"kind": nil}},
 				"status":   fields{"phase": nil},
 			},
