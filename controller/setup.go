@@ -31,6 +31,10 @@ type Options struct {
 	// chart's guards.namespace.enabled=false, which renders no namespace
 	// webhook entry), and a Lock is then active without it. Default false.
 	DisableNamespaceGuard bool
+	// Owners, when set, gets every namespaced kind that discovery finds in
+	// the group (NewOwnerIndex); discovery then runs on every replica, not
+	// only the leader. Default nil: no owner index (no cascade guard).
+	Owners *OwnerIndex
 }
 
 // +kubebuilder:rbac:groups=core.navique.com,resources=locks,verbs=get;list;watch
@@ -93,7 +97,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	// controller, and the reconciler adds them.
 	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]bool{}}
 
-	if err := mgr.Add(&kindDiscoverer{kinds: r.kinds, watches: r.watches, interval: opts.DiscoveryInterval}); err != nil {
+	if err := mgr.Add(&kindDiscoverer{kinds: r.kinds, watches: r.watches, owners: opts.Owners, interval: opts.DiscoveryInterval}); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}
 	return nil

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -16,7 +18,11 @@ import (
 //
 //   - A target or a namespace (metadata only) keeps its name, namespace,
 //     resourceVersion, deletionTimestamp, the lock annotation and the
-//     has-locks label: the reconciler patches those alone.
+//     has-locks label: the reconciler patches those alone. For the owner
+//     index (OwnerIndex) and the cascade guard it also keeps its UID, its
+//     owner references (without their controller and blockOwnerDeletion
+//     flags) and, of its finalizers, only the garbage collector's
+//     (orphan, foregroundDeletion).
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status.
 //   - Anything else loses its managedFields.
@@ -31,13 +37,24 @@ func CacheTransform() toolscache.TransformFunc {
 			case len(o.Annotations) > 1:
 				o.Annotations = map[string]string{lockv1alpha1.LockedAnnotation: locked}
 			}
-			o.UID, o.GenerateName = "", ""
+			o.GenerateName = ""
 			if v, has := o.Labels[lockv1alpha1.HasLocksLabel]; has {
 				o.Labels = map[string]string{lockv1alpha1.HasLocksLabel: v} // a namespace's
 			} else {
 				o.Labels = nil
 			}
-			o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil
+			for i := range o.OwnerReferences {
+				o.OwnerReferences[i].Controller, o.OwnerReferences[i].BlockOwnerDeletion = nil, nil
+			}
+			if o.OwnerReferences = slices.Clip(o.OwnerReferences); len(o.OwnerReferences) == 0 {
+				o.OwnerReferences = nil
+			}
+			if o.Finalizers = slices.DeleteFunc(o.Finalizers, func(f string) bool {
+				return f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents
+			}); len(o.Finalizers) == 0 {
+				o.Finalizers = nil
+			}
+			o.ManagedFields = nil
 		case *lockv1alpha1.Lock:
 			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
 		default:

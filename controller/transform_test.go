@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -16,8 +17,9 @@ func TestCacheTransform(t *testing.T) {
 		Name: "forge", Namespace: "forge", UID: "u", ResourceVersion: "7", Generation: 2, GenerateName: "f-",
 		DeletionTimestamp: &now, Labels: map[string]string{"app": "x"},
 		Annotations:     map[string]string{lockv1alpha1.LockedAnnotation: "a,b", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
-		OwnerReferences: []metav1.OwnerReference{{Name: "owner"}}, Finalizers: []string{"f"},
-		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "owner", UID: "o", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		Finalizers:      []string{"f", metav1.FinalizerOrphanDependents, "example.com/g"},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "m"}},
 	}
 	cases := map[string]struct {
 		reason string
@@ -25,16 +27,18 @@ func TestCacheTransform(t *testing.T) {
 		want   any
 	}{
 		"Target": {
-			reason: "A target keeps what the reconciler reads: name, namespace, resourceVersion, deletion, the lock annotation.",
+			reason: "A target keeps what the reconciler reads (name, namespace, resourceVersion, deletion, the lock annotation) and what the owner index reads (UID, owner references without their flags, the garbage collector's finalizers).",
 			in:     &metav1.PartialObjectMetadata{ObjectMeta: *full.DeepCopy()},
 			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-				Name: "forge", Namespace: "forge", ResourceVersion: "7", Generation: 2, DeletionTimestamp: &now,
-				Annotations: map[string]string{lockv1alpha1.LockedAnnotation: "a,b"},
+				Name: "forge", Namespace: "forge", UID: "u", ResourceVersion: "7", Generation: 2, DeletionTimestamp: &now,
+				Annotations:     map[string]string{lockv1alpha1.LockedAnnotation: "a,b"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "owner", UID: "o"}},
+				Finalizers:      []string{metav1.FinalizerOrphanDependents},
 			}},
 		},
 		"UnlockedTarget": {
 			reason: "A target without the lock annotation keeps no annotations.",
-			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"other": "y"}}},
+			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"other": "y"}, Finalizers: []string{"f"}}},
 			want:   &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
 		},
 		"Namespace": {

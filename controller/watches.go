@@ -61,16 +61,21 @@ func (w *targetWatches) ensure(k servedKind) error {
 // kindDiscoverer watches every namespaced kind of the core.navique.com group,
 // found through discovery at start and then every interval, so that the
 // reconciler sees (and cleans) annotated objects whose Locks were
-// deleted while lockguard was not running, whatever their kind.
+// deleted while lockguard was not running, whatever their kind; and adds
+// each to the owner index, when there is one.
 type kindDiscoverer struct {
 	kinds    *kindTable
 	watches  *targetWatches
+	owners   *OwnerIndex // nil: no cascade guard
 	interval time.Duration
 }
 
-// NeedLeaderElection is true: the watches feed the reconciler, which only
-// runs on the leader.
-func (d *kindDiscoverer) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is true without an owner index: the watches feed the
+// reconciler, which only runs on the leader. With one, discovery runs on
+// every replica, so that every replica's webhook can walk cascades; a
+// watch added to the reconciler on a replica that does not lead waits
+// until the reconciler starts there.
+func (d *kindDiscoverer) NeedLeaderElection() bool { return d.owners == nil }
 
 // Start discovers kinds until ctx is done.
 func (d *kindDiscoverer) Start(ctx context.Context) error {
@@ -85,6 +90,7 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 		log.Error(err, "Cannot discover the kinds of the group", "group", lockv1alpha1.Group)
 		return
 	}
+	complete := true
 	for _, k := range kinds {
 		if !k.Namespaced || !k.Watchable || lockv1alpha1.Protectable(k.GVK.GroupKind()) != nil {
 			continue
@@ -92,5 +98,15 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 		if err := d.watches.ensure(k); err != nil {
 			log.Error(err, "Cannot watch a discovered kind", "kind", k.GVK.GroupKind())
 		}
+		if d.owners == nil {
+			continue
+		}
+		if err := d.owners.ensure(ctx, k); err != nil {
+			complete = false
+			log.Error(err, "Cannot index a discovered kind by owner", "kind", k.GVK.GroupKind())
+		}
+	}
+	if d.owners != nil && complete {
+		d.owners.markDiscovered()
 	}
 }

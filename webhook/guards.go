@@ -143,6 +143,12 @@ func (g *clusterGuards) anyLiveLocks(ctx context.Context) ([]lockv1alpha1.Lock, 
 // liveLocks returns the live Locks of namespace ns, or of every namespace
 // when ns is "", read from the API server page by page.
 func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
+	return listLiveLocks(ctx, g.api, ns)
+}
+
+// listLiveLocks returns the live Locks of namespace ns, or of every
+// namespace when ns is "", read through api page by page.
+func listLiveLocks(ctx context.Context, api LockLister, ns string) ([]lockv1alpha1.Lock, error) {
 	var live []lockv1alpha1.Lock
 	opts := []client.ListOption{client.Limit(listPageSize)}
 	if ns != "" {
@@ -151,7 +157,7 @@ func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha
 	cont := ""
 	for {
 		var page lockv1alpha1.LockList
-		if err := g.api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
+		if err := api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
 			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
 		}
 		for i := range page.Items {

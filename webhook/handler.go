@@ -32,6 +32,7 @@ type Handler struct {
 
 	eventLimits EventLimits
 	cluster     *clusterGuards // nil: Namespace and CRD deletes are answered Errored
+	cascade     *cascadeGuard  // nil: cascades are not walked
 }
 
 // Option configures a Handler.
@@ -79,7 +80,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 }
 
 // Decide decides one admission request. It denies the DELETE of a
-// core.navique.com resource targeted by live Locks (the object guard), of a
+// core.navique.com resource targeted by live Locks (the object guard), or
+// whose cascade would delete one (the cascade guard, cascade.go), of a
 // Namespace holding a live Lock on an existing object (the namespace guard,
 // namespace.go) and of the CustomResourceDefinition of a kind with a locked
 // existing object, or of Locks while any live Lock exists (the CRD guard,
@@ -95,6 +97,9 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	switch {
 	case guard == GuardObject || req.Operation != admissionv1.Delete:
 		resp, locks = h.decide(ctx, req)
+		if r, l, decided := h.cascadeOf(ctx, req, resp); decided {
+			resp, locks, guard = r, l, GuardCascade
+		}
 	case h.cluster == nil:
 		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	case guard == GuardNamespace:
@@ -107,6 +112,7 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 		cancel()
 	}
 	h.metrics.observe(req, guard, resp, time.Since(start))
+	resp.AuditAnnotations = auditAnnotations(guard, resp, locks)
 	if len(locks) > 0 && h.events != nil && !req.DryRun {
 		if guard == GuardObject {
 			h.recordDenial(req, locks)

@@ -31,6 +31,7 @@ type Metrics struct {
 	duration      prometheus.Histogram
 	refused       *prometheus.CounterVec
 	eventsDropped prometheus.Counter
+	incomplete    *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered handler metrics.
@@ -38,11 +39,11 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		deniedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_delete_denied_total",
-			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
+			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
-			Help: "Admission reviews answered by lockguard, by guard (object, namespace, crd) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
+			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
 		}, []string{"guard", "decision"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockguard_admission_duration_seconds",
@@ -52,6 +53,10 @@ func NewMetrics() *Metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_webhook_requests_refused_total",
 			Help: "Requests to the webhook refused before a decision, by reason: in_flight (over --webhook-max-in-flight, HTTP 429), buffered_bytes (body buffers of the reviews in flight over --webhook-max-buffered-bytes, HTTP 429), read_timeout (body not received before the review's timeout, HTTP 408). With failurePolicy Fail the API server refuses the delete.",
+		}, []string{"reason"}),
+		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_cascade_incomplete_total",
+			Help: "Cascades the cascade guard could not walk to the end, by reason: depth (owner chains too long), objects (too many dependents), unsynced (the owner index's caches have not synced), deadline (the review's). Such a delete is allowed with a warning unless a locked dependent was found; the garbage collector's delete of a locked dependent is still denied.",
 		}, []string{"reason"}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lockguard_events_dropped_total",
@@ -63,20 +68,23 @@ func NewMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused, m.eventsDropped} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused, m.eventsDropped, m.incomplete} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
 	}
 	// Make the decisions visible at zero, so that rate() and alerts on
 	// "errored" work before the first error.
-	for _, g := range []string{GuardObject, GuardNamespace, GuardCRD} {
+	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD} {
 		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}
 	}
 	for _, r := range []string{RefusedInFlight, RefusedBufferedBytes, RefusedReadTimeout} {
 		m.refused.WithLabelValues(r)
+	}
+	for _, r := range []string{IncompleteDepth, IncompleteObjects, IncompleteUnsynced, IncompleteDeadline} {
+		m.incomplete.WithLabelValues(r)
 	}
 	return nil
 }
@@ -102,13 +110,17 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 		return
 	}
 	m.duration.Observe(took.Seconds())
-	switch {
-	case resp.Allowed:
-		m.reviewsTotal.WithLabelValues(guard, DecisionAllowed).Inc()
-	case resp.Result != nil && resp.Result.Code == 403:
-		m.reviewsTotal.WithLabelValues(guard, DecisionDenied).Inc()
+	d := decisionOf(resp)
+	m.reviewsTotal.WithLabelValues(guard, d).Inc()
+	if d == DecisionDenied {
 		m.deniedTotal.WithLabelValues(guard, req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
-	default:
-		m.reviewsTotal.WithLabelValues(guard, DecisionErrored).Inc()
+	}
+}
+
+// cascadeIncomplete counts a cascade walk that stopped early for reason
+// (none for ""). It is safe on a nil *Metrics.
+func (m *Metrics) cascadeIncomplete(reason string) {
+	if m != nil && reason != "" {
+		m.incomplete.WithLabelValues(reason).Inc()
 	}
 }

@@ -61,6 +61,7 @@ func run() error {
 	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers of the reconciler.")
 	fs.BoolVar(&o.CacheOnlyDecisions, "cache-only-decisions", false, "Decide deletes from the Lock cache alone, without confirming allowed deletes with the API server: faster (no consistent list per allowed delete, which can take up to ~100ms under write load), but a delete sent milliseconds after a Lock's create may get through.")
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
+	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
 	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
@@ -72,6 +73,11 @@ func run() error {
 	zapOpts.BindFlags(fs)
 	flag.Parse()
 	o.Controller.DisableNamespaceGuard = !*namespaceGuard
+	mode, err := webhook.ParseCascadeMode(*cascadeGuard)
+	if err != nil {
+		return err
+	}
+	o.CascadeGuard = mode
 	if showVer {
 		fmt.Println("lockguard", version)
 		return nil

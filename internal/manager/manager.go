@@ -86,6 +86,13 @@ type Options struct {
 	// 100ms under write load (the API server's watch-cache freshness wait).
 	CacheOnlyDecisions bool
 
+	// CascadeGuard is what the webhook does with the DELETE of an owner
+	// whose cascade would delete a locked object (LOCK-SPEC rule 6):
+	// webhook.CascadeDeny (the default, for ""), CascadeWarn or CascadeOff.
+	// Except with Off, every replica keeps metadata caches of the group's
+	// kinds, indexed by owner (controller.OwnerIndex).
+	CascadeGuard webhook.CascadeMode
+
 	// Registerer receives lockguard's own metrics. Default: controller-runtime's
 	// registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer
@@ -203,11 +210,24 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// the targets, and the Locks of what they would allow, from the API
 	// server, whatever --cache-only-decisions says: such deletes are rare,
 	// and remove objects without asking admission about each.
-	handler := webhook.NewHandler(locks, live,
+	opts := []webhook.Option{
 		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithLimits(o.WebhookLimits),
-		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")))
+		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
+	}
+	// The cascade guard walks owner references over metadata caches that
+	// every replica keeps (kind discovery then runs on every replica).
+	if o.CascadeGuard != webhook.CascadeOff {
+		mode := o.CascadeGuard
+		if mode == "" {
+			mode = webhook.CascadeDeny
+		}
+		owners := controller.NewOwnerIndex(mgr.GetCache())
+		o.Controller.Owners = owners
+		opts = append(opts, webhook.WithCascadeGuard(owners, mode, webhook.CascadeLimits{}))
+	}
+	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, handler)
