@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -39,76 +40,238 @@ const (
 	namespaceBound = 60 * time.Second
 )
 
-// Test06Cascade deletes a Stack that owns a locked PostgresCluster, with
-// background and with foreground propagation. The garbage collector's
-// delete of the child is denied like any other while the Lock exists;
-// once the Lock is deleted, the garbage collector deletes the child at its
-// next retry. The test reports how long that took.
+// Test06Cascade (rule 6) deletes owners of locked objects with the
+// garbage collector running. With background and foreground propagation
+// the owner's delete is denied up front, dry run or not, and nothing is
+// deleted or marked (no foregroundDeletion left hanging); once the Lock is
+// gone, the owner's delete goes through and the collector deletes the
+// child, and the test reports how long that took. Orphan is allowed with
+// a warning and the child stays; a child with a second owner that stays
+// is not in the cascade, so the owner's delete is allowed; a three-level
+// chain is denied from its top, by name and by deletecollection.
 func Test06Cascade(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 		t.Run(string(policy), func(t *testing.T) {
 			ns := kube.NewNamespace(t, "cascade")
 			parent := kube.CreateObject(t, framework.StackGVK, ns, "parent")
-			child := framework.Object(framework.PostgresClusterGVK, ns, "child")
-			child.SetOwnerReferences([]metav1.OwnerReference{{
-				APIVersion:         framework.StackGVK.GroupVersion().String(),
-				Kind:               "Stack",
-				Name:               "parent",
-				UID:                parent.GetUID(),
-				Controller:         ptr.To(true),
-				BlockOwnerDeletion: ptr.To(true),
-			}})
-			if err := kube.Client.Create(t.Context(), child); err != nil {
-				t.Fatal(err)
-			}
+			kube.CreateOwned(t, framework.PostgresClusterGVK, ns, "child", parent)
 			lock := kube.CreateLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", "the data outlives the stack"))
 			kube.WaitActive(t, lock)
 
-			blockedSince := time.Now()
-			if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, "parent", client.PropagationPolicy(policy)); err != nil {
-				t.Fatalf("deleting Stack parent (%s): %v", policy, err)
-			}
-			if policy == metav1.DeletePropagationBackground {
-				framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
-			} else {
-				// The owner waits for its blocking dependents.
-				framework.Eventually(t, framework.DefaultTimeout, "Stack parent waiting for its dependents", func(ctx context.Context) error {
-					p, err := kube.GetObject(ctx, framework.StackGVK, ns, "parent")
-					if err != nil {
-						return err
-					}
-					if p.GetDeletionTimestamp() == nil || !slices.Contains(p.GetFinalizers(), metav1.FinalizerDeleteDependents) {
-						return fmt.Errorf("Stack parent: deletionTimestamp %v, finalizers %v; want it being deleted with %s", p.GetDeletionTimestamp(), p.GetFinalizers(), metav1.FinalizerDeleteDependents)
-					}
-					return nil
-				})
-			}
-			framework.Consistently(t, blockedFor, "locked child while its owner is deleted", func(ctx context.Context) error {
-				if err := kube.Exists(framework.PostgresClusterGVK, ns, "child")(ctx); err != nil {
+			want := kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "PostgresCluster/child")
+			kube.WaitCascadeDenied(t, framework.StackGVK, ns, "parent", want, client.PropagationPolicy(policy))
+			framework.WantError(t, fmt.Sprintf("deleting Stack parent (%s)", policy),
+				kube.DeleteObject(t.Context(), framework.StackGVK, ns, "parent", client.PropagationPolicy(policy)), want)
+			// Had the delete been accepted, the collector would have had
+			// seconds to act on it.
+			framework.Consistently(t, blockedFor, "nothing deleted or marked", func(ctx context.Context) error {
+				if err := untouched(ctx, framework.StackGVK, ns, "parent"); err != nil {
 					return err
 				}
-				if policy == metav1.DeletePropagationForeground {
-					p, err := kube.GetObject(ctx, framework.StackGVK, ns, "parent")
-					if err != nil {
-						return fmt.Errorf("the owner should wait for its locked child: %w", err)
-					}
-					if p.GetDeletionTimestamp() == nil {
-						return fmt.Errorf("Stack parent is no longer being deleted")
-					}
+				if err := untouched(ctx, framework.PostgresClusterGVK, ns, "child"); err != nil {
+					return err
 				}
 				return kube.AnnotationIs(framework.PostgresClusterGVK, ns, "child", "keep-child")(ctx)
 			})
 
-			start := time.Now()
 			kube.DeleteLock(t, lock)
-			d := framework.Eventually(t, gcBound, "garbage collector deletes the child after its Lock is gone", kube.Gone(framework.PostgresClusterGVK, ns, "child"))
-			report(t, "%s propagation: the garbage collector deleted the child %s after its Lock was deleted (the child had been blocked for %s)",
-				policy, d.Round(10*time.Millisecond), start.Sub(blockedSince).Round(100*time.Millisecond))
-			if policy == metav1.DeletePropagationForeground {
-				framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone after its child", kube.Gone(framework.StackGVK, ns, "parent"))
-			}
+			deleteOnceAllowed(t, framework.StackGVK, ns, "parent", client.PropagationPolicy(policy))
+			d := framework.Eventually(t, gcBound, "garbage collector deletes the child once its Lock is gone", kube.Gone(framework.PostgresClusterGVK, ns, "child"))
+			report(t, "%s propagation: the owner's delete was denied whole; once the Lock was deleted, the owner's delete was accepted and the garbage collector deleted the child %s later",
+				policy, d.Round(10*time.Millisecond))
+			framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
 		})
 	}
+
+	t.Run("Orphan", func(t *testing.T) {
+		ns := kube.NewNamespace(t, "cascade")
+		parent := kube.CreateObject(t, framework.StackGVK, ns, "parent")
+		kube.CreateOwned(t, framework.PostgresClusterGVK, ns, "child", parent)
+		lock := kube.CreateLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", ""))
+		kube.WaitActive(t, lock)
+		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "parent", kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "PostgresCluster/child"))
+
+		c, warnings := warningClient(t)
+		orphan := client.PropagationPolicy(metav1.DeletePropagationOrphan)
+		if err := c.Delete(t.Context(), framework.Object(framework.StackGVK, ns, "parent"), orphan, client.DryRunAll); err != nil {
+			t.Fatalf("a dry-run delete of Stack parent with propagation Orphan: %v; want it allowed", err)
+		}
+		if err := untouched(t.Context(), framework.StackGVK, ns, "parent"); err != nil {
+			t.Fatalf("after a dry run: %v", err)
+		}
+		if err := c.Delete(t.Context(), framework.Object(framework.StackGVK, ns, "parent"), orphan); err != nil {
+			t.Fatalf("deleting Stack parent with propagation Orphan: %v; want it allowed", err)
+		}
+		want := "the dependents of this resource are orphaned, not deleted; locked dependents that stay: PostgresCluster/child (Lock(s) [keep-child])"
+		if got := warnings.all(); len(got) != 2 || got[0] != want || got[1] != want {
+			t.Fatalf("warnings %q; want the dry run's and the delete's, each %q", got, want)
+		}
+		framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
+		framework.Eventually(t, framework.DefaultTimeout, "the collector removes the child's reference to its owner", func(ctx context.Context) error {
+			child, err := kube.GetObject(ctx, framework.PostgresClusterGVK, ns, "child")
+			if err != nil {
+				return err
+			}
+			if refs := child.GetOwnerReferences(); len(refs) > 0 {
+				return fmt.Errorf("PostgresCluster child still has owner references %v", refs)
+			}
+			return nil
+		})
+		kube.MustExist(t, framework.PostgresClusterGVK, ns, "child")
+	})
+
+	t.Run("SecondOwner", func(t *testing.T) {
+		ns := kube.NewNamespace(t, "cascade")
+		parent := kube.CreateObject(t, framework.StackGVK, ns, "parent")
+		other := kube.CreateObject(t, framework.StackGVK, ns, "other")
+		kube.CreateOwned(t, framework.PostgresClusterGVK, ns, "child", parent, other)
+		lock := kube.CreateLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", ""))
+		kube.WaitActive(t, lock)
+		if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, "parent", client.DryRunAll); err != nil {
+			t.Fatalf("a dry-run delete of Stack parent, whose child has another owner: %v; want it allowed", err)
+		}
+		if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, "parent"); err != nil {
+			t.Fatalf("deleting Stack parent, whose child has another owner: %v; want it allowed", err)
+		}
+		framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
+		framework.Eventually(t, framework.DefaultTimeout, "the collector removes the child's reference to the deleted owner", func(ctx context.Context) error {
+			child, err := kube.GetObject(ctx, framework.PostgresClusterGVK, ns, "child")
+			if err != nil {
+				return err
+			}
+			if refs := child.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "other" {
+				return fmt.Errorf("PostgresCluster child has owner references %v; want only Stack other", refs)
+			}
+			return nil
+		})
+		if err := untouched(t.Context(), framework.PostgresClusterGVK, ns, "child"); err != nil {
+			t.Fatal(err)
+		}
+		// Now its only owner: the cascade reaches it.
+		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "other", kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "PostgresCluster/child"))
+	})
+
+	t.Run("ThreeLevels", func(t *testing.T) {
+		ns := kube.NewNamespace(t, "cascade")
+		root := kube.CreateObject(t, framework.StackGVK, ns, "root")
+		mid := kube.CreateOwned(t, framework.StackGVK, ns, "mid", root)
+		kube.CreateOwned(t, framework.PostgresClusterGVK, ns, "leaf", mid)
+		lock := kube.CreateLock(t, framework.NewLock(ns, "keep-leaf", "PostgresCluster", "leaf", ""))
+		kube.WaitActive(t, lock)
+		want := kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "PostgresCluster/leaf")
+		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "root", want)
+		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "mid", want)
+		framework.WantError(t, "deleting Stack root", kube.DeleteObject(t.Context(), framework.StackGVK, ns, "root"), want)
+		framework.WantError(t, "deleting Stack root (foreground)", kube.DeleteObject(t.Context(), framework.StackGVK, ns, "root", client.PropagationPolicy(metav1.DeletePropagationForeground)), want)
+		// kubectl delete stacks --all: deletecollection, each Stack reviewed.
+		all := framework.Object(framework.StackGVK, ns, "")
+		framework.WantError(t, "deleting every Stack (dry run)", kube.Client.DeleteAllOf(t.Context(), all, client.InNamespace(ns), client.DryRunAll), want)
+		framework.WantError(t, "deleting every Stack", kube.Client.DeleteAllOf(t.Context(), all, client.InNamespace(ns)), want)
+		framework.Consistently(t, blockedFor, "nothing deleted or marked", func(ctx context.Context) error {
+			for name, gvk := range map[string]schema.GroupVersionKind{"root": framework.StackGVK, "mid": framework.StackGVK, "leaf": framework.PostgresClusterGVK} {
+				if err := untouched(ctx, gvk, ns, name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// Test06CascadeEveryReplica: every replica, the leader and the others,
+// walks cascades (its owner index runs outside leader election): each is
+// sent the review of an owner's delete directly, and denies it.
+func Test06CascadeEveryReplica(t *testing.T) {
+	ns := kube.NewNamespace(t, "cascade")
+	replicaCount(t)
+	parent := kube.CreateObject(t, framework.StackGVK, ns, "parent")
+	kube.CreateOwned(t, framework.PostgresClusterGVK, ns, "child", parent)
+	lock := kube.CreateLock(t, framework.NewLock(ns, "keep-child", "PostgresCluster", "child", ""))
+	kube.WaitActive(t, lock)
+	parent = kube.MustExist(t, framework.StackGVK, ns, "parent")
+	want := webhook.CascadeDenialMessage([]lockv1alpha1.Lock{*lock}, []string{"PostgresCluster/child"})
+
+	scale(t, 2)
+	replicas, err := s.lg.Replicas(t.Context())
+	if err != nil || len(replicas) != 2 {
+		t.Fatalf("replicas: %d, %v; want 2", len(replicas), err)
+	}
+	for _, r := range replicas {
+		for _, name := range []string{"parent", ""} { // by name, and as a deletecollection sends it
+			framework.Eventually(t, framework.DefaultTimeout, fmt.Sprintf("%s denies the delete of Stack parent (name %q)", r.Name(), name), func(ctx context.Context) error {
+				got, err := r.Review(ctx, deleteReview(t, parent, name))
+				if err != nil {
+					return err
+				}
+				if resp := got.Response; resp == nil || resp.Allowed || resp.Result == nil || resp.Result.Code != 403 || resp.Result.Message != want {
+					return fmt.Errorf("%s answered %+v; want denied with %q", r.Name(), resp, want)
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// untouched returns an error unless the object exists, is not being
+// deleted and carries no finalizer (a foreground delete let through would
+// leave foregroundDeletion on it).
+func untouched(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) error {
+	o, err := kube.GetObject(ctx, gvk, ns, name)
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: %w", gvk.Kind, ns, name, err)
+	}
+	if o.GetDeletionTimestamp() != nil || len(o.GetFinalizers()) > 0 {
+		return fmt.Errorf("%s %s/%s: deletionTimestamp %v, finalizers %v; want it untouched", gvk.Kind, ns, name, o.GetDeletionTimestamp(), o.GetFinalizers())
+	}
+	return nil
+}
+
+// deleteOnceAllowed deletes an owner whose locked descendants' Locks were
+// just deleted: a replica whose cache has not seen a Lock go yet still
+// denies (the safe side of cache lag), so a denial is retried until the
+// deadline; any other error fails the test.
+func deleteOnceAllowed(t *testing.T, gvk schema.GroupVersionKind, ns, name string, opts ...client.DeleteOption) {
+	t.Helper()
+	framework.Eventually(t, framework.DefaultTimeout, fmt.Sprintf("deleting %s %s/%s once unlocked", gvk.Kind, ns, name), func(ctx context.Context) error {
+		err := kube.DeleteObject(ctx, gvk, ns, name, opts...)
+		if err != nil && !apierrors.IsForbidden(err) {
+			t.Fatalf("deleting %s %s/%s once unlocked: %v", gvk.Kind, ns, name, err)
+		}
+		return err
+	})
+}
+
+// warningClient returns an admin client of the suite's API server and the
+// recorder of the warnings its requests get.
+func warningClient(t *testing.T) (client.Client, *warningRecorder) {
+	t.Helper()
+	warnings := &warningRecorder{}
+	cfg := rest.CopyConfig(s.cfg)
+	cfg.WarningHandler = warnings
+	c, err := client.New(cfg, client.Options{Scheme: kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, warnings
+}
+
+// warningRecorder records the API server's warnings.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+// HandleWarningHeader records one warning.
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, strings.TrimSpace(text))
+}
+
+func (w *warningRecorder) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.warnings)
 }
 
 // Test07NamespaceDeletion deletes namespaces with the namespace
