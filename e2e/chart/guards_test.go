@@ -105,3 +105,21 @@ func TestNamespaceGuardRBAC(t *testing.T) {
 		}
 	}
 }
+
+// TestCascadeGuardValue: guards.cascade reaches lockguard as
+// --cascade-guard; the cascade guard answers through the object guard's
+// webhook entry, so the webhook configuration does not change.
+func TestCascadeGuardValue(t *testing.T) {
+	requireHelm(t)
+	base := framework.Find(render(t, framework.Release{}), "ValidatingWebhookConfiguration", "lockguard")
+	for _, mode := range []string{"Deny", "Warn", "Off"} {
+		objs := render(t, framework.Release{Set: []string{"guards.cascade=" + mode}})
+		d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--cascade-guard="+mode) {
+			t.Errorf("guards.cascade=%s: args %v; want --cascade-guard=%s", mode, args, mode)
+		}
+		if diff := cmp.Diff(base.Object, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard").Object); diff != "" {
+			t.Errorf("guards.cascade=%s: the webhook configuration changed: -default, +got:\n%s", mode, diff)
+		}
+	}
+}

@@ -247,6 +247,11 @@ func TestRenderRejects(t *testing.T) {
 			r:      framework.Release{Set: []string{"mode=webhooks"}},
 			want:   "value must be one of 'webhook', 'policy', 'both'",
 		},
+		"CascadeMode": {
+			reason: "guards.cascade is Deny, Warn or Off, spelled as lockguard's --cascade-guard takes it",
+			r:      framework.Release{Set: []string{"guards.cascade=deny"}},
+			want:   "value must be one of 'Deny', 'Warn', 'Off'",
+		},
 		"FailurePolicy": {
 			reason: "failurePolicy is Fail or Ignore",
 			r:      framework.Release{Set: []string{"webhook.failurePolicy=Deny"}},
@@ -372,6 +377,7 @@ func TestDeployment(t *testing.T) {
 		"metrics-secure":            "true",
 		"metrics-cert-dir":          "/tmp/k8s-webhook-server/serving-certs",
 		"shutdown-delay":            "10s",
+		"cascade-guard":             "Deny",
 	}
 	if diff := cmp.Diff(wantFlags, flags); diff != "" {
 		t.Errorf("lockguard flags: -want, +got:\n%s", diff)
