@@ -121,6 +121,34 @@ type member struct {
 	meta   *metav1.PartialObjectMetadata
 	policy metav1.DeletionPropagation
 	depth  int
+	via    types.UID // the owner through which the walk first reached it
+}
+
+// Dependent is an object a cascade deletes.
+type Dependent struct {
+	// Kind is its group and kind.
+	Kind schema.GroupKind
+	// Object is its metadata, as the graph holds it: read-only.
+	Object *metav1.PartialObjectMetadata
+	// Owner is the UID of the owner through which the cascade reached it.
+	Owner types.UID
+}
+
+// Cascade returns the objects the garbage collector deletes, as the
+// cascade guard reckons it, when the object with UID root in namespace ns
+// is deleted with policy (nothing for Orphan), and why the walk stopped
+// early ("" when it finished, else one of the Incomplete reasons). It is
+// the guard's own walk, for tools that explain its answers (kubectl lock
+// why).
+func Cascade(ctx context.Context, graph OwnerGraph, ns string, root types.UID, policy metav1.DeletionPropagation, limits CascadeLimits) ([]Dependent, string) {
+	var h Handler
+	WithCascadeGuard(graph, CascadeDeny, limits)(&h)
+	c := h.cascade.walk(ctx, ns, root, policy)
+	out := make([]Dependent, 0, len(c.deleted))
+	for _, m := range c.deleted {
+		out = append(out, Dependent{Kind: m.gk, Object: m.meta, Owner: m.via})
+	}
+	return out, c.incomplete
 }
 
 // cascade is the outcome of a walk: the objects deleted (root excepted),
@@ -212,7 +240,7 @@ func (g *cascadeGuard) walk(ctx context.Context, ns string, root types.UID, poli
 				}
 				return true
 			}
-			m := &member{gk: gk, meta: o, policy: p, depth: owner.depth + 1}
+			m := &member{gk: gk, meta: o, policy: p, depth: owner.depth + 1, via: uid}
 			members[o.UID] = m
 			out.deleted = append(out.deleted, m)
 			if p != metav1.DeletePropagationOrphan {

@@ -191,7 +191,7 @@ func TestWhyObjects(t *testing.T) {
 		"PostgresCluster/forge-db   Stack/forge     forge-db-lock\n" +
 		"\n" +
 		"Deleting it is denied; delete the Lock(s) [change-freeze stack-forge] first (kubectl unlock).\n" +
-		"Without those, its delete would cascade to 1 locked object(s) (Lock(s) [forge-db-lock]), whose deletion by the garbage collector is denied.\n"
+		"Without those, its delete would cascade to 1 locked object(s) (Lock(s) [forge-db-lock]), which lockguard's cascade guard denies too.\n"
 	if diff := cmp.Diff(wantText, r.stdout); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock why stack/forge: err %v; stdout -want, +got:\n%s", r.err, diff)
 	}
@@ -203,8 +203,12 @@ func TestWhyObjects(t *testing.T) {
 		t.Errorf("why stack/free: %+v", w)
 	}
 
-	// The owner: its own delete is allowed today (rule 6 is not built), the
-	// collector's delete of leaf is denied; shared stays with keeper.
+	// The owner: its delete is denied up front by the cascade guard (rule
+	// 6), since the collector would delete leaf; shared stays with keeper.
+	// lockguard's owner index sees the ownerReferences a moment after
+	// their create.
+	kube.WaitCascadeDenied(t, framework.StackGVK, ns, "top", kube.CascadeDenialError([]*lockv1alpha1.Lock{leafLock}, "Stack/leaf"))
+	kube.WaitCascadeDenied(t, framework.PostgresClusterGVK, ns, "mid", kube.CascadeDenialError([]*lockv1alpha1.Lock{leafLock}, "Stack/leaf"))
 	w = kubectlWhy(t, "stack/top", "-n", ns)
 	wantAgree(t, "stack/top", w, dryRunDelete(t, framework.StackGVK, ns, "top"))
 	wantDesc = []whyDescendant{{
@@ -216,8 +220,9 @@ func TestWhyObjects(t *testing.T) {
 	}
 	leafErr := dryRunDelete(t, framework.StackGVK, ns, "leaf")
 	kube.WantDenied(t, leafErr, leafLock)
-	if !w.Deletion.Blocked && (len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "the cascade stops half-way") || !strings.Contains(w.Notes[0], "rule 6")) {
-		t.Errorf("why stack/top: allowed with a locked descendant, notes %q; want the half-way cascade explained", w.Notes)
+	if !w.Deletion.Blocked || !slices.Equal(w.Deletion.Locks, []string{"leaf-lock"}) || len(w.Direct) != 0 ||
+		len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "cascade guard (LOCK-SPEC rule 6)") || !strings.Contains(w.Notes[0], "--cascade=orphan") {
+		t.Errorf("why stack/top: deletion %+v, direct %v, notes %q; want denied by the cascade guard, naming leaf-lock, with both ways out", w.Deletion, w.Direct, w.Notes)
 	}
 	// The middle owner reaches leaf in one step; keeper reaches nothing
 	// (shared has another owner, top, that stays).

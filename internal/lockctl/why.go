@@ -44,7 +44,8 @@ CustomResourceDefinition, and which Locks decide it:
   lockguard's own webhook code, run on the Locks listed from the API server;
 - through descendants: the locked objects of core.navique.com in its namespace
   that it owns, transitively, through ownerReferences, which the garbage
-  collector would delete with it;
+  collector would delete with it (as lockguard's cascade guard walks them:
+  when one is locked, the verdict is the cascade guard's denial);
 - inside it: for a namespace, its live Locks whose targets exist; for a CRD, the
   live Locks on existing objects of its kind (for the Lock CRD, every live Lock).
 

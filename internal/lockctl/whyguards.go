@@ -10,10 +10,6 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// What lockguard's webhook does not decide yet, stated once: the cascade
-// of an owner to its locked descendants (rule 6). Flip it when the cascade
-// guard lands on main.
-
 // decideCluster is lockguard's verdict on req, the DELETE of a Namespace
 // or of a CustomResourceDefinition, and where it comes from (DecidedBy):
 // the webhook's own namespace and CRD guards (LOCK-SPEC rules 11 and 12),
@@ -24,13 +20,13 @@ func decideCluster(ctx context.Context, api client.Client, req webhook.Request) 
 	return h.Decide(ctx, req), decidedByWebhook
 }
 
-// cascadeNote explains an allowed delete of an owner whose cascade would
-// reach n locked descendants, protected by locks. Once rule 6 is built, the
-// webhook denies such a delete up front and the verdict says so instead.
+// cascadeNote explains the delete of an owner whose cascade would reach n
+// locked descendants, protected by locks: lockguard's cascade guard
+// (LOCK-SPEC rule 6) denies it up front, in its default mode, which is the
+// verdict why reports.
 func cascadeNote(n int, locks []string) string {
-	return fmt.Sprintf("Deleting it is allowed today, but it owns %d locked object(s) (Lock(s) %v): "+
-		"the owner is deleted, the garbage collector deletes its descendants down to the locked ones, and its delete of each of those is denied, "+
-		"so the cascade stops half-way, leaving them (and what they own) behind. "+
-		"Once LOCK-SPEC rule 6 is built, lockguard will deny the owner's delete up front. "+
+	return fmt.Sprintf("Deleting it is denied: the garbage collector would delete %d locked object(s) it owns (Lock(s) %v), "+
+		"and lockguard's cascade guard (LOCK-SPEC rule 6) refuses such a delete whole, before anything is deleted "+
+		"(unless the chart sets guards.cascade to Warn or Off, which why cannot see). "+
 		"To delete it all, delete the Lock(s) first; to keep the descendants, delete it with --cascade=orphan.", n, locks)
 }

@@ -41,9 +41,13 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 	if err != nil {
 		return nil, err
 	}
-	d := newDecider(c.namespace, locks)
+	objects, kinds, err := groupObjects(ctx, c, c.namespace)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecider(c.namespace, locks, newListGraph(objects, kinds))
 	gvk := t.mapping.GroupVersionKind
-	resp, direct, err := d.decide(ctx, gvk, t.name, obj.Object)
+	resp, direct, err := d.decide(ctx, gvk, t.name, obj.Object, true)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +60,7 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 	for i := range direct {
 		r.Direct = append(r.Direct, newWhyLock(&direct[i]))
 	}
-	r.Descendants, err = d.descendants(ctx, c, obj.GetUID())
+	r.Descendants, err = d.descendants(ctx, obj.GetUID())
 	if err != nil {
 		return nil, err
 	}
@@ -80,16 +84,18 @@ func lockedBy(locks []lockv1alpha1.Lock, t target) []string {
 
 // decider runs lockguard's webhook code (webhook.Handler.Decide) on the
 // Locks of a namespace as the plugin listed them, filtered as lockguard's
-// index filters them (Lock.LiveTarget), so that the verdict is the
+// index filters them (Lock.LiveTarget), and on the namespace's objects as
+// listed (the owner graph of the cascade guard), so that the verdict is the
 // webhook's by construction rather than re-derived.
 type decider struct {
 	namespace string
 	byTarget  map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock
+	graph     *listGraph
 }
 
 // newDecider indexes the live Locks of a namespace by target.
-func newDecider(namespace string, locks []lockv1alpha1.Lock) *decider {
-	d := &decider{namespace: namespace, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}}
+func newDecider(namespace string, locks []lockv1alpha1.Lock, graph *listGraph) *decider {
+	d := &decider{namespace: namespace, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph}
 	for i := range locks {
 		if key, ok := locks[i].LiveTarget(); ok {
 			d.byTarget[key] = append(d.byTarget[key], locks[i])
@@ -100,18 +106,26 @@ func newDecider(namespace string, locks []lockv1alpha1.Lock) *decider {
 
 // decide returns the webhook's answer to a dry-run DELETE of the object
 // (name, of kind gvk, in the decider's namespace; obj is the object as
-// read) and the Locks its index returned for it, sorted by name.
-func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name string, obj any) (admission.Response, []lockv1alpha1.Lock, error) {
+// read), with the cascade guard (in its default mode, Deny) when cascade
+// is true, and the Locks that target the object itself, sorted by name.
+func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name string, obj any, cascade bool) (admission.Response, []lockv1alpha1.Lock, error) {
 	req, err := deleteRequest(gvk, d.namespace, name, obj)
 	if err != nil {
 		return admission.Response{}, nil, err
 	}
+	self := lockv1alpha1.TargetKey{Namespace: d.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: name}
 	var found []lockv1alpha1.Lock
 	index := webhook.LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-		found = slices.Clone(d.byTarget[key])
-		return found, nil
+		if key == self {
+			found = slices.Clone(d.byTarget[key])
+		}
+		return slices.Clone(d.byTarget[key]), nil
 	})
-	resp := webhook.NewHandler(index, nil).Decide(ctx, req)
+	var opts []webhook.Option
+	if cascade {
+		opts = append(opts, webhook.WithCascadeGuard(d.graph, webhook.CascadeDeny, webhook.CascadeLimits{}))
+	}
+	resp := webhook.NewHandler(index, nil, opts...).Decide(ctx, req)
 	slices.SortFunc(found, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
 	return resp, found, nil
 }
@@ -123,52 +137,74 @@ type node struct {
 	meta *metav1.PartialObjectMetadata
 }
 
-// descendants returns the locked objects that a cascading delete of the
-// object root would reach: the objects of core.navique.com in the
-// namespace that root owns, transitively, through ownerReferences, and
-// that the garbage collector would delete (an object with another owner
-// among them that stays is not deleted), each with the webhook's verdict
-// on the collector's DELETE of it. Owners outside the group are not
-// looked at.
-func (d *decider) descendants(ctx context.Context, c *clients, root types.UID) ([]whyDescendant, error) {
-	objects, err := groupObjects(ctx, c, d.namespace)
-	if err != nil {
-		return nil, err
-	}
-	byUID := map[types.UID]node{}
+// listGraph is the cascade guard's owner graph (webhook.OwnerGraph) over
+// the objects of the group the plugin listed in one namespace: what
+// lockguard's metadata caches hold, read once.
+type listGraph struct {
+	kinds      map[schema.GroupKind]bool // the kinds listed
+	byUID      map[types.UID]node
+	dependents map[types.UID][]node // by owner UID
+}
+
+// newListGraph indexes objects, of the listed kinds, by UID and by owner.
+func newListGraph(objects []node, kinds map[schema.GroupKind]bool) *listGraph {
+	g := &listGraph{kinds: kinds, byUID: map[types.UID]node{}, dependents: map[types.UID][]node{}}
 	for _, o := range objects {
-		byUID[o.meta.UID] = o
-	}
-	// parent is the owner through which each cascaded object was reached.
-	parent := map[types.UID]types.UID{root: ""}
-	for changed := true; changed; {
-		changed = false
-		for _, o := range objects {
-			uid := o.meta.UID
-			if _, in := parent[uid]; in || o.meta.DeletionTimestamp != nil {
-				continue
-			}
-			via, kept := types.UID(""), false
-			for _, ref := range o.meta.OwnerReferences {
-				if _, in := parent[ref.UID]; in {
-					if via == "" {
-						via = ref.UID
-					}
-				} else if owner, listed := byUID[ref.UID]; listed && owner.meta.DeletionTimestamp == nil {
-					kept = true // an owner that stays keeps it
-				}
-			}
-			if via != "" && !kept {
-				parent[uid], changed = via, true
+		g.byUID[o.meta.UID] = o
+		seen := map[types.UID]bool{}
+		for _, ref := range o.meta.OwnerReferences {
+			if !seen[ref.UID] {
+				seen[ref.UID] = true
+				g.dependents[ref.UID] = append(g.dependents[ref.UID], o)
 			}
 		}
+	}
+	return g
+}
+
+// Dependents calls fn with each listed object of namespace ns that owner
+// owns.
+func (g *listGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+	for _, o := range g.dependents[owner] {
+		if o.meta.Namespace == ns && !fn(o.gvk.GroupKind(), o.meta) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Owner returns the listed object ref names in namespace ns; watched is
+// false for a kind the plugin did not list.
+func (g *listGraph) Owner(ns string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+	if err != nil || !g.kinds[gk] {
+		return nil, false
+	}
+	for _, o := range g.byUID {
+		if o.gvk.GroupKind() == gk && o.meta.Namespace == ns && o.meta.Name == ref.Name {
+			return o.meta, true
+		}
+	}
+	return nil, true
+}
+
+// descendants returns the locked objects that a cascading (background)
+// delete of the object root would reach, as the cascade guard walks it
+// (webhook.Cascade: the objects of core.navique.com in the namespace that
+// root owns, transitively, through ownerReferences, and that the garbage
+// collector would delete), each with the webhook's verdict on the
+// collector's DELETE of it. Owners outside the group are not looked at.
+func (d *decider) descendants(ctx context.Context, root types.UID) ([]whyDescendant, error) {
+	deps, _ := webhook.Cascade(ctx, d.graph, d.namespace, root, metav1.DeletePropagationBackground, webhook.CascadeLimits{})
+	via := map[types.UID]types.UID{}
+	for _, dep := range deps {
+		via[dep.Object.UID] = dep.Owner
 	}
 	out := []whyDescendant{}
-	for _, o := range objects {
-		if _, in := parent[o.meta.UID]; !in || o.meta.UID == root {
-			continue
-		}
-		resp, locks, err := d.decide(ctx, o.gvk, o.meta.Name, o.meta)
+	for _, dep := range deps {
+		o := d.graph.byUID[dep.Object.UID]
+		resp, locks, err := d.decide(ctx, o.gvk, o.meta.Name, o.meta, false)
 		if err != nil {
 			return nil, err
 		}
@@ -176,9 +212,12 @@ func (d *decider) descendants(ctx context.Context, c *clients, root types.UID) (
 			continue
 		}
 		desc := whyDescendant{Kind: o.gvk.Kind, Name: o.meta.Name, OwnerPath: []string{}, Locks: []string{}}
-		for p := parent[o.meta.UID]; p != ""; p = parent[p] {
-			owner := byUID[p]
+		for p := dep.Owner; p != ""; p = via[p] {
+			owner := d.graph.byUID[p]
 			desc.OwnerPath = append([]string{owner.gvk.Kind + "/" + owner.meta.Name}, desc.OwnerPath...)
+			if p == root {
+				break
+			}
 		}
 		for _, l := range locks {
 			desc.Locks = append(desc.Locks, l.Name)
@@ -196,11 +235,11 @@ func (d *decider) descendants(ctx context.Context, c *clients, root types.UID) (
 
 // groupObjects lists the metadata of every object of the namespaced kinds
 // of core.navique.com (Locks excepted) in namespace ns, each kind through
-// the server's preferred version.
-func groupObjects(ctx context.Context, c *clients, ns string) ([]node, error) {
+// the server's preferred version, and returns them with the kinds listed.
+func groupObjects(ctx context.Context, c *clients, ns string) ([]node, map[schema.GroupKind]bool, error) {
 	groups, err := c.discovery.ServerGroupsWithContext(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var versions []string
 	for _, g := range groups.Groups {
@@ -216,14 +255,15 @@ func groupObjects(ctx context.Context, c *clients, ns string) ([]node, error) {
 	}
 	meta, err := metadata.NewForConfig(c.config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seen := map[string]bool{}
+	kinds := map[schema.GroupKind]bool{}
 	var out []node
 	for _, gv := range versions {
 		list, err := c.discovery.ServerResourcesForGroupVersionWithContext(ctx, gv)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		version, _ := schema.ParseGroupVersion(gv)
 		for _, res := range list.APIResources {
@@ -231,22 +271,25 @@ func groupObjects(ctx context.Context, c *clients, ns string) ([]node, error) {
 				continue
 			}
 			seen[res.Name] = true
+			kinds[schema.GroupKind{Group: lockv1alpha1.Group, Kind: res.Kind}] = true
 			objs, err := meta.Resource(version.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return nil, fmt.Errorf("listing %s in namespace %s: %w", res.Name, ns, err)
+				return nil, nil, fmt.Errorf("listing %s in namespace %s: %w", res.Name, ns, err)
 			}
 			for i := range objs.Items {
 				out = append(out, node{gvk: version.WithKind(res.Kind), meta: &objs.Items[i]})
 			}
 		}
 	}
-	return out, nil
+	return out, kinds, nil
 }
 
-// objectNotes explains a resource's verdict.
+// objectNotes explains a resource's verdict: denied by its own Locks (the
+// object guard), or by its cascade's (the cascade guard).
 func objectNotes(r *whyReport) []string {
 	notes := []string{}
-	if r.Deletion.Blocked {
+	byCascade := r.Deletion.Blocked && strings.HasPrefix(r.Deletion.Message, "resource would cascade-delete")
+	if r.Deletion.Blocked && !byCascade {
 		notes = append(notes, fmt.Sprintf("Deleting it is denied; delete the Lock(s) %v first (kubectl unlock).", r.Deletion.Locks))
 	}
 	if len(r.Descendants) == 0 {
@@ -261,8 +304,8 @@ func objectNotes(r *whyReport) []string {
 		}
 	}
 	slices.Sort(locks)
-	if r.Deletion.Blocked {
-		notes = append(notes, fmt.Sprintf("Without those, its delete would cascade to %d locked object(s) (Lock(s) %v), whose deletion by the garbage collector is denied.", len(r.Descendants), locks))
+	if r.Deletion.Blocked && !byCascade {
+		notes = append(notes, fmt.Sprintf("Without those, its delete would cascade to %d locked object(s) (Lock(s) %v), which lockguard's cascade guard denies too.", len(r.Descendants), locks))
 	} else {
 		notes = append(notes, cascadeNote(len(r.Descendants), locks))
 	}
