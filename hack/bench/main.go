@@ -33,7 +33,7 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", envScale(), "Scale of the sizes (Locks, deletes, durations); 1 is the issue's. Default $BENCH_SCALE or 1.")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Where to write the report.")
 	flag.StringVar(&o.lockguard, "lockguard", "bin/lockguard", "The lockguard binary.")
-	flag.StringVar(&o.only, "only", "", "Comma-separated subset of handler,webhook,api,window,convergence,memory,modes,reads,decisions (default all but reads and decisions, which run only when named: over 20 minutes per Kubernetes version).")
+	flag.StringVar(&o.only, "only", "", "Comma-separated subset of handler,webhook,api,window,convergence,memory,modes,cascade,reads,decisions (default all but reads and decisions, which run only when named: over 20 minutes per Kubernetes version).")
 	flag.StringVar(&o.modesVersions, "modes-versions", "", "Kubernetes versions of the modes section (issue 13's four admission modes, issue 12's namespace guard), each on a control plane of its own, space or comma separated (default $LOCKGUARD_KUBE_VERSION or the default version).")
 	flag.StringVar(&o.decideParts, "decide-parts", "closed,paced,window,server", "Parts of the decisions section: closed (closed loop), paced, window, server (webhook server load on the candidate paths).")
 	flag.IntVar(&o.decideRounds, "decide-rounds", 3, "Rounds of the decisions section's closed and paced loops (a smoke run: 1).")
@@ -175,6 +175,12 @@ func run(ctx context.Context, o options) error {
 	}
 	if r.failure == "" && o.want("modes") {
 		if err := runModes(ctx, o, r); err != nil {
+			r.failure = err.Error()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	}
+	if r.failure == "" && o.want("cascade") {
+		if err := runCascade(ctx, o, r); err != nil {
 			r.failure = err.Error()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 		}

@@ -43,6 +43,7 @@ type report struct {
 	growTook    time.Duration
 	decisions   []*decisionRun
 	modes       []*decisionRun
+	cascade     *bench.CascadeResult
 }
 
 // optInNote is the header's sentence on the sections make bench leaves out.
@@ -174,6 +175,7 @@ func (r *report) markdown() string {
 	r.memorySection(w)
 	r.convergenceSection(w)
 	r.windowSection(w)
+	r.cascadeSection(w)
 	r.decisionsSection(w)
 	r.modesSection(w)
 	b.WriteString(notes)
