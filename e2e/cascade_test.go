@@ -5,9 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -91,7 +88,7 @@ func Test06Cascade(t *testing.T) {
 		kube.WaitActive(t, lock)
 		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "parent", kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "PostgresCluster/child"))
 
-		c, warnings := warningClient(t)
+		c, warnings := framework.WarningClient(t, s.cfg)
 		orphan := client.PropagationPolicy(metav1.DeletePropagationOrphan)
 		if err := c.Delete(t.Context(), framework.Object(framework.StackGVK, ns, "parent"), orphan, client.DryRunAll); err != nil {
 			t.Fatalf("a dry-run delete of Stack parent with propagation Orphan: %v; want it allowed", err)
@@ -103,7 +100,7 @@ func Test06Cascade(t *testing.T) {
 			t.Fatalf("deleting Stack parent with propagation Orphan: %v; want it allowed", err)
 		}
 		want := "the dependents of this resource are orphaned, not deleted; locked dependents that stay: PostgresCluster/child (Lock(s) [keep-child])"
-		if got := warnings.all(); len(got) != 2 || got[0] != want || got[1] != want {
+		if got := warnings.All(); len(got) != 2 || got[0] != want || got[1] != want {
 			t.Fatalf("warnings %q; want the dry run's and the delete's, each %q", got, want)
 		}
 		framework.Eventually(t, framework.DefaultTimeout, "Stack parent gone", kube.Gone(framework.StackGVK, ns, "parent"))
@@ -239,39 +236,6 @@ func deleteOnceAllowed(t *testing.T, gvk schema.GroupVersionKind, ns, name strin
 		}
 		return err
 	})
-}
-
-// warningClient returns an admin client of the suite's API server and the
-// recorder of the warnings its requests get.
-func warningClient(t *testing.T) (client.Client, *warningRecorder) {
-	t.Helper()
-	warnings := &warningRecorder{}
-	cfg := rest.CopyConfig(s.cfg)
-	cfg.WarningHandler = warnings
-	c, err := client.New(cfg, client.Options{Scheme: kube.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, warnings
-}
-
-// warningRecorder records the API server's warnings.
-type warningRecorder struct {
-	mu       sync.Mutex
-	warnings []string
-}
-
-// HandleWarningHeader records one warning.
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warnings = append(w.warnings, strings.TrimSpace(text))
-}
-
-func (w *warningRecorder) all() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.warnings)
 }
 
 // Test07NamespaceDeletion deletes namespaces with the namespace

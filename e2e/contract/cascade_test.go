@@ -81,7 +81,7 @@ func TestCascadeGuard(t *testing.T) {
 			t.Fatalf("a dry-run delete of Stack root with propagation Orphan: %v; want it allowed", err)
 		}
 		wantWarning := "the dependents of this resource are orphaned, not deleted; locked dependents that stay: PostgresCluster/db (Lock(s) [keep-db])"
-		if got := warnings.all(); len(got) != 1 || got[0] != wantWarning {
+		if got := warnings.All(); len(got) != 1 || got[0] != wantWarning {
 			t.Fatalf("warnings %q; want [%q]", got, wantWarning)
 		}
 	}

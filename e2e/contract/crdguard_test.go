@@ -42,7 +42,7 @@ func TestCRDGuard(t *testing.T) {
 
 	kube.DeleteLock(t, lock)
 	kube.DeleteOnceUnguarded(t, framework.CRD(crd), client.DryRunAll)
-	c, warnings := kube.Client, (*warningRecorder)(nil)
+	c, warnings := kube.Client, (*framework.Warnings)(nil)
 	if suite.env != nil {
 		c, warnings = warningClient(t)
 	}
@@ -51,7 +51,7 @@ func TestCRDGuard(t *testing.T) {
 	}
 	// Rule 14: the Lock left on a missing Widget is named in a warning.
 	want = fmt.Sprintf("Lock(s) [%s/keep-nothing] target %s objects that do not exist: they protect nothing", ns, kind)
-	if got := warnings.all(); warnings != nil && (len(got) != 1 || got[0] != want) {
+	if got := warnings.All(); warnings != nil && (len(got) != 1 || got[0] != want) {
 		t.Fatalf("warnings %q; want [%q]", got, want)
 	}
 	framework.Eventually(t, framework.DefaultTimeout, "CustomResourceDefinition "+crd+" gone", kube.Gone(framework.CRDGVK, "", crd))

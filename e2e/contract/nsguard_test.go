@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,12 +11,10 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -93,7 +90,7 @@ func TestNamespaceGuardWarnsAndTerminating(t *testing.T) {
 		t.Fatalf("deleting namespace %s whose Locks protect nothing: %v", ns, err)
 	}
 	want := fmt.Sprintf("namespace %s holds Lock(s) [keep-nothing] whose targets do not exist: they protect nothing", ns)
-	if got := warnings.all(); len(got) != 1 || got[0] != want {
+	if got := warnings.All(); len(got) != 1 || got[0] != want {
 		t.Fatalf("warnings %q; want [%q]", got, want)
 	}
 	// Terminating (no namespace controller runs in this suite): a second
@@ -152,39 +149,7 @@ func TestNamespaceLabel(t *testing.T) {
 
 // warningClient returns an admin client of the suite's API server and the
 // recorder of the warnings its requests get.
-func warningClient(t *testing.T) (client.Client, *warningRecorder) {
+func warningClient(t *testing.T) (client.Client, *framework.Warnings) {
 	t.Helper()
-	warnings := &warningRecorder{}
-	cfg := rest.CopyConfig(suite.env.Config)
-	cfg.WarningHandler = warnings
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c, warnings
-}
-
-// warningRecorder records the API server's warnings.
-type warningRecorder struct {
-	mu       sync.Mutex
-	warnings []string
-}
-
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warnings = append(w.warnings, strings.TrimSpace(text))
-}
-
-func (w *warningRecorder) all() []string {
-	if w == nil {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.warnings...)
+	return framework.WarningClient(t, suite.env.Config)
 }

@@ -3,16 +3,21 @@ package framework
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -77,4 +82,45 @@ func WantError(t *testing.T, what string, err error, want string) {
 	case !apierrors.IsForbidden(err) || err.Error() != want:
 		t.Fatalf("%s:\n  got  %v (reason %s)\n  want Forbidden %s", what, err, apierrors.ReasonForError(err), want)
 	}
+}
+
+// Warnings records the warnings the API server sends a client.
+type Warnings struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+// HandleWarningHeader records one warning.
+func (w *Warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, strings.TrimSpace(text))
+}
+
+// All returns the warnings recorded so far (none for a nil *Warnings).
+func (w *Warnings) All() []string {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.warnings)
+}
+
+// WarningClient returns a client of cfg's API server (lockguard's scheme)
+// and the recorder of the warnings its requests get.
+func WarningClient(t *testing.T, cfg *rest.Config) (client.Client, *Warnings) {
+	t.Helper()
+	warnings := &Warnings{}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandler = warnings
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, warnings
 }
