@@ -27,11 +27,12 @@ func indexByOwner(obj any) ([]string, error) {
 	}
 	uids := make([]string, 0, len(o.OwnerReferences))
 	for _, ref := range o.OwnerReferences {
-		if !slices.Contains(uids, string(ref.UID)) {
-			uids = append(uids, string(ref.UID))
-		}
+		uids = append(uids, string(ref.UID))
 	}
-	return uids, nil
+	// An object may carry thousands of references (a claim of whoever
+	// wrote it): sort, not compare each with all, to drop repeats.
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
 }
 
 // errOwnersNotDiscovered is returned by an OwnerIndex before kind
