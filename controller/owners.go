@@ -165,3 +165,20 @@ func (x *OwnerIndex) Owner(ns string, ref metav1.OwnerReference) (_ *metav1.Part
 	m, _ := item.(*metav1.PartialObjectMetadata)
 	return m, true
 }
+
+// HasSynced reports whether kind discovery has run once and the informer of
+// every kind found has synced: from then on Dependents answers. It is a
+// readiness check.
+func (x *OwnerIndex) HasSynced() bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if !x.discovered {
+		return false
+	}
+	for _, inf := range x.kinds {
+		if !inf.HasSynced() {
+			return false
+		}
+	}
+	return true
+}

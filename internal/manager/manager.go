@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -226,6 +227,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		owners := controller.NewOwnerIndex(mgr.GetCache())
 		o.Controller.Owners = owners
 		opts = append(opts, webhook.WithCascadeGuard(owners, mode, webhook.CascadeLimits{}))
+		if err := mgr.AddReadyzCheck("owner-index", ownerIndexReady(owners, time.Now(), ownerIndexGrace)); err != nil {
+			return nil, err
+		}
 	}
 	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
@@ -250,6 +254,27 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// ownerIndexGrace is how long after its start a replica waits, before it
+// reports ready, for its owner index to sync: a cascade walked before then
+// is allowed with a warning (the object guard still denies the collector's
+// delete of a locked object), and a kind whose cache never syncs must not
+// keep the webhook, and so every delete of the group, down.
+const ownerIndexGrace = time.Minute
+
+// ownerIndexReady is the readiness check of the owner index: ready once it
+// has synced, or once grace has passed since start, whichever is first;
+// then ready for good.
+func ownerIndexReady(owners *controller.OwnerIndex, start time.Time, grace time.Duration) healthz.Checker {
+	var ready atomic.Bool
+	return func(*http.Request) error {
+		if ready.Load() || owners.HasSynced() || time.Since(start) > grace {
+			ready.Store(true)
+			return nil
+		}
+		return errors.New("the owner index (the cascade guard's metadata caches) has not synced")
+	}
 }
 
 func orDefault(s, def string) string {
