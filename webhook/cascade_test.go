@@ -470,3 +470,28 @@ func TestCascadeMessageCapped(t *testing.T) {
 		t.Errorf("CascadeDenialMessage: %d bytes: %q; want under 1 KiB, starting %q", len(msg), msg, want)
 	}
 }
+
+// TestParseCascadeMode: the modes are spelled as the chart's
+// guards.cascade spells them, and nothing else is accepted.
+func TestParseCascadeMode(t *testing.T) {
+	for _, s := range []string{"Deny", "Warn", "Off"} {
+		if m, err := ParseCascadeMode(s); err != nil || string(m) != s {
+			t.Errorf("ParseCascadeMode(%q) = %q, %v", s, m, err)
+		}
+	}
+	for _, s := range []string{"", "deny", "Orphan", "true"} {
+		if _, err := ParseCascadeMode(s); err == nil {
+			t.Errorf("ParseCascadeMode(%q) accepted", s)
+		}
+	}
+}
+
+// TestCascadeOff: with mode Off the handler walks nothing (the graph is
+// never asked).
+func TestCascadeOff(t *testing.T) {
+	graph := &fakeGraph{err: errors.New("asked")}
+	h := NewHandler(locksOn("db"), nil, WithCascadeGuard(graph, CascadeOff, CascadeLimits{}))
+	if resp := h.Decide(context.Background(), ownerDelete("")); !resp.Allowed || len(resp.Warnings) > 0 || h.cascade != nil {
+		t.Errorf("Decide with the cascade guard off: %+v", resp)
+	}
+}
