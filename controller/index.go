@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -32,6 +33,7 @@ func indexByTarget(obj any) ([]string, error) {
 // client-go's shared index informer.
 type indexedInformer interface {
 	HasSynced() bool
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
 	AddIndexers(toolscache.Indexers) error
 	GetIndexer() toolscache.Indexer
 }
@@ -90,6 +92,36 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 		}
 	}
 	return locks, nil
+}
+
+// HasUID reports whether the informer's store holds the Lock
+// namespace/name with that UID.
+func (x *LockIndex) HasUID(namespace, name string, uid types.UID) bool {
+	o, ok, err := x.informer.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return false
+	}
+	l, isLock := o.(*lockv1alpha1.Lock)
+	return isLock && l.UID == uid
+}
+
+// OnDelivered calls fn with the UID of every Lock the informer delivers
+// (added, updated or deleted), after its store reflects it.
+func (x *LockIndex) OnDelivered(fn func(types.UID)) error {
+	uidOf := func(o any) {
+		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			fn(l.UID)
+		}
+	}
+	_, err := x.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    uidOf,
+		UpdateFunc: func(_, o any) { uidOf(o) },
+		DeleteFunc: uidOf,
+	})
+	return err
 }
 
 // each calls fn with every Lock in the informer, read-only.

@@ -79,7 +79,8 @@ func wantFailClosed(t *testing.T, err error) {
 // Test10LockguardDown stops every lockguard replica. Deletes of
 // core.navique.com objects then fail closed with the API server's "failed
 // calling webhook" error, locked or not; deletes of other resources, of
-// cluster-scoped core.navique.com objects and of Locks still work. Once
+// cluster-scoped core.navique.com objects and of Locks still work, Lock
+// creates fail closed (every replica must hear of a Lock first). Once
 // lockguard runs again, protection resumes and the annotation of a Lock
 // deleted in the meantime is removed.
 func Test10LockguardDown(t *testing.T) {
@@ -116,13 +117,18 @@ func Test10LockguardDown(t *testing.T) {
 	if err := kube.Client.Delete(t.Context(), region); err != nil {
 		t.Fatalf("deleting a cluster-scoped Region while lockguard is down: %v", err)
 	}
-	// Locks: created, updated and deleted without lockguard.
-	spare := kube.CreateLock(t, framework.NewLock(ns, "spare", "Stack", "free", ""))
-	spare.Spec.Reason = "edited while lockguard is down"
-	if err := kube.Client.Update(t.Context(), spare); err != nil {
+	// Locks: creates need lockguard (every replica must hear of a Lock
+	// before it exists, internal/peers), updates and deletes do not.
+	err := kube.Client.Create(t.Context(), framework.NewLock(ns, "spare", "Stack", "free", ""))
+	createPrefix := `Internal error occurred: failed calling webhook "create.lockguard.core.navique.com": failed to call webhook: `
+	if err == nil || !apierrors.IsInternalError(err) || !strings.HasPrefix(err.Error(), createPrefix) {
+		t.Fatalf("creating a Lock while lockguard is down: %v; want an InternalError starting with %q", err, createPrefix)
+	}
+	edited := released.DeepCopy()
+	edited.Spec.Reason = "edited while lockguard is down"
+	if err := kube.Client.Patch(t.Context(), edited, client.MergeFrom(released)); err != nil {
 		t.Fatalf("updating a Lock while lockguard is down: %v", err)
 	}
-	kube.DeleteLock(t, spare)
 	if r := kube.Kubectl(t, "", "delete", "lock", "keep-released", "-n", ns); r.Code != 0 {
 		t.Fatalf("kubectl delete lock while lockguard is down: exit %d: %s", r.Code, r.Stderr)
 	}

@@ -77,6 +77,7 @@ const maxNamespaceReads = 1
 type lockFinder struct {
 	index LockIndex
 	live  LockLister // nil: the index alone decides
+	fresh Freshness  // nil: every delete the index would allow is confirmed
 
 	mu         sync.Mutex
 	namespaces map[string]*namespaceReads
@@ -102,13 +103,41 @@ func newLockFinder(index LockIndex, live LockLister) *lockFinder {
 	return &lockFinder{index: index, live: live, namespaces: map[string]*namespaceReads{}}
 }
 
+// Freshness tells when the Lock index may lack a live Lock of a target
+// (in lockguard, internal/peers: a Lock create of the target it was told
+// about and the index has not delivered, or a replica that cannot prove
+// it heard of every create). Where it may not, a delete the index would
+// allow is allowed without reading the API server.
+type Freshness interface {
+	// MayLack reports whether the index may lack a live Lock of key, and
+	// why. It is asked before the index: what makes it answer false for
+	// a Lock (the informer delivered it) happens after the index holds it.
+	MayLack(key lockv1alpha1.TargetKey) (reason string, mayLack bool)
+	// Confirmed counts a confirmation made for reason.
+	Confirmed(reason string)
+}
+
+// WithFreshness makes the handler confirm with the API server only the
+// deletes of targets whose Locks f says the index may lack. Without it,
+// every delete the index would allow is confirmed.
+func WithFreshness(f Freshness) Option { return func(h *Handler) { h.locks.fresh = f } }
+
 // find returns the live Locks that target key: from the index when it has
-// any, otherwise from the API server. It returns an error when the index
-// cannot answer or the API server cannot be read.
+// any, otherwise, when the index may lack one (Freshness), from the API
+// server. It returns an error when the index cannot answer or the API
+// server cannot be read.
 func (f *lockFinder) find(ctx context.Context, key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	reason, mayLack := "", true
+	if f.fresh != nil {
+		// Before the index: see Freshness.MayLack.
+		reason, mayLack = f.fresh.MayLack(key)
+	}
 	locks, err := f.index.LiveLocks(key)
-	if err != nil || len(locks) > 0 || f.live == nil {
+	if err != nil || len(locks) > 0 || f.live == nil || !mayLack {
 		return locks, err
+	}
+	if f.fresh != nil {
+		f.fresh.Confirmed(reason)
 	}
 	all, err := f.read(ctx, key.Namespace)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -60,6 +61,13 @@ func run() error {
 	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to acquire or renew leadership.")
 	fs.IntVar(&o.Controller.MaxConcurrentReconciles, "max-concurrent-reconciles", 4, "Workers of the reconciler.")
 	fs.BoolVar(&o.CacheOnlyDecisions, "cache-only-decisions", false, "Decide deletes from the Lock cache alone, without confirming allowed deletes with the API server: faster (no consistent list per allowed delete, which can take up to ~100ms under write load), but a delete sent milliseconds after a Lock's create may get through.")
+	peerList := fs.String("peers", "", "The other lockguard replicas (host:port,...), for the peer protocol: with it (even empty: this is the only replica) the deletes the Lock cache would allow are confirmed with the API server only when a Lock create of the target is pending or the replica cannot prove it heard of every create (internal/peers). Without --peers, --peers-file or --peer-service every such delete is confirmed.")
+	fs.StringVar(&o.Peers.File, "peers-file", "", "File listing the other replicas, one host:port a line, reread every second (local runs; see --peers).")
+	fs.StringVar(&o.Peers.Service, "peer-service", "", "Name of lockguard's webhook Service, in --leader-election-namespace: the other replicas are its EndpointSlices' addresses at --webhook-port (see --peers). Needs POD_IP.")
+	fs.StringVar(&o.Peers.Self, "peer-address", "", "This replica's host:port as the others reach it (default: $POD_IP:--webhook-port).")
+	fs.StringVar(&o.Peers.CAFile, "peer-ca-file", "", "CA that verifies the other replicas' webhook certificates (default: ca.crt in --cert-dir, when there is one; otherwise they are not verified).")
+	fs.StringVar(&o.Peers.ServerName, "peer-server-name", "", "Name the other replicas' certificates are verified for (the webhook Service's DNS name in the chart; default: the host of their address).")
+	fs.DurationVar(&o.Peers.TTL, "pending-ttl", 0, "How long a Lock create is remembered and a new replica stays cold; longer than a create request can take (default 2m).")
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
@@ -78,6 +86,21 @@ func run() error {
 		return err
 	}
 	o.CascadeGuard = mode
+	if peersSet(fs) {
+		list, err := peers.ParseList(*peerList)
+		if err != nil {
+			return fmt.Errorf("--peers: %w", err)
+		}
+		o.Peers.Static, o.Peers.Standalone = list, len(list) == 0
+	}
+	if n := countSet(fs, "peers", "peers-file", "peer-service"); n > 1 {
+		return fmt.Errorf("pass one of --peers, --peers-file and --peer-service")
+	}
+	o.Peers.SelfIP = os.Getenv("POD_IP")
+	if o.Peers.Self == "" {
+		o.Peers.Self = manager.SelfAddress(o.Peers.SelfIP, o.WebhookPort)
+	}
+	o.Peers.ServiceNamespace = o.LeaderElectionNamespace
 	if showVer {
 		fmt.Println("lockguard", version)
 		return nil
@@ -115,6 +138,22 @@ func run() error {
 	}
 	log.Info("Stopped")
 	return nil
+}
+
+// peersSet reports whether --peers was given.
+func peersSet(fs *flag.FlagSet) bool { return countSet(fs, "peers") > 0 }
+
+// countSet returns how many of names were given on the command line.
+func countSet(fs *flag.FlagSet, names ...string) int {
+	n := 0
+	fs.Visit(func(f *flag.Flag) {
+		for _, name := range names {
+			if f.Name == name {
+				n++
+			}
+		}
+	})
+	return n
 }
 
 // inCluster reports whether lockguard runs in a Pod with a ServiceAccount,

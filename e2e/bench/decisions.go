@@ -24,6 +24,8 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/webhook"
 )
 
 // Modes of the decisions benchmark (issue 13), besides ModeNone and
@@ -308,9 +310,19 @@ func (c *Cluster) installWebhookFor(ctx context.Context, mode, url string, ca []
 	}
 	vwc.Name = "bench-" + mode
 	vwc.Annotations = nil
+	// The Lock CREATE entry (peers.AdmitPath) goes to a lockguard's own
+	// path; the candidate server has none, and its modes keep theirs.
+	lockguardMode := strings.HasSuffix(url, webhook.Path)
+	vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return !lockguardMode && w.ClientConfig.URL != nil && strings.HasSuffix(*w.ClientConfig.URL, peers.AdmitPath)
+	})
 	for i := range vwc.Webhooks {
 		cc := &vwc.Webhooks[i].ClientConfig
-		cc.URL, cc.Service, cc.CABundle = &url, nil, ca
+		u := url
+		if cc.URL != nil && strings.HasSuffix(*cc.URL, peers.AdmitPath) {
+			u = strings.TrimSuffix(url, webhook.Path) + peers.AdmitPath
+		}
+		cc.URL, cc.Service, cc.CABundle = &u, nil, ca
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{decideLabel: mode}}
 	}
 	if err := client.IgnoreNotFound(c.Client.Delete(ctx, vwc.DeepCopy())); err != nil {

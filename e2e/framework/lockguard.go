@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -104,6 +105,15 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 		// ServiceAccount token.
 		metrics = []string{"--metrics-bind-address=" + l.MetricsAddr, "--metrics-secure=false"}
 	}
+	// One process serves the webhook unless told of others: the peer
+	// protocol's standalone mode (--peers empty), as the chart's
+	// --peer-service with one replica.
+	peerArgs := []string{"--peers="}
+	for _, a := range o.Args {
+		if strings.HasPrefix(a, "--peers") || strings.HasPrefix(a, "--peer-service") {
+			peerArgs = nil
+		}
+	}
 	args := append([]string{
 		"--kubeconfig=" + o.Kubeconfig,
 		"--webhook-host=" + wh.Host,
@@ -112,7 +122,7 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 		"--health-probe-bind-address=" + l.ProbeAddr,
 		"--leader-elect=true",
 		"--leader-election-namespace=" + ServiceAccountNamespace,
-	}, append(metrics, o.Args...)...)
+	}, slices.Concat(metrics, peerArgs, o.Args)...)
 	l.cmd = exec.Command(filepath.Clean(o.Binary), args...)
 	l.cmd.Stdout, l.cmd.Stderr = o.Logs, o.Logs
 	// Its own process group: a Ctrl-C at the terminal (make demo) reaches

@@ -81,6 +81,8 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 		MetricsAddr:   m.Metrics,
 		MetricsSecure: true,
 		Controller:    o.Controller,
+		// The only replica: the peer protocol's standalone mode.
+		Peers: manager.PeerOptions{Standalone: true},
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("building the manager: %w", err)

@@ -111,6 +111,10 @@ type ReplicaOptions struct {
 	// after losing its leader Lease), after its restart delay, as kubelet
 	// restarts a container; default off: the replica stays down.
 	Restart bool
+	// PendingTTL is each process's --pending-ttl (how long a new replica
+	// stays cold, internal/peers); default 15s, so that short runs see
+	// warm replicas (the product's default is 2m).
+	PendingTTL time.Duration
 }
 
 // ReplicaSet runs lockguard processes behind one Front, like the pods of
@@ -124,12 +128,13 @@ type ReplicaSet struct {
 	// certificates: what InstallChart points the webhook configuration at.
 	Webhook *LocalWebhook
 
-	o       ReplicaOptions
-	scaling sync.Mutex // one Scale at a time
-	mu      sync.Mutex // guards the lists
-	running []*Replica
-	gone    []*Replica // scaled down or deleted, for their logs
-	created int
+	o         ReplicaOptions
+	peersFile string
+	scaling   sync.Mutex // one Scale at a time
+	mu        sync.Mutex // guards the lists
+	running   []*Replica
+	gone      []*Replica // scaled down or deleted, for their logs
+	created   int
 }
 
 // NewReplicaSet starts a front on a free port for replicas serving the
@@ -142,7 +147,29 @@ func NewReplicaSet(w *LocalWebhook, o ReplicaOptions) (*ReplicaSet, error) {
 	if o.CertDir == nil {
 		o.CertDir = func(int) string { return w.CertDir }
 	}
-	return &ReplicaSet{Front: f, Webhook: &LocalWebhook{Host: "127.0.0.1", Port: f.Port(), CertDir: w.CertDir, CA: w.CA}, o: o}, nil
+	if o.PendingTTL == 0 {
+		o.PendingTTL = 15 * time.Second
+	}
+	peers, err := os.CreateTemp(o.Dir, "peers-*.txt")
+	if err != nil {
+		return nil, err
+	}
+	peers.Close()
+	return &ReplicaSet{Front: f, Webhook: &LocalWebhook{Host: "127.0.0.1", Port: f.Port(), CertDir: w.CertDir, CA: w.CA}, o: o, peersFile: peers.Name()}, nil
+}
+
+// writePeers writes the addresses of every replica of the set (ready or
+// not, as the EndpointSlices of a Service list every pod) into the peers
+// file the replicas read (--peers-file). Called with rs.mu held.
+func (rs *ReplicaSet) writePeers() {
+	var b strings.Builder
+	for _, r := range rs.running {
+		b.WriteString(r.Address() + "\n")
+	}
+	tmp := rs.peersFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err == nil {
+		_ = os.Rename(tmp, rs.peersFile)
+	}
 }
 
 // Scale starts or gracefully stops (SIGTERM) replicas until n run, and
@@ -163,6 +190,9 @@ func (rs *ReplicaSet) Scale(ctx context.Context, n int) error {
 		switch {
 		case count > n:
 			last.shutdown()
+			rs.mu.Lock()
+			rs.writePeers() // once it has stopped, as a pod leaves its Service's EndpointSlices
+			rs.mu.Unlock()
 		case count < n:
 			if err := rs.newReplica(ctx); err != nil {
 				return err
@@ -250,6 +280,7 @@ func (rs *ReplicaSet) newReplica(ctx context.Context) error {
 	r.restartDelay.Store(int64(time.Second))
 	rs.mu.Lock()
 	rs.running = append(rs.running, r)
+	rs.writePeers()
 	rs.mu.Unlock()
 	fail := func(err error) error {
 		_ = r.Delete()
@@ -369,6 +400,9 @@ func (r *Replica) Delete() error {
 	r.Kill(0)
 	close(r.stopping)
 	<-r.stopped
+	rs.mu.Lock()
+	rs.writePeers()
+	rs.mu.Unlock()
 	return nil
 }
 
@@ -439,8 +473,11 @@ func (r *Replica) start() (*Lockguard, *os.File, error) {
 		Kubeconfig: r.set.o.Kubeconfig,
 		Webhook:    &LocalWebhook{Host: "127.0.0.1", Port: r.port, CertDir: r.certDir},
 		Metrics:    true,
-		Args:       r.set.o.Args,
-		Logs:       logs,
+		// The other replicas are those of the peers file; the flags
+		// before r.set.o.Args, which override them.
+		Args: append([]string{"--peers-file=" + r.set.peersFile, "--peer-address=" + r.Address(),
+			"--pending-ttl=" + r.set.o.PendingTTL.String()}, r.set.o.Args...),
+		Logs: logs,
 	})
 	if err != nil {
 		logs.Close()

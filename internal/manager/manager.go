@@ -94,6 +94,10 @@ type Options struct {
 	// kinds, indexed by owner (controller.OwnerIndex).
 	CascadeGuard webhook.CascadeMode
 
+	// Peers configure the peer protocol (PeerOptions); zero: off, every
+	// delete the cache would allow is confirmed with the API server.
+	Peers PeerOptions
+
 	// Registerer receives lockguard's own metrics. Default: controller-runtime's
 	// registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer
@@ -120,6 +124,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockguard-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=lockguard-system,resources=endpointslices,verbs=list;watch
 
 // New builds a lockguard manager for the API server of cfg. Start it with
 // Start; it stops when the context is cancelled.
@@ -230,6 +235,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if err := mgr.AddReadyzCheck("owner-index", ownerIndexReady(owners, time.Now(), ownerIndexGrace)); err != nil {
 			return nil, err
 		}
+	}
+	// With the peer protocol, only the deletes whose Locks the cache may
+	// lack are confirmed (internal/peers says why that is strict).
+	p, err := setupPeers(mgr, cfg, locks, o)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		if err := p.Register(reg); err != nil {
+			return nil, fmt.Errorf("registering the peer metrics: %w", err)
+		}
+		opts = append(opts, webhook.WithFreshness(p))
 	}
 	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not

@@ -1,0 +1,140 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/peers"
+)
+
+// PeerOptions say how the replicas of lockguard tell each other of Lock
+// creates (internal/peers), so that each decides the deletes its cache
+// would allow from the cache alone when it can prove it complete. With
+// none of Static, File and Service set, the protocol is off and every
+// such delete is confirmed with the API server.
+type PeerOptions struct {
+	// Static lists the other replicas (host:port); Standalone says the
+	// list is empty on purpose: this replica is the only one, ever.
+	Static     []string
+	Standalone bool
+	// File lists the other replicas, one host:port a line, reread every
+	// second (peers.File).
+	File string
+	// Service names lockguard's webhook Service, in ServiceNamespace,
+	// whose EndpointSlices list the replicas (at the webhook port).
+	Service, ServiceNamespace string
+	// Self is this replica's address (host:port) as the others reach it;
+	// SelfIP is its IP in the EndpointSlices.
+	Self, SelfIP string
+	// CAFile verifies the others' serving certificates, for ServerName;
+	// default <CertDir>/ca.crt when it exists. Without one, certificates
+	// are not verified.
+	CAFile, ServerName string
+	// TTL, Lease, Trust and RenewEvery tune the protocol (peers.Config);
+	// zero takes the defaults.
+	TTL, Lease, Trust, RenewEvery time.Duration
+}
+
+// enabled reports whether the protocol runs.
+func (o PeerOptions) enabled() bool {
+	return o.Standalone || len(o.Static) > 0 || o.File != "" || o.Service != ""
+}
+
+// setupPeers starts the protocol on mgr when o enables it, and serves
+// the admission of Lock creates either way (allowing all when it is off).
+// It returns the webhook's Freshness, nil when off.
+func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex, o Options) (*peers.Peers, error) {
+	srv := mgr.GetWebhookServer()
+	po := o.Peers
+	if !po.enabled() || o.CacheOnlyDecisions {
+		srv.Register(peers.AdmitPath, &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+			return admission.Allowed("")
+		})})
+		return nil, nil
+	}
+	var src peers.Source
+	switch {
+	case po.Service != "":
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if po.SelfIP == "" {
+			return nil, errors.New("the peers of an EndpointSlice view need this replica's IP (POD_IP)")
+		}
+		src = peers.EndpointSlices{Client: cs, Namespace: po.ServiceNamespace, Service: po.Service, SelfIP: po.SelfIP, Port: o.WebhookPort}
+	case po.File != "":
+		src = peers.File{Path: po.File, Self: po.Self}
+	default:
+		src = peers.Static(po.Static)
+	}
+	if po.Self == "" && !po.Standalone {
+		return nil, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
+	}
+	clientTLS, err := peerTLS(po, o.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust,
+		Standalone: po.Standalone && po.File == "" && po.Service == ""}, locks)
+	if err := locks.OnDelivered(t.Observe); err != nil {
+		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
+	}
+	p := peers.New(t, mgr.GetAPIReader(), peers.Options{Self: po.Self, Source: src, TLS: clientTLS, RenewEvery: po.RenewEvery})
+	srv.Register(peers.SubscribePath, http.HandlerFunc(p.ServeSubscribe))
+	srv.Register(peers.PendingPath, http.HandlerFunc(p.ServePending))
+	srv.Register(peers.AdmitPath, &admission.Webhook{Handler: p.AdmissionHandler()})
+	if err := mgr.Add(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// peerTLS is the client TLS of calls to peers: the CA of the serving
+// certificate where one is available.
+func peerTLS(po PeerOptions, certDir string) (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: po.ServerName}
+	caFile := po.CAFile
+	if caFile == "" {
+		caFile = filepath.Join(certDir, certs.CAName)
+		if _, err := os.Stat(caFile); err != nil {
+			ctrl.Log.WithName("peers").Info("No CA to verify the other replicas' certificates: calls to them are not verified", "looked", caFile)
+			c.InsecureSkipVerify = true
+			return c, nil
+		}
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading the peers' CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caFile)
+	}
+	c.RootCAs = pool
+	return c, nil
+}
+
+// SelfAddress returns ip:port, for --peer-address's default.
+func SelfAddress(ip string, port int) string {
+	if ip == "" {
+		return ""
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(port))
+}

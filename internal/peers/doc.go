@@ -1,0 +1,65 @@
+// Package peers lets a lockguard replica decide an allowed DELETE from its
+// Lock cache alone whenever it can prove that the cache lacks no Lock of
+// the target, and tells the webhook to confirm with the API server (the
+// consistent list of webhook/confirm.go) otherwise.
+//
+// # Why the cache can lack a Lock
+//
+// Lock.LiveTarget depends on the Lock alone and spec.targetRef is
+// immutable (CEL), so the only event that turns protection on is a Lock
+// CREATE: deleting a Lock only turns it off, and a cache that still holds
+// a deleted Lock only errs towards denying. Every CREATE passes validating
+// admission before the API server writes it to etcd (registry/generic
+// Store.Create runs createValidation before Storage.Create, 1.29 and 1.37
+// alike). lockguard admits every Lock CREATE (a webhook entry of its own,
+// failurePolicy Fail), so every replica that may answer a DELETE can be
+// told about the Lock before its create can return to the client.
+//
+// # Pending markers
+//
+// Each replica keeps markers, target → UIDs of Lock creates it has been
+// told about (name and UID are set before admission runs). A DELETE of a
+// target with a marker, or any DELETE while the replica is cold, is
+// confirmed with the API server as before; any other DELETE the cache
+// would allow is allowed from the cache. A marker is removed when the
+// replica's Lock informer delivers that UID (the informer's store holds
+// the Lock before its handlers hear of it, and the webhook looks at the
+// markers before the store, so a marker removed by the informer is seen
+// in the store), or, once it is older than the TTL (longer than a create
+// request can take), when a quorum GET of the Lock finds it absent or with
+// another UID. Markers are bounded; past the bound the replica goes cold.
+//
+// # Peers
+//
+// Every replica serves the webhook, so the replica A that admits a create
+// tells every other replica before allowing it:
+//
+//   - Each replica P subscribes to every peer A in its view (POST
+//     /peers/subscribe) and renews every RenewEvery. A keeps a
+//     subscription for Lease after it arrives; P trusts it for Trust <
+//     Lease counted from when P sent the renewal, so P stops trusting
+//     before A stops telling. A new subscription is answered with A's
+//     admissions of the last TTL.
+//   - To admit a Lock CREATE, A requires a live subscription from every
+//     peer in its own view, marks the Lock itself, records it for replay,
+//     delivers it to every live subscriber (POST /peers/pending) and
+//     allows the create only when all acknowledged; otherwise it refuses
+//     the create with a retryable message.
+//   - P is warm, and decides from its cache, only while its Lock informer
+//     has synced, it trusts a subscription to every peer in its view, and
+//     it has listed all Locks from the API server (a consistent read) after
+//     the last moment its chain of subscriptions broke (a start, a lapsed
+//     or renewed-as-new subscription, a peer joining its view), marking
+//     every UID its informer lacked. After an event that may have lost a
+//     create (the process starting, a peer leaving its view while not
+//     trusted, markers or a replay over their bounds), it stays cold for
+//     TTL before that list: a create admitted by a replica P never heard
+//     from has reached etcd by then, so the list sees it.
+//
+// The peer endpoints are not authenticated: a marker can only make a
+// delete more careful, and every body and count is bounded, so a flood
+// can make a replica cold (the confirmation of every allowed delete, as
+// before this package), never less strict. It can make Lock creates fail
+// (a subscription from an address that does not answer), which the
+// NetworkPolicy of the chart limits.
+package peers

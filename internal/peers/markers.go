@@ -1,0 +1,124 @@
+package peers
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Announcement is one admitted Lock CREATE, as replicas tell each other:
+// the Lock (namespace, name, UID) and its target (in the Lock's
+// namespace).
+type Announcement struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       types.UID `json:"uid"`
+	Group     string    `json:"group"`
+	Kind      string    `json:"kind"`
+	Target    string    `json:"target"`
+}
+
+// AnnouncementOf returns the announcement of l, and false when l protects
+// nothing (Lock.LiveTarget): such a Lock needs no marker.
+func AnnouncementOf(l *lockv1alpha1.Lock) (Announcement, bool) {
+	key, live := l.LiveTarget()
+	if !live {
+		return Announcement{}, false
+	}
+	return Announcement{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Group: key.Group, Kind: key.Kind, Target: key.Name}, true
+}
+
+// key is the target of a.
+func (a Announcement) key() lockv1alpha1.TargetKey {
+	return lockv1alpha1.TargetKey{Namespace: a.Namespace, Group: a.Group, Kind: a.Kind, Name: a.Target}
+}
+
+// maxFieldLen bounds each field of an announcement a peer sends: names and
+// groups are DNS subdomains (253), kinds and UIDs shorter.
+const maxFieldLen = validation.DNS1123SubdomainMaxLength
+
+// validate returns an error when a is not an announcement of a Lock that
+// can protect something, or has a field over maxFieldLen.
+func (a Announcement) validate() error {
+	for name, v := range map[string]string{"namespace": a.Namespace, "name": a.Name, "uid": string(a.UID), "group": a.Group, "kind": a.Kind, "target": a.Target} {
+		if v == "" {
+			return fmt.Errorf("announcement has no %s", name)
+		}
+		if len(v) > maxFieldLen {
+			return fmt.Errorf("announcement's %s is %d bytes, over %d", name, len(v), maxFieldLen)
+		}
+	}
+	if err := lockv1alpha1.Protectable(a.key().GroupKind()); err != nil {
+		return fmt.Errorf("announcement's target %s: %w", a.key().GroupKind(), err)
+	}
+	return nil
+}
+
+// marker is the mark of one Lock create on its target.
+type marker struct {
+	a     Announcement
+	added time.Time
+}
+
+// markerSet holds markers by Lock UID and counts them by target, up to a
+// bound. It is not safe for concurrent use (Tracker locks it).
+type markerSet struct {
+	max   int
+	byUID map[types.UID]marker
+	byKey map[lockv1alpha1.TargetKey]int
+}
+
+func newMarkerSet(maxMarkers int) *markerSet {
+	return &markerSet{max: maxMarkers, byUID: map[types.UID]marker{}, byKey: map[lockv1alpha1.TargetKey]int{}}
+}
+
+// add marks a's target, at now. It returns false, marking nothing, when
+// the set holds max markers already; adding a UID again keeps the first
+// mark.
+func (s *markerSet) add(a Announcement, now time.Time) bool {
+	if _, ok := s.byUID[a.UID]; ok {
+		return true
+	}
+	if len(s.byUID) >= s.max {
+		return false
+	}
+	s.byUID[a.UID] = marker{a: a, added: now}
+	s.byKey[a.key()]++
+	return true
+}
+
+// remove removes the marker of uid, if any.
+func (s *markerSet) remove(uid types.UID) {
+	m, ok := s.byUID[uid]
+	if !ok {
+		return
+	}
+	delete(s.byUID, uid)
+	k := m.a.key()
+	if s.byKey[k] <= 1 {
+		delete(s.byKey, k)
+	} else {
+		s.byKey[k]--
+	}
+}
+
+// has reports whether key has a marker.
+func (s *markerSet) has(key lockv1alpha1.TargetKey) bool { return s.byKey[key] > 0 }
+
+// olderThan returns the markers added before cutoff.
+func (s *markerSet) olderThan(cutoff time.Time) []marker {
+	var out []marker
+	for _, m := range s.byUID {
+		if m.added.Before(cutoff) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// len returns the number of markers.
+func (s *markerSet) len() int { return len(s.byUID) }

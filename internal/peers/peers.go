@@ -1,0 +1,373 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Paths of the peer endpoints, on the webhook server.
+const (
+	SubscribePath = "/peers/subscribe"
+	PendingPath   = "/peers/pending"
+)
+
+// Bounds of the peer protocol's bodies.
+const (
+	maxSubscribeRequest = 4 << 10
+	maxPendingRequest   = 16 << 10
+	// maxSubscribeResponse holds a replay of DefaultMaxMarkers
+	// announcements of at most ~1.6 KiB each.
+	maxSubscribeResponse = 32 << 20
+)
+
+// callTimeout bounds one call to a peer.
+const callTimeout = 2 * time.Second
+
+// listPageSize is the page size of the list of all Locks a replica makes
+// before it is warm.
+const listPageSize = 500
+
+// Source lists the other replicas.
+type Source interface {
+	// Run calls set with the addresses (host:port) of the other replicas
+	// whenever they change, the first time once they are known, until ctx
+	// ends.
+	Run(ctx context.Context, set func([]string)) error
+}
+
+// Reader reads Locks from the API server (in lockguard, the manager's
+// APIReader).
+type Reader interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
+}
+
+// Options configure Peers.
+type Options struct {
+	// Self is this replica's address as the others reach it (host:port),
+	// sent with its subscriptions.
+	Self string
+	// Source lists the other replicas.
+	Source Source
+	// TLS is the client configuration of calls to peers (RootCAs,
+	// ServerName).
+	TLS *tls.Config
+	// RenewEvery: see DefaultRenewEvery.
+	RenewEvery time.Duration
+}
+
+// Peers runs a replica's side of the protocol: subscriptions to the
+// others, the list that makes it warm, the sweep of old markers, the
+// endpoints the others call, and the admission of Lock creates. It is a
+// controller-runtime Runnable on every replica.
+type Peers struct {
+	t    *Tracker
+	o    Options
+	api  Reader
+	http *http.Client
+
+	warm       prometheus.GaugeFunc
+	markers    prometheus.GaugeFunc
+	confirmed  *prometheus.CounterVec
+	refused    prometheus.Counter
+	started    sync.Once
+	listActive sync.Mutex
+}
+
+// New returns the Peers of tracker t.
+func New(t *Tracker, api Reader, o Options) *Peers {
+	if o.RenewEvery <= 0 {
+		o.RenewEvery = DefaultRenewEvery
+	}
+	p := &Peers{t: t, o: o, api: api,
+		http: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: o.TLS, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}}}
+	p.warm = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lockguard_replica_warm",
+		Help: "1 while this replica decides the deletes its Lock cache would allow from the cache alone (it has heard of every Lock create), 0 while it confirms each with the API server (cold).",
+	}, func() float64 {
+		if t.Warm() {
+			return 1
+		}
+		return 0
+	})
+	p.markers = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lockguard_pending_markers",
+		Help: "Lock creates this replica was told about that its Lock cache has not delivered yet; deletes of their targets are confirmed with the API server.",
+	}, func() float64 { return float64(t.Markers()) })
+	p.confirmed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lockguard_confirmations_total",
+		Help: "Deletes the Lock cache would allow that were confirmed with the API server, by reason: marker (a Lock create of the target is pending), cold (the replica cannot prove its cache complete).",
+	}, []string{"reason"})
+	p.refused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "lockguard_lock_creates_refused_total",
+		Help: "Lock creates refused because a replica could not be told about them (retryable).",
+	})
+	return p
+}
+
+// Register registers the metrics with r.
+func (p *Peers) Register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{p.warm, p.markers, p.confirmed, p.refused} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	p.confirmed.WithLabelValues(ReasonMarker)
+	p.confirmed.WithLabelValues(ReasonCold)
+	return nil
+}
+
+// MayLack is the webhook's question (webhook.Freshness): Tracker.MayLack.
+func (p *Peers) MayLack(key lockv1alpha1.TargetKey) (string, bool) { return p.t.MayLack(key) }
+
+// Confirmed counts a confirmation for reason.
+func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).Inc() }
+
+// NeedLeaderElection is false: every replica serves the webhook.
+func (p *Peers) NeedLeaderElection() bool { return false }
+
+// Start runs the protocol until ctx ends.
+func (p *Peers) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("peers")
+	ctx = ctrl.LoggerInto(ctx, log)
+	errs := make(chan error, 1)
+	go func() { errs <- p.o.Source.Run(ctx, p.t.SetView) }()
+	tick := time.NewTicker(p.o.RenewEvery)
+	defer tick.Stop()
+	wasWarm := false
+	for {
+		p.renew(ctx)
+		if p.t.NeedsList() {
+			p.list(ctx)
+		}
+		p.sweep(ctx)
+		if warm := p.t.Warm(); warm != wasWarm {
+			log.Info("Replica state changed", "warm", warm)
+			wasWarm = warm
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("watching the other replicas: %w", err)
+			}
+			<-ctx.Done()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// renew renews the subscription to every peer in the view, in parallel.
+func (p *Peers) renew(ctx context.Context) {
+	view, _ := p.t.View()
+	var wg sync.WaitGroup
+	for _, peer := range view {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent := p.t.Now()
+			resp, err := p.subscribe(ctx, peer)
+			if err != nil {
+				ctrl.LoggerFrom(ctx).V(1).Info("Could not subscribe to a replica", "replica", peer, "error", err.Error())
+				return
+			}
+			p.t.Renewed(peer, sent, resp)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *Peers) subscribe(ctx context.Context, peer string) (SubscribeResponse, error) {
+	var resp SubscribeResponse
+	body, _ := json.Marshal(subscribeRequest{Address: p.o.Self})
+	err := p.call(ctx, peer, SubscribePath, body, func(r io.Reader) error {
+		return json.NewDecoder(io.LimitReader(r, maxSubscribeResponse)).Decode(&resp)
+	})
+	if err == nil && len(resp.Recent) > DefaultMaxMarkers {
+		err = fmt.Errorf("replay of %d announcements, over %d", len(resp.Recent), DefaultMaxMarkers)
+	}
+	return resp, err
+}
+
+// call POSTs body to peer's path and hands a 200 response to read.
+func (p *Peers) call(ctx context.Context, peer, path string, body []byte, read func(io.Reader) error) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+peer+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := p.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		return fmt.Errorf("%s%s answered %s: %s", peer, path, res.Status, bytes.TrimSpace(msg))
+	}
+	if read == nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+		return nil
+	}
+	return read(res.Body)
+}
+
+// list lists all Locks from the API server (a consistent read, paginated)
+// and marks those the cache lacks; the list counts if it started after
+// the chain last broke.
+func (p *Peers) list(ctx context.Context) {
+	p.listActive.Lock()
+	defer p.listActive.Unlock()
+	started := p.t.Now()
+	cont := ""
+	for {
+		var page lockv1alpha1.LockList
+		if err := p.api.List(ctx, &page, client.Limit(listPageSize), client.Continue(cont)); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not list the Locks to become warm; retrying", "error", err.Error())
+			return
+		}
+		for i := range page.Items {
+			if a, ok := AnnouncementOf(&page.Items[i]); ok {
+				p.t.Mark(a)
+			}
+		}
+		if cont = page.Continue; cont == "" {
+			break
+		}
+	}
+	p.t.Listed(started)
+}
+
+// sweep reads each marker older than TTL from the API server (a quorum
+// GET: no resourceVersion) and clears it when its Lock is absent or has
+// another UID, or the cache holds it.
+func (p *Peers) sweep(ctx context.Context) {
+	for _, a := range p.t.Expired() {
+		var l lockv1alpha1.Lock
+		err := p.api.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
+		switch {
+		case apierrors.IsNotFound(err), err == nil && l.UID != a.UID:
+			p.t.Clear(a.UID)
+		case err == nil && p.t.cache.HasUID(a.Namespace, a.Name, a.UID):
+			p.t.Clear(a.UID)
+		case err != nil:
+			ctrl.LoggerFrom(ctx).V(1).Info("Could not read a pending Lock; keeping its marker", "namespace", a.Namespace, "name", a.Name, "error", err.Error())
+		}
+	}
+}
+
+// subscribeRequest is the body of POST /peers/subscribe.
+type subscribeRequest struct {
+	Address string `json:"address"`
+}
+
+// ServeSubscribe serves POST /peers/subscribe.
+func (p *Peers) ServeSubscribe(w http.ResponseWriter, r *http.Request) {
+	var req subscribeRequest
+	if !decode(w, r, maxSubscribeRequest, &req) {
+		return
+	}
+	if req.Address == "" || len(req.Address) > 300 {
+		http.Error(w, "a subscription needs an address of at most 300 bytes", http.StatusBadRequest)
+		return
+	}
+	resp, err := p.t.Subscribe(req.Address)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// ServePending serves POST /peers/pending: one announcement, marked before
+// the answer.
+func (p *Peers) ServePending(w http.ResponseWriter, r *http.Request) {
+	var a Announcement
+	if !decode(w, r, maxPendingRequest, &a) {
+		return
+	}
+	if err := a.validate(); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	p.t.Mark(a)
+	w.WriteHeader(http.StatusOK)
+}
+
+// decode reads a JSON body of at most limit bytes into v, or answers the
+// error and returns false.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return false
+	}
+	if r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("body over %d bytes", limit), http.StatusRequestEntityTooLarge)
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("body over %d bytes", limit), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		}
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		http.Error(w, "decoding the body: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// Announce admits a Lock create: it marks it, and tells every subscriber,
+// in parallel. It returns an error, which refuses the create, when a peer
+// in the view is not subscribed or a subscriber could not be told.
+func (p *Peers) Announce(ctx context.Context, a Announcement) error {
+	subs, err := p.t.Admit(a)
+	if err != nil {
+		p.refused.Inc()
+		return err
+	}
+	body, _ := json.Marshal(a)
+	errs := make([]error, len(subs))
+	var wg sync.WaitGroup
+	for i, s := range subs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.call(ctx, s, PendingPath, body, nil); err != nil {
+				errs[i] = fmt.Errorf("lockguard could not tell replica %s about this Lock; retry: %w", s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		p.refused.Inc()
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,421 @@
+package peers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Reasons a replica confirms an allowed delete, as MayLack returns them
+// and lockguard_confirmations_total counts them.
+const (
+	ReasonMarker = "marker"
+	ReasonCold   = "cold"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTTL is longer than a create request can take (the API
+	// server's request timeout is 60s): a Lock admitted that long ago has
+	// been written to etcd or never will be.
+	DefaultTTL = 2 * time.Minute
+	// DefaultLease is how long a replica keeps a subscription it was
+	// sent, and DefaultTrust how long the subscriber relies on it, counted
+	// from when it sent the renewal: shorter, so that the subscriber stops
+	// relying on it before the other stops telling.
+	DefaultLease = 10 * time.Second
+	DefaultTrust = 8 * time.Second
+	// DefaultRenewEvery is how often a replica renews its subscriptions.
+	DefaultRenewEvery = 2 * time.Second
+	// DefaultMaxMarkers bounds the markers of a replica, and the
+	// admissions it keeps for replay.
+	DefaultMaxMarkers = 10000
+	// DefaultMaxSubscribers bounds the subscriptions a replica keeps.
+	DefaultMaxSubscribers = 64
+)
+
+// Config configures a Tracker. Zero durations and counts take the
+// defaults above.
+type Config struct {
+	// TTL: see DefaultTTL.
+	TTL time.Duration
+	// Lease, Trust: see DefaultLease; Trust must be shorter than Lease.
+	Lease, Trust time.Duration
+	// MaxMarkers, MaxSubscribers: see their defaults.
+	MaxMarkers, MaxSubscribers int
+	// Standalone says that no other replica exists or ever did (a static,
+	// empty peer list): no hold-off at start.
+	Standalone bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.TTL, DefaultTTL)
+	def(&c.Lease, DefaultLease)
+	def(&c.Trust, DefaultTrust)
+	if c.MaxMarkers <= 0 {
+		c.MaxMarkers = DefaultMaxMarkers
+	}
+	if c.MaxSubscribers <= 0 {
+		c.MaxSubscribers = DefaultMaxSubscribers
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Cache is what the Tracker needs of the Lock informer.
+type Cache interface {
+	// HasSynced reports whether the informer has synced.
+	HasSynced() bool
+	// HasUID reports whether the informer's store holds the Lock
+	// namespace/name with that UID.
+	HasUID(namespace, name string, uid types.UID) bool
+}
+
+// Tracker is a replica's markers and its warm/cold state, and the
+// subscriptions others hold to it. It is safe for concurrent use; it does
+// no I/O (Peers does).
+type Tracker struct {
+	cfg   Config
+	cache Cache
+
+	mu      sync.Mutex
+	markers *markerSet
+
+	// The view: the other replicas, as the peer source lists them.
+	view      []string
+	viewKnown bool
+	// trusted is, per peer, until when this replica relies on its
+	// subscription to it.
+	trusted map[string]time.Time
+	// holdOff: cold until then, and the list must start then or later.
+	holdOff time.Time
+	// broke is the last moment the chain of subscriptions broke; listed
+	// is the start of the last list of all Locks that completed; warm
+	// needs listed after broke.
+	broke, listed time.Time
+
+	// subscribers are the replicas subscribed to this one, each with the
+	// end of its lease.
+	subscribers map[string]time.Time
+	// recent are the creates this replica admitted, oldest first, kept
+	// for TTL for replay; replayIncomplete: until then, a replay may miss
+	// some (the bound dropped them).
+	recent           []admitted
+	replayIncomplete time.Time
+}
+
+// admitted is one create this replica admitted, and when.
+type admitted struct {
+	a  Announcement
+	at time.Time
+}
+
+// NewTracker returns a cold Tracker. Unless cfg.Standalone, it stays
+// cold for cfg.TTL: a replica that died before this one started may have
+// admitted a create that has not reached etcd yet.
+func NewTracker(cfg Config, cache Cache) *Tracker {
+	cfg = cfg.withDefaults()
+	now := cfg.Now()
+	t := &Tracker{cfg: cfg, cache: cache, markers: newMarkerSet(cfg.MaxMarkers),
+		trusted: map[string]time.Time{}, subscribers: map[string]time.Time{}, broke: now}
+	if !cfg.Standalone {
+		t.holdOff = now.Add(cfg.TTL)
+	}
+	return t
+}
+
+// MayLack reports whether the Lock cache may lack a live Lock of key, and
+// why (ReasonCold, ReasonMarker). The webhook asks before it reads the
+// cache: a marker is removed only once the cache holds its Lock.
+func (t *Tracker) MayLack(key lockv1alpha1.TargetKey) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.warmLocked(t.cfg.Now()) {
+		return ReasonCold, true
+	}
+	if t.markers.has(key) {
+		return ReasonMarker, true
+	}
+	return "", false
+}
+
+// Warm reports whether the replica decides allowed deletes from its
+// cache (for metrics and tests).
+func (t *Tracker) Warm() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.warmLocked(t.cfg.Now())
+}
+
+// Markers returns the number of markers.
+func (t *Tracker) Markers() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.markers.len()
+}
+
+// warmLocked reports whether the replica is warm at now. A peer whose
+// subscription it no longer trusts breaks the chain: a list is needed
+// again, after it is trusted again.
+func (t *Tracker) warmLocked(now time.Time) bool {
+	if !t.allTrustedLocked(now) {
+		return false
+	}
+	return t.cache.HasSynced() && !now.Before(t.holdOff) && t.listed.After(t.broke)
+}
+
+// allTrustedLocked reports whether the view is known and every peer in it
+// trusted at now; when one is not, the chain breaks at now.
+func (t *Tracker) allTrustedLocked(now time.Time) bool {
+	if !t.viewKnown {
+		return false
+	}
+	for _, p := range t.view {
+		if !now.Before(t.trusted[p]) {
+			t.breakLocked(now)
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Tracker) breakLocked(now time.Time) {
+	if now.After(t.broke) {
+		t.broke = now
+	}
+}
+
+// lostLocked records that a create may have been lost at now: cold for
+// TTL, then a list.
+func (t *Tracker) lostLocked(now time.Time) {
+	t.breakLocked(now)
+	if until := now.Add(t.cfg.TTL); until.After(t.holdOff) {
+		t.holdOff = until
+	}
+}
+
+// Mark marks a's target, unless the cache already holds the Lock. Past
+// the bound it marks nothing and the replica goes cold (lost).
+func (t *Tracker) Mark(a Announcement) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markLocked(a, t.cfg.Now())
+}
+
+func (t *Tracker) markLocked(a Announcement, now time.Time) {
+	// Under t.mu, as Observe: either the store holds the Lock now, or
+	// the informer's handler (which runs after the store has it) removes
+	// the marker later.
+	if t.cache.HasUID(a.Namespace, a.Name, a.UID) {
+		return
+	}
+	if !t.markers.add(a, now) {
+		t.lostLocked(now)
+	}
+}
+
+// Observe removes the marker of uid: the Lock informer delivered it (its
+// store holds the Lock, or no longer does because it was deleted).
+func (t *Tracker) Observe(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markers.remove(uid)
+}
+
+// Expired returns the markers older than TTL, for a quorum read of their
+// Locks (Clear).
+func (t *Tracker) Expired() []Announcement {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Announcement
+	for _, m := range t.markers.olderThan(t.cfg.Now().Add(-t.cfg.TTL)) {
+		out = append(out, m.a)
+	}
+	return out
+}
+
+// Clear removes the marker of uid: a quorum read found its Lock absent,
+// or with another UID, after TTL (its create never reached etcd, or the
+// Lock is gone), or the cache holds it.
+func (t *Tracker) Clear(uid types.UID) { t.Observe(uid) }
+
+// SetView replaces the view with peers (other replicas' addresses). A peer
+// that leaves the view while not trusted may have admitted creates this
+// replica never heard of: lost.
+func (t *Tracker) SetView(peers []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	peers = slices.Clone(peers)
+	slices.Sort(peers)
+	peers = slices.Compact(peers)
+	for _, p := range t.view {
+		if slices.Contains(peers, p) {
+			continue
+		}
+		if !now.Before(t.trusted[p]) {
+			t.lostLocked(now)
+		}
+		delete(t.trusted, p)
+	}
+	if !t.viewKnown {
+		t.breakLocked(now)
+	}
+	t.view, t.viewKnown = peers, true
+}
+
+// View returns the view, and whether it is known yet.
+func (t *Tracker) View() ([]string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.view), t.viewKnown
+}
+
+// SubscribeResponse is a replica's answer to a subscription.
+type SubscribeResponse struct {
+	// New is true when the subscription was not live: Recent then holds
+	// the creates admitted in the last TTL.
+	New bool `json:"new"`
+	// Complete is false when Recent may miss some (over the bound).
+	Complete bool           `json:"complete"`
+	Recent   []Announcement `json:"recent,omitempty"`
+}
+
+// Renewed records a successful subscription to peer, renewed by a request
+// sent at sent: the replay is marked, and the subscription trusted until
+// sent+Trust. A subscription that was not trusted until then, or that the
+// peer answered as new (it restarted, or dropped us), breaks the chain.
+func (t *Tracker) Renewed(peer string, sent time.Time, resp SubscribeResponse) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	if !slices.Contains(t.view, peer) {
+		return
+	}
+	for _, a := range resp.Recent {
+		if a.validate() == nil {
+			t.markLocked(a, now)
+		}
+	}
+	if resp.New && !resp.Complete {
+		t.lostLocked(now)
+	}
+	if prev := t.trusted[peer]; resp.New || prev.Before(sent) {
+		t.breakLocked(now)
+	}
+	if until := sent.Add(t.cfg.Trust); until.After(t.trusted[peer]) {
+		t.trusted[peer] = until
+	}
+}
+
+// NeedsList reports whether the replica waits only for a list of all
+// Locks to be warm; the list must start after the call.
+func (t *Tracker) NeedsList() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	return t.allTrustedLocked(now) && t.cache.HasSynced() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
+}
+
+// Listed records a completed list of all Locks that started at started,
+// after the Locks it found that the cache lacked were marked.
+func (t *Tracker) Listed(started time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if started.After(t.listed) && !started.Before(t.holdOff) {
+		t.listed = started
+	}
+}
+
+// Now returns the Tracker's clock.
+func (t *Tracker) Now() time.Time { return t.cfg.Now() }
+
+// Subscribe records a subscription from addr and returns the answer: the
+// recent admissions when it was not live. It fails when MaxSubscribers
+// others hold live subscriptions.
+func (t *Tracker) Subscribe(addr string) (SubscribeResponse, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	t.pruneLocked(now)
+	_, live := t.subscribers[addr]
+	if !live && len(t.subscribers) >= t.cfg.MaxSubscribers {
+		return SubscribeResponse{}, fmt.Errorf("this replica holds %d subscriptions already", len(t.subscribers))
+	}
+	t.subscribers[addr] = now.Add(t.cfg.Lease)
+	resp := SubscribeResponse{New: !live, Complete: true}
+	if !live {
+		resp.Complete = !now.Before(t.replayIncomplete)
+		for _, r := range t.recent {
+			resp.Recent = append(resp.Recent, r.a)
+		}
+	}
+	return resp, nil
+}
+
+// pruneLocked forgets expired subscriptions and admissions older than TTL.
+func (t *Tracker) pruneLocked(now time.Time) {
+	for a, until := range t.subscribers {
+		if !now.Before(until) {
+			delete(t.subscribers, a)
+		}
+	}
+	i := 0
+	for i < len(t.recent) && t.recent[i].at.Before(now.Add(-t.cfg.TTL)) {
+		i++
+	}
+	t.recent = t.recent[i:]
+}
+
+// ErrNotSubscribed is wrapped by Admit's error when a peer in the view
+// holds no live subscription.
+var ErrNotSubscribed = errors.New("has not subscribed to this replica")
+
+// Admit prepares the admission of a's create: it fails when a peer in the
+// view holds no live subscription (it could not be told); otherwise it
+// marks a, keeps it for replay and returns the subscribers to tell. A
+// subscription made after Admit returns is answered with a replay that
+// holds a.
+func (t *Tracker) Admit(a Announcement) ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	t.pruneLocked(now)
+	if !t.viewKnown {
+		return nil, errors.New("this replica does not know its peers yet")
+	}
+	for _, p := range t.view {
+		if _, ok := t.subscribers[p]; !ok {
+			return nil, fmt.Errorf("replica %s %w", p, ErrNotSubscribed)
+		}
+	}
+	t.markLocked(a, now)
+	if len(t.recent) >= t.cfg.MaxMarkers {
+		// The oldest drops out of the replay: a replica that subscribes
+		// within TTL of now must not trust the replay.
+		t.recent = t.recent[1:]
+		t.replayIncomplete = now.Add(t.cfg.TTL)
+	}
+	t.recent = append(t.recent, admitted{a: a, at: now})
+	subs := make([]string, 0, len(t.subscribers))
+	for s := range t.subscribers {
+		subs = append(subs, s)
+	}
+	slices.Sort(subs)
+	return subs, nil
+}
