@@ -39,6 +39,9 @@ const (
 // callTimeout bounds one call to a peer.
 const callTimeout = 2 * time.Second
 
+// maxSweep bounds the quorum GETs of one sweep of old markers.
+const maxSweep = 200
+
 // listPageSize is the page size of the list of all Locks a replica makes
 // before it is warm.
 const listPageSize = 500
@@ -142,17 +145,19 @@ func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).I
 // NeedLeaderElection is false: every replica serves the webhook.
 func (p *Peers) NeedLeaderElection() bool { return false }
 
-// Start runs the protocol until ctx ends.
+// Start runs the protocol until ctx ends: renewals on their own
+// schedule (a long list must not delay them past Trust), and the list and
+// the sweep of old markers.
 func (p *Peers) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("peers")
 	ctx = ctrl.LoggerInto(ctx, log)
 	errs := make(chan error, 1)
 	go func() { errs <- p.o.Source.Run(ctx, p.t.SetView) }()
+	go p.renewLoop(ctx)
 	tick := time.NewTicker(p.o.RenewEvery)
 	defer tick.Stop()
 	wasWarm := false
 	for {
-		p.renew(ctx)
 		if p.t.NeedsList() {
 			p.list(ctx)
 		}
@@ -175,8 +180,32 @@ func (p *Peers) Start(ctx context.Context) error {
 	}
 }
 
-// renew renews the subscription to every peer in the view, in parallel.
-func (p *Peers) renew(ctx context.Context) {
+// renewLoop renews the subscriptions every RenewEvery until ctx ends.
+func (p *Peers) renewLoop(ctx context.Context) {
+	failing := map[string]bool{}
+	var mu sync.Mutex
+	for {
+		p.renew(ctx, func(peer string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if was := failing[peer]; err != nil && !was {
+				ctrl.LoggerFrom(ctx).Info("Could not subscribe to a replica; cold until it answers", "replica", peer, "error", err.Error())
+			} else if err == nil && was {
+				ctrl.LoggerFrom(ctx).Info("Subscribed to a replica again", "replica", peer)
+			}
+			failing[peer] = err != nil
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.o.RenewEvery):
+		}
+	}
+}
+
+// renew renews the subscription to every peer in the view, in parallel,
+// and reports each outcome to done.
+func (p *Peers) renew(ctx context.Context, done func(peer string, err error)) {
 	view, _ := p.t.View()
 	var wg sync.WaitGroup
 	for _, peer := range view {
@@ -185,11 +214,10 @@ func (p *Peers) renew(ctx context.Context) {
 			defer wg.Done()
 			sent := p.t.Now()
 			resp, err := p.subscribe(ctx, peer)
-			if err != nil {
-				ctrl.LoggerFrom(ctx).V(1).Info("Could not subscribe to a replica", "replica", peer, "error", err.Error())
-				return
+			if err == nil {
+				p.t.Renewed(peer, sent, resp)
 			}
-			p.t.Renewed(peer, sent, resp)
+			done(peer, err)
 		}()
 	}
 	wg.Wait()
@@ -262,7 +290,10 @@ func (p *Peers) list(ctx context.Context) {
 // GET: no resourceVersion) and clears it when its Lock is absent or has
 // another UID, or the cache holds it.
 func (p *Peers) sweep(ctx context.Context) {
-	for _, a := range p.t.Expired() {
+	expired := p.t.Expired()
+	// Bounded per pass: the rest stay marked (their deletes confirmed)
+	// until a later pass.
+	for _, a := range expired[:min(len(expired), maxSweep)] {
 		var l lockv1alpha1.Lock
 		err := p.api.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
 		switch {
