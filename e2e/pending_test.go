@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +27,15 @@ import (
 const pendingLabel = "lockguard-e2e-pending"
 
 // pendingIterations is how many Locks Test14 creates per direction, each
-// followed at once by the delete of its target on the other replica.
-const pendingIterations = 100
+// followed at once by the delete of its target on the other replica:
+// $LOCKGUARD_PENDING_ITERATIONS, default 100.
+func pendingIterations(t *testing.T) int {
+	n, err := strconv.Atoi(envOr("LOCKGUARD_PENDING_ITERATIONS", "100"))
+	if err != nil || n < 1 {
+		t.Fatalf("LOCKGUARD_PENDING_ITERATIONS=%q: want a positive integer", os.Getenv("LOCKGUARD_PENDING_ITERATIONS"))
+	}
+	return n
+}
 
 // Test14PendingAcrossReplicas checks the peer protocol (internal/peers)
 // with two replicas of the binary: a Lock admitted by one replica protects
@@ -54,9 +63,10 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 	nsBA := newPendingNamespace(t, "pending-ba")
 	installRoutes(t, ll.set.Webhook.CA, map[string][2]*framework.Replica{nsAB: {b, a}, nsBA: {a, b}})
 
+	iterations := pendingIterations(t)
 	for _, ns := range []string{nsAB, nsBA} {
-		objs := make([]client.Object, 0, pendingIterations)
-		for i := range pendingIterations {
+		objs := make([]client.Object, 0, iterations)
+		for i := range iterations {
 			objs = append(objs, framework.Object(framework.StackGVK, ns, fmt.Sprintf("w-%d", i)))
 		}
 		for _, o := range objs {
@@ -67,7 +77,7 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 	}
 	before := confirmations(t, a, b)
 	slipped, denied := 0, 0
-	for i := range pendingIterations {
+	for i := range iterations {
 		for _, ns := range []string{nsAB, nsBA} {
 			target := fmt.Sprintf("w-%d", i)
 			l := framework.NewLock(ns, "l-"+target, "Stack", target, "")
@@ -88,7 +98,7 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 	}
 	after := confirmations(t, a, b)
 	report(t, "Test14: %d Lock creates, each followed at once by the delete of its target on the other replica: %d denied, %d slipped through; confirmations by reason over both replicas: marker %.0f, cold %.0f",
-		2*pendingIterations, denied, slipped, after[peers.ReasonMarker]-before[peers.ReasonMarker], after[peers.ReasonCold]-before[peers.ReasonCold])
+		2*iterations, denied, slipped, after[peers.ReasonMarker]-before[peers.ReasonMarker], after[peers.ReasonCold]-before[peers.ReasonCold])
 
 	// b unreachable: a refuses Lock creates, retryably, naming b.
 	ns := kube.NewNamespace(t, "pending-down")

@@ -481,6 +481,9 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 		if _, err := lg.WaitReady(ctx); err != nil {
 			return nil, err
 		}
+		if err := lg.WaitWarm(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var cs *CandidateServer
 	if len(cands) > 0 {

@@ -97,6 +97,29 @@ func (l *Lockguard) WaitReady(ctx context.Context) (time.Duration, error) {
 	return time.Since(l.Started), nil
 }
 
+// WaitWarm waits until lockguard decides from its cache the deletes it
+// would allow (lockguard_replica_warm 1: internal/peers), so that a
+// measurement of the default mode is not one of its first seconds, when it
+// still confirms each with the API server. A lockguard without the metric
+// (--cache-only-decisions) is warm at once.
+func (l *Lockguard) WaitWarm(ctx context.Context) error {
+	for {
+		m, err := l.Metrics()
+		if err != nil {
+			return err
+		}
+		v, ok := m["lockguard_replica_warm"]
+		if !ok || v == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lockguard did not become warm: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // Stop sends SIGTERM and waits (SIGKILL after 30s).
 func (l *Lockguard) Stop() { _ = l.Lockguard.Stop(30 * time.Second) }
 

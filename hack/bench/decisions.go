@@ -75,6 +75,9 @@ func runDecisionsOn(ctx context.Context, o options, version string, logs io.Writ
 				bench.CandidateMode(bench.CandCacheOnly), bench.CandidateMode(bench.CandListFields),
 				bench.CandidateMode(bench.CandGet), bench.CandidateMode(bench.CandIndex)},
 		}
+		if o.decideCandidates != "" {
+			do.Candidates = strings.Split(o.decideCandidates, ",")
+		}
 		parts := strings.Split(o.decideParts, ",")
 		if !slices.Contains(parts, "closed") {
 			do.Rounds = 0
