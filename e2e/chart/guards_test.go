@@ -63,7 +63,11 @@ func TestGuardWebhooks(t *testing.T) {
 				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)
 			}
 			var got []entry
-			for _, wh := range vwc.Webhooks[1:] {
+			last := vwc.Webhooks[len(vwc.Webhooks)-1]
+			if last.Name != "create.lockguard.core.navique.com" || *last.ClientConfig.Service.Path != "/validate-lock-create" || *last.FailurePolicy != admissionregistrationv1.Fail {
+				t.Errorf("last webhook %s at %s, failurePolicy %s; want the Lock create entry at /validate-lock-create, Fail", last.Name, *last.ClientConfig.Service.Path, *last.FailurePolicy)
+			}
+			for _, wh := range vwc.Webhooks[1 : len(vwc.Webhooks)-1] {
 				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
 					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != "/validate-delete" {
 					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at /validate-delete",

@@ -122,7 +122,36 @@ func TestHelmLifecycle(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, framework.NewLock("apps", "keep-forge", "Stack", "forge", "production")); err != nil {
+	// No lockguard runs here, and every Lock create needs it (the create
+	// entry, failurePolicy Fail): the create fails closed. The test drops
+	// that entry by hand to create the user's Lock; the upgrade below puts
+	// it back.
+	createEntry := func() (*admissionregistrationv1.ValidatingWebhookConfiguration, int) {
+		t.Helper()
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := c.Get(ctx, client.ObjectKey{Name: release}, vwc); err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range vwc.Webhooks {
+			if w.Name == "create.lockguard.core.navique.com" {
+				return vwc, i
+			}
+		}
+		return vwc, -1
+	}
+	lock := framework.NewLock("apps", "keep-forge", "Stack", "forge", "production")
+	if err := c.Create(ctx, lock.DeepCopy()); err == nil || !strings.Contains(err.Error(), `failed calling webhook "create.lockguard.core.navique.com"`) {
+		t.Fatalf("creating a Lock with no lockguard running: %v; want it refused by the create entry (fail closed)", err)
+	}
+	vwc, i := createEntry()
+	if i < 0 {
+		t.Fatal("the installed webhook configuration has no Lock create entry")
+	}
+	vwc.Webhooks = append(vwc.Webhooks[:i], vwc.Webhooks[i+1:]...)
+	if err := c.Update(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, lock); err != nil {
 		t.Fatalf("creating a Lock with the CRD helm installed: %v", err)
 	}
 
@@ -132,6 +161,9 @@ func TestHelmLifecycle(t *testing.T) {
 		t.Fatalf("after helm upgrade --set replicas=3: %v, %v", d.Spec.Replicas, err)
 	}
 	kept("helm upgrade")
+	if _, i := createEntry(); i < 0 {
+		t.Fatal("helm upgrade did not restore the Lock create entry removed by hand")
+	}
 
 	// A mistyped value fails the upgrade and changes nothing.
 	before := revision()

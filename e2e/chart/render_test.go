@@ -378,9 +378,16 @@ func TestDeployment(t *testing.T) {
 		"metrics-cert-dir":          "/tmp/k8s-webhook-server/serving-certs",
 		"shutdown-delay":            "10s",
 		"cascade-guard":             "Deny",
+		// The other replicas: the webhook Service's endpoints, verified
+		// for its DNS name (with POD_IP, below).
+		"peer-service":     "lockguard-webhook",
+		"peer-server-name": "lockguard-webhook.lockguard-system.svc",
 	}
 	if diff := cmp.Diff(wantFlags, flags); diff != "" {
 		t.Errorf("lockguard flags: -want, +got:\n%s", diff)
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env = %+v; want POD_IP from status.podIP (this replica's address among its peers)", c.Env)
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
@@ -863,6 +870,8 @@ func TestNetworkPolicy(t *testing.T) {
 				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "konnectivity-agent"}},
 			},
 			{PodSelector: &metav1.LabelSelector{MatchLabels: testPodSelector}},
+			// The other replicas (the peer protocol, internal/peers).
+			{PodSelector: &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels}},
 		}},
 		{Ports: port("metrics"), From: []networkingv1.NetworkPolicyPeer{
 			{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}},
