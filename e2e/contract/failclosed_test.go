@@ -62,6 +62,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	vwc.Name = "lockguard-fail-closed-test"
+	vwc.Webhooks = vwc.Webhooks[:1] // The object guard's; this server admits no Lock create.
 	for i := range vwc.Webhooks {
 		vwc.Webhooks[i].Name = "not-synced.lockguard.core.navique.com"
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"lockguard-test": "fail-closed"}}

@@ -6,17 +6,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/peers"
 )
 
 // TestReadyMeansFresh starts the lockguard binary, as its ServiceAccount,
@@ -48,6 +51,20 @@ func TestReadyMeansFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	// Each round creates its Locks while the test's lockguard is down, as
+	// Locks created through other replicas would be; a lone lockguard that
+	// is down refuses Lock creates (the create entry, failurePolicy Fail),
+	// so the test's configuration leaves that entry out.
+	installed := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(vwc), installed); err != nil {
+		t.Fatal(err)
+	}
+	installed.Webhooks = slices.DeleteFunc(installed.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.ClientConfig.URL != nil && strings.HasSuffix(*w.ClientConfig.URL, peers.AdmitPath)
+	})
+	if err := c.Update(ctx, installed); err != nil {
+		t.Fatal(err)
+	}
 	saCfg, err := suite.env.ServiceAccountConfig()
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 
 // webhookForNamespace creates a namespace named after prefix and a
 // webhook configuration of wh (the chart's, named name) that selects only
-// that namespace (the object guard's entry only: the namespace and CRD
-// guards' entries are cluster-scoped), both deleted at the end of the
+// that namespace (the object guard's and the Lock create entries only: the
+// namespace and CRD guards' entries are cluster-scoped), both deleted at the end of the
 // test, and returns the namespace and the webhook configuration.
 func webhookForNamespace(t *testing.T, wh *framework.LocalWebhook, prefix, name string) (string, *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	t.Helper()
@@ -31,7 +31,11 @@ func webhookForNamespace(t *testing.T, wh *framework.LocalWebhook, prefix, name 
 		t.Fatal(err)
 	}
 	vwc.Name = name
-	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
+	// The object guard's entry and the Lock create entry, both for this
+	// namespace: the Locks created in it must reach wh before they exist.
+	for i := range vwc.Webhooks {
+		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
+	}
 	if err := c.Create(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}
