@@ -78,6 +78,9 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 		if po.SelfIP == "" {
 			return nil, errors.New("the peers of an EndpointSlice view need this replica's IP (POD_IP)")
 		}
+		if po.ServiceNamespace == "" {
+			return nil, errors.New("the peers of an EndpointSlice view need the Service's namespace (--leader-election-namespace)")
+		}
 		src = peers.EndpointSlices{Client: cs, Namespace: po.ServiceNamespace, Service: po.Service, SelfIP: po.SelfIP, Port: o.WebhookPort}
 	case po.File != "":
 		src = peers.File{Path: po.File, Self: po.Self}
