@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/webhook"
@@ -81,7 +80,7 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 		for _, ns := range []string{nsAB, nsBA} {
 			target := fmt.Sprintf("w-%d", i)
 			l := framework.NewLock(ns, "l-"+target, "Stack", target, "")
-			if err := createLockRetrying(t, l); err != nil {
+			if err := framework.RetryLockCreate(t.Context(), func(ctx context.Context) error { return kube.Client.Create(ctx, l) }); err != nil {
 				t.Fatalf("creating Lock %s/%s: %v", ns, l.Name, err)
 			}
 			err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, target)
@@ -144,19 +143,6 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 		return kube.Client.Create(ctx, framework.NewLock(ns, "after-c", "Stack", "s", ""))
 	})
 	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "s"), framework.NewLock(ns, "after-b", "Stack", "s", ""), framework.NewLock(ns, "after-c", "Stack", "s", ""))
-}
-
-// createLockRetrying creates l, retrying the refusals the peer protocol
-// answers while a replica has not subscribed yet (retryable by design).
-func createLockRetrying(t *testing.T, l *lockv1alpha1.Lock) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := kube.Client.Create(t.Context(), l.DeepCopy())
-		if err == nil || !apierrors.IsServiceUnavailable(err) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond) // A retry's pace, not an assertion.
-	}
 }
 
 // replicaWarm reads lockguard_replica_warm of r.

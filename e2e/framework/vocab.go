@@ -144,13 +144,37 @@ func (k *Kube) DeleteObject(ctx context.Context, gvk schema.GroupVersionKind, ns
 	return k.Client.Delete(ctx, Object(gvk, ns, name), opts...)
 }
 
-// CreateLock creates a Lock.
+// CreateLock creates a Lock, retrying while lockguard refuses it as
+// retryable (RetryLockCreate).
 func (k *Kube) CreateLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock {
 	t.Helper()
-	if err := k.Client.Create(t.Context(), l); err != nil {
+	if err := RetryLockCreate(t.Context(), func(ctx context.Context) error { return k.Client.Create(ctx, l) }); err != nil {
 		t.Fatalf("creating Lock %s/%s: %v", l.Namespace, l.Name, err)
 	}
 	return l
+}
+
+// lockCreateRefused is in the message of a Lock create lockguard refuses
+// because a replica could not be told about it yet (internal/peers): for
+// up to the subscription lease (10s) after a replica has gone, and until a
+// new one has subscribed. Retrying is what the message asks for.
+const lockCreateRefused = "every lockguard replica must know of it first; retry"
+
+// RetryLockCreate calls create until it succeeds, fails otherwise than
+// with lockguard's retryable refusal, or 30s have passed.
+func RetryLockCreate(ctx context.Context, create func(context.Context) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := create(ctx)
+		if err == nil || !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), lockCreateRefused) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond): // A retry's pace.
+		}
+	}
 }
 
 // DeleteLock deletes a Lock and waits until it is gone (nothing, lockguard
