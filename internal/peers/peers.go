@@ -398,6 +398,7 @@ func (p *Peers) Announce(ctx context.Context, a Announcement) error {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		p.refused.Inc()
+		p.t.Abandon(a.UID)
 		return err
 	}
 	return nil

@@ -419,3 +419,14 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	slices.Sort(subs)
 	return subs, nil
 }
+
+// Abandon forgets the create of uid that Admit prepared and this replica
+// then refused: the API server does not write a create its admission
+// refused, so neither the marker nor the replay needs it. The replicas
+// already told keep their markers until their sweep.
+func (t *Tracker) Abandon(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markers.remove(uid)
+	t.recent = slices.DeleteFunc(t.recent, func(r admitted) bool { return r.a.UID == uid })
+}

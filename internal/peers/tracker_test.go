@@ -255,6 +255,18 @@ func TestAdmitNeedsEverySubscription(t *testing.T) {
 	if resp, _ := tr.Subscribe("e:1"); !resp.New || !resp.Complete || len(resp.Recent) != 1 {
 		t.Fatalf("new subscription answered %+v, want the replay of u1", resp)
 	}
+	// A create refused after Admit (a subscriber could not be told) is
+	// abandoned: no marker, no replay.
+	if _, err := tr.Admit(ann("u9", "z")); err != nil {
+		t.Fatal(err)
+	}
+	tr.Abandon("u9")
+	if reason, _ := tr.MayLack(key("z")); reason == ReasonMarker {
+		t.Fatal("an abandoned create kept its marker")
+	}
+	if resp, _ := tr.Subscribe("g:1"); len(resp.Recent) != 1 {
+		t.Fatalf("replay after Abandon holds %d admissions, want only u1", len(resp.Recent))
+	}
 	// b's lease runs out: creates are refused again.
 	c.add(DefaultLease + time.Second)
 	if _, err := tr.Admit(ann("u2", "a")); err == nil {
