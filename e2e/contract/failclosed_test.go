@@ -3,6 +3,7 @@ package contract_test
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -74,17 +76,20 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), ns) })
 
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "forge")
-	var lastErr error
-	framework.Eventually(t, framework.DefaultTimeout, "the delete is refused by the not-synced webhook", func(ctx context.Context) error {
-		lastErr = kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "forge")
-		if lastErr == nil {
-			t.Fatal("the delete went through although lockguard could not verify Locks")
-		}
-		if !strings.Contains(lastErr.Error(), "not-synced.lockguard") {
-			return lastErr // the configuration is not in effect yet
+	// Dry runs until the configuration is in effect: until then the
+	// suite's lockguard, which decides an unlocked Stack's delete from its
+	// cache in a millisecond, would let a real delete through.
+	framework.Eventually(t, framework.DefaultTimeout, "the not-synced webhook in effect", func(ctx context.Context) error {
+		err := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "forge", client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "not-synced.lockguard") {
+			return fmt.Errorf("not yet: %v", err)
 		}
 		return nil
 	})
+	lastErr := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "forge")
+	if lastErr == nil {
+		t.Fatal("the delete went through although lockguard could not verify Locks")
+	}
 	want := `admission webhook "not-synced.lockguard.core.navique.com" denied the request: lockguard could not verify Locks for Stack.core.navique.com ` +
 		ns.Name + `/forge, so the delete is refused; retry when lockguard is ready: the Lock cache has not synced yet`
 	if !apierrors.IsServiceUnavailable(lastErr) || lastErr.Error() != want {
