@@ -151,9 +151,14 @@ func TestHelmLifecycle(t *testing.T) {
 	if err := c.Update(ctx, vwc); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Create(ctx, lock); err != nil {
-		t.Fatalf("creating a Lock with the CRD helm installed: %v", err)
-	}
+	// The API server takes a moment to stop calling the removed entry.
+	framework.Eventually(t, time.Minute, "creating a Lock with the CRD helm installed", func(ctx context.Context) error {
+		err := c.Create(ctx, lock.DeepCopy())
+		if err != nil && !strings.Contains(err.Error(), `failed calling webhook "create.lockguard.core.navique.com"`) {
+			t.Fatalf("creating a Lock with the CRD helm installed: %v", err)
+		}
+		return err
+	})
 
 	// Upgrade.
 	mustHelm("upgrade", release, chart, "--reuse-values", "--set", "replicas=3")
