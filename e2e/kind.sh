@@ -211,3 +211,6 @@ LOCKGUARD_E2E_MODE=cluster LOCKGUARD_E2E_REPORT="$suite_report" \
 # this image, still behind cert-manager's certificate.
 hack/kind/evidence.sh "$IMG" >"$CACHE/evidence-after.txt"
 grep -q '^image: ok' "$CACHE/evidence-after.txt" || { cat "$CACHE/evidence-after.txt"; exit 1; }
+
+phase "peers (every replica warm: issue 13's read-free decisions in cluster mode)"
+hack/kind/peers.sh | tee -a "$evidence"
