@@ -124,9 +124,11 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
 	}
 	if r.namespaceGuard && len(locks) > 0 {
-		// The namespace's pass, run here too so that a new Lock turns
-		// active in one pass.
-		guarded, err := r.reconcileNamespace(ctx, target.Namespace)
+		// The namespace's label, ensured here too so that a new Lock turns
+		// active in one pass. locks are live Locks of the namespace, so
+		// the label is wanted: no need to look through the namespace's
+		// other Locks (which would make n targets cost n²).
+		guarded, err := r.ensureNamespaceLabel(ctx, target.Namespace, true)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

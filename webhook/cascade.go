@@ -372,6 +372,8 @@ func (h *Handler) lockedIn(ctx context.Context, ns string, deleted []*member) ([
 	if len(deleted) == 0 {
 		return nil, nil
 	}
+	// Before the index: see Freshness.MayLack.
+	reason, mayLack := h.locks.mayLackAny(ns, deleted)
 	var locked []lockedDependent
 	for _, m := range deleted {
 		if lockv1alpha1.Protectable(m.gk) != nil {
@@ -385,8 +387,11 @@ func (h *Handler) lockedIn(ctx context.Context, ns string, deleted []*member) ([
 			locked = append(locked, lockedDependent{name: m.gk.Kind + "/" + m.meta.Name, locks: ls})
 		}
 	}
-	if len(locked) > 0 || h.locks.live == nil {
+	if len(locked) > 0 || h.locks.live == nil || !mayLack {
 		return locked, nil
+	}
+	if h.locks.fresh != nil {
+		h.locks.fresh.Confirmed(reason)
 	}
 	live, err := listLiveLocks(ctx, h.locks.live, ns)
 	if err != nil {
@@ -403,6 +408,21 @@ func (h *Handler) lockedIn(ctx context.Context, ns string, deleted []*member) ([
 		}
 	}
 	return locked, nil
+}
+
+// mayLackAny reports whether the index may lack a live Lock of one of
+// deleted, and why (Freshness, as the object guard asks it). Without a
+// Freshness, it may.
+func (f *lockFinder) mayLackAny(ns string, deleted []*member) (string, bool) {
+	if f.fresh == nil {
+		return "", true
+	}
+	for _, m := range deleted {
+		if reason, mayLack := f.fresh.MayLack(keyOf(ns, m)); mayLack {
+			return reason, true
+		}
+	}
+	return "", false
 }
 
 // keyOf is the target key of m in namespace ns.

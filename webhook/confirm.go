@@ -49,7 +49,7 @@ const confirmTimeout = 3 * time.Second
 // later from a snapshot of its watch cache), and the first is a consistent
 // read, like an unpaginated list. A page it can no longer serve (410
 // Expired after a compaction) fails the read: fail closed.
-const confirmPageSize = 500
+const confirmPageSize = listPageSize
 
 // maxNamespaceReads bounds the reads of one namespace in flight.
 const maxNamespaceReads = 1
@@ -216,23 +216,8 @@ func (f *lockFinder) run(ns string, r *namespaceRead) {
 	}
 }
 
-// list reads the Locks of namespace ns from the API server, in pages of
-// confirmPageSize.
+// list reads the live Locks of namespace ns from the API server, in pages
+// of confirmPageSize (listLiveLocks, the guards' read).
 func (f *lockFinder) list(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
-	var all []lockv1alpha1.Lock
-	cont := ""
-	for {
-		var page lockv1alpha1.LockList
-		if err := f.live.List(ctx, &page, client.InNamespace(ns), client.Limit(confirmPageSize), client.Continue(cont)); err != nil {
-			return nil, err
-		}
-		if all == nil {
-			all = page.Items
-		} else {
-			all = append(all, page.Items...)
-		}
-		if cont = page.Continue; cont == "" {
-			return all, nil
-		}
-	}
+	return listLiveLocks(ctx, f.live, ns)
 }
