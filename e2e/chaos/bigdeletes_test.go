@@ -85,6 +85,13 @@ type bigCounts struct {
 // active before it gives the episode up (faults may delay the reconciler).
 const activeWithin = 45 * time.Second
 
+// ownerSettle bounds how long an episode waits, after an allowed owner
+// delete, for the collector to finish with the owner before its namespace
+// may be deleted. A chaos-short self-test once saw no Foreground violation
+// in 2 minutes: each episode's namespace went before the collector had
+// deleted the child, so the namespace delete was blamed instead.
+const ownerSettle = 15 * time.Second
+
 // The kinds the CRD deletes work on.
 var (
 	widgetGVK = schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1", Kind: "ChaosWidget"}
@@ -109,6 +116,7 @@ type episode struct {
 	lastKind  deleteKind // the last request that could have removed the child
 	ownerGone bool       // an owner delete was allowed
 	ownerStep int        // the step the allowed owner delete was sent at
+	ownerAt   time.Time  // when the allowed owner delete was answered
 	// unlockedAt is when the delete of the episode's Lock was answered.
 	unlockedAt time.Time
 }
@@ -311,6 +319,16 @@ func (b *bigWorker) advance(ctx context.Context, e *episode) {
 	if e.ownerGone && e.steps-e.ownerStep < 2 {
 		return // One more look at the child (above) before its namespace may go.
 	}
+	if e.ownerGone && time.Since(e.ownerAt) < ownerSettle {
+		// The collector has not finished with the owner (a Foreground
+		// owner stays until its dependents are gone): the namespace's
+		// delete would take the child first and hide what the owner's
+		// delete did to it.
+		if uid, ok := b.read(ctx, object(stackGVK, e.ns, "owner")); !ok || uid == e.ownerUID {
+			e.steps-- // Waiting does not count.
+			return
+		}
+	}
 	if e.protected() || e.lock == "" || e.missing {
 		b.deleteNamespace(ctx, e, e.protected())
 	}
@@ -355,11 +373,11 @@ func (b *bigWorker) deleteOwner(ctx context.Context, e *episode) {
 	switch {
 	case err == nil:
 		k.allowed.Add(1)
-		e.ownerGone, e.ownerStep = true, e.steps
+		e.ownerGone, e.ownerStep, e.ownerAt = true, e.steps, time.Now()
 	case isCascadeDenial(err):
 		k.denied.Add(1)
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		e.ownerGone, e.ownerStep = true, e.steps // An earlier delete whose answer was lost went through.
+		e.ownerGone, e.ownerStep, e.ownerAt = true, e.steps, time.Now() // An earlier delete whose answer was lost went through.
 	default:
 		k.errors.Add(1)
 	}
