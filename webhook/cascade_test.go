@@ -121,6 +121,7 @@ func TestCascadeGuard(t *testing.T) {
 		graphErr   error
 		index      LockIndexFunc
 		api        []lockv1alpha1.Lock // the API server's Locks (confirmation); nil: no confirmation
+		fresh      *bool               // a Freshness answering this for every dependent; nil: none
 		mode       CascadeMode
 		limits     CascadeLimits
 		want       result
@@ -305,6 +306,24 @@ func TestCascadeGuard(t *testing.T) {
 			api:     []lockv1alpha1.Lock{*newLock("forge", "keep-db", "", "PostgresCluster", "db"), *newLock("other", "elsewhere", "", "PostgresCluster", "db")},
 			want:    denied([]string{"keep-db"}, "PostgresCluster/db"),
 		},
+		"CacheLagsFreshnessMayLack": {
+			reason:  "The Freshness says the index may lack a Lock of a dependent (a pending create, a cold replica): confirmed, denied.",
+			req:     ownerDelete(""),
+			objects: chain,
+			index:   locksOn(),
+			api:     []lockv1alpha1.Lock{*newLock("forge", "keep-db", "", "PostgresCluster", "db")},
+			fresh:   ptr.To(true),
+			want:    denied([]string{"keep-db"}, "PostgresCluster/db"),
+		},
+		"FreshnessCannotLack": {
+			reason:  "The Freshness proves the index lacks no Lock of a dependent: allowed from the index, no read (the API server's Lock stands for one the proof says cannot exist).",
+			req:     ownerDelete(""),
+			objects: chain,
+			index:   locksOn(),
+			api:     []lockv1alpha1.Lock{*newLock("forge", "keep-db", "", "PostgresCluster", "db")},
+			fresh:   ptr.To(false),
+			want:    allowed,
+		},
 		"Warn": {
 			reason:  "Mode Warn allows with a warning naming the Locks.",
 			req:     ownerDelete(""),
@@ -401,7 +420,13 @@ func TestCascadeGuard(t *testing.T) {
 			if tc.api != nil {
 				live = &fakeAPI{locks: tc.api}
 			}
-			h := NewHandler(tc.index, live, WithMetrics(m), WithCascadeGuard(&fakeGraph{objects: tc.objects, err: tc.graphErr}, mode, tc.limits))
+			opts := []Option{WithMetrics(m), WithCascadeGuard(&fakeGraph{objects: tc.objects, err: tc.graphErr}, mode, tc.limits)}
+			var f *freshness
+			if tc.fresh != nil {
+				f = &freshness{mayLack: *tc.fresh, calls: new([]string)}
+				opts = append(opts, WithFreshness(f))
+			}
+			h := NewHandler(tc.index, live, opts...)
 			resp := h.Decide(context.Background(), tc.req)
 			got := resultOf(resp)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
