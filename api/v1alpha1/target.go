@@ -15,6 +15,12 @@ import (
 // the core.navique.com group.
 var ErrNotProtectable = errors.New("only " + Group + " resources can be locked")
 
+// CreateRefusedRetry is in lockguard's answer to a Lock create it refuses,
+// retryably (HTTP 503), because a replica could not be told about the Lock
+// first (LOCK-SPEC rule 13; internal/peers): the same create may succeed a
+// moment later.
+const CreateRefusedRetry = "the Lock was not created because every lockguard replica must know of it first; retry"
+
 // ErrLockTarget is the error of a Lock that targets a Lock.
 var ErrLockTarget = errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
 

@@ -158,7 +158,7 @@ func (k *Kube) CreateLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock
 // because a replica could not be told about it yet (internal/peers): for
 // up to the subscription lease (10s) after a replica has gone, and until a
 // new one has subscribed. Retrying is what the message asks for.
-const lockCreateRefused = "every lockguard replica must know of it first; retry"
+const lockCreateRefused = lockv1alpha1.CreateRefusedRetry
 
 // RetryLockCreate calls create until it succeeds, fails otherwise than
 // with lockguard's retryable refusal, or 30s have passed.

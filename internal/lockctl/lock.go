@@ -114,7 +114,10 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		return err
 	}
 	text := o.output == ""
-	_, err = locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	err = createRetrying(ctx, o.timeout, func(ctx context.Context) error {
+		_, err := locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		return err
+	})
 	switch {
 	case err == nil:
 		if text {
@@ -160,6 +163,31 @@ func defaultLockName(t target) string {
 // waitActive waits until lockguard reports the Lock active for its current
 // generation (status.active and Ready=True), which means a delete of its
 // target is denied. An InvalidTarget Lock fails at once.
+// createRetrying calls create until it succeeds, fails otherwise than with
+// lockguard's retryable refusal (lockv1alpha1.CreateRefusedRetry: a replica
+// could not be told about the Lock yet), or timeout has passed; it returns
+// the last error.
+func createRetrying(ctx context.Context, timeout time.Duration, create func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := create(ctx)
+		if !isCreateRefused(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// isCreateRefused reports whether err is lockguard's retryable refusal of
+// a Lock create.
+func isCreateRefused(err error) bool {
+	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), lockv1alpha1.CreateRefusedRetry)
+}
+
 func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -38,7 +38,7 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 		}
 		if err := p.Announce(ctx, a); err != nil {
 			return refuse(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
-				fmt.Errorf("the Lock was not created because every lockguard replica must know of it first; retry: %w", err))
+				fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
 		}
 		return admission.Allowed("")
 	})
