@@ -61,10 +61,18 @@ func setupLocal() (*suite, func(), error) {
 	}
 	closers = append(closers, func() { logs.Close() })
 
+	// The API server's audit log, where Test15AuditAnnotations reads the
+	// annotations lockguard puts on each decision.
+	policy := filepath.Join(work, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, cleanup, err
+	}
+	auditLog := filepath.Join(work, "audit.log")
 	env, err := framework.Start(framework.Options{
 		ControllerManager: true,
 		CRDDirs:           framework.CRDDirs(root),
 		Logs:              logs,
+		APIServerFlags:    map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog},
 	})
 	if err != nil {
 		return nil, cleanup, err
@@ -80,6 +88,7 @@ func setupLocal() (*suite, func(), error) {
 		return nil, cleanup, err
 	}
 	st.namespace = lockguardNamespace
+	st.auditLog = auditLog
 	st.kubeconfig = filepath.Join(work, "admin.kubeconfig")
 	if err := framework.WriteKubeconfig(env.Config, st.kubeconfig); err != nil {
 		return nil, cleanup, err

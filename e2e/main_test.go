@@ -57,7 +57,10 @@ type suite struct {
 	// namespace is lockguard's namespace (its Lease is there).
 	namespace   string
 	webhookName string
-	lg          lockguard
+	// auditLog is the API server's audit log (deletes at level Metadata);
+	// empty where the suite cannot read it (cluster mode).
+	auditLog string
+	lg       lockguard
 }
 
 // lockguard is the deployment under test: processes started by the suite
