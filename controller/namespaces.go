@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,16 +78,31 @@ func (x *LockIndex) liveTargets(ns string) []request {
 // ensureNamespaceLabel with want true instead. Calling this per target
 // made a start with n Locks in one namespace cost n² (100,000 Locks: still
 // busy after 5 minutes, make bench at c16041e).
-func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (labelled bool, err error) {
+//
+// While a Lock create in ns is pending (Options.Pending), a label is not
+// removed: the replica that admitted the create put it on before allowing
+// it, and the Lock reaches the cache a moment later. ns is then checked
+// again after pendingRecheck (a create refused after admission leaves its
+// marker until the marker's TTL).
+func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (ctrl.Result, error) {
 	if !r.locks.HasSynced() {
-		return false, errNotSynced
+		return ctrl.Result{}, errNotSynced
 	}
 	want, err := r.locks.hasLiveLocks(ns)
 	if err != nil {
-		return false, err
+		return ctrl.Result{}, err
 	}
-	return r.ensureNamespaceLabel(ctx, ns, want)
+	if !want && r.pending != nil && r.pending.PendingIn(ns) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the namespace label: a Lock create is pending", "namespace", ns)
+		return ctrl.Result{RequeueAfter: pendingRecheck}, nil
+	}
+	_, err = r.ensureNamespaceLabel(ctx, ns, want)
+	return ctrl.Result{}, err
 }
+
+// pendingRecheck is how often a namespace whose label is kept for a
+// pending Lock create is checked again.
+const pendingRecheck = 5 * time.Second
 
 // ensureNamespaceLabel puts HasLocksLabel on namespace ns when want, or
 // removes it, and returns whether ns carries it afterwards. It reads the
@@ -101,16 +117,32 @@ func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want b
 	if obj.DeletionTimestamp != nil || has == want {
 		return has, nil
 	}
+	if err := r.client.Patch(ctx, obj, namespaceLabelPatch(want)); err != nil {
+		return false, client.IgnoreNotFound(fmt.Errorf("patching the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Updated the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel, "set", want)
+	return want, nil
+}
+
+// namespaceLabelPatch is the merge patch that puts HasLocksLabel on a
+// namespace (want) or removes it.
+func namespaceLabelPatch(want bool) client.Patch {
 	var value any // nil removes the label
 	if want {
 		value = "true"
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.HasLocksLabel: value}}})
-	if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return false, client.IgnoreNotFound(fmt.Errorf("patching the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
+	return client.RawPatch(types.MergePatchType, patch)
+}
+
+// LabelNamespace puts HasLocksLabel on namespace ns (one merge patch of its
+// metadata; no write when it is there already). The replica that admits a
+// Lock create calls it before allowing the create (Options.Pending).
+func LabelNamespace(ctx context.Context, c client.Writer, ns string) error {
+	if err := c.Patch(ctx, namespaceObject(ns), namespaceLabelPatch(true)); err != nil {
+		return fmt.Errorf("putting the %s label on namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err)
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Updated the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel, "set", want)
-	return want, nil
+	return nil
 }
 
 // namespaceSource is the watch of Namespaces (metadata only): a namespace

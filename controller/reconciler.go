@@ -56,14 +56,16 @@ type reconciler struct {
 	// namespaceGuard: the namespace label is kept, and a Lock is active
 	// only once its namespace carries it.
 	namespaceGuard bool
+	// pending, when set, keeps a namespace's label while a Lock create in
+	// it is pending (Options.Pending).
+	pending PendingLocks
 }
 
 // Reconcile brings the target of req (or the Lock of req) in line with the
 // live Locks.
 func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, error) {
 	if req.Namespace != "" {
-		_, err := r.reconcileNamespace(ctx, req.Namespace)
-		return ctrl.Result{}, err
+		return r.reconcileNamespace(ctx, req.Namespace)
 	}
 	if req.Lock.Name != "" {
 		return ctrl.Result{}, r.reconcileInvalid(ctx, req.Lock)

@@ -35,6 +35,19 @@ type Options struct {
 	// the group (NewOwnerIndex); discovery then runs on every replica, not
 	// only the leader. Default nil: no owner index (no cascade guard).
 	Owners *OwnerIndex
+	// Pending, when set, tells of Lock creates admitted but not yet in the
+	// Lock cache (internal/peers): the replica that admits one puts
+	// HasLocksLabel on its namespace before allowing it, and the
+	// reconciler keeps the label while such a create is pending, so that
+	// a namespace is guarded from the moment a Lock's create returns.
+	// Default nil: the label follows the cached Locks alone.
+	Pending PendingLocks
+}
+
+// PendingLocks tells whether a namespace has Lock creates admitted that
+// the Lock cache has not delivered yet.
+type PendingLocks interface {
+	PendingIn(ns string) bool
 }
 
 // +kubebuilder:rbac:groups=core.navique.com,resources=locks,verbs=get;list;watch
@@ -61,6 +74,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 		events: eventnote.Recorder(mgr.GetEventRecorder("lockguard")),
 
 		namespaceGuard: !opts.DisableNamespaceGuard,
+		pending:        opts.Pending,
 	}
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").

@@ -394,3 +394,32 @@ func Test07NamespaceDeletion(t *testing.T) {
 		intact(t, locked, "keep-app", "keep-db", "keep-db-too")
 	})
 }
+
+// Test07NamespaceGuardedOnCreate (LOCK-SPEC rule 11, the label's gap): the
+// replica that admits a Lock create puts the has-locks label on the Lock's
+// namespace before allowing it, and the reconciler keeps the label while
+// the create is pending, so a namespace delete sent the moment a Lock's
+// create returns is denied. Each iteration is a fresh, unlabelled
+// namespace; the delete is a dry run (the same answer, rule 10). Needs the
+// peer protocol (the suite's local replicas run it).
+func Test07NamespaceGuardedOnCreate(t *testing.T) {
+	if _, ok := s.lg.(*localLockguard); !ok {
+		t.Skip("needs the suite's replicas with the peer protocol (local mode)")
+	}
+	const iterations = 20
+	denied := 0
+	for i := range iterations {
+		ns := kube.NewNamespace(t, fmt.Sprintf("fresh-%d", i))
+		kube.CreateObject(t, framework.StackGVK, ns, "app")
+		l := kube.CreateLock(t, framework.NewLock(ns, "keep-app", "Stack", "app", ""))
+		err := kube.Client.Delete(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.DryRunAll)
+		switch {
+		case err == nil:
+			t.Errorf("VIOLATION: a dry-run delete of namespace %s, sent the moment Lock %s's create returned, was allowed", ns, l.Name)
+		default:
+			kube.WantGuardDenied(t, err, webhook.GuardNamespace, framework.NamespaceDenialMessage(ns, l))
+			denied++
+		}
+	}
+	report(t, "Test07NamespaceGuardedOnCreate: %d fresh namespaces, each deleted (dry run) the moment its first Lock's create returned: %d denied", iterations, denied)
+}

@@ -247,6 +247,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, fmt.Errorf("registering the peer metrics: %w", err)
 		}
 		opts = append(opts, webhook.WithFreshness(p))
+		o.Controller.Pending = p
 	}
 	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not

@@ -99,7 +99,14 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 	if err := locks.OnDelivered(t.Observe); err != nil {
 		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
 	}
-	p := peers.New(t, mgr.GetAPIReader(), peers.Options{Self: po.Self, Source: src, TLS: clientTLS, RenewEvery: po.RenewEvery})
+	popts := peers.Options{Self: po.Self, Source: src, TLS: clientTLS, RenewEvery: po.RenewEvery}
+	if !o.Controller.DisableNamespaceGuard {
+		// The namespace guard's label goes on before a Lock create is
+		// allowed; the reconciler keeps it while the create is pending.
+		writer := mgr.GetClient()
+		popts.LabelNamespace = func(ctx context.Context, ns string) error { return controller.LabelNamespace(ctx, writer, ns) }
+	}
+	p := peers.New(t, mgr.GetAPIReader(), popts)
 	srv.Register(peers.SubscribePath, http.HandlerFunc(p.ServeSubscribe))
 	srv.Register(peers.PendingPath, http.HandlerFunc(p.ServePending))
 	srv.Register(peers.AdmitPath, &admission.Webhook{Handler: p.AdmissionHandler()})

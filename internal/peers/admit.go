@@ -40,6 +40,16 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 			return refuse(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 				fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
 		}
+		// After Announce: the leader's reconciler keeps the label while
+		// the create is pending, so it does not take it off again before
+		// the Lock reaches its cache.
+		if p.o.LabelNamespace != nil {
+			if err := p.o.LabelNamespace(ctx, a.Namespace); err != nil {
+				p.t.Abandon(a.UID)
+				return refuse(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
+					fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
+			}
+		}
 		return admission.Allowed("")
 	})
 }

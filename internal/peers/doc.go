@@ -56,6 +56,16 @@
 //     TTL before that list: a create admitted by a replica P never heard
 //     from has reached etcd by then, so the list sees it.
 //
+// The namespace guard's label rides on the same admission: once every
+// subscriber has acknowledged, A puts the label on the Lock's namespace
+// (Options.LabelNamespace) before it allows the create, and the leader's
+// reconciler, holding the marker too, does not take the label off while a
+// create in that namespace is pending (Tracker.PendingIn). The label is
+// then on from the moment the create returns. A leader that holds no
+// marker of the create (its markers over their bound) may take the label
+// off until the Lock reaches its cache: the milliseconds of lag there were
+// before, in that rarer case.
+//
 // The peer endpoints are not authenticated: a marker can only make a
 // delete more careful, and every body and count is bounded, so a flood
 // can make a replica cold (the confirmation of every allowed delete, as

@@ -70,10 +70,11 @@ type markerSet struct {
 	max   int
 	byUID map[types.UID]marker
 	byKey map[lockv1alpha1.TargetKey]int
+	byNS  map[string]int
 }
 
 func newMarkerSet(maxMarkers int) *markerSet {
-	return &markerSet{max: maxMarkers, byUID: map[types.UID]marker{}, byKey: map[lockv1alpha1.TargetKey]int{}}
+	return &markerSet{max: maxMarkers, byUID: map[types.UID]marker{}, byKey: map[lockv1alpha1.TargetKey]int{}, byNS: map[string]int{}}
 }
 
 // add marks a's target, at now. It returns false, marking nothing, when
@@ -88,6 +89,7 @@ func (s *markerSet) add(a Announcement, now time.Time) bool {
 	}
 	s.byUID[a.UID] = marker{a: a, added: now}
 	s.byKey[a.key()]++
+	s.byNS[a.Namespace]++
 	return true
 }
 
@@ -104,10 +106,18 @@ func (s *markerSet) remove(uid types.UID) {
 	} else {
 		s.byKey[k]--
 	}
+	if s.byNS[m.a.Namespace] <= 1 {
+		delete(s.byNS, m.a.Namespace)
+	} else {
+		s.byNS[m.a.Namespace]--
+	}
 }
 
 // has reports whether key has a marker.
 func (s *markerSet) has(key lockv1alpha1.TargetKey) bool { return s.byKey[key] > 0 }
+
+// hasIn reports whether a target in namespace ns has a marker.
+func (s *markerSet) hasIn(ns string) bool { return s.byNS[ns] > 0 }
 
 // olderThan returns the markers added before cutoff.
 func (s *markerSet) olderThan(cutoff time.Time) []marker {

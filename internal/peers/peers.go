@@ -73,6 +73,12 @@ type Options struct {
 	TLS *tls.Config
 	// RenewEvery: see DefaultRenewEvery.
 	RenewEvery time.Duration
+	// LabelNamespace, when set, is called with a Lock's namespace once
+	// every replica has been told of its create, before the create is
+	// allowed (the namespace guard's label, so that deleting the namespace
+	// is denied from the moment the create returns). An error refuses the
+	// create, retryably.
+	LabelNamespace func(ctx context.Context, ns string) error
 }
 
 // Peers runs a replica's side of the protocol: subscriptions to the
@@ -138,6 +144,10 @@ func (p *Peers) Register(r prometheus.Registerer) error {
 
 // MayLack is the webhook's question (webhook.Freshness): Tracker.MayLack.
 func (p *Peers) MayLack(key lockv1alpha1.TargetKey) (string, bool) { return p.t.MayLack(key) }
+
+// PendingIn reports whether a Lock create in namespace ns is pending on
+// this replica (Tracker.PendingIn).
+func (p *Peers) PendingIn(ns string) bool { return p.t.PendingIn(ns) }
 
 // Confirmed counts a confirmation for reason.
 func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).Inc() }

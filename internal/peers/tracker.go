@@ -154,6 +154,17 @@ func (t *Tracker) MayLack(key lockv1alpha1.TargetKey) (string, bool) {
 	return "", false
 }
 
+// PendingIn reports whether this replica holds a pending marker of a Lock
+// create in namespace ns: a create admitted (by any replica that told this
+// one) whose Lock the cache has not delivered yet. The reconciler keeps
+// the namespace's HasLocksLabel while it does, since the admitting replica
+// put the label on before allowing the create.
+func (t *Tracker) PendingIn(ns string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.markers.hasIn(ns)
+}
+
 // Warm reports whether the replica decides allowed deletes from its
 // cache (for metrics and tests).
 func (t *Tracker) Warm() bool {

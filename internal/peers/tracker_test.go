@@ -91,9 +91,15 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 	if _, may := tr.MayLack(key("a")); !may {
 		t.Fatal("one of two markers delivered: a must stay marked")
 	}
+	if !tr.PendingIn("ns") || tr.PendingIn("other") {
+		t.Fatal("PendingIn: want true for the markers' namespace ns only")
+	}
 	tr.Observe("u2")
 	if _, may := tr.MayLack(key("a")); may {
 		t.Fatal("both delivered: a must be decided from the cache")
+	}
+	if tr.PendingIn("ns") {
+		t.Fatal("PendingIn(ns) after both markers were delivered: want false (the namespace label follows the cache again)")
 	}
 	// A Lock the cache holds already is not marked.
 	cache.uids["u3"] = true
