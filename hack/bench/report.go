@@ -542,6 +542,13 @@ raw client only writes. The status Event (issue 5 asks for one on every
 Ready change) is a third API write per Lock where the raw client makes two.
 The p99 from create to active at a steady 100 Locks/s is bounded by how
 busy the machine is: compare it with the load average in the header.
+Since 3f3ead4 the replica that admits a Lock create also patches its
+namespace's label before allowing it (issue 12's namespace guard, from the
+moment the create returns): one more API request per create. Two runs of
+` + "`-only convergence`" + ` one after the other, e5dd3e4's binary then 3f3ead4's
+(2026-11-30 19:56-20:02 UTC, one run each, the second starting at load
+4.1), went from 63% (140 Locks/s) to 54% (124 Locks/s) of the raw rate, and
+the steady p99 from 901 ms to 991 ms.
 
 **Target 6, protection window.** Deciding from the cache alone, a few
 percent of deletes sent the moment a Lock's create returns go through: the
