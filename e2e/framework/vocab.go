@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/lockctl"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
 )
@@ -154,27 +155,14 @@ func (k *Kube) CreateLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock
 	return l
 }
 
-// lockCreateRefused is in the message of a Lock create lockguard refuses
-// because a replica could not be told about it yet (internal/peers): for
-// up to the subscription lease (10s) after a replica has gone, and until a
-// new one has subscribed. Retrying is what the message asks for.
-const lockCreateRefused = lockv1alpha1.CreateRefusedRetry
-
 // RetryLockCreate calls create until it succeeds, fails otherwise than
-// with lockguard's retryable refusal, or 30s have passed.
+// with lockguard's retryable refusal, or 30s have passed: kubectl lock's
+// retry (lockctl.CreateRetrying). lockguard refuses a Lock create,
+// retryably, while a replica could not be told about it (internal/peers):
+// for up to the subscription lease (10s) after a replica has gone, and
+// until a new one has subscribed.
 func RetryLockCreate(ctx context.Context, create func(context.Context) error) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := create(ctx)
-		if err == nil || !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), lockCreateRefused) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond): // A retry's pace.
-		}
-	}
+	return lockctl.CreateRetrying(ctx, 30*time.Second, create)
 }
 
 // DeleteLock deletes a Lock and waits until it is gone (nothing, lockguard

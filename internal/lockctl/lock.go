@@ -114,7 +114,7 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		return err
 	}
 	text := o.output == ""
-	err = createRetrying(ctx, o.timeout, func(ctx context.Context) error {
+	err = CreateRetrying(ctx, o.timeout, func(ctx context.Context) error {
 		_, err := locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
 		return err
 	})
@@ -160,14 +160,12 @@ func defaultLockName(t target) string {
 	return strings.ToLower(t.kind()) + "-" + t.name
 }
 
-// waitActive waits until lockguard reports the Lock active for its current
-// generation (status.active and Ready=True), which means a delete of its
-// target is denied. An InvalidTarget Lock fails at once.
-// createRetrying calls create until it succeeds, fails otherwise than with
+// CreateRetrying calls create until it succeeds, fails otherwise than with
 // lockguard's retryable refusal (lockv1alpha1.CreateRefusedRetry: a replica
-// could not be told about the Lock yet), or timeout has passed; it returns
-// the last error.
-func createRetrying(ctx context.Context, timeout time.Duration, create func(context.Context) error) error {
+// could not be told about the Lock yet), or timeout has passed, waiting
+// 100 ms to 2 s between tries; it returns the last error. kubectl lock and
+// the e2e harness create Locks through it.
+func CreateRetrying(ctx context.Context, timeout time.Duration, create func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
 		err := create(ctx)
@@ -188,6 +186,9 @@ func isCreateRefused(err error) bool {
 	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), lockv1alpha1.CreateRefusedRetry)
 }
 
+// waitActive waits until lockguard reports the Lock active for its current
+// generation (status.active and Ready=True), which means a delete of its
+// target is denied. An InvalidTarget Lock fails at once.
 func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -41,7 +41,7 @@ func TestCreateRetrying(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			calls := 0
-			err := createRetrying(context.Background(), tc.timeout, func(context.Context) error {
+			err := CreateRetrying(context.Background(), tc.timeout, func(context.Context) error {
 				calls++
 				if calls <= len(tc.errs) {
 					return tc.errs[calls-1]
@@ -49,7 +49,7 @@ func TestCreateRetrying(t *testing.T) {
 				return nil
 			})
 			if !errors.Is(err, tc.want) && err != tc.want {
-				t.Errorf("%s\ncreateRetrying(...) = %v, want %v", tc.reason, err, tc.want)
+				t.Errorf("%s\nCreateRetrying(...) = %v, want %v", tc.reason, err, tc.want)
 			}
 			if tc.calls != 0 && calls != tc.calls {
 				t.Errorf("%s\ncreates sent: %d, want %d", tc.reason, calls, tc.calls)
