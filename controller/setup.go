@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,6 +56,24 @@ type PendingLocks interface {
 // +kubebuilder:rbac:groups=core.navique.com,resources=locks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=core.navique.com,resources=*,verbs=get;list;watch;patch
 
+// maxRetryDelay caps how long a target whose pass failed waits before
+// its next pass. The workqueue's default cap is 1000 s: a pass that fails
+// while kube-apiserver restarts (each try fails at once with "connection
+// refused", and each failure doubles the delay from 5 ms) could otherwise
+// leave a Lock's status and its target's annotation stale for minutes
+// after the API server is back. A failing pass costs one or two requests,
+// and the overall bucket (10/s, burst 100) still bounds the retries.
+const maxRetryDelay = 5 * time.Second
+
+// retryLimiter is the reconciler's retry rate limiter: controller-runtime's
+// default with the per-item delay capped at maxRetryDelay.
+func retryLimiter() workqueue.TypedRateLimiter[request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
 // Setup adds the reconciler to mgr. It runs on the leader only. locks must
 // index the Locks of mgr's cache (NewLockIndex).
 func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
@@ -89,7 +109,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
 	c, err := b.
-		WithOptions(controller.TypedOptions[request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}).
+		WithOptions(controller.TypedOptions[request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter()}).
 		WithLogConstructor(func(k *request) logr.Logger {
 			log := mgr.GetLogger().WithValues("controller", "lock")
 			switch {

@@ -175,6 +175,7 @@ func TestChaos(t *testing.T) {
 	if s, err := strconv.ParseUint(os.Getenv("LOCKGUARD_CHAOS_SEED"), 10, 64); err == nil {
 		seed = s
 	}
+	framework.Logs() // controller-runtime's own clients log nowhere unless LOCKGUARD_KUBE_LOGS=1
 	start := time.Now()
 	logf := func(format string, args ...any) {
 		t.Logf("%6.1fs "+format, append([]any{time.Since(start).Seconds()}, args...)...)
@@ -318,6 +319,7 @@ func TestChaos(t *testing.T) {
 	}
 	converged := make(chan convergence, 1)
 	go func() {
+		pastBound := false
 		for {
 			problems, err := h.check(ctx, workers)
 			if err == nil && len(problems) == 0 {
@@ -326,6 +328,18 @@ func TestChaos(t *testing.T) {
 			}
 			if err != nil {
 				problems = append(problems, err.Error())
+			}
+			if !pastBound && time.Since(faultsStopped) > convergeWithin {
+				// What was still wrong at the bound, for a run that
+				// converges late: the log then says what lagged.
+				pastBound = true
+				for i, p := range problems {
+					if i == 20 {
+						logf("not converged at %s: ... and %d more", convergeWithin, len(problems)-20)
+						break
+					}
+					logf("not converged at %s: %s", convergeWithin, p)
+				}
 			}
 			if time.Since(faultsStopped) > convergeWithin+30*time.Second {
 				converged <- convergence{problems: problems}
