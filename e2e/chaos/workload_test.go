@@ -58,16 +58,28 @@ func isCascadeDenial(err error) bool {
 	return err != nil && apierrors.IsForbidden(err) && strings.Contains(err.Error(), cascadeDenial)
 }
 
+// cascadeLocks returns the Lock names a cascade denial lists (at most the
+// webhook's cap; the rest are counted, not named).
+func cascadeLocks(err error) []string {
+	_, rest, _ := strings.Cut(err.Error(), cascadeDenial)
+	names, _, _ := strings.Cut(rest, "]")
+	return strings.Fields(names)
+}
+
 // counts are the run's counters.
 type counts struct {
 	byKind        [numKinds + 1]kindCounts
 	unlockedTries atomic.Int64 // requests that would delete only unlocked objects
 	unlockedOK    atomic.Int64 // of those, answered with success
 	staleDenials  atomic.Int64 // of those, denied by a Lock already deleted (a cache catching up)
-	lockCreates   atomic.Int64
-	lockDeletes   atomic.Int64
-	annotations   atomic.Int64 // hand edits of the lock annotation
-	slowestUnlock atomic.Int64 // longest time an unlocked target waited for its delete, ns
+	// cascadeDenials counts deletes of an unlocked owner denied for the
+	// locked dependents they would cascade to, while the client still had
+	// a Lock the denial names.
+	cascadeDenials atomic.Int64
+	lockCreates    atomic.Int64
+	lockDeletes    atomic.Int64
+	annotations    atomic.Int64 // hand edits of the lock annotation
+	slowestUnlock  atomic.Int64 // longest time an unlocked target waited for its delete, ns
 	// lateDeletes counts objects seen after their Lock's create was
 	// answered that went before the Lock protected them (see observe): a
 	// delete admitted before the Lock existed completed after.
@@ -246,9 +258,12 @@ func (w *worker) step(ctx context.Context) {
 // resolve settles the Locks whose create or delete had an unknown
 // outcome, by reading them. It returns false when the API server does not
 // answer.
-func (w *worker) resolve(ctx context.Context) bool {
+func (w *worker) resolve(ctx context.Context) bool { return w.resolveErr(ctx) == nil }
+
+// resolveErr is resolve, with the API server's error.
+func (w *worker) resolveErr(ctx context.Context) error {
 	kept := w.locks[:0]
-	for _, l := range w.locks {
+	for i, l := range w.locks {
 		if l.state == creating || l.state == deleting {
 			err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: l.name}, &lockv1alpha1.Lock{})
 			switch {
@@ -260,7 +275,10 @@ func (w *worker) resolve(ctx context.Context) bool {
 			case apierrors.IsNotFound(err):
 				l.state = gone
 			default:
-				return false
+				// Keep this Lock and the ones not yet read (kept shares
+				// w.locks' array: append moves them down in place).
+				w.locks = append(kept, w.locks[i:]...)
+				return fmt.Errorf("reading Lock %s/%s: %w", w.ns, l.name, err)
 			}
 		}
 		if l.state != gone {
@@ -268,7 +286,7 @@ func (w *worker) resolve(ctx context.Context) bool {
 		}
 	}
 	w.locks = kept
-	return true
+	return nil
 }
 
 // observe reads t and checks the invariant for it: an object that a live
@@ -569,6 +587,17 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 			w.n.staleDenials.Add(1)
 			w.pending(t, dryRun)
 		}
+	case !locked && isCascadeDenial(err):
+		// t owns a locked object: its delete is denied for the cascade it
+		// would start (rule 6), which is right while the client still
+		// has a Lock the denial names. Nothing is owed then.
+		if w.holdsAnyOf(cascadeLocks(err)) {
+			w.n.cascadeDenials.Add(1)
+			t.unlockedSince = time.Time{}
+		} else {
+			w.n.staleDenials.Add(1)
+			w.pending(t, dryRun)
+		}
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		w.observe(ctx, t) // Gone or replaced: the invariant check says whether that was allowed.
 	default:
@@ -772,43 +801,71 @@ func jsonValue(v any) string {
 	return fmt.Sprintf("%q", v)
 }
 
-// settle retries the pending unlocked deletes until they succeed or ctx
-// ends, and returns those still pending.
-func (w *worker) settle(ctx context.Context) []string {
-	for {
-		var left []string
-		if w.resolve(ctx) {
-			for _, t := range w.targets {
-				if t.unlockedSince.IsZero() {
-					continue
-				}
-				if locks, known := w.classify(t); len(locks) > 0 || !known {
-					t.unlockedSince = time.Time{} // Locked since: nothing to wait for.
-					continue
-				}
-				if !w.observe(ctx, t) || t.uid == "" {
-					if t.uid == "" {
-						t.unlockedSince = time.Time{} // Gone: its delete went through (or a cascade did it).
-					}
-					continue
-				}
-				w.n.byKind[kindDelete].sent.Add(1)
-				w.sending(t, kindDelete)
-				sent := time.Now()
-				err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &t.uid})
-				w.judge(ctx, t, nil, kindDelete, sent, err)
-				if !t.unlockedSince.IsZero() {
-					left = append(left, fmt.Sprintf("%s %s/%s (waiting %s, last error %v)", t.gvk.Kind, w.ns, t.name, time.Since(t.unlockedSince).Round(time.Second), err))
-				}
-			}
-		} else {
-			left = append(left, "the API server does not answer")
+// holdsAnyOf reports whether the client has a Lock (live, or with an
+// unknown outcome) of one of names.
+func (w *worker) holdsAnyOf(names []string) bool {
+	for _, l := range w.locks {
+		if l.state != gone && slices.Contains(names, l.name) {
+			return true
 		}
-		if len(left) == 0 || ctx.Err() != nil {
-			return left
+	}
+	return false
+}
+
+// settle retries the pending unlocked deletes until they succeed or ctx
+// ends, and returns what was still pending after the last pass: the last
+// one the API server answered throughout, and why the passes after it
+// could not finish.
+func (w *worker) settle(ctx context.Context) []string {
+	last := []string{fmt.Sprintf("%s: no pass finished", w.ns)}
+	for {
+		left, err := w.settlePass(ctx)
+		switch {
+		case err == nil:
+			last = left
+		case ctx.Err() == nil || len(last) == 0:
+			last = append(left, fmt.Sprintf("%s: the API server does not answer: %v", w.ns, err))
+		}
+		if (err == nil && len(left) == 0) || ctx.Err() != nil {
+			return last
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// settlePass sends the delete of each target still waiting for one, and
+// returns those still waiting; err says the pass could not read what it
+// needed.
+func (w *worker) settlePass(ctx context.Context) ([]string, error) {
+	if err := w.resolveErr(ctx); err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, t := range w.targets {
+		if t.unlockedSince.IsZero() {
+			continue
+		}
+		if locks, known := w.classify(t); len(locks) > 0 || !known {
+			t.unlockedSince = time.Time{} // Locked since: nothing to wait for.
+			continue
+		}
+		if !w.observe(ctx, t) {
+			return left, fmt.Errorf("reading %s %s/%s failed", t.gvk.Kind, w.ns, t.name)
+		}
+		if t.uid == "" {
+			t.unlockedSince = time.Time{} // Gone: its delete went through (or a cascade did it).
+			continue
+		}
+		w.n.byKind[kindDelete].sent.Add(1)
+		w.sending(t, kindDelete)
+		sent := time.Now()
+		err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &t.uid})
+		w.judge(ctx, t, nil, kindDelete, sent, err)
+		if !t.unlockedSince.IsZero() {
+			left = append(left, fmt.Sprintf("%s %s/%s (waiting %s, last error %v)", t.gvk.Kind, w.ns, t.name, time.Since(t.unlockedSince).Round(time.Second), err))
+		}
+	}
+	return left, nil
 }
 
 // audit checks every target against the worker's live Locks once more.
