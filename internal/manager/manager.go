@@ -164,6 +164,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Cache: cache.Options{
 			// Only what the webhook and the reconciler read is cached.
 			DefaultTransform: controller.CacheTransform(),
+			// Lists and watches that ride out an API server restart.
+			NewInformer: newInformer,
 		},
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host:    o.WebhookHost,
