@@ -131,7 +131,13 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	// controller, and the reconciler adds them.
 	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]bool{}}
 
-	if err := mgr.Add(&kindDiscoverer{kinds: r.kinds, watches: r.watches, owners: opts.Owners, interval: opts.DiscoveryInterval}); err != nil {
+	d := &kindDiscoverer{kinds: r.kinds, watches: r.watches, owners: opts.Owners, interval: opts.DiscoveryInterval}
+	if d.owners != nil {
+		if err := d.indexOwners(context.Background()); err != nil {
+			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index the group's kinds by owner before the start; discovery will", "error", err.Error())
+		}
+	}
+	if err := mgr.Add(d); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}
 	return nil

@@ -92,7 +92,7 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 	}
 	complete := true
 	for _, k := range kinds {
-		if !k.Namespaced || !k.Watchable || lockv1alpha1.Protectable(k.GVK.GroupKind()) != nil {
+		if !watched(k) {
 			continue
 		}
 		if err := d.watches.ensure(k); err != nil {
@@ -109,4 +109,33 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 	if d.owners != nil && complete {
 		d.owners.markDiscovered()
 	}
+}
+
+// watched reports whether discovery watches kind k: namespaced, watchable,
+// and one a Lock may target.
+func watched(k servedKind) bool {
+	return k.Namespaced && k.Watchable && lockv1alpha1.Protectable(k.GVK.GroupKind()) == nil
+}
+
+// indexOwners adds every kind discovery finds to the owner index, and
+// does nothing else: the reconciler's watches and the mark that discovery
+// ran are discover's. Setup calls it before the manager starts, so that
+// the owner index's informers start with the cache, beside the Lock
+// informer, instead of once the Lock informer has synced (the manager
+// starts discovery after its caches): at start the lists of Locks and of
+// targets then run together, and /readyz, which waits for both, answers
+// sooner. What fails here is left to discover's first pass.
+func (d *kindDiscoverer) indexOwners(ctx context.Context) error {
+	kinds, err := d.kinds.refresh()
+	if err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		if watched(k) {
+			if err := d.owners.ensure(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -40,6 +40,7 @@ func main() {
 	flag.IntVar(&o.decideRounds, "decide-rounds", 3, "Rounds of the decisions section's closed and paced loops (a smoke run: 1).")
 	flag.StringVar(&o.decideVersions, "decide-versions", "", "Kubernetes versions of the reads and decisions sections (issue 13), each on a control plane of its own, space or comma separated (default $LOCKGUARD_KUBE_VERSION or the default version).")
 	flag.StringVar(&o.args, "lockguard-args", "", "Extra flags for every lockguard started, space-separated.")
+	flag.StringVar(&o.baseline, "baseline", "", "Another lockguard binary (an earlier commit's) whose start-up section 4 compares with -lockguard's at its largest point: the two started alternately, 3 times each.")
 	flag.BoolVar(&o.verbose, "v", false, "Show the control plane's and lockguard's logs.")
 	cmdLine := flag.String("command-line", "", "The command to record in the report (default: this one).")
 	bareAddr := flag.String("bare-server", "", "Internal: serve the bare baseline server at this address.")
@@ -81,10 +82,12 @@ type options struct {
 	scale     float64
 	out       string
 	lockguard string
-	only      string
-	args      string
-	verbose   bool
-	command   string
+	// baseline is a lockguard binary whose start-up is compared ("": none).
+	baseline string
+	only     string
+	args     string
+	verbose  bool
+	command  string
 	// decideVersions are the Kubernetes versions of the issue 13 sections.
 	decideVersions string
 	// decideParts are the parts of the decisions section to run.
@@ -361,6 +364,35 @@ func runCluster(ctx context.Context, o options, r *report) error {
 			l.Stop()
 			r.memory = append(r.memory, p)
 		}
+		if o.baseline != "" {
+			step("Start-up with %d Locks, side by side with %s", r.memory[len(r.memory)-1].Locks, o.baseline)
+			if r.startups, err = startups(ctx, c, []string{o.baseline, o.lockguard}, 3); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// startups starts each binary in turn, rounds times over, and returns the
+// time each start took to ready, by binary.
+func startups(ctx context.Context, c *bench.Cluster, binaries []string, rounds int) (map[string][]time.Duration, error) {
+	out := map[string][]time.Duration{}
+	for range rounds {
+		for _, b := range binaries {
+			lg, err := c.StartLockguard(b)
+			if err != nil {
+				return nil, err
+			}
+			readyCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			d, err := lg.WaitReady(readyCtx)
+			cancel()
+			lg.Stop()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", b, err)
+			}
+			out[b] = append(out[b], d)
+		}
+	}
+	return out, nil
 }

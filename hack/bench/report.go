@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type report struct {
 	window      []modeResult[*bench.WindowResult]
 	convergence *bench.ConvergenceResult
 	memory      []*bench.MemoryPoint
+	startups    map[string][]time.Duration // -baseline: ready times by binary
 	grown       int
 	growTook    time.Duration
 	decisions   []*decisionRun
@@ -403,6 +405,32 @@ func (r *report) memorySection(w writer) {
 		w("%s.\n", strings.Join(parts, "; "))
 	}
 	w("\n")
+	if base, ok := r.startups[r.opts.baseline]; ok {
+		cur := r.startups[r.opts.lockguard]
+		w("Start-up side by side at %d Locks: `%s` (-baseline) and `%s` (-lockguard) started alternately, baseline first, %d times each; ready times in order of start.\n\n", r.memory[len(r.memory)-1].Locks, r.opts.baseline, r.opts.lockguard, len(base))
+		w("| binary | ready | median |\n|---|---|---|\n")
+		for _, row := range []struct {
+			name string
+			ds   []time.Duration
+		}{{"baseline", base}, {"lockguard", cur}} {
+			var ds []string
+			for _, d := range row.ds {
+				ds = append(ds, d.Round(time.Millisecond).String())
+			}
+			w("| %s | %s | %s |\n", row.name, strings.Join(ds, ", "), medianDuration(row.ds).Round(time.Millisecond))
+		}
+		w("\nMedian ratio, lockguard / baseline: %.2f×.\n\n", float64(medianDuration(cur))/float64(medianDuration(base)))
+	}
+}
+
+// medianDuration is the median of ds (the upper one of an even count).
+func medianDuration(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 func (r *report) convergenceSection(w writer) {
