@@ -149,7 +149,7 @@ func LabelNamespace(ctx context.Context, c client.Writer, ns string) error {
 // created, deleted or whose labels change reconciles its label, and the
 // targets of its live Locks (whose status waits for the label).
 func namespaceSource(mgr ctrl.Manager, locks *LockIndex) source.TypedSource[request] {
-	return source.TypedKind(mgr.GetCache(), namespaceObject(""),
+	return kindSource(mgr.GetCache(), namespaceObject(""),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
 			return append([]request{{Namespace: o.Name}}, locks.liveTargets(o.Name)...)
 		}),

@@ -86,6 +86,10 @@ func (r *reconciler) reconcileInvalid(ctx context.Context, name types.Namespaced
 	return r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
 }
 
+// targetReadTimeout bounds a target's read from the cache, which waits
+// until the kind's informer has synced.
+const targetReadTimeout = 10 * time.Second
+
 // reconcileTarget patches the annotation of target, then writes the status
 // of its live Locks.
 func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.TargetKey) (ctrl.Result, error) {
@@ -110,7 +114,12 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	gk := target.GroupKind()
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(kind.GVK)
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj); err != nil {
+	// The read waits for the kind's cache to sync: bounded, so that a kind
+	// whose list never succeeds holds no worker for good.
+	getCtx, cancel := context.WithTimeout(ctx, targetReadTimeout)
+	err = r.client.Get(getCtx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj)
+	cancel()
+	if err != nil {
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)
 		}

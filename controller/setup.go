@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/eventnote"
@@ -98,7 +97,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	}
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &lockv1alpha1.Lock{},
+		WatchesRawSource(kindSource(mgr.GetCache(), &lockv1alpha1.Lock{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []request {
 				if r.namespaceGuard {
 					return []request{requestOf(l), {Namespace: l.Namespace}}
@@ -133,8 +132,8 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 
 	d := &kindDiscoverer{kinds: r.kinds, watches: r.watches, owners: opts.Owners, interval: opts.DiscoveryInterval}
 	if d.owners != nil {
-		if err := d.indexOwners(context.Background()); err != nil {
-			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index the group's kinds by owner before the start; discovery will", "error", err.Error())
+		if err := d.indexOwners(context.Background(), mgr.GetAPIReader()); err != nil {
+			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index some of the group's kinds by owner before the start; discovery will", "error", err.Error())
 		}
 	}
 	if err := mgr.Add(d); err != nil {
