@@ -176,7 +176,7 @@ func (c *Cluster) cascadeTimes(ctx context.Context, r *CascadeResult, ns string,
 		}
 		locked = append(locked, d)
 	}
-	r.Leaf, r.Owner, r.Locked = medianDuration(leaf), medianDuration(owner), medianDuration(locked)
+	r.Leaf, r.Owner, r.Locked = MedianDuration(leaf), MedianDuration(owner), MedianDuration(locked)
 	return nil
 }
 
@@ -257,8 +257,9 @@ func waitFor(ctx context.Context, fn func() error) error {
 	}
 }
 
-// medianDuration is the median of ds (0 for none).
-func medianDuration(ds []time.Duration) time.Duration {
+// MedianDuration is the median of ds (the upper one of an even count; 0
+// for none).
+func MedianDuration(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}

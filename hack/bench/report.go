@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -417,20 +416,10 @@ func (r *report) memorySection(w writer) {
 			for _, d := range row.ds {
 				ds = append(ds, d.Round(time.Millisecond).String())
 			}
-			w("| %s | %s | %s |\n", row.name, strings.Join(ds, ", "), medianDuration(row.ds).Round(time.Millisecond))
+			w("| %s | %s | %s |\n", row.name, strings.Join(ds, ", "), bench.MedianDuration(row.ds).Round(time.Millisecond))
 		}
-		w("\nMedian ratio, lockguard / baseline: %.2f×.\n\n", float64(medianDuration(cur))/float64(medianDuration(base)))
+		w("\nMedian ratio, lockguard / baseline: %.2f×.\n\n", float64(bench.MedianDuration(cur))/float64(bench.MedianDuration(base)))
 	}
-}
-
-// medianDuration is the median of ds (the upper one of an even count).
-func medianDuration(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
 }
 
 func (r *report) convergenceSection(w writer) {
