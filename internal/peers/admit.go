@@ -45,7 +45,7 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 		// the Lock reaches its cache.
 		if p.o.LabelNamespace != nil {
 			if err := p.o.LabelNamespace(ctx, a.Namespace); err != nil {
-				p.t.Abandon(a.UID)
+				// The marker stays until the sweep (Announce says why).
 				return refuse(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable,
 					fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
 			}

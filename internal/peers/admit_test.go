@@ -19,8 +19,9 @@ import (
 
 // TestAdmissionLabelsTheNamespace: a Lock create is allowed only after
 // every replica was told and the namespace was labelled (LabelNamespace);
-// a label that cannot be written refuses the create, retryably, and leaves
-// no marker; a dry run labels nothing.
+// a label that cannot be written refuses the create, retryably, and keeps
+// the marker until the sweep (a refusal can be forged); a dry run labels
+// nothing.
 func TestAdmissionLabelsTheNamespace(t *testing.T) {
 	lock := &lockv1alpha1.Lock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
@@ -50,8 +51,8 @@ func TestAdmissionLabelsTheNamespace(t *testing.T) {
 			wantAllowed: true, wantLabels: []string{"forge"}, wantMarkers: 1,
 		},
 		"LabelFails": {
-			reason:   "The label cannot be written: refused, retryably, and the marker abandoned.",
-			labelErr: errors.New("namespaces \"forge\" is forbidden"), wantLabels: []string{"forge"},
+			reason:   "The label cannot be written: refused, retryably; the marker stays until the sweep.",
+			labelErr: errors.New("namespaces \"forge\" is forbidden"), wantLabels: []string{"forge"}, wantMarkers: 1,
 		},
 		"DryRun": {
 			reason: "A dry run writes nothing: allowed, no label, no marker.",

@@ -66,10 +66,21 @@
 // off until the Lock reaches its cache: the milliseconds of lag there were
 // before, in that rarer case.
 //
-// The peer endpoints are not authenticated: a marker can only make a
-// delete more careful, and every body and count is bounded, so a flood
-// can make a replica cold (the confirmation of every allowed delete, as
-// before this package), never less strict. It can make Lock creates fail
-// (a subscription from an address that does not answer), which the
+// # Only evidence removes a marker
+//
+// A marker is keyed by its Lock's UID and the target it claims, and only
+// evidence about that Lock removes it: the informer delivering the UID
+// (which removes every mark of it), or, after TTL, a quorum read of the
+// Lock the marker names (which removes that mark only). A create that
+// this replica refuses keeps its marker and its place in the replay until
+// then: a review can be forged, so a refusal proves nothing about a
+// genuine create of the same UID, and a mark of a UID with another target
+// cannot stand in for the genuine one. Whatever a caller sends, it can
+// only add markers, which make deletes more careful.
+//
+// The peer endpoints are not authenticated yet: a flood can make a
+// replica cold (the confirmation of every allowed delete, as before this
+// package), never less strict, and it can make Lock creates fail (a
+// subscription from an address that does not answer), which the
 // NetworkPolicy of the chart limits.
 package peers

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -64,52 +65,80 @@ type marker struct {
 	added time.Time
 }
 
-// markerSet holds markers by Lock UID and counts them by target, up to a
-// bound. It is not safe for concurrent use (Tracker locks it).
+// markerID identifies a marker: a Lock create's UID and the target it
+// claims. Keyed by both, so that a mark of a UID with another target (a
+// forged announcement, sent first) cannot stand in for the genuine one.
+type markerID struct {
+	uid types.UID
+	key lockv1alpha1.TargetKey
+}
+
+// id returns the marker identity of a.
+func (a Announcement) id() markerID { return markerID{uid: a.UID, key: a.key()} }
+
+// markerSet holds markers by (UID, target) and counts them by target, up
+// to a bound. It is not safe for concurrent use (Tracker locks it).
 type markerSet struct {
 	max   int
-	byUID map[types.UID]marker
+	byID  map[markerID]marker
+	byUID map[types.UID][]markerID
 	byKey map[lockv1alpha1.TargetKey]int
 	byNS  map[string]int
 }
 
 func newMarkerSet(maxMarkers int) *markerSet {
-	return &markerSet{max: maxMarkers, byUID: map[types.UID]marker{}, byKey: map[lockv1alpha1.TargetKey]int{}, byNS: map[string]int{}}
+	return &markerSet{max: maxMarkers, byID: map[markerID]marker{}, byUID: map[types.UID][]markerID{},
+		byKey: map[lockv1alpha1.TargetKey]int{}, byNS: map[string]int{}}
 }
 
 // add marks a's target, at now. It returns false, marking nothing, when
-// the set holds max markers already; adding a UID again keeps the first
-// mark.
+// the set holds max markers already; adding a (UID, target) again keeps
+// the first mark.
 func (s *markerSet) add(a Announcement, now time.Time) bool {
-	if _, ok := s.byUID[a.UID]; ok {
+	id := a.id()
+	if _, ok := s.byID[id]; ok {
 		return true
 	}
-	if len(s.byUID) >= s.max {
+	if len(s.byID) >= s.max {
 		return false
 	}
-	s.byUID[a.UID] = marker{a: a, added: now}
-	s.byKey[a.key()]++
+	s.byID[id] = marker{a: a, added: now}
+	s.byUID[a.UID] = append(s.byUID[a.UID], id)
+	s.byKey[id.key]++
 	s.byNS[a.Namespace]++
 	return true
 }
 
-// remove removes the marker of uid, if any.
-func (s *markerSet) remove(uid types.UID) {
-	m, ok := s.byUID[uid]
+// removeUID removes every marker of uid: the cache holds that Lock (or
+// held it and saw it deleted), whatever targets announcements claimed.
+func (s *markerSet) removeUID(uid types.UID) {
+	for _, id := range s.byUID[uid] {
+		s.removeID(id)
+	}
+}
+
+// removeID removes the marker id, if any.
+func (s *markerSet) removeID(id markerID) {
+	m, ok := s.byID[id]
 	if !ok {
 		return
 	}
-	delete(s.byUID, uid)
-	k := m.a.key()
-	if s.byKey[k] <= 1 {
-		delete(s.byKey, k)
+	delete(s.byID, id)
+	if ids := slices.DeleteFunc(s.byUID[id.uid], func(x markerID) bool { return x == id }); len(ids) == 0 {
+		delete(s.byUID, id.uid)
 	} else {
-		s.byKey[k]--
+		s.byUID[id.uid] = ids
 	}
-	if s.byNS[m.a.Namespace] <= 1 {
-		delete(s.byNS, m.a.Namespace)
+	decrement(s.byKey, id.key)
+	decrement(s.byNS, m.a.Namespace)
+}
+
+// decrement counts one less of k in m, deleting k at zero.
+func decrement[K comparable](m map[K]int, k K) {
+	if m[k] <= 1 {
+		delete(m, k)
 	} else {
-		s.byNS[m.a.Namespace]--
+		m[k]--
 	}
 }
 
@@ -122,7 +151,7 @@ func (s *markerSet) hasIn(ns string) bool { return s.byNS[ns] > 0 }
 // olderThan returns the markers added before cutoff.
 func (s *markerSet) olderThan(cutoff time.Time) []marker {
 	var out []marker
-	for _, m := range s.byUID {
+	for _, m := range s.byID {
 		if m.added.Before(cutoff) {
 			out = append(out, m)
 		}
@@ -131,4 +160,4 @@ func (s *markerSet) olderThan(cutoff time.Time) []marker {
 }
 
 // len returns the number of markers.
-func (s *markerSet) len() int { return len(s.byUID) }
+func (s *markerSet) len() int { return len(s.byID) }

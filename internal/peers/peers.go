@@ -308,9 +308,9 @@ func (p *Peers) sweep(ctx context.Context) {
 		err := p.api.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
 		switch {
 		case apierrors.IsNotFound(err), err == nil && l.UID != a.UID:
-			p.t.Clear(a.UID)
+			p.t.Clear(a)
 		case err == nil && p.t.cache.HasUID(a.Namespace, a.Name, a.UID):
-			p.t.Clear(a.UID)
+			p.t.Clear(a)
 		case err != nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("Could not read a pending Lock; keeping its marker", "namespace", a.Namespace, "name", a.Name, "error", err.Error())
 		}
@@ -407,8 +407,10 @@ func (p *Peers) Announce(ctx context.Context, a Announcement) error {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
+		// The marker and the replay keep the create until the sweep
+		// clears it (TTL): a refusal proves nothing about who else holds
+		// a create of that UID, since a review can be forged.
 		p.refused.Inc()
-		p.t.Abandon(a.UID)
 		return err
 	}
 	return nil

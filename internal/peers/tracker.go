@@ -245,7 +245,7 @@ func (t *Tracker) markLocked(a Announcement, now time.Time) {
 func (t *Tracker) Observe(uid types.UID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.markers.remove(uid)
+	t.markers.removeUID(uid)
 }
 
 // Expired returns the markers older than TTL, for a quorum read of their
@@ -260,10 +260,16 @@ func (t *Tracker) Expired() []Announcement {
 	return out
 }
 
-// Clear removes the marker of uid: a quorum read found its Lock absent,
-// or with another UID, after TTL (its create never reached etcd, or the
-// Lock is gone), or the cache holds it.
-func (t *Tracker) Clear(uid types.UID) { t.Observe(uid) }
+// Clear removes the marker of a (its UID and target, as Expired returned
+// it): a quorum read found its Lock absent, or with another UID, after
+// TTL (its create never reached etcd, or the Lock is gone), or the cache
+// holds it. Other marks of the UID stay: each is cleared on its own
+// evidence.
+func (t *Tracker) Clear(a Announcement) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markers.removeID(a.id())
+}
 
 // SetView replaces the view with peers (other replicas' addresses). A peer
 // that leaves the view while not trusted may have admitted creates this
@@ -429,15 +435,4 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	}
 	slices.Sort(subs)
 	return subs, nil
-}
-
-// Abandon forgets the create of uid that Admit prepared and this replica
-// then refused: the API server does not write a create its admission
-// refused, so neither the marker nor the replay needs it. The replicas
-// already told keep their markers until their sweep.
-func (t *Tracker) Abandon(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.markers.remove(uid)
-	t.recent = slices.DeleteFunc(t.recent, func(r admitted) bool { return r.a.UID == uid })
 }
