@@ -120,7 +120,7 @@ func NewAuthority(commonName string, validFor time.Duration) (*Authority, error)
 	return &Authority{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}, nil
 }
 
-// Issue signs a serving certificate for hosts (DNS names or IP addresses)
+// Issue signs a serving (and peer client) certificate for hosts (DNS names or IP addresses)
 // with a new ECDSA P-256 key, valid for validFor. It returns the
 // certificate and key PEM encoded, and the certificate's serial number.
 func (a *Authority) Issue(hosts []string, validFor time.Duration) (certPEM, keyPEM []byte, serialNumber *big.Int, err error) {
@@ -135,7 +135,9 @@ func (a *Authority) Issue(hosts []string, validFor time.Duration) (certPEM, keyP
 		NotBefore:    now.Add(-time.Minute),
 		NotAfter:     now.Add(validFor),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Client auth too: a replica presents its serving certificate
+		// when it calls the others (internal/peers).
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {

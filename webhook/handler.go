@@ -15,6 +15,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/eventnote"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // Path is where lockguard serves the handler on its webhook server.
@@ -27,8 +28,7 @@ type Handler struct {
 	locks   *lockFinder
 	metrics *Metrics
 	events  events.EventRecorder
-	limits  Limits
-	gate    *gate
+	gate    *transport.Gate
 
 	eventLimits EventLimits
 	cluster     *clusterGuards // nil: Namespace and CRD deletes are answered Errored
@@ -37,6 +37,11 @@ type Handler struct {
 
 // Option configures a Handler.
 type Option func(*Handler)
+
+// WithGate makes the handler read reviews within g, the webhook server's
+// bounds shared by every path; default: a Gate of its own with the default
+// Limits, counting refusals in the handler's Metrics.
+func WithGate(g *transport.Gate) Option { return func(h *Handler) { h.gate = g } }
 
 // WithMetrics makes the handler count its decisions in m.
 func WithMetrics(m *Metrics) Option { return func(h *Handler) { h.metrics = m } }
@@ -59,7 +64,9 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
-	h.gate = newGate(h.limits)
+	if h.gate == nil {
+		h.gate = transport.NewGate(transport.Limits{}, h.metrics.Refused)
+	}
 	if h.events != nil {
 		h.events = newLimitedRecorder(h.events, h.eventLimits, h.metrics, time.Now)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // reviewJSON is an AdmissionReview of a DELETE of Stack forge/<name>.
@@ -78,8 +80,8 @@ func TestServeHTTP(t *testing.T) {
 			wantHTTP: http.StatusBadRequest,
 		},
 		"TooLarge": {
-			reason:   "A body over MaxReviewSize is refused.",
-			body:     reviewJSON("admission.k8s.io/v1", "forge", `"`+strings.Repeat("x", MaxReviewSize)+`"`),
+			reason:   "A body over transport.MaxReviewSize is refused.",
+			body:     reviewJSON("admission.k8s.io/v1", "forge", `"`+strings.Repeat("x", transport.MaxReviewSize)+`"`),
 			wantHTTP: http.StatusRequestEntityTooLarge,
 		},
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // Decisions counted by lockguard_admission_reviews_total.
@@ -15,11 +17,12 @@ const (
 	DecisionErrored = "errored"
 )
 
-// Reasons counted by lockguard_webhook_requests_refused_total.
+// Reasons counted by lockguard_webhook_requests_refused_total: those of
+// the webhook server's transport.Gate.
 const (
-	RefusedInFlight      = "in_flight"
-	RefusedBufferedBytes = "buffered_bytes"
-	RefusedReadTimeout   = "read_timeout"
+	RefusedInFlight      = transport.RefusedInFlight
+	RefusedBufferedBytes = transport.RefusedBufferedBytes
+	RefusedReadTimeout   = transport.RefusedReadTimeout
 )
 
 // Metrics are the handler's Prometheus metrics. A denial is an HTTP 200 to
@@ -96,9 +99,9 @@ func (m *Metrics) dropEvent() {
 	}
 }
 
-// refuse counts a request refused before a decision. It is safe on a nil
+// Refused counts a request refused before a decision. It is safe on a nil
 // *Metrics.
-func (m *Metrics) refuse(reason string) {
+func (m *Metrics) Refused(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
 	}

@@ -17,6 +17,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -47,8 +48,9 @@ func run() error {
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "Port of the webhook server.")
 	fs.StringVar(&o.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory with the webhook server's tls.crt and tls.key; reloaded when they change.")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", false, "Serve HTTP/2 on the webhook server (off by default: HTTP/2 rapid reset and stream exhaustion).")
-	fs.IntVar(&o.WebhookLimits.MaxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "Admission reviews served at once; more are answered HTTP 429 at once (with failurePolicy Fail, the API server then refuses the delete: fail closed).")
-	fs.Int64Var(&o.WebhookLimits.MaxBufferedBytes, "webhook-max-buffered-bytes", webhook.DefaultMaxBufferedBytes, "Bytes the bodies of the admission reviews in flight may hold together (each grows with the bytes that arrive, not with the declared length); a review that does not fit is answered HTTP 429.")
+	fs.IntVar(&o.WebhookLimits.MaxInFlight, "webhook-max-in-flight", transport.DefaultMaxInFlight, "Requests served at once by the webhook server, on every path together (admission reviews, the other replicas' calls); more are answered HTTP 429 at once (with failurePolicy Fail, the API server then refuses the delete: fail closed).")
+	fs.Int64Var(&o.WebhookLimits.MaxBufferedBytes, "webhook-max-buffered-bytes", transport.DefaultMaxBufferedBytes, "Bytes the bodies of the requests in flight on the webhook server may hold together (each grows with the bytes that arrive, not with the declared length); a review that does not fit is answered HTTP 429.")
+	fs.IntVar(&o.WebhookMaxConnections, "webhook-max-connections", transport.DefaultMaxConnections, "Connections the webhook server holds open at once; more wait to be accepted. Headers are limited to 32 KiB and, with the TLS handshake, 32 s.")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the metrics endpoint; \"0\" disables it.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only callers authorized to get /metrics (TokenReview and SubjectAccessReview).")
 	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate).")
@@ -65,8 +67,8 @@ func run() error {
 	fs.StringVar(&o.Peers.File, "peers-file", "", "File listing the other replicas, one host:port a line, reread every second (local runs; see --peers).")
 	fs.StringVar(&o.Peers.Service, "peer-service", "", "Name of lockguard's webhook Service, in --leader-election-namespace: the other replicas are its EndpointSlices' addresses at --webhook-port (see --peers). Needs POD_IP.")
 	fs.StringVar(&o.Peers.Self, "peer-address", "", "This replica's host:port as the others reach it (default: $POD_IP:--webhook-port).")
-	fs.StringVar(&o.Peers.CAFile, "peer-ca-file", "", "CA that verifies the other replicas' webhook certificates (default: ca.crt in --cert-dir, when there is one; otherwise they are not verified).")
-	fs.StringVar(&o.Peers.ServerName, "peer-server-name", "", "Name the other replicas' certificates are verified for (the webhook Service's DNS name in the chart; default: the host of their address).")
+	fs.StringVar(&o.Peers.CAFile, "peer-ca-file", "", "CA of the replicas' certificates, which they present to each other as server and as client (mutual TLS; the serving certificate must allow client auth). Default: ca.crt in --cert-dir. Without one, lockguard refuses to start with the peer protocol (a standalone --peers= replica then accepts no peer call).")
+	fs.StringVar(&o.Peers.ServerName, "peer-server-name", "", "Name the other replicas' certificates are verified for, as servers and as clients (the webhook Service's DNS name in the chart; default: the IP of their address).")
 	fs.DurationVar(&o.Peers.TTL, "pending-ttl", 0, "How long a Lock create is remembered and a new replica stays cold; longer than a create request can take (default 2m).")
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")

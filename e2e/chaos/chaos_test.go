@@ -244,7 +244,7 @@ func TestChaos(t *testing.T) {
 	certDirs := make([]string, 2)
 	for i := range certDirs {
 		certDirs[i] = filepath.Join(dir, fmt.Sprintf("certs-%d", i))
-		if err := framework.ProjectSecret(certDirs[i], map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
+		if err := framework.ProjectSecret(certDirs[i], map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM, certs.CAName: h.ca.CertPEM}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -697,7 +697,7 @@ func (h *harness) rotate() {
 	h.logf("fault: rotate the serving certificate (rotation %d, serial %x...)", gen, serial.Bytes()[:4])
 	rotated := time.Now()
 	for _, rep := range h.replicas {
-		if err := framework.ProjectSecret(rep.CertDir(), map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
+		if err := framework.ProjectSecret(rep.CertDir(), map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM, certs.CAName: h.ca.CertPEM}); err != nil {
 			h.t.Errorf("writing %s: %v", rep.CertDir(), err)
 		}
 		time.Sleep(jitter(h.rng, 0, time.Second))

@@ -71,7 +71,7 @@ func TestConvergesAfterAPIServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	certDir := filepath.Join(dir, "certs")
-	if err := framework.ProjectSecret(certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM}); err != nil {
+	if err := framework.ProjectSecret(certDir, map[string][]byte{certs.CertName: certPEM, certs.KeyName: keyPEM, certs.CAName: ca.CertPEM}); err != nil {
 		t.Fatal(err)
 	}
 	set, err := framework.NewReplicaSet(&framework.LocalWebhook{CA: ca.CertPEM}, framework.ReplicaOptions{

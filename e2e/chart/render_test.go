@@ -162,10 +162,10 @@ func TestRenderedObjects(t *testing.T) {
 			want:   join(common, []string{"Certificate/lockguard-serving"}, webhook),
 		},
 		"UserSecret": {
-			reason: "without cert-manager the user's Secret is mounted and nothing of cert-manager is rendered",
+			reason: "without cert-manager the user's Secret is mounted, its CA goes into a ConfigMap for the replicas' mutual TLS, and nothing of cert-manager is rendered",
 			r: framework.Release{Set: []string{"certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
 				SetString: []string{"webhook.tls.caBundle=Y2E="}},
-			want: join(common, webhook),
+			want: join(common, webhook, []string{"ConfigMap/lockguard-peer-ca"}),
 		},
 		"NoMetrics": {
 			reason: "metrics.enabled=false drops the metrics Service and reader role",
@@ -188,7 +188,7 @@ func TestRenderedObjects(t *testing.T) {
 			reason: "without cert-manager, the CA of webhook.tls.caBundle goes into a ConfigMap for the ServiceMonitor",
 			r: framework.Release{Set: []string{"metrics.serviceMonitor.enabled=true", "certManager.enabled=false", "webhook.tls.existingSecret=my-tls"},
 				SetString: []string{"webhook.tls.caBundle=Y2E="}},
-			want: join(common, webhook, []string{"ServiceMonitor/lockguard", "ConfigMap/lockguard-metrics-ca",
+			want: join(common, webhook, []string{"ConfigMap/lockguard-peer-ca", "ServiceMonitor/lockguard", "ConfigMap/lockguard-metrics-ca",
 				"ServiceAccount/lockguard-metrics-scraper", "Secret/lockguard-metrics-scraper", "ClusterRoleBinding/lockguard-metrics-scraper"}),
 		},
 		"Monitoring": {
@@ -546,6 +546,9 @@ func TestCertificates(t *testing.T) {
 	if !slices.Contains(dns, "lockguard-webhook.lockguard-system.svc") {
 		t.Errorf("dnsNames = %v; want lockguard-webhook.lockguard-system.svc, the name the API server verifies", dns)
 	}
+	if usages, _, _ := unstructured.NestedStringSlice(serving.Object, "spec", "usages"); !slices.Contains(usages, "server auth") || !slices.Contains(usages, "client auth") {
+		t.Errorf("usages = %v; want server auth and client auth (the replicas present it to each other)", usages)
+	}
 
 	// A user-named issuer.
 	objs = render(t, framework.Release{Set: []string{"certManager.issuerRef.name=corp-ca", "certManager.issuerRef.kind=ClusterIssuer"}})
@@ -803,6 +806,20 @@ func TestServiceMonitor(t *testing.T) {
 	cm := convert[corev1.ConfigMap](t, framework.Find(objs, "ConfigMap", "guard-lockguard-metrics-ca"))
 	if cm.Data["ca.crt"] != caPEM {
 		t.Errorf("ConfigMap ca.crt = %q; want the decoded webhook.tls.caBundle %q", cm.Data["ca.crt"], caPEM)
+	}
+	// The same CA authenticates the replicas to each other.
+	peerCA := convert[corev1.ConfigMap](t, framework.Find(objs, "ConfigMap", "guard-lockguard-peer-ca"))
+	if peerCA.Data["ca.crt"] != caPEM {
+		t.Errorf("peer CA ConfigMap ca.crt = %q; want the decoded webhook.tls.caBundle %q", peerCA.Data["ca.crt"], caPEM)
+	}
+	dep := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "guard-lockguard"))
+	if args := dep.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--peer-ca-file=/etc/lockguard/peer-ca/ca.crt") {
+		t.Errorf("lockguard args %v; want --peer-ca-file=/etc/lockguard/peer-ca/ca.crt", args)
+	}
+	if vols := dep.Spec.Template.Spec.Volumes; !slices.ContainsFunc(vols, func(v corev1.Volume) bool {
+		return v.ConfigMap != nil && v.ConfigMap.Name == "guard-lockguard-peer-ca"
+	}) {
+		t.Errorf("volumes %+v; want the ConfigMap guard-lockguard-peer-ca", vols)
 	}
 
 	// The user's TLS settings and token replace the chart's.

@@ -20,13 +20,18 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/webhook"
 )
 
 // Slow-body attack: slowBodies TLS connections each declare a body of
-// slowBodyLength bytes, send one byte and stall.
+// slowBodyLength bytes to one of slowBodyPaths in turn, send one byte and
+// stall; bigHeaders more each send a header of bigHeaderLength bytes.
 const (
-	slowBodies     = 100
-	slowBodyLength = 7_000_000
+	slowBodies      = 100
+	bigHeaders      = 100
+	bigHeaderLength = 1 << 20
+	slowBodyLength  = 7_000_000
 	// slowBodyHeapBound is how far above its idle Go heap lockguard's may
 	// go while the slow bodies stall (with GOGC=25, see below). Measured:
 	// +2.6 MiB on 1.37.2, +1.8 MiB on 1.29.15 (a 4 KiB body buffer,
@@ -41,9 +46,18 @@ const (
 	slowBodyCutOff = 60 * time.Second
 )
 
+// slowBodyPaths are every path of the webhook server: the admission paths
+// hold a stalled body until its deadline, the peer paths refuse a caller
+// without a replica's certificate before reading a byte of it.
+var slowBodyPaths = []string{webhook.Path, peers.AdmitPath, peers.SubscribePath, peers.PendingPath}
+
+// admissionSlowBodies is how many of the slow bodies go to admission paths.
+var admissionSlowBodies = slowBodies / len(slowBodyPaths) * 2
+
 // TestSlowBodies runs the lockguard binary behind a webhook configuration
 // of one namespace, opens slowBodies TLS connections that each declare a
-// 7,000,000-byte AdmissionReview, send its first byte and stall, and,
+// 7,000,000-byte body to every path of the port in turn, send its first
+// byte and stall, and bigHeaders that send a 1 MiB header, and,
 // while they stall, sends dry-run deletes through the real API server: of
 // a locked Stack (denied) and of an unlocked one (allowed), each answered
 // within the webhook's timeout. lockguard's Go heap must stay within
@@ -153,22 +167,34 @@ func TestSlowBodies(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	// Every slow body has reached the handler.
-	inFlight := `controller_runtime_webhook_requests_in_flight{webhook="/validate-delete"}`
-	framework.Eventually(t, time.Minute, "the slow bodies in the webhook handler", func(ctx context.Context) error {
+	headers, err := openBigHeaders(lg.Webhook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, conn := range headers {
+			conn.Close()
+		}
+	}()
+	// Every slow body of an admission path has reached its handler.
+	framework.Eventually(t, time.Minute, "the slow bodies in the webhook handlers", func(ctx context.Context) error {
 		m, err := lg.Metrics(ctx)
 		if err != nil {
 			return err
 		}
-		if n := m[inFlight]; n < slowBodies {
-			return fmt.Errorf("%s is %v, want at least %d", inFlight, n, slowBodies)
+		n := 0.0
+		for _, path := range []string{webhook.Path, peers.AdmitPath} {
+			n += m[`controller_runtime_webhook_requests_in_flight{webhook="`+path+`"}`]
+		}
+		if n < float64(admissionSlowBodies) {
+			return fmt.Errorf("%v slow bodies in the admission handlers, want at least %d", n, admissionSlowBodies)
 		}
 		return nil
 	})
 
 	attacked := sampleMemory(t, lg, 10, reviews)
-	t.Logf("%d slow bodies stalled: Go heap max %.1f MiB (%+.1f MiB over idle), RSS max %.1f MiB (%+.1f MiB); slowest review %s, every review answered within %s",
-		slowBodies, mib(attacked.heap), mib(attacked.heap-idle.heap), mib(attacked.rss), mib(attacked.rss-idle.rss), attacked.slowest.Round(time.Millisecond), webhookTimeout)
+	t.Logf("%d slow bodies stalled (on %v) and %d headers of %d bytes sent: Go heap max %.1f MiB (%+.1f MiB over idle), RSS max %.1f MiB (%+.1f MiB); slowest review %s, every review answered within %s",
+		slowBodies, slowBodyPaths, bigHeaders, bigHeaderLength, mib(attacked.heap), mib(attacked.heap-idle.heap), mib(attacked.rss), mib(attacked.rss-idle.rss), attacked.slowest.Round(time.Millisecond), webhookTimeout)
 	if attacked.heap > idle.heap+slowBodyHeapBound {
 		t.Errorf("Go heap %.1f MiB while %d bodies of %d bytes stall, over idle (%.1f MiB) + %.0f MiB: lockguard allocates what clients declare",
 			mib(attacked.heap), slowBodies, slowBodyLength, mib(idle.heap), mib(slowBodyHeapBound))
@@ -218,21 +244,38 @@ func TestSlowBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	timedOut := `lockguard_webhook_requests_refused_total{reason="read_timeout"}`
-	if got := m[timedOut]; got < slowBodies {
-		t.Errorf("%s = %v, want at least %d", timedOut, got, slowBodies)
+	if got := m[timedOut]; got < float64(admissionSlowBodies) {
+		t.Errorf("%s = %v, want at least %d", timedOut, got, admissionSlowBodies)
 	}
 }
 
 // openSlowBodies opens slowBodies TLS connections to wh, each sending the
-// headers of a slowBodyLength-byte AdmissionReview and its first byte.
+// headers of a slowBodyLength-byte body to one of slowBodyPaths in turn,
+// and its first byte.
 func openSlowBodies(wh *framework.LocalWebhook) ([]net.Conn, error) {
+	heads := make([]string, len(slowBodyPaths))
+	for i, path := range slowBodyPaths {
+		heads[i] = "POST " + path + " HTTP/1.1\r\nHost: lockguard\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(slowBodyLength) + "\r\n\r\n{"
+	}
+	return openConns(wh, slowBodies, func(i int) string { return heads[i%len(heads)] })
+}
+
+// openBigHeaders opens bigHeaders TLS connections to wh, each sending a
+// request whose header is bigHeaderLength bytes.
+func openBigHeaders(wh *framework.LocalWebhook) ([]net.Conn, error) {
+	head := "POST " + peers.PendingPath + " HTTP/1.1\r\nHost: lockguard\r\nX-Pad: " + strings.Repeat("a", bigHeaderLength) + "\r\n\r\n"
+	return openConns(wh, bigHeaders, func(int) string { return head })
+}
+
+// openConns opens n TLS connections to wh and writes send(i) on the i-th;
+// a write the server cuts short is no error.
+func openConns(wh *framework.LocalWebhook, n int, send func(i int) string) ([]net.Conn, error) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(wh.CA)
 	cfg := &tls.Config{RootCAs: pool, NextProtos: []string{"http/1.1"}}
-	head := "POST /validate-delete HTTP/1.1\r\nHost: lockguard\r\nContent-Type: application/json\r\nContent-Length: " +
-		strconv.Itoa(slowBodyLength) + "\r\n\r\n{"
-	conns := make([]net.Conn, 0, slowBodies)
-	for range slowBodies {
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
 		conn, err := tls.Dial("tcp", wh.Address(), cfg)
 		if err != nil {
 			for _, c := range conns {
@@ -241,9 +284,8 @@ func openSlowBodies(wh *framework.LocalWebhook) ([]net.Conn, error) {
 			return nil, err
 		}
 		conns = append(conns, conn)
-		if _, err := conn.Write([]byte(head)); err != nil {
-			return nil, err
-		}
+		_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		_, _ = conn.Write([]byte(send(i)))
 	}
 	return conns, nil
 }

@@ -585,6 +585,12 @@ func checkChain(t *testing.T, c client.Client, ctx context.Context, s *corev1.Se
 	if _, err := cert.Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		t.Errorf("serving certificate does not verify against ca.crt for %s: %v", serverName, err)
 	}
+	// The replicas present it to each other as clients (the peer
+	// protocol's mutual TLS): cert-manager must have issued it for client
+	// auth too.
+	if _, err := cert.Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("serving certificate does not verify as a client certificate against ca.crt for %s: %v", serverName, err)
+	}
 	var ca corev1.Secret
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: caSecret}, &ca); err != nil {
 		t.Fatal(err)

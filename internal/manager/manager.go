@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -45,9 +45,13 @@ type Options struct {
 	CertDir string
 	// EnableHTTP2 serves HTTP/2 on the webhook server. Default false.
 	EnableHTTP2 bool
-	// WebhookLimits bound the reviews the webhook serves at once and the
-	// bytes their bodies hold; zero fields take webhook's defaults.
-	WebhookLimits webhook.Limits
+	// WebhookLimits bound the requests the webhook server serves at once,
+	// on every path together, and the bytes their bodies hold; zero fields
+	// take transport's defaults.
+	WebhookLimits transport.Limits
+	// WebhookMaxConnections bounds the connections the webhook server
+	// holds at once; zero: transport.DefaultMaxConnections.
+	WebhookMaxConnections int
 
 	// MetricsAddr is the metrics endpoint's address; "0" disables it.
 	// Default "0".
@@ -143,7 +147,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	tlsOpts := []func(*tls.Config){certs.ServerTLS(o.EnableHTTP2)}
+	// Client certificates are asked for, never required: the other
+	// replicas present theirs on the peer paths (verified there).
+	tlsOpts := []func(*tls.Config){certs.ServerTLS(o.EnableHTTP2), certs.RequestClientCertificates()}
 
 	metricsOpts := metricsserver.Options{
 		BindAddress:   orDefault(o.MetricsAddr, "0"),
@@ -167,10 +173,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			// Lists and watches that ride out an API server restart.
 			NewInformer: newInformer,
 		},
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host:    o.WebhookHost,
-			Port:    o.WebhookPort,
-			TLSOpts: append(tlsOpts, certs.WithCertificate(certWatcher)),
+		WebhookServer: transport.NewServer(transport.ServerOptions{
+			Host:           o.WebhookHost,
+			Port:           o.WebhookPort,
+			TLSOpts:        append(tlsOpts, certs.WithCertificate(certWatcher)),
+			MaxConnections: o.WebhookMaxConnections,
 		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        orDefault(o.ProbeAddr, "0"),
@@ -218,10 +225,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// the targets, and the Locks of what they would allow, from the API
 	// server, whatever --cache-only-decisions says: such deletes are rare,
 	// and remove objects without asking admission about each.
+	// One Gate bounds every path of the webhook server together.
+	gate := transport.NewGate(o.WebhookLimits, handlerMetrics.Refused)
 	opts := []webhook.Option{
 		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
 		webhook.WithMetrics(handlerMetrics),
-		webhook.WithLimits(o.WebhookLimits),
+		webhook.WithGate(gate),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
 	}
 	// The cascade guard walks owner references over metadata caches that
@@ -240,7 +249,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// With the peer protocol, only the deletes whose Locks the cache may
 	// lack are confirmed (internal/peers says why that is strict).
-	p, err := setupPeers(mgr, cfg, locks, o)
+	p, err := setupPeers(mgr, cfg, locks, certWatcher, gate, o)
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,10 @@ package manager
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -16,11 +14,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // PeerOptions say how the replicas of lockguard tell each other of Lock
@@ -42,9 +42,11 @@ type PeerOptions struct {
 	// Self is this replica's address (host:port) as the others reach it;
 	// SelfIP is its IP in the EndpointSlices.
 	Self, SelfIP string
-	// CAFile verifies the others' serving certificates, for ServerName;
-	// default <CertDir>/ca.crt when it exists. Without one, certificates
-	// are not verified.
+	// CAFile holds the CA of every replica's certificate, which each
+	// presents as server and as client (mutual TLS), for ServerName (the
+	// webhook Service's DNS name; empty: the IP of each address). Default
+	// <CertDir>/ca.crt. Without one the protocol does not start: the
+	// other replicas cannot be authenticated.
 	CAFile, ServerName string
 	// TTL, Lease, Trust and RenewEvery tune the protocol (peers.Config);
 	// zero takes the defaults.
@@ -59,13 +61,15 @@ func (o PeerOptions) enabled() bool {
 // setupPeers starts the protocol on mgr when o enables it, and serves
 // the admission of Lock creates either way (allowing all when it is off).
 // It returns the webhook's Freshness, nil when off.
-func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex, o Options) (*peers.Peers, error) {
+func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {
-		srv.Register(peers.AdmitPath, &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
-			return admission.Allowed("")
-		})})
+		srv.Register(peers.AdmitPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			transport.ServeReview(gate, w, r, transport.DecodeReview, func(context.Context, admission.Request) admission.Response {
+				return admission.Allowed("")
+			})
+		}))
 		return nil, nil
 	}
 	var src peers.Source
@@ -90,16 +94,22 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 	if po.Self == "" && !po.Standalone {
 		return nil, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
 	}
-	clientTLS, err := peerTLS(po, o.CertDir)
-	if err != nil {
+	standalone := po.Standalone && po.File == "" && po.Service == ""
+	popts := peers.Options{Self: po.Self, Source: src, RenewEvery: po.RenewEvery, Gate: gate}
+	if ca, err := peerCA(po, o.CertDir); err == nil {
+		popts.TLS, err = certs.PeerClientTLS(ca, po.ServerName, func() (*tls.Certificate, error) { return cert.GetCertificate(nil) })
+		if err != nil {
+			return nil, err
+		}
+		popts.Authenticate = func(r *http.Request) error { return certs.VerifyPeer(ca, po.ServerName, r) }
+	} else if !standalone {
 		return nil, err
 	}
-	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust,
-		Standalone: po.Standalone && po.File == "" && po.Service == ""}, locks)
+	// A standalone replica without a CA calls no one and accepts no call.
+	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust, Standalone: standalone}, locks)
 	if err := locks.OnDelivered(t.Observe); err != nil {
 		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
 	}
-	popts := peers.Options{Self: po.Self, Source: src, TLS: clientTLS, RenewEvery: po.RenewEvery}
 	if !o.Controller.DisableNamespaceGuard {
 		// The namespace guard's label goes on before a Lock create is
 		// allowed; the reconciler keeps it while the create is pending.
@@ -109,69 +119,27 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 	p := peers.New(t, mgr.GetAPIReader(), popts)
 	srv.Register(peers.SubscribePath, http.HandlerFunc(p.ServeSubscribe))
 	srv.Register(peers.PendingPath, http.HandlerFunc(p.ServePending))
-	srv.Register(peers.AdmitPath, &admission.Webhook{Handler: p.AdmissionHandler()})
+	srv.Register(peers.AdmitPath, http.HandlerFunc(p.ServeAdmission))
 	if err := mgr.Add(p); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// peerTLS is the client TLS of calls to peers: the CA of the serving
-// certificate where one is available.
-func peerTLS(po PeerOptions, certDir string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: po.ServerName}
-	caFile := po.CAFile
-	if caFile == "" {
-		caFile = filepath.Join(certDir, certs.CAName)
-		if _, err := os.Stat(caFile); err != nil {
-			ctrl.Log.WithName("peers").Info("No CA to verify the other replicas' certificates: calls to them are not verified", "looked", caFile)
-			c.InsecureSkipVerify = true
-			return c, nil
-		}
+// peerCA is the CA that authenticates the other replicas: po.CAFile, or
+// ca.crt in certDir. The protocol never runs unauthenticated: without
+// one, lockguard does not start.
+func peerCA(po PeerOptions, certDir string) (*certs.CAPool, error) {
+	file := po.CAFile
+	if file == "" {
+		file = filepath.Join(certDir, certs.CAName)
 	}
-	pool, err := caPool(caFile)
+	ca, err := certs.NewCAPool(file)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the peer protocol authenticates the other replicas with the CA of their certificates "+
+			"(--peer-ca-file, default ca.crt in --cert-dir, which cert-manager writes): %w", err)
 	}
-	if po.ServerName == "" {
-		// Verified for the host of each address (an IP in local runs).
-		c.RootCAs = pool
-		return c, nil
-	}
-	// The CA is read at every new connection, so that a renewed CA
-	// (cert-manager rotates the Secret in place) is trusted without a
-	// restart; the standard verification, for ServerName, is done by hand
-	// against it.
-	c.InsecureSkipVerify = true
-	c.VerifyConnection = func(cs tls.ConnectionState) error {
-		pool, err := caPool(caFile)
-		if err != nil {
-			return err
-		}
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("the replica sent no certificate")
-		}
-		inter := x509.NewCertPool()
-		for _, ic := range cs.PeerCertificates[1:] {
-			inter.AddCert(ic)
-		}
-		_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: po.ServerName, Roots: pool, Intermediates: inter})
-		return err
-	}
-	return c, nil
-}
-
-// caPool reads the PEM certificates of file.
-func caPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("reading the peers' CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", file)
-	}
-	return pool, nil
+	return ca, nil
 }
 
 // SelfAddress returns ip:port, for --peer-address's default.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // AdmitPath is where lockguard admits Lock CREATEs.
@@ -27,6 +28,12 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 		var l lockv1alpha1.Lock
 		if err := json.Unmarshal(req.Object.Raw, &l); err != nil {
 			return refuse(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Errorf("lockguard could not decode the Lock: %w", err))
+		}
+		if l.Namespace != req.Namespace {
+			// The API server sets the object's namespace to the
+			// request's: a review where they differ is not its.
+			return refuse(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+				fmt.Errorf("lockguard got a Lock create in namespace %q for a Lock of namespace %q", req.Namespace, l.Namespace))
 		}
 		a, ok := AnnouncementOf(&l)
 		if !ok {
@@ -52,6 +59,12 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 		}
 		return admission.Allowed("")
 	})
+}
+
+// ServeAdmission serves AdmitPath: the admission reviews of Lock creates,
+// read within the webhook server's bounds (Options.Gate).
+func (p *Peers) ServeAdmission(w http.ResponseWriter, r *http.Request) {
+	transport.ServeReview(p.o.Gate, w, r, transport.DecodeReview, p.AdmissionHandler().Handle)
 }
 
 // refuse answers an error with its code and reason.

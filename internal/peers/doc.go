@@ -78,9 +78,15 @@
 // cannot stand in for the genuine one. Whatever a caller sends, it can
 // only add markers, which make deletes more careful.
 //
-// The peer endpoints are not authenticated yet: a flood can make a
-// replica cold (the confirmation of every allowed delete, as before this
-// package), never less strict, and it can make Lock creates fail (a
-// subscription from an address that does not answer), which the
-// NetworkPolicy of the chart limits.
+// # Only replicas call the peer endpoints
+//
+// /peers/subscribe and /peers/pending are mutual TLS: the webhook server
+// asks every client for a certificate, and these endpoints accept only one
+// that the replicas' CA signed for client auth and for the webhook
+// Service's name (Options.Authenticate, certs.VerifyPeer); each replica
+// presents its serving certificate. Every call and answer carries
+// ProtocolVersion. A replica subscribes only for its own address (the
+// host it calls from) and only while the other's view lists it, so no
+// caller can squat subscriptions or make creates wait for an address that
+// does not answer. Without a CA the protocol does not start.
 package peers

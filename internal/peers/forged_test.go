@@ -70,7 +70,10 @@ func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
 		}
 	}
 	// The replay keeps it too: a replica that subscribes now hears of it.
-	tr.Admit(genuine)
+	if _, err := tr.Admit(genuine); err != nil {
+		t.Fatal(err)
+	}
+	tr.SetView([]string{"late:1"})
 	resp, err := tr.Subscribe("late:1")
 	if err != nil {
 		t.Fatal(err)

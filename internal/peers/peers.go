@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -19,12 +20,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // Paths of the peer endpoints, on the webhook server.
 const (
 	SubscribePath = "/peers/subscribe"
 	PendingPath   = "/peers/pending"
+)
+
+// ProtocolHeader carries the version of the peer protocol on every call
+// and answer, ProtocolVersion this replica's: a call of another version is
+// refused (version 1, issue 13's, had no authentication).
+const (
+	ProtocolHeader  = "Lockguard-Peer-Protocol"
+	ProtocolVersion = "2"
 )
 
 // Bounds of the peer protocol's bodies.
@@ -38,6 +48,11 @@ const (
 
 // callTimeout bounds one call to a peer.
 const callTimeout = 2 * time.Second
+
+// apiTimeout bounds each read of the API server by the peer loop (a page
+// of the list that makes a replica warm, a GET of the sweep), so that a
+// stuck read never stops the loop.
+const apiTimeout = 30 * time.Second
 
 // maxSweep bounds the quorum GETs of one sweep of old markers.
 const maxSweep = 200
@@ -68,9 +83,19 @@ type Options struct {
 	Self string
 	// Source lists the other replicas.
 	Source Source
-	// TLS is the client configuration of calls to peers (RootCAs,
-	// ServerName).
+	// TLS is the client configuration of calls to peers: it verifies
+	// their serving certificates and presents this replica's client
+	// certificate (certs.PeerClientTLS).
 	TLS *tls.Config
+	// Authenticate checks that a call to the peer endpoints comes from
+	// another replica (certs.VerifyPeer). Nil refuses every call: only
+	// an authenticated replica may subscribe (and so learn of pending
+	// creates) or announce.
+	Authenticate func(*http.Request) error
+	// Gate bounds the peer endpoints and the admission of Lock creates
+	// together with every other path of the webhook server; default: a
+	// Gate of their own.
+	Gate *transport.Gate
 	// RenewEvery: see DefaultRenewEvery.
 	RenewEvery time.Duration
 	// LabelNamespace, when set, is called with a Lock's namespace once
@@ -103,6 +128,9 @@ type Peers struct {
 func New(t *Tracker, api Reader, o Options) *Peers {
 	if o.RenewEvery <= 0 {
 		o.RenewEvery = DefaultRenewEvery
+	}
+	if o.Gate == nil {
+		o.Gate = transport.NewGate(transport.Limits{}, nil)
 	}
 	p := &Peers{t: t, o: o, api: api,
 		http: &http.Client{Timeout: callTimeout, Transport: &http.Transport{TLSClientConfig: o.TLS, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}}}
@@ -249,11 +277,14 @@ func (p *Peers) subscribe(ctx context.Context, peer string) (SubscribeResponse, 
 func (p *Peers) call(ctx context.Context, peer, path string, body []byte, read func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+peer+path, bytes.NewReader(body))
+	// ?timeout= as the API server sends it: the other's deadlines on the
+	// body and the answer (transport.ReviewTimeout) follow this call's.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+peer+path+"?timeout="+callTimeout.String(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ProtocolHeader, ProtocolVersion)
 	res, err := p.http.Do(req)
 	if err != nil {
 		return err
@@ -280,7 +311,10 @@ func (p *Peers) list(ctx context.Context) {
 	cont := ""
 	for {
 		var page lockv1alpha1.LockList
-		if err := p.api.List(ctx, &page, client.Limit(listPageSize), client.Continue(cont)); err != nil {
+		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		err := p.api.List(pctx, &page, client.Limit(listPageSize), client.Continue(cont))
+		cancel()
+		if err != nil {
 			ctrl.LoggerFrom(ctx).Info("Could not list the Locks to become warm; retrying", "error", err.Error())
 			return
 		}
@@ -305,7 +339,9 @@ func (p *Peers) sweep(ctx context.Context) {
 	// until a later pass.
 	for _, a := range expired[:min(len(expired), maxSweep)] {
 		var l lockv1alpha1.Lock
-		err := p.api.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
+		gctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		err := p.api.Get(gctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
+		cancel()
 		switch {
 		case apierrors.IsNotFound(err), err == nil && l.UID != a.UID:
 			p.t.Clear(a)
@@ -322,62 +358,124 @@ type subscribeRequest struct {
 	Address string `json:"address"`
 }
 
-// ServeSubscribe serves POST /peers/subscribe.
+// ServeSubscribe serves POST /peers/subscribe, from an authenticated
+// replica, for its own address (the host it calls from) as this replica's
+// view lists it. The answer is streamed, one announcement at a time.
 func (p *Peers) ServeSubscribe(w http.ResponseWriter, r *http.Request) {
-	var req subscribeRequest
-	if !decode(w, r, maxSubscribeRequest, &req) {
+	if !p.authenticated(w, r) {
 		return
 	}
-	if req.Address == "" || len(req.Address) > 300 {
-		http.Error(w, "a subscription needs an address of at most 300 bytes", http.StatusBadRequest)
-		return
-	}
-	resp, err := p.t.Subscribe(req.Address)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(resp)
-}
-
-// ServePending serves POST /peers/pending: one announcement, marked before
-// the answer.
-func (p *Peers) ServePending(w http.ResponseWriter, r *http.Request) {
-	var a Announcement
-	if !decode(w, r, maxPendingRequest, &a) {
-		return
-	}
-	if err := a.validate(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	p.t.Mark(a)
-	w.WriteHeader(http.StatusOK)
-}
-
-// decode reads a JSON body of at most limit bytes into v, or answers the
-// error and returns false.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST only", http.StatusMethodNotAllowed)
-		return false
-	}
-	if r.ContentLength > limit {
-		http.Error(w, fmt.Sprintf("body over %d bytes", limit), http.StatusRequestEntityTooLarge)
-		return false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, fmt.Sprintf("body over %d bytes", limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+	p.o.Gate.Serve(w, r, maxSubscribeRequest, func(_ context.Context, body *transport.Body) {
+		var req subscribeRequest
+		if !decodeJSON(w, body, &req) {
+			return
 		}
+		if err := callerOwns(r, req.Address); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		resp, err := p.t.Subscribe(req.Address)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set(ProtocolHeader, ProtocolVersion)
+		_ = writeSubscribeResponse(w, resp)
+	})
+}
+
+// writeSubscribeResponse writes resp as JSON, encoding one announcement
+// at a time: a replay of MaxMarkers announcements is never held whole.
+func writeSubscribeResponse(w io.Writer, resp SubscribeResponse) error {
+	if _, err := fmt.Fprintf(w, `{"new":%t,"complete":%t,"recent":[`, resp.New, resp.Complete); err != nil {
+		return err
+	}
+	for i, a := range resp.Recent {
+		b, err := json.Marshal(a)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			b = append([]byte{','}, b...)
+		}
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "]}\n")
+	return err
+}
+
+// callerOwns checks that address is host:port with the host r came from:
+// a replica subscribes for itself only.
+func callerOwns(r *http.Request, address string) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil || len(address) > maxAddressLen {
+		return fmt.Errorf("a subscription needs this replica's host:port (at most %d bytes), got %.64q", maxAddressLen, address)
+	}
+	from, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || !sameHost(host, from) {
+		return fmt.Errorf("a replica subscribes for its own address only: %s called from %s", address, r.RemoteAddr)
+	}
+	return nil
+}
+
+// sameHost compares two hosts, as IP addresses where both are.
+func sameHost(a, b string) bool {
+	ia, ib := net.ParseIP(a), net.ParseIP(b)
+	if ia != nil && ib != nil {
+		return ia.Equal(ib)
+	}
+	return a == b
+}
+
+// maxAddressLen bounds a subscriber's host:port.
+const maxAddressLen = 300
+
+// ServePending serves POST /peers/pending, from an authenticated replica:
+// one announcement, marked before the answer.
+func (p *Peers) ServePending(w http.ResponseWriter, r *http.Request) {
+	if !p.authenticated(w, r) {
+		return
+	}
+	p.o.Gate.Serve(w, r, maxPendingRequest, func(_ context.Context, body *transport.Body) {
+		var a Announcement
+		if !decodeJSON(w, body, &a) {
+			return
+		}
+		if err := a.validate(); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		p.t.Mark(a)
+		w.Header().Set(ProtocolHeader, ProtocolVersion)
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+// authenticated answers a call that does not come from an authenticated
+// replica speaking this protocol version, before its body is read, and
+// returns false for it.
+func (p *Peers) authenticated(w http.ResponseWriter, r *http.Request) bool {
+	if p.o.Authenticate == nil {
+		http.Error(w, "this replica accepts no calls from other replicas", http.StatusForbidden)
 		return false
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := p.o.Authenticate(r); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return false
+	}
+	if v := r.Header.Get(ProtocolHeader); v != ProtocolVersion {
+		http.Error(w, fmt.Sprintf("peer protocol version %.16q; this replica speaks %q", v, ProtocolVersion), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// decodeJSON decodes body into v, or answers the error and returns false.
+func decodeJSON(w http.ResponseWriter, body *transport.Body, v any) bool {
+	if err := json.Unmarshal(body.Bytes(), v); err != nil {
 		http.Error(w, "decoding the body: "+err.Error(), http.StatusBadRequest)
 		return false
 	}

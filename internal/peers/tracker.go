@@ -363,12 +363,16 @@ func (t *Tracker) Listed(started time.Time) {
 func (t *Tracker) Now() time.Time { return t.cfg.Now() }
 
 // Subscribe records a subscription from addr and returns the answer: the
-// recent admissions when it was not live. It fails when MaxSubscribers
-// others hold live subscriptions.
+// recent admissions when it was not live. It fails when addr is not a
+// replica in the view (or the view is not known yet), and when
+// MaxSubscribers others hold live subscriptions.
 func (t *Tracker) Subscribe(addr string) (SubscribeResponse, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
+	if !slices.Contains(t.view, addr) {
+		return SubscribeResponse{}, fmt.Errorf("%s is not a lockguard replica that this one knows of (yet)", addr)
+	}
 	t.pruneLocked(now)
 	_, live := t.subscribers[addr]
 	if !live && len(t.subscribers) >= t.cfg.MaxSubscribers {

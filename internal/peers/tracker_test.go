@@ -258,18 +258,26 @@ func TestAdmitNeedsEverySubscription(t *testing.T) {
 	if resp, _ := tr.Subscribe("b:1"); resp.New || len(resp.Recent) != 0 {
 		t.Fatalf("renewal answered %+v", resp)
 	}
+	// Only a replica in the view may subscribe.
+	if _, err := tr.Subscribe("x:1"); err == nil {
+		t.Fatal("a subscription from an address not in the view was accepted")
+	}
+	tr.SetView([]string{"b:1", "e:1", "f:1", "g:1"})
 	if resp, _ := tr.Subscribe("e:1"); !resp.New || !resp.Complete || len(resp.Recent) != 1 {
 		t.Fatalf("new subscription answered %+v, want the replay of u1", resp)
 	}
 	// A create refused after Admit (a subscriber could not be told) keeps
 	// its marker and its replay until the sweep: a refusal can be forged.
+	tr.Subscribe("f:1")
+	tr.Subscribe("g:1")
 	if _, err := tr.Admit(ann("u9", "z")); err != nil {
 		t.Fatal(err)
 	}
 	if n := tr.Markers(); n != 2 {
 		t.Fatalf("%d markers, want u1 and the refused u9: a refused create keeps its marker until the sweep", n)
 	}
-	if resp, _ := tr.Subscribe("g:1"); len(resp.Recent) != 2 {
+	tr.SetView([]string{"b:1", "e:1", "f:1", "g:1", "h:1"})
+	if resp, _ := tr.Subscribe("h:1"); len(resp.Recent) != 2 {
 		t.Fatalf("replay holds %d admissions, want u1 and the refused u9", len(resp.Recent))
 	}
 	// b's lease runs out: creates are refused again.
@@ -279,7 +287,8 @@ func TestAdmitNeedsEverySubscription(t *testing.T) {
 	}
 	// The replay forgets admissions older than TTL.
 	c.add(DefaultTTL)
-	if resp, _ := tr.Subscribe("f:1"); len(resp.Recent) != 0 {
+	tr.SetView([]string{"b:1", "i:1"})
+	if resp, _ := tr.Subscribe("i:1"); len(resp.Recent) != 0 {
 		t.Fatalf("replay of %d admissions older than TTL", len(resp.Recent))
 	}
 }

@@ -1,4 +1,4 @@
-package webhook
+package transport
 
 import (
 	"errors"
@@ -37,12 +37,15 @@ func getBuffer(c int) *[]byte {
 // putBuffer returns b, of size class c, to its pool.
 func putBuffer(c int, b *[]byte) { bodyPools[c].Put(b) }
 
-// errTooLarge is returned by readBody for a body over MaxReviewSize.
-var errTooLarge = fmt.Errorf("request entity is too large; limit is %d bytes", MaxReviewSize)
+// ErrTooLarge is wrapped by the error of a body over its limit.
+var ErrTooLarge = errors.New("request entity is too large")
 
-// errBudget is returned by readBody when the buffers of the reviews in
+// tooLarge is the error of a body over limit bytes.
+func tooLarge(limit int64) error { return fmt.Errorf("%w; limit is %d bytes", ErrTooLarge, limit) }
+
+// ErrBudget is returned by ReadBody when the buffers of the reviews in
 // flight would exceed the server's budget.
-var errBudget = errors.New("too many review bytes in flight; retry later")
+var ErrBudget = errors.New("too many review bytes in flight; retry later")
 
 // byteBudget bounds the bytes of body buffers held at once by the reviews
 // in flight. The zero value has no room; a nil *byteBudget is unbounded.
@@ -74,8 +77,8 @@ func (b *byteBudget) give(n int64) {
 	}
 }
 
-// body is a review's body in a pooled buffer: Bytes until Release.
-type body struct {
+// Body is a request's body in a pooled buffer: Bytes until Release.
+type Body struct {
 	buf    *[]byte
 	class  int
 	n      int
@@ -83,10 +86,10 @@ type body struct {
 }
 
 // Bytes returns the body; it is valid until Release.
-func (b *body) Bytes() []byte { return (*b.buf)[:b.n] }
+func (b *Body) Bytes() []byte { return (*b.buf)[:b.n] }
 
 // Release returns the buffer to its pool and its bytes to the budget.
-func (b *body) Release() {
+func (b *Body) Release() {
 	if b.buf == nil {
 		return
 	}
@@ -95,32 +98,33 @@ func (b *body) Release() {
 	b.buf = nil
 }
 
-// readBody reads a request body of at most MaxReviewSize bytes into a
-// pooled buffer that grows (doubling) only as bytes arrive, whatever
-// length the client declares: a Content-Length over MaxReviewSize is
+// readBody reads a request body of at most limit (at most MaxReviewSize)
+// bytes into a pooled buffer that grows (doubling) only as bytes arrive,
+// whatever length the client declares: a Content-Length over limit is
 // refused at once, one under it is only a claim. Each buffer it holds is
-// taken from budget first; when budget has no room it returns errBudget.
+// taken from budget first; when budget has no room it returns ErrBudget.
 // The caller must Release the body.
-func readBody(r io.Reader, contentLength int64, budget *byteBudget) (*body, error) {
-	if contentLength > MaxReviewSize {
-		return nil, errTooLarge
+func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget) (*Body, error) {
+	limit = min(limit, MaxReviewSize)
+	if contentLength > limit {
+		return nil, tooLarge(limit)
 	}
 	if !budget.take(minBodyBuffer) {
-		return nil, errBudget
+		return nil, ErrBudget
 	}
-	b := &body{buf: getBuffer(0), budget: budget}
-	r = io.LimitReader(r, MaxReviewSize+1)
+	b := &Body{buf: getBuffer(0), budget: budget}
+	r = io.LimitReader(r, limit+1)
 	for {
 		buf := *b.buf
 		if b.n == len(buf) {
 			if b.class+1 == bodyClasses {
 				b.Release()
-				return nil, errTooLarge
+				return nil, tooLarge(limit)
 			}
 			size := int64(len(buf)) * 2
 			if !budget.take(size) {
 				b.Release()
-				return nil, errBudget
+				return nil, ErrBudget
 			}
 			next := getBuffer(b.class + 1)
 			copy(*next, buf)
@@ -131,9 +135,9 @@ func readBody(r io.Reader, contentLength int64, budget *byteBudget) (*body, erro
 		}
 		n, err := r.Read(buf[b.n:])
 		b.n += n
-		if b.n > MaxReviewSize {
+		if int64(b.n) > limit {
 			b.Release()
-			return nil, errTooLarge
+			return nil, tooLarge(limit)
 		}
 		if errors.Is(err, io.EOF) {
 			return b, nil

@@ -1,4 +1,4 @@
-package webhook
+package transport
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ func BenchmarkReadBody(b *testing.B) {
 				start := time.Now()
 				for range batch {
 					rd.Reset(data)
-					body, err := readBody(rd, int64(size), budget)
+					body, err := readBody(rd, int64(size), MaxReviewSize, budget)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,10 +1,23 @@
-package webhook
+// Package transport is how lockguard reads what clients send to its
+// webhook server, on every path: the admission reviews of the API server
+// (deletes, Lock creates) and the calls of the other replicas. One Gate
+// bounds them all together: reviews and calls in flight, the bytes their
+// bodies hold (each buffer growing with the bytes that arrive, never with
+// what a client declares), and how long a body may take (the review's own
+// timeout). Server bounds what comes before a handler: connections, header
+// bytes and time.
+package transport
 
 import (
 	"net/http"
 	"sync/atomic"
 	"time"
 )
+
+// MaxReviewSize bounds the body of an AdmissionReview, as in
+// controller-runtime: two objects of at most 3 MiB each, plus 1 MiB. No
+// body on any path is read beyond it.
+const MaxReviewSize = 7 << 20
 
 // Defaults of Limits.
 const (
@@ -24,7 +37,7 @@ const (
 )
 
 // Limits bound what the clients of the webhook server can make lockguard
-// hold. The API server sends reviews of a few kilobytes and waits at most
+// hold, on every path together. The API server sends reviews of a few kilobytes and waits at most
 // timeoutSeconds for each; anything beyond that is a client to refuse.
 type Limits struct {
 	// MaxInFlight is how many reviews are served at once; one more is
@@ -38,29 +51,46 @@ type Limits struct {
 	MaxBufferedBytes int64
 }
 
-// WithLimits sets the handler's limits; zero fields take their defaults.
-func WithLimits(l Limits) Option { return func(h *Handler) { h.limits = l } }
+// Reasons a Gate refuses a request before its handler decides, as
+// Gate.Refused reports them (lockguard_webhook_requests_refused_total).
+const (
+	RefusedInFlight      = "in_flight"
+	RefusedBufferedBytes = "buffered_bytes"
+	RefusedReadTimeout   = "read_timeout"
+)
 
-// gate admits reviews within Limits.
-type gate struct {
+// Gate admits requests within Limits, shared by every path of the webhook
+// server.
+type Gate struct {
 	max      int64
 	inFlight atomic.Int64
 	budget   *byteBudget
+	// refused, when set, counts a refusal by reason.
+	refused func(reason string)
 }
 
-func newGate(l Limits) *gate {
+// NewGate returns a Gate of l; zero fields take their defaults. refused,
+// when not nil, is told the reason of each refusal.
+func NewGate(l Limits, refused func(reason string)) *Gate {
 	if l.MaxInFlight <= 0 {
 		l.MaxInFlight = DefaultMaxInFlight
 	}
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
-	return &gate{max: int64(l.MaxInFlight), budget: &byteBudget{max: l.MaxBufferedBytes}}
+	return &Gate{max: int64(l.MaxInFlight), budget: &byteBudget{max: l.MaxBufferedBytes}, refused: refused}
 }
 
-// enter admits one more review, or reports that MaxInFlight are served.
-// An admitted review must leave.
-func (g *gate) enter() bool {
+// refuse counts a refusal for reason.
+func (g *Gate) refuse(reason string) {
+	if g.refused != nil {
+		g.refused(reason)
+	}
+}
+
+// enter admits one more request, or reports that MaxInFlight are served.
+// An admitted request must leave.
+func (g *Gate) enter() bool {
 	if g.inFlight.Add(1) > g.max {
 		g.inFlight.Add(-1)
 		return false
@@ -68,17 +98,17 @@ func (g *gate) enter() bool {
 	return true
 }
 
-// leave ends a review that enter admitted.
-func (g *gate) leave() { g.inFlight.Add(-1) }
+// leave ends a request that enter admitted.
+func (g *Gate) leave() { g.inFlight.Add(-1) }
 
-// reviewTimeout is how long the API server waits for the answer to r: the
+// ReviewTimeout is how long the API server waits for the answer to r: the
 // ?timeout= it puts on the URL of every webhook call (the webhook's
 // timeoutSeconds, or less when the request it admits has less time left,
 // rounded up to a second; k8s.io/apiserver's webhook dispatchers, since
 // Kubernetes 1.14). A missing, malformed or larger value is
 // MaxReviewTimeout: the value is a client's claim, and no API server waits
 // longer.
-func reviewTimeout(r *http.Request) time.Duration {
+func ReviewTimeout(r *http.Request) time.Duration {
 	s := r.URL.Query().Get("timeout")
 	if s == "" {
 		return MaxReviewTimeout
@@ -90,11 +120,11 @@ func reviewTimeout(r *http.Request) time.Duration {
 	return d
 }
 
-// decisionMargin is how much of a review's timeout is kept for answering:
+// DecisionMargin is how much of a review's timeout is kept for answering:
 // the decision (and the read of the API server that confirms an allowed
 // delete) must end that much before the API server stops waiting, so that
 // the answer, even an error, arrives in time. A quarter of the timeout,
 // between 250 ms and 2 s (5 s reviews: the read has 3.75 s).
-func decisionMargin(timeout time.Duration) time.Duration {
+func DecisionMargin(timeout time.Duration) time.Duration {
 	return min(max(timeout/4, 250*time.Millisecond), 2*time.Second)
 }

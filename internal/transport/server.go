@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Defaults of ServerOptions.
+const (
+	// DefaultMaxConnections bounds the connections the webhook server
+	// holds at once; more wait in the kernel's accept queue. Each costs
+	// some tens of KiB (TLS and HTTP buffers, a goroutine): 1024 hold well
+	// under the chart's memory limit, and are far more than the API
+	// servers and the other replicas open.
+	DefaultMaxConnections = 1024
+	// DefaultMaxHeaderBytes bounds a request's header (Go's default is
+	// 1 MiB): the API server's and the replicas' are well under 1 KiB.
+	DefaultMaxHeaderBytes = 32 << 10
+	// ReadHeaderTimeout is how long the TLS handshake and a request's
+	// header may take (controller-runtime's value); IdleTimeout how long an
+	// idle connection stays open (http.DefaultTransport's keep-alive).
+	ReadHeaderTimeout = 32 * time.Second
+	IdleTimeout       = 90 * time.Second
+)
+
+// ServerOptions configure a Server. Zero counts take the defaults above.
+type ServerOptions struct {
+	// Host and Port are where the server listens (Host "": all addresses).
+	Host string
+	Port int
+	// TLSOpts set up the server's tls.Config (certificate, versions,
+	// protocols, client certificates).
+	TLSOpts []func(*tls.Config)
+	// MaxConnections, MaxHeaderBytes: see their defaults.
+	MaxConnections, MaxHeaderBytes int
+}
+
+// Server is lockguard's webhook server: controller-runtime's registration
+// of paths (its mux, instrumented with controller_runtime_webhook_*
+// metrics), served by an http.Server that bounds what comes before a
+// handler: connections, header bytes, and the time of the handshake and
+// the header. Handlers bound their bodies with a Gate.
+type Server struct {
+	// Server gives Register and WebhookMux; its Start is never called.
+	ctrlwebhook.Server
+	o       ServerOptions
+	started atomic.Bool
+}
+
+var _ ctrlwebhook.Server = &Server{}
+
+// NewServer returns a Server of o.
+func NewServer(o ServerOptions) *Server {
+	if o.MaxConnections <= 0 {
+		o.MaxConnections = DefaultMaxConnections
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	return &Server{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port}), o: o}
+}
+
+// NeedLeaderElection is false: every replica serves.
+func (s *Server) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends, then shuts down within a minute.
+func (s *Server) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("webhook-server")
+	cfg := &tls.Config{NextProtos: []string{"h2"}}
+	for _, op := range s.o.TLSOpts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil && len(cfg.Certificates) == 0 {
+		return errors.New("the webhook server has no certificate")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(s.o.Host, strconv.Itoa(s.o.Port)))
+	if err != nil {
+		return err
+	}
+	ln = tls.NewListener(limitListener(ln, s.o.MaxConnections), cfg)
+	srv := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		Handler:           s.WebhookMux(),
+		MaxHeaderBytes:    s.o.MaxHeaderBytes,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Error(err, "Shutting down the webhook server")
+		}
+	}()
+	log.Info("Serving the webhook server", "host", s.o.Host, "port", s.o.Port,
+		"maxConnections", s.o.MaxConnections, "maxHeaderBytes", s.o.MaxHeaderBytes)
+	s.started.Store(true)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	<-done
+	return nil
+}
+
+// StartedChecker reports healthy once the server accepts TLS connections.
+func (s *Server) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.started.Load() {
+			return errors.New("the webhook server has not started yet")
+		}
+		host := s.o.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		conn, err := tls.DialWithDialer(d, "tcp", net.JoinHostPort(host, strconv.Itoa(s.o.Port)), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return fmt.Errorf("the webhook server is not reachable: %w", err)
+		}
+		return conn.Close()
+	}
+}
+
+// limitListener accepts at most n connections open at once: Accept waits
+// for one to close.
+func limitListener(l net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	sem       chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
