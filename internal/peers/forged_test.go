@@ -10,7 +10,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -42,12 +41,7 @@ func lockCreate(t *testing.T, a Announcement) admission.Request {
 // remove the genuine marker: the target's deletes stay confirmed until
 // the cache holds the Lock.
 func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
-	c := newClock()
-	cache := &fakeCache{synced: true, uids: map[types.UID]bool{}}
-	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
-	tr.SetView(nil)
-	c.add(time.Millisecond)
-	warmUp(t, tr)
+	_, _, tr := warmStandalone(t)
 
 	genuine := ann("u1", "db")
 	tr.Mark(genuine) // told by the replica that admitted it
@@ -87,12 +81,7 @@ func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
 // announcement marks the UID of a Lock create about to be admitted with
 // another target first. The genuine mark must still mark its own target.
 func TestPreClaimedUIDCannotShadowATarget(t *testing.T) {
-	c := newClock()
-	cache := &fakeCache{synced: true, uids: map[types.UID]bool{}}
-	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
-	tr.SetView(nil)
-	c.add(time.Millisecond)
-	warmUp(t, tr)
+	c, cache, tr := warmStandalone(t)
 
 	tr.Mark(ann("u1", "decoy")) // the forger's, first
 	tr.Mark(ann("u1", "db"))    // the genuine create

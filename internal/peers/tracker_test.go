@@ -34,6 +34,19 @@ func key(target string) lockv1alpha1.TargetKey {
 	return lockv1alpha1.TargetKey{Namespace: "ns", Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
 }
 
+// warmStandalone returns a standalone Tracker, warm (synced and listed),
+// its clock and its cache.
+func warmStandalone(t *testing.T) (*clock, *fakeCache, *Tracker) {
+	t.Helper()
+	c := newClock()
+	cache := &fakeCache{synced: true, uids: map[types.UID]bool{}}
+	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
+	tr.SetView(nil)
+	c.add(time.Millisecond)
+	warmUp(t, tr)
+	return c, cache, tr
+}
+
 // warmUp lists (the only thing left for a standalone synced replica).
 func warmUp(t *testing.T, tr *Tracker) {
 	t.Helper()
@@ -70,12 +83,7 @@ func TestStandaloneWarmsAfterSyncAndList(t *testing.T) {
 }
 
 func TestMarkersAndTheirClearing(t *testing.T) {
-	c := newClock()
-	cache := &fakeCache{synced: true, uids: map[types.UID]bool{}}
-	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
-	tr.SetView(nil)
-	c.add(time.Millisecond)
-	warmUp(t, tr)
+	c, cache, tr := warmStandalone(t)
 
 	tr.Mark(ann("u1", "a"))
 	if reason, may := tr.MayLack(key("a")); !may || reason != ReasonMarker {
