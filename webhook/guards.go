@@ -58,15 +58,40 @@ type CachedLocks interface {
 // Errored: the handler was not configured for what the webhook
 // configuration sends it.
 func WithClusterGuards(cache CachedLocks, r LockLister, m KindMapper) Option {
-	return func(h *Handler) { h.cluster = &clusterGuards{cache: cache, api: r, kinds: m} }
+	return func(h *Handler) {
+		h.cluster = &clusterGuards{cache: cache, api: r, kinds: m, slots: make(chan struct{}, maxClusterDecisions)}
+	}
 }
+
+// maxClusterDecisions bounds the Namespace and CRD decisions made at once:
+// each may copy or list every Lock (of a namespace, or of the cluster), so
+// a flood of such reviews (they are rare; a forged one needs only the
+// port) holds at most this many copies. The others wait for a slot until
+// their deadline, then fail closed.
+const maxClusterDecisions = 4
 
 // clusterGuards decide Namespace and CRD deletes.
 type clusterGuards struct {
 	cache CachedLocks
 	api   LockLister
 	kinds KindMapper
+	// slots holds one token per decision in progress.
+	slots chan struct{}
 }
+
+// enter waits for a decision slot until ctx ends; a nil error must be
+// followed by leave.
+func (g *clusterGuards) enter(ctx context.Context) error {
+	select {
+	case g.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("lockguard is deciding %d namespace or CRD deletes already; retry: %w", cap(g.slots), ctx.Err())
+	}
+}
+
+// leave frees the slot of a decision that enter admitted.
+func (g *clusterGuards) leave() { <-g.slots }
 
 // decide returns, of the live Locks of namespace ns (every namespace for
 // "") that keep matches, the ones whose target exists and is not being

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -406,5 +408,62 @@ func TestGuardsUnconfigured(t *testing.T) {
 		if got := resultOf(h.Decide(context.Background(), req)); got.Allowed || got.Code != http.StatusServiceUnavailable {
 			t.Errorf("Decide(%s): %+v, want ServiceUnavailable", req.Kind.Kind, got)
 		}
+	}
+}
+
+// blockingAPI serves fakeAPI's lists once released, telling entered of
+// each list it holds.
+type blockingAPI struct {
+	fakeAPI
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingAPI) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.fakeAPI.List(ctx, list, opts...)
+}
+
+// TestGuardsBoundTheirDecisions: at most maxClusterDecisions Namespace or
+// CRD decisions run at once (each may copy or list every Lock); one more
+// waits for a slot until its deadline, then fails closed, and is decided
+// once a slot is free.
+func TestGuardsBoundTheirDecisions(t *testing.T) {
+	api := &blockingAPI{fakeAPI: fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{stackGK: {}}},
+		entered: make(chan struct{}, maxClusterDecisions+1), release: make(chan struct{})}
+	h := NewHandler(noLookup(t), nil, WithClusterGuards(nil, api, guardMapper()))
+	done := make(chan admission.Response, maxClusterDecisions)
+	for range maxClusterDecisions {
+		go func() { done <- h.Decide(context.Background(), namespaceRequest("forge")) }()
+	}
+	for range maxClusterDecisions {
+		<-api.entered
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	got := resultOf(h.Decide(ctx, crdRequest(lockv1alpha1.Group, "Widget")))
+	if got.Allowed || got.Code != http.StatusServiceUnavailable || !strings.Contains(got.Message, "deciding 4 namespace or CRD deletes already") {
+		t.Errorf("a decision over the bound: %+v, want ServiceUnavailable saying so", got)
+	}
+	if n := len(api.entered); n != 0 {
+		t.Errorf("%d lists started past the bound, want 0", n)
+	}
+	close(api.release)
+	for range maxClusterDecisions {
+		if r := <-done; !r.Allowed {
+			t.Errorf("a decision within the bound: %+v, want allowed (no Locks)", r.Result)
+		}
+	}
+	go func() {
+		for range api.entered {
+		}
+	}()
+	if r := h.Decide(context.Background(), namespaceRequest("forge")); !r.Allowed {
+		t.Errorf("a decision after the others ended: %+v, want allowed", r.Result)
 	}
 }

@@ -75,6 +75,21 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 
 var _ admission.Handler = &Handler{}
 
+// decideCluster decides a Namespace or CRD delete (guard) within the
+// guards' bound of decisions at once.
+func (h *Handler) decideCluster(ctx context.Context, guard string, req Request) (admission.Response, []lockv1alpha1.Lock) {
+	ctx, cancel := guardContext(ctx)
+	defer cancel()
+	if err := h.cluster.enter(ctx); err != nil {
+		return errored(http.StatusServiceUnavailable, err), nil
+	}
+	defer h.cluster.leave()
+	if guard == GuardNamespace {
+		return h.cluster.decideNamespace(ctx, req)
+	}
+	return h.cluster.decideCRD(ctx, req)
+}
+
 // Handle decides a request decoded by controller-runtime: Decide, for
 // controller-runtime's admission.Webhook. lockguard serves the Handler
 // itself (ServeHTTP), which decodes less.
@@ -109,14 +124,8 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 		}
 	case h.cluster == nil:
 		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
-	case guard == GuardNamespace:
-		gctx, cancel := guardContext(ctx)
-		resp, locks = h.cluster.decideNamespace(gctx, req)
-		cancel()
 	default:
-		gctx, cancel := guardContext(ctx)
-		resp, locks = h.cluster.decideCRD(gctx, req)
-		cancel()
+		resp, locks = h.decideCluster(ctx, guard, req)
 	}
 	h.metrics.observe(req, guard, resp, time.Since(start))
 	resp.AuditAnnotations = auditAnnotations(guard, resp, locks)
