@@ -2,6 +2,18 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
+# One build flavour for every Go build make runs: the control planes
+# (hack/kube), the tools, lockguard, its image check and its tests all
+# compile with CGO_ENABLED=0 and -trimpath, so that a package they share (the
+# standard library, k8s.io/api, apimachinery, client-go...) is compiled once
+# into the Go build cache rather than once per flavour (issue 26; hack/kube's
+# v1.37 module selects lockguard's versions for the same reason).
+# `make unit CGO_ENABLED=1 GO_TEST_FLAGS=-race` still works (a second
+# flavour, compiled apart); binaries that ship or that tests start stay
+# CGO_ENABLED=0 whatever it says.
+export CGO_ENABLED = 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
+
 # Kubernetes versions the tests run against. The first is the default.
 KUBE_VERSIONS ?= 1.37.2 1.29.15
 KUBE_VERSION ?= $(firstword $(KUBE_VERSIONS))
@@ -300,5 +312,5 @@ helm-lint: $(HELM) ## helm lint --strict the chart in each mode.
 # -mod=mod: the module replaces lockguard with this checkout, so its go.sum
 # may lag behind a dependency just added to lockguard's go.mod.
 chart-e2e: kube $(HELM) ## The chart with cert-manager's real controllers and lockguard in-process (module hack/certmanager).
-	cd hack/certmanager && export GOFLAGS=-mod=mod && go vet ./... && LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
+	cd hack/certmanager && export GOFLAGS="$$GOFLAGS -mod=mod" && go vet ./... && LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
 
