@@ -62,7 +62,11 @@ GO_TEST_FLAGS ?=
 # Every go test below runs after a go vet of the same packages (all of vet's
 # analyzers), so it does not vet them again (-vet=off): go test's own vet is
 # a second pass over every dependency, cached apart from go vet's, about as
-# long as go vet's on a cold cache (issue 26).
+# long as go vet's on a cold cache (issue 26). Every go vet of the main
+# module uses the same build tags, VET_TAGS (every build tag of the tagged
+# suites; no file excludes one), for the same reason: go vet caches the vet
+# of each dependency per tag set.
+VET_TAGS := e2e,chaos
 # Timeout of the e2e suite on one Kubernetes version, and the image
 # `make e2e-kind` builds and loads into kind.
 E2E_TIMEOUT ?= 10m
@@ -132,20 +136,20 @@ verify-tidy: ## Fail when a go.mod or go.sum of GO_MODULES is not tidy.
 	@for m in $(GO_MODULES); do (cd $$m && go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run 'make tidy' and commit"; exit 1; }; done
 
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet -tags $(VET_TAGS) ./...
 
 .PHONY: unit
 unit: $(HELM) kubectl prometheus ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
-	go vet ./...
+	go vet -tags $(VET_TAGS) ./...
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: monitoring
 monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
 	$(PROMTOOL) check rules $(CHART)/files/monitoring/alerts.yaml
 	cd $(CHART)/files/monitoring && $(PROMTOOL) test rules alerts_test.yaml
-	go vet ./e2e/chart/
+	go vet -tags $(VET_TAGS) ./e2e/chart/
 	go test -vet=off -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
@@ -154,7 +158,7 @@ monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test ru
 # KUBE_VERSIONS, next to the suite of the binary (e2e/, build tag e2e) on
 # every one.
 e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
-	go vet -tags e2e ./e2e/ ./e2e/contract/ ./e2e/plugin/
+	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/ ./e2e/plugin/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
 	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/ ./e2e/plugin/"; fi; \
@@ -240,7 +244,7 @@ CHAOS_SHORT_DURATION ?= 90s
 
 .PHONY: chaos
 chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant checker for CHAOS_DURATION (3m); counts last, and into CHAOS_RECORD (docs/reliability.md).
-	go vet -tags chaos ./e2e/chaos/
+	go vet -tags $(VET_TAGS) ./e2e/chaos/
 	rm -f $(BIN)/chaos-counts.txt
 	rc=0; $(CHAOS_ENV) LOCKGUARD_CHAOS_DURATION=$(CHAOS_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-counts.txt \
 	  LOCKGUARD_CHAOS_RECORD=$(if $(CHAOS_RECORD),$(abspath $(CHAOS_RECORD))) \
@@ -250,7 +254,7 @@ chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant ch
 
 .PHONY: chaos-short
 chaos-short: kube build $(HELM) ## The short chaos run of make test: CHAOS_SHORT_DURATION (90s) of faults on KUBE_VERSION; counts last, written nowhere but bin/.
-	go vet -tags chaos ./e2e/chaos/
+	go vet -tags $(VET_TAGS) ./e2e/chaos/
 	rm -f $(BIN)/chaos-short-counts.txt
 	rc=0; $(CHAOS_ENV) LOCKGUARD_CHAOS_DURATION=$(CHAOS_SHORT_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-short-counts.txt \
 	  go test -vet=off -tags chaos $(GO_TEST_FLAGS) -count=1 -timeout 20m ./e2e/chaos/ || rc=$$?; \
