@@ -5,16 +5,18 @@
 # cached. The records are in bin/test-stages.txt; `hack/test.sh table`
 # prints the last run's table again.
 #
-# Two lanes. The foreground runs the stages in the order below. The
-# background lane builds what the foreground's first stages do not need
-# (helm, Prometheus and promtool, controller-gen and helm-docs, then the
-# control plane of every KUBE_VERSIONS but KUBE_VERSION), one build at a
-# time, while the foreground builds the first control plane and lockguard
-# and runs the suites that need only those. A foreground stage that needs a
-# background build waits for it. Two go builds that compile the same
+# Two lanes. The foreground runs its stages in order. The background lane
+# builds what the foreground's first stages do not need yet (helm,
+# controller-gen and helm-docs, Prometheus and promtool, then the control
+# plane of every KUBE_VERSIONS but KUBE_VERSION), one build at a time, while
+# the foreground builds the first control plane and lockguard and runs the
+# suites that need only those; then it runs the unit stage (go test ./...,
+# the longest suite) beside the foreground's suites. A stage that needs
+# another lane's stage waits for it. Two go builds that compile the same
 # packages at the same time would both compile them, so the background lane
 # starts after lint, which compiles the standard library and lockguard's
-# dependencies, and builds nothing the foreground builds.
+# dependencies (through go vet, the test packages' too), and builds nothing
+# the foreground builds.
 # TEST_LANES=1 runs every stage in the foreground, in the same order.
 #
 # Environment (the Makefile sets it): KUBE_VERSIONS, KUBE_VERSION,
@@ -141,8 +143,8 @@ kube_out() { echo "$assets/v$1/kube-apiserver $assets/v$1/kube-controller-manage
 add fg verify-tidy "" verify-tidy
 add fg lint "" lint
 add bg helm "${TEST_OUTPUTS_helm:-}" helm
-add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
 add bg codegen-tools "${TEST_OUTPUTS_codegen_tools:-}" controller-gen helm-docs
+add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
 add fg "kube-$first" "$(kube_out "$first") ${TEST_OUTPUTS_kubectl:-}" kube kubectl KUBE_VERSIONS="$first"
 for v in "${others[@]}"; do
   bg+=("wait:kube-$first") # etcd: built once, with the first
@@ -151,18 +153,23 @@ done
 add fg build "" build
 add fg image-check "" image-check IMAGE_ARCHES=amd64
 fg+=(wait:helm)
+add fg helm-lint "" helm-lint
+fg+=(wait:codegen-tools)
+# It may rewrite the chart's generated files: before any suite reads them.
+add fg verify-generated "" verify-generated
 add fg chaos-short "" chaos-short KUBE_VERSIONS="$first"
 add fg chart-e2e "" chart-e2e KUBE_VERSIONS="$first"
 fg+=(wait:prometheus)
-add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
 add fg monitoring "" monitoring
-fg+=(wait:codegen-tools)
-add fg verify-generated "" verify-generated
-add fg helm-lint "" helm-lint
-for v in "${others[@]}"; do fg+=("wait:kube-$v"); done
-# go test ./...: e2e/chart installs the chart on every cached control plane.
-add fg unit "" unit
-for v in "${others[@]}"; do add fg "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"; done
+add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
+for v in "${others[@]}"; do
+  fg+=("wait:kube-$v")
+  add fg "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
+done
+# go test ./...: e2e/chart installs the chart on every cached control plane,
+# so after the last one (kubectl and prometheus are built before too).
+bg+=(wait:verify-generated)
+add bg unit "" unit
 
 mkdir -p "$logs"
 rm -f "$logs"/*.done "$logs"/*.log
@@ -180,9 +187,9 @@ finish() {
     kill -- -"$bg_pid" 2>/dev/null || kill "$bg_pid" 2>/dev/null || true
     wait "$bg_pid" 2>/dev/null || true
   fi
-  for f in "$logs"/*.done; do
-    [ -e "$f" ] && [ "$(cat "$f")" = failed ] && [ -f "${f%.done}.log" ] &&
-      { echo "=== background stage $(basename "$f" .done) failed, its output:"; cat "${f%.done}.log"; }
+  # The output of background stages not shown yet (failed, or stopped).
+  for f in "$logs"/*.log; do
+    [ -e "$f" ] && { echo "=== background stage $(basename "$f" .log), its output:"; cat "$f"; }
   done
   cpu_now
   echo "finish $(date +%s) $CPU $([ "$rc" = 0 ] && echo PASS || echo FAIL)" >> "$rec"
