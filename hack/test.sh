@@ -48,7 +48,7 @@ table() {
     if [ -z "$start" ]; then
       row "$name" "$lane" - - - "not run"
     elif [ ${#line[@]} = 0 ]; then
-      row "$name" "$lane" "$(fmt_dur $((start - t0)))" "$(fmt_dur $((now - start)))" - "stopped"
+      row "$name" "$lane" "$(fmt_dur $((start - t0)))" "$(fmt_dur $((now - start)))" - "$(grep -q '^finish ' "$rec" && echo stopped || echo running)"
     else
       row "$name" "$lane" "$(fmt_dur $((start - t0)))" "$(fmt_dur $((line[2] - start)))" "$(fmt_dur "${line[3]}")" "${line[*]:4}"
     fi
