@@ -2,6 +2,18 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 
+# One build flavour for every Go build make runs: the control planes
+# (hack/kube), the tools, lockguard, its image check and its tests all
+# compile with CGO_ENABLED=0 and -trimpath, so that a package they share (the
+# standard library, k8s.io/api, apimachinery, client-go...) is compiled once
+# into the Go build cache rather than once per flavour (issue 26; hack/kube's
+# v1.37 module selects lockguard's versions for the same reason).
+# `make unit CGO_ENABLED=1 GO_TEST_FLAGS=-race` still works (a second
+# flavour, compiled apart); binaries that ship or that tests start stay
+# CGO_ENABLED=0 whatever it says.
+export CGO_ENABLED = 0
+export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath)
+
 # Kubernetes versions the tests run against. The first is the default.
 KUBE_VERSIONS ?= 1.37.2 1.29.15
 KUBE_VERSION ?= $(firstword $(KUBE_VERSIONS))
@@ -47,6 +59,14 @@ export PATH := $(TOOLS_PATH):$(PATH)
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
+# Every go test below runs after a go vet of the same packages (all of vet's
+# analyzers), so it does not vet them again (-vet=off): go test's own vet is
+# a second pass over every dependency, cached apart from go vet's, about as
+# long as go vet's on a cold cache (issue 26). Every go vet of the main
+# module uses the same build tags, VET_TAGS (every build tag of the tagged
+# suites; no file excludes one), for the same reason: go vet caches the vet
+# of each dependency per tag set.
+VET_TAGS := e2e,chaos
 # Timeout of the e2e suite on one Kubernetes version, and the image
 # `make e2e-kind` builds and loads into kind.
 E2E_TIMEOUT ?= 10m
@@ -87,6 +107,9 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/tmp-controller-gen hack/with-progress.sh "controller-gen $(CONTROLLER_GEN_VERSION)" go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(BIN)/tmp-controller-gen/controller-gen $@ && rmdir $(BIN)/tmp-controller-gen
 
+.PHONY: controller-gen
+controller-gen: $(CONTROLLER_GEN) ## Build the pinned controller-gen into bin/.
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
@@ -112,23 +135,22 @@ tidy: ## go mod tidy every module (GO_MODULES).
 verify-tidy: ## Fail when a go.mod or go.sum of GO_MODULES is not tidy.
 	@for m in $(GO_MODULES); do (cd $$m && go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run 'make tidy' and commit"; exit 1; }; done
 
-# Tidy modules are part of everything CI runs.
-test: verify-tidy
-
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	go vet ./...
+	go vet -tags $(VET_TAGS) ./...
 
 .PHONY: unit
 unit: $(HELM) kubectl prometheus ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
-	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test $(GO_TEST_FLAGS) -count=1 ./...
+	go vet -tags $(VET_TAGS) ./...
+	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
 
 .PHONY: monitoring
 monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
 	$(PROMTOOL) check rules $(CHART)/files/monitoring/alerts.yaml
 	cd $(CHART)/files/monitoring && $(PROMTOOL) test rules alerts_test.yaml
-	go test -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
+	go vet -tags $(VET_TAGS) ./e2e/chart/
+	go test -vet=off -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
 # The contract and plugin suites (e2e/contract, e2e/plugin) run on
@@ -136,12 +158,12 @@ monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test ru
 # KUBE_VERSIONS, next to the suite of the binary (e2e/, build tag e2e) on
 # every one.
 e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
-	go vet -tags e2e ./e2e/
+	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/ ./e2e/plugin/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
 	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/ ./e2e/plugin/"; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
-	    go test -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
+	    go test -vet=off -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt; \
 	done
 
@@ -158,8 +180,23 @@ e2e-kind: $(HELM) ## The e2e suite in cluster mode on a kind cluster, every imag
 	IMG=$(E2E_IMG) HELM=$(HELM) KIND_KUBE_VERSION=$(KIND_KUBE_VERSION) e2e/kind.sh
 
 .PHONY: test
-test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
+# hack/test.sh runs the stages (targets of this Makefile), the builds that
+# later stages need in a background lane, and ends with a table of the
+# stages' wall and CPU times (and which builds were cached), pass or fail.
+# TEST_LANES=1: every stage in the foreground.
+test: ## Everything CI runs, stage by stage; ends with a table of the stages' times (hack/test.sh).
+	KUBE_VERSIONS="$(KUBE_VERSIONS)" KUBE_VERSION="$(KUBE_VERSION)" TEST_OUTPUTS_helm="$(HELM)" \
+	  TEST_OUTPUTS_prometheus="$(PROMETHEUS) $(PROMTOOL)" TEST_OUTPUTS_codegen_tools="$(CONTROLLER_GEN) $(HELM_DOCS)" \
+	  TEST_OUTPUTS_kubectl="$(KUBECTL)" MAKE="$(MAKE)" hack/test.sh
 
+.PHONY: test-table
+test-table: ## Print the stage table of the last make test again.
+	@hack/test.sh table
+
+# make test does not fuzz: go test ./... (make unit) runs every fuzz target
+# on its seed corpus (the f.Add cases and testdata/fuzz), and make fuzz
+# searches for new inputs, an instrumented build of every dependency and
+# FUZZ_TIME per target (about 10 minutes cold on 2 cores; issue 26).
 # Executions per target, not a duration: with a duration, go1.26's fuzz
 # coordinator can fail a target with a bare 'context deadline exceeded' when
 # the time runs out while a starved worker is mid-call (golang/go#75804, fixed
@@ -167,16 +204,13 @@ test: kube lint verify-generated monitoring unit e2e ## Everything CI runs.
 FUZZ_TIME ?= 2000x
 
 .PHONY: fuzz
-fuzz: ## Fuzz the admission path and the reconciler's kind decision, FUZZ_TIME (2000x: executions) per target; go test runs the seed corpora.
+fuzz: ## Fuzz the admission path and the reconciler's kind decision, FUZZ_TIME (2000x: executions) per target (not in make test, whose unit stage replays the seed corpora).
 	@set -e; for p in ./webhook/ ./controller/; do \
 	  for t in $$(go test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 	    echo "fuzz: $$p $$t for $(FUZZ_TIME)"; \
 	    go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) $$p; \
 	  done; \
 	done
-
-# The fuzz run is part of everything CI runs.
-test: fuzz
 
 CHAOS_DURATION ?= 3m
 
@@ -210,24 +244,21 @@ CHAOS_SHORT_DURATION ?= 90s
 
 .PHONY: chaos
 chaos: kube build $(HELM) ## Chaos run: two replicas, faults and an invariant checker for CHAOS_DURATION (3m); counts last, and into CHAOS_RECORD (docs/reliability.md).
-	go vet -tags chaos ./e2e/chaos/
+	go vet -tags $(VET_TAGS) ./e2e/chaos/
 	rm -f $(BIN)/chaos-counts.txt
 	rc=0; $(CHAOS_ENV) LOCKGUARD_CHAOS_DURATION=$(CHAOS_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-counts.txt \
 	  LOCKGUARD_CHAOS_RECORD=$(if $(CHAOS_RECORD),$(abspath $(CHAOS_RECORD))) \
 	  LOCKGUARD_CHAOS_COMMAND="make chaos KUBE_VERSION=$(KUBE_VERSION) CHAOS_DURATION=$(CHAOS_DURATION)" \
-	  go test -tags chaos $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./e2e/chaos/ 2>&1 | tee $(BIN)/chaos.log || rc=$$?; \
+	  go test -vet=off -tags chaos $(GO_TEST_FLAGS) -count=1 -v -timeout 30m ./e2e/chaos/ 2>&1 | tee $(BIN)/chaos.log || rc=$$?; \
 	  echo "chaos: full log in $(BIN)/chaos.log"; cat $(BIN)/chaos-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
 
 .PHONY: chaos-short
 chaos-short: kube build $(HELM) ## The short chaos run of make test: CHAOS_SHORT_DURATION (90s) of faults on KUBE_VERSION; counts last, written nowhere but bin/.
-	go vet -tags chaos ./e2e/chaos/
+	go vet -tags $(VET_TAGS) ./e2e/chaos/
 	rm -f $(BIN)/chaos-short-counts.txt
 	rc=0; $(CHAOS_ENV) LOCKGUARD_CHAOS_DURATION=$(CHAOS_SHORT_DURATION) LOCKGUARD_CHAOS_SUMMARY=$(BIN)/chaos-short-counts.txt \
-	  go test -tags chaos $(GO_TEST_FLAGS) -count=1 -timeout 20m ./e2e/chaos/ || rc=$$?; \
+	  go test -vet=off -tags chaos $(GO_TEST_FLAGS) -count=1 -timeout 20m ./e2e/chaos/ || rc=$$?; \
 	  cat $(BIN)/chaos-short-counts.txt 2>/dev/null || echo "chaos: no counts: the run did not finish"; exit $$rc
-
-# Every landing re-proves the invariant under faults.
-test: chaos-short
 
 .PHONY: demo
 demo: build $(HELM) kubectl ## Run lockguard for real against a local control plane of KUBE_VERSION only (Ctrl-C to stop).
@@ -235,12 +266,14 @@ demo: build $(HELM) kubectl ## Run lockguard for real against a local control pl
 	CGO_ENABLED=0 hack/with-progress.sh "the demo (hack/demo)" go build -trimpath -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo --lockguard $(BIN)/lockguard
 
-.PHONY: image-check
-image-check: ## The Dockerfile's build stage without a container engine, on its build context, for amd64 and arm64 (hack/image/check.sh).
-	hack/image/check.sh
+# The platforms the image is built for. make test checks amd64 only (a
+# link: bin/lockguard's compiled packages are the same); arm64 is a
+# compile of every dependency for another architecture (issue 26).
+IMAGE_ARCHES ?= amd64 arm64
 
-# CI checks the image's build stage without a container engine.
-test: image-check
+.PHONY: image-check
+image-check: ## The Dockerfile's build stage without a container engine, on its build context, for IMAGE_ARCHES (amd64 arm64; make test: amd64) (hack/image/check.sh).
+	hack/image/check.sh $(IMAGE_ARCHES)
 
 .PHONY: docker-build
 docker-build: ## Build the container image with docker, no registry needed (starts dockerd; GO_IMAGE from hack/image/go-image.sh).
@@ -269,6 +302,9 @@ $(HELM_DOCS):
 	  github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
 	mv $(BIN)/tmp-helm-docs/helm-docs $@ && rmdir $(BIN)/tmp-helm-docs
 
+.PHONY: helm-docs
+helm-docs: $(HELM_DOCS) ## Build the pinned helm-docs into bin/.
+
 .PHONY: chart
 chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.
 	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml
@@ -286,7 +322,5 @@ helm-lint: $(HELM) ## helm lint --strict the chart in each mode.
 # -mod=mod: the module replaces lockguard with this checkout, so its go.sum
 # may lag behind a dependency just added to lockguard's go.mod.
 chart-e2e: kube $(HELM) ## The chart with cert-manager's real controllers and lockguard in-process (module hack/certmanager).
-	cd hack/certmanager && export GOFLAGS=-mod=mod && go vet ./... && LOCKGUARD_REQUIRE_KUBE=1 go test $(GO_TEST_FLAGS) -count=1 ./...
+	cd hack/certmanager && export GOFLAGS="$$GOFLAGS -mod=mod" && go vet ./... && LOCKGUARD_REQUIRE_KUBE=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
 
-# The chart's checks are part of everything CI runs.
-test: helm-lint chart-e2e

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# test.sh: what `make test` runs (issue 26), stage by stage, each stage a
+# make target, ending (on success and on failure) with a table of the stages:
+# when each started, its wall and CPU time, and whether a build stage was
+# cached. The records are in bin/test-stages.txt; `hack/test.sh table`
+# prints the last run's table again.
+#
+# Two lanes. The foreground runs its stages in order. The background lane
+# builds what the foreground's first stages do not need yet (helm,
+# controller-gen and helm-docs, Prometheus and promtool, then the control
+# plane of every KUBE_VERSIONS but KUBE_VERSION), one build at a time, while
+# the foreground builds the first control plane and lockguard and runs the
+# suites that need only those; then it runs the unit stage (go test ./...,
+# the longest suite) beside the foreground's suites. A stage that needs
+# another lane's stage waits for it. Two go builds that compile the same
+# packages at the same time would both compile them, so the background lane
+# starts after lint, which compiles the standard library and lockguard's
+# dependencies (through go vet, the test packages' too), and builds nothing
+# the foreground builds.
+# TEST_LANES=1 runs every stage in the foreground, in the same order.
+#
+# Environment (the Makefile sets it): KUBE_VERSIONS, KUBE_VERSION,
+# LOCKGUARD_KUBE_ASSETS, and TEST_OUTPUTS_<stage> (what a build stage makes,
+# to tell whether it was cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+make=${MAKE:-make}
+rec=$PWD/bin/test-stages.txt
+logs=$PWD/bin/test-stages
+
+fmt_dur() { local s=$1; if ((s >= 60)); then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi; }
+row() { printf '  %-20s %-4s %7s %8s %8s  %s\n' "$@"; }
+
+# table prints the last run's stages in the order they were planned.
+table() {
+  [ -f "$rec" ] || { echo "test.sh: no stages recorded in $rec" >&2; return 1; }
+  local t0 now line name lane start
+  t0=$(awk '$1 == "begin" {print $2}' "$rec")
+  now=$(date +%s)
+  echo
+  echo "make test: its stages (start: into the run; cpu: user+system time of the stage's processes; bin/test-stages.txt)"
+  row stage lane start wall cpu result
+  while read -r -a line; do
+    [ "${line[0]}" = plan ] || continue
+    name=${line[1]} lane=${line[2]}
+    start=$(awk -v n="$name" '$1 == "start" && $2 == n {print $3}' "$rec")
+    read -r -a line <<< "$(awk -v n="$name" '$1 == "end" && $2 == n' "$rec")"
+    if [ -z "$start" ]; then
+      row "$name" "$lane" - - - "not run"
+    elif [ ${#line[@]} = 0 ]; then
+      row "$name" "$lane" "$(fmt_dur $((start - t0)))" "$(fmt_dur $((now - start)))" - "$(grep -q '^finish ' "$rec" && echo stopped || echo running)"
+    else
+      row "$name" "$lane" "$(fmt_dur $((start - t0)))" "$(fmt_dur $((line[2] - start)))" "$(fmt_dur "${line[3]}")" "${line[*]:4}"
+    fi
+  done < "$rec"
+  read -r -a line <<< "$(awk '$1 == "finish"' "$rec")"
+  [ ${#line[@]} = 0 ] ||
+    row total "" "" "$(fmt_dur $((line[1] - t0)))" "$(fmt_dur "${line[2]}")" "${line[3]} ($(nproc) cores; load average at the end $(cut -d' ' -f1-3 /proc/loadavg))"
+}
+
+if [ "${1:-}" = table ]; then table; exit; fi
+
+# cpu_now sets CPU to the user+system seconds of this shell's finished
+# children (times runs in this shell: in $(...) it would count a subshell's).
+cpu_now() {
+  local f="$logs/times.$BASHPID"
+  times > "$f"
+  CPU=$(awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2]}' "$f")
+  rm -f "$f"
+}
+
+declare -A ARGS OUTPUTS LANE
+fg=() bg=()
+# add LANE NAME OUTPUTS MAKE-ARGS...: plans stage NAME. OUTPUTS ("" for
+# none) are the files a build stage makes: when all exist before it runs,
+# the stage is "cached" (make had nothing to build).
+add() {
+  local lane=$1 name=$2
+  LANE[$name]=$lane OUTPUTS[$name]=$3; shift 3; ARGS[$name]="$*"
+  if [ "$lane" = bg ]; then bg+=("$name"); else fg+=("$name"); fi
+}
+
+# stage NAME: runs make with the stage's arguments and records it.
+stage() {
+  local name=$1 result=ok start cpu0 f
+  if [ -n "${OUTPUTS[$name]}" ]; then
+    result=cached
+    for f in ${OUTPUTS[$name]}; do [ -e "$f" ] || result=built; done
+  fi
+  cpu_now; start=$(date +%s) cpu0=$CPU
+  echo "start $name $start" >> "$rec"
+  echo "=== stage $name: make ${ARGS[$name]}"
+  # shellcheck disable=SC2086 # ARGS are make's arguments, split on purpose.
+  "$make" --no-print-directory ${ARGS[$name]} || result=FAIL
+  cpu_now
+  echo "end $name $(date +%s) $((CPU - cpu0)) $result" >> "$rec"
+  if [ "$result" = FAIL ]; then echo failed > "$logs/$name.done"; return 1; fi
+  echo ok > "$logs/$name.done"
+}
+
+# wait_for NAME: waits until stage NAME has ended, prints the log of a
+# background stage, and fails if the stage failed or never ran.
+wait_for() {
+  local name=$1
+  while [ ! -f "$logs/$name.done" ]; do
+    if [ -n "${bg_pid:-}" ] && ! kill -0 "$bg_pid" 2>/dev/null; then
+      [ -f "$logs/$name.done" ] || { echo "test.sh: the background lane stopped before $name" >&2; return 1; }
+    fi
+    sleep 2
+  done
+  if [ "${LANE[$name]:-}" = bg ] && [ "$BASHPID" = "$$" ] && [ -f "$logs/$name.log" ]; then
+    echo "=== background stage $name ($(cat "$logs/$name.done")), its output:"
+    cat "$logs/$name.log" && rm "$logs/$name.log"
+  fi
+  [ "$(cat "$logs/$name.done")" = ok ]
+}
+
+# run STEP...: a step is a stage, or wait:NAME. With one lane, waiting for a
+# background stage runs it.
+run() {
+  local step
+  for step in "$@"; do
+    case $step in
+      wait:*)
+        step=${step#wait:}
+        if [ "$lanes" = 1 ] && [ ! -f "$logs/$step.done" ]; then stage "$step"; else wait_for "$step"; fi ;;
+      *) stage "$step" ;;
+    esac
+  done
+}
+
+read -r -a versions <<< "${KUBE_VERSIONS:?KUBE_VERSIONS must be set (make test sets it)}"
+first=${KUBE_VERSION:-${versions[0]}}
+others=()
+for v in "${versions[@]}"; do [ "$v" = "$first" ] || others+=("$v"); done
+lanes=${TEST_LANES:-2}
+assets=${LOCKGUARD_KUBE_ASSETS:?LOCKGUARD_KUBE_ASSETS must be set (make test sets it)}
+kube_out() { echo "$assets/v$1/kube-apiserver $assets/v$1/kube-controller-manager $assets/etcd"; }
+
+# The plan. Foreground steps in order; background stages in order, each
+# after the foreground stage it names with wait: (the background never waits
+# for anything else).
+add fg verify-tidy "" verify-tidy
+add fg lint "" lint
+add bg helm "${TEST_OUTPUTS_helm:-}" helm
+add bg codegen-tools "${TEST_OUTPUTS_codegen_tools:-}" controller-gen helm-docs
+add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
+add fg "kube-$first" "$(kube_out "$first") ${TEST_OUTPUTS_kubectl:-}" kube kubectl KUBE_VERSIONS="$first"
+for v in "${others[@]}"; do
+  bg+=("wait:kube-$first") # etcd: built once, with the first
+  add bg "kube-$v" "$(kube_out "$v")" kube KUBE_VERSIONS="$v"
+done
+add fg build "" build
+add fg image-check "" image-check IMAGE_ARCHES=amd64
+fg+=(wait:helm)
+add fg helm-lint "" helm-lint
+fg+=(wait:codegen-tools)
+# It may rewrite the chart's generated files: before any suite reads them.
+add fg verify-generated "" verify-generated
+add fg chaos-short "" chaos-short KUBE_VERSIONS="$first"
+add fg chart-e2e "" chart-e2e KUBE_VERSIONS="$first"
+fg+=(wait:prometheus)
+add fg monitoring "" monitoring
+add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
+for v in "${others[@]}"; do
+  fg+=("wait:kube-$v")
+  add fg "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
+done
+# go test ./...: e2e/chart installs the chart on every cached control plane,
+# so after the last one (kubectl and prometheus are built before too).
+bg+=(wait:verify-generated)
+add bg unit "" unit
+
+mkdir -p "$logs"
+rm -f "$logs"/*.done "$logs"/*.log
+{
+  echo "begin $(date +%s)"
+  for n in "${fg[@]}" "${bg[@]}"; do
+    case $n in wait:*) ;; *) echo "plan $n $([ "$lanes" = 1 ] && echo fg || echo "${LANE[$n]}")" ;; esac
+  done
+} > "$rec"
+
+bg_pid=
+finish() {
+  local rc=$? f
+  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then
+    kill -- -"$bg_pid" 2>/dev/null || kill "$bg_pid" 2>/dev/null || true
+    wait "$bg_pid" 2>/dev/null || true
+  fi
+  # The output of background stages not shown yet (failed, or stopped).
+  for f in "$logs"/*.log; do
+    [ -e "$f" ] && { echo "=== background stage $(basename "$f" .log), its output:"; cat "$f"; }
+  done
+  cpu_now
+  echo "finish $(date +%s) $CPU $([ "$rc" = 0 ] && echo PASS || echo FAIL)" >> "$rec"
+  table || true
+  exit "$rc"
+}
+trap finish EXIT
+
+run "${fg[@]:0:2}" # verify-tidy lint
+if [ "$lanes" = 2 ]; then
+  # Its own process group, so that a failure in the foreground stops it whole.
+  set -m
+  (
+    for step in "${bg[@]}"; do
+      case $step in
+        wait:*) wait_for "${step#wait:}" ;;
+        *) PROGRESS_INTERVAL=60 stage "$step" > "$logs/$step.log" 2>&1 ;;
+      esac
+    done
+  ) &
+  bg_pid=$!
+  set +m
+fi
+run "${fg[@]:2}"
+for n in "${bg[@]}"; do case $n in wait:*) ;; *) run "wait:$n" ;; esac; done
+if [ -n "$bg_pid" ]; then wait "$bg_pid"; fi
