@@ -61,7 +61,7 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build bin/lockguard and the kubectl plugins bin/kubectl-lock and bin/kubectl-unlock.
 	CGO_ENABLED=0 hack/with-progress.sh "bin/lockguard" go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/lockguard ./cmd/lockguard
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
 
 .PHONY: kube
 kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS.
