@@ -44,6 +44,17 @@ PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
 TOOLS_PATH := $(BIN)/path
 export PATH := $(TOOLS_PATH):$(PATH)
 
+# The release's tools, built from their Go modules like helm (not
+# dependencies of lockguard's module): cyclonedx-gomod writes each binary's
+# SBOM from the module versions the go command recorded in it, and krew
+# installs the plugins from the release's manifests in make release-check.
+CYCLONEDX_GOMOD_VERSION := v1.10.0
+CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+KREW_VERSION := v0.4.3
+KREW := $(BIN)/krew-$(KREW_VERSION)
+# make release writes DIST.
+DIST ?= dist
+
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
@@ -252,6 +263,7 @@ docker-build: ## Build the container image with docker, no registry needed (star
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).
 	rm -f $(BIN)/lockguard $(BIN)/kubectl-lock $(BIN)/kubectl-unlock $(BIN)/demo
+	rm -rf $(BIN)/release $(DIST)
 
 $(HELM):
 	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 hack/with-progress.sh "helm $(HELM_VERSION)" go install -trimpath -ldflags "-s -w \
@@ -268,6 +280,20 @@ $(HELM_DOCS):
 	GOBIN=$(BIN)/tmp-helm-docs CGO_ENABLED=0 hack/with-progress.sh "helm-docs $(HELM_DOCS_VERSION)" go install -trimpath -ldflags "-s -w" \
 	  github.com/norwoodj/helm-docs/cmd/helm-docs@$(HELM_DOCS_VERSION)
 	mv $(BIN)/tmp-helm-docs/helm-docs $@ && rmdir $(BIN)/tmp-helm-docs
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(BIN)/tmp-cyclonedx-gomod CGO_ENABLED=0 hack/with-progress.sh "cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION)" go install -trimpath -ldflags "-s -w" \
+	  github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	mv $(BIN)/tmp-cyclonedx-gomod/cyclonedx-gomod $@ && rmdir $(BIN)/tmp-cyclonedx-gomod
+
+$(KREW):
+	GOBIN=$(BIN)/tmp-krew CGO_ENABLED=0 hack/with-progress.sh "krew $(KREW_VERSION)" go install -trimpath \
+	  -ldflags "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$(KREW_VERSION)" sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
+	mv $(BIN)/tmp-krew/krew $@ && rmdir $(BIN)/tmp-krew
+
+.PHONY: release
+release: $(HELM) $(CYCLONEDX_GOMOD) ## Write the release VERSION (vX.Y.Z) into DIST (dist/): archives, krew manifests, chart, images, SBOMs, SHA256SUMS, notes (hack/release/release.sh).
+	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) hack/release/release.sh $(VERSION) $(DIST)
 
 .PHONY: chart
 chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.
