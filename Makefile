@@ -52,8 +52,10 @@ CYCLONEDX_GOMOD_VERSION := v1.10.0
 CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 KREW_VERSION := v0.4.3
 KREW := $(BIN)/krew-$(KREW_VERSION)
-# make release writes DIST.
+# make release writes DIST; make release-check builds RELEASE_CHECK_VERSION
+# twice under bin/release-check.
 DIST ?= dist
+RELEASE_CHECK_VERSION ?= v0.0.0-check
 
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -263,7 +265,7 @@ docker-build: ## Build the container image with docker, no registry needed (star
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).
 	rm -f $(BIN)/lockguard $(BIN)/kubectl-lock $(BIN)/kubectl-unlock $(BIN)/demo
-	rm -rf $(BIN)/release $(DIST)
+	rm -rf $(BIN)/release $(BIN)/release-check $(DIST)
 
 $(HELM):
 	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 hack/with-progress.sh "helm $(HELM_VERSION)" go install -trimpath -ldflags "-s -w \
@@ -294,6 +296,11 @@ $(KREW):
 .PHONY: release
 release: $(HELM) $(CYCLONEDX_GOMOD) ## Write the release VERSION (vX.Y.Z) into DIST (dist/): archives, krew manifests, chart, images, SBOMs, SHA256SUMS, notes (hack/release/release.sh).
 	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) hack/release/release.sh $(VERSION) $(DIST)
+
+.PHONY: release-check
+release-check: $(HELM) $(CYCLONEDX_GOMOD) $(KREW) kubectl ## Build the release RELEASE_CHECK_VERSION twice (byte-identical archives) and install it as users do: krew, helm install on a control plane (hack/release/check.sh).
+	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) KREW=$(KREW) KUBECTL=$(KUBECTL) \
+	  hack/release/check.sh $(RELEASE_CHECK_VERSION) $(BIN)/release-check
 
 .PHONY: chart
 chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.
