@@ -56,6 +56,19 @@ PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)
 TOOLS_PATH := $(BIN)/path
 export PATH := $(TOOLS_PATH):$(PATH)
 
+# The release's tools, built from their Go modules like helm (not
+# dependencies of lockguard's module): cyclonedx-gomod writes each binary's
+# SBOM from the module versions the go command recorded in it, and krew
+# installs the plugins from the release's manifests in make release-check.
+CYCLONEDX_GOMOD_VERSION := v1.10.0
+CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+KREW_VERSION := v0.4.3
+KREW := $(BIN)/krew-$(KREW_VERSION)
+# make release writes DIST; make release-check builds RELEASE_CHECK_VERSION
+# twice under bin/release-check.
+DIST ?= dist
+RELEASE_CHECK_VERSION ?= v0.0.0-check
+
 IMG ?= ghcr.io/navique/lockguard:dev
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GO_TEST_FLAGS ?=
@@ -66,7 +79,7 @@ GO_TEST_FLAGS ?=
 # module uses the same build tags, VET_TAGS (every build tag of the tagged
 # suites; no file excludes one), for the same reason: go vet caches the vet
 # of each dependency per tag set.
-VET_TAGS := e2e,chaos
+VET_TAGS := e2e,chaos,release
 # Timeout of the e2e suite on one Kubernetes version, and the image
 # `make e2e-kind` builds and loads into kind.
 E2E_TIMEOUT ?= 10m
@@ -81,7 +94,7 @@ help: ## List the targets.
 .PHONY: build
 build: ## Build bin/lockguard and the kubectl plugins bin/kubectl-lock and bin/kubectl-unlock.
 	CGO_ENABLED=0 hack/with-progress.sh "bin/lockguard" go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/lockguard ./cmd/lockguard
-	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
 
 .PHONY: kube
 kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS.
@@ -285,6 +298,7 @@ docker-build: ## Build the container image with docker, no registry needed (star
 .PHONY: clean
 clean: ## Remove build output (keeps the cached control plane).
 	rm -f $(BIN)/lockguard $(BIN)/kubectl-lock $(BIN)/kubectl-unlock $(BIN)/demo
+	rm -rf $(BIN)/release $(BIN)/release-check $(DIST)
 
 $(HELM):
 	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 hack/with-progress.sh "helm $(HELM_VERSION)" go install -trimpath -ldflags "-s -w \
@@ -304,6 +318,25 @@ $(HELM_DOCS):
 
 .PHONY: helm-docs
 helm-docs: $(HELM_DOCS) ## Build the pinned helm-docs into bin/.
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(BIN)/tmp-cyclonedx-gomod CGO_ENABLED=0 hack/with-progress.sh "cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION)" go install -trimpath -ldflags "-s -w" \
+	  github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	mv $(BIN)/tmp-cyclonedx-gomod/cyclonedx-gomod $@ && rmdir $(BIN)/tmp-cyclonedx-gomod
+
+$(KREW):
+	GOBIN=$(BIN)/tmp-krew CGO_ENABLED=0 hack/with-progress.sh "krew $(KREW_VERSION)" go install -trimpath \
+	  -ldflags "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$(KREW_VERSION)" sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
+	mv $(BIN)/tmp-krew/krew $@ && rmdir $(BIN)/tmp-krew
+
+.PHONY: release
+release: $(HELM) $(CYCLONEDX_GOMOD) ## Write the release VERSION (vX.Y.Z) into DIST (dist/): archives, krew manifests, chart, images, SBOMs, SHA256SUMS, notes (hack/release/release.sh).
+	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) hack/release/release.sh $(VERSION) $(DIST)
+
+.PHONY: release-check
+release-check: $(HELM) $(CYCLONEDX_GOMOD) $(KREW) kubectl ## Build the release RELEASE_CHECK_VERSION twice (byte-identical archives) and install it as users do: krew, helm install on a control plane (hack/release/check.sh).
+	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) KREW=$(KREW) KUBECTL=$(KUBECTL) \
+	  hack/release/check.sh $(RELEASE_CHECK_VERSION) $(BIN)/release-check
 
 .PHONY: chart
 chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.

@@ -14,6 +14,15 @@ import (
 	"github.com/navique/lockguard/internal/lockctl"
 )
 
+// version is set at build time with -ldflags "-X main.version=...";
+// --version prints it.
+var version = "dev"
+
 func main() {
-	os.Exit(lockctl.Main(lockctl.NewLockCommand(lockctl.OSStreams())))
+	cmd := lockctl.NewLockCommand(lockctl.OSStreams())
+	cmd.Version = version
+	// No -v shorthand: kubectl users read -v as log verbosity.
+	cmd.Flags().Bool("version", false, "Print the version and exit.")
+	cmd.SetVersionTemplate("kubectl-lock {{.Version}}\n")
+	os.Exit(lockctl.Main(cmd))
 }

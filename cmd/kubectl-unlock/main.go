@@ -12,6 +12,15 @@ import (
 	"github.com/navique/lockguard/internal/lockctl"
 )
 
+// version is set at build time with -ldflags "-X main.version=...";
+// --version prints it.
+var version = "dev"
+
 func main() {
-	os.Exit(lockctl.Main(lockctl.NewUnlockCommand(lockctl.OSStreams())))
+	cmd := lockctl.NewUnlockCommand(lockctl.OSStreams())
+	cmd.Version = version
+	// No -v shorthand: kubectl users read -v as log verbosity.
+	cmd.Flags().Bool("version", false, "Print the version and exit.")
+	cmd.SetVersionTemplate("kubectl-unlock {{.Version}}\n")
+	os.Exit(lockctl.Main(cmd))
 }

@@ -3,14 +3,22 @@
 # its default values into namespace lockguard-system, for `kubectl apply`
 # users (without the helm test Pod: they have no `helm test`). `make chart`
 # runs it; `make verify-generated` fails when the committed file is stale.
+# make release runs it on the packaged chart (CHART is then its .tgz).
 set -euo pipefail
 helm=${1:?usage: render.sh HELM CHART}
 chart=${2:?usage: render.sh HELM CHART}
-cat <<'HEADER'
-# lockguard, rendered from deploy/chart/lockguard with its default values by
-# `make chart`: do not edit. Needs cert-manager (it issues the webhook's
+file=deploy/lockguard.yaml
+if [[ $chart == *.tgz ]]; then
+  file=lockguard.yaml
+  echo "# lockguard, rendered from the packaged chart $(basename "$chart") with its default values"
+  echo "# by \`make release\`. Needs cert-manager (it issues the webhook's"
+else
+  echo "# lockguard, rendered from deploy/chart/lockguard with its default values by"
+  echo "# \`make chart\`: do not edit. Needs cert-manager (it issues the webhook's"
+fi
+cat <<HEADER
 # serving certificate and injects its CA). Install with
-#   kubectl apply --server-side -f deploy/lockguard.yaml
+#   kubectl apply --server-side -f $file
 # and use the Helm chart to change any setting.
 ---
 apiVersion: v1

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# check.sh VERSION WORK: make release-check. Builds the release VERSION
+# (a test version) into WORK/dist as make release does, then checks it the
+# way users get it:
+#   - SHA256SUMS verifies (sha256sum -c) and lists every file;
+#   - a second build from scratch (fresh binaries, WORK/dist2) gives the
+#     same bytes for every binary archive, image, krew manifest and SBOM,
+#     and no binary holds a path of this machine (-trimpath);
+#   - krew (KREW, built from its Go module) installs both plugins from
+#     their manifests and the host's archive into a temporary KREW_ROOT,
+#     and kubectl runs them (kubectl lock --help, --version);
+#   - e2e/release (go test -tags release): versions agree everywhere,
+#     the images' layouts, helm install of the packaged chart on a local
+#     control plane renders the chart directory's objects, and every SBOM
+#     lists the module's direct dependencies that its binary links, with
+#     their versions.
+# Needs HELM, CYCLONEDX_GOMOD, KREW and KUBECTL (the Makefile's pinned builds).
+set -euo pipefail
+version=${1:?usage: check.sh VERSION WORK}
+work=${2:?usage: check.sh VERSION WORK}
+: "${KREW:?KREW: the pinned krew}" "${KUBECTL:?KUBECTL: the pinned kubectl}" "${HELM:?}" "${CYCLONEDX_GOMOD:?}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+start=$SECONDS
+step() { echo "release-check: $* ($((SECONDS - start))s)"; }
+fail() { echo "release-check: FAIL: $*" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+dist=$work/dist
+goos=$(go env GOOS) goarch=$(go env GOARCH)
+
+step "make release VERSION=$version DIST=$dist"
+hack/release/release.sh "$version" "$dist"
+
+step "SHA256SUMS"
+(cd "$dist" && sha256sum --quiet --strict -c SHA256SUMS) || fail "sha256sum -c SHA256SUMS"
+listed=$(awk '{print $2}' "$dist/SHA256SUMS" | sort)
+present=$(cd "$dist" && ls | grep -vx SHA256SUMS | sort)
+[ "$listed" = "$present" ] || fail "SHA256SUMS does not list exactly the files of $dist: $(diff <(echo "$listed") <(echo "$present") || true)"
+
+step "a second build, binaries relinked from scratch"
+RELEASE_BUILD=$work/build2 hack/release/release.sh "$version" "$work/dist2" >"$work/release2.log"
+same=0
+while read -r sum name; do
+  other=$(awk -v n="$name" '$2 == n {print $1}' "$work/dist2/SHA256SUMS")
+  if [ "$sum" = "$other" ]; then
+    same=$((same + 1))
+    continue
+  fi
+  case $name in
+    # helm package stamps the time of packaging on the chart's files.
+    lockguard-*.tgz) echo "release-check: note: $name differs between the builds (helm package's file times)" ;;
+    *) fail "$name differs between two builds of the same commit: sha256 $sum, then ${other:-missing}" ;;
+  esac
+done <"$dist/SHA256SUMS"
+step "$same files byte-identical in both builds"
+for b in "bin/release/$version"/*/* "$work/build2"/*/*; do
+  case $b in */release-tool) continue ;; esac
+  for p in "$root" "$(go env GOMODCACHE)" "$(go env GOROOT)"; do
+    ! grep -qF "$p" "$b" || fail "$b holds the path $p of this machine"
+  done
+done
+
+step "krew $("$KREW" version 2>/dev/null | awk '$1 == "GitTag" {print $2}') installs the plugins into a temporary KREW_ROOT"
+export KREW_ROOT=$work/krew KREW_NO_UPGRADE_CHECK=1
+mkdir -p "$work/path"
+ln -s "$KREW" "$work/path/kubectl-krew"
+ln -s "$KUBECTL" "$work/path/kubectl"
+archive=$dist/kubectl-lock_${version}_${goos}_$goarch.tar.gz
+(
+  # Only krew's bin and kubectl: no other kubectl-lock on PATH.
+  export PATH=$KREW_ROOT/bin:$work/path:/usr/bin:/bin
+  for plugin in lock unlock; do
+    kubectl krew install --manifest="$dist/$plugin.yaml" --archive="$archive" </dev/null
+  done
+  # (kubectl krew list wants the default index, which needs the network.)
+  for plugin in lock unlock; do
+    [ -f "$KREW_ROOT/receipts/$plugin.yaml" ] || fail "krew has no receipt of $plugin"
+  done
+  [ "$(command -v kubectl-lock)" = "$KREW_ROOT/bin/kubectl-lock" ] || fail "kubectl-lock is not krew's"
+  help=$(kubectl lock --help)
+  grep -q '^  kubectl lock TYPE/NAME' <<<"$help" || { echo "$help"; fail "kubectl lock --help"; }
+  for plugin in lock unlock; do
+    got=$(kubectl $plugin --version)
+    [ "$got" = "kubectl-$plugin $version" ] || fail "kubectl $plugin --version printed '$got'; want 'kubectl-$plugin $version'"
+    echo "release-check: kubectl $plugin --version: $got"
+  done
+)
+
+step "e2e/release: versions, images, helm install on a control plane, SBOMs"
+go vet -tags e2e,chaos,release ./e2e/release/
+rc=0
+LOCKGUARD_RELEASE_DIST=$dist LOCKGUARD_RELEASE_VERSION=$version LOCKGUARD_REQUIRE_KUBE=1 \
+  go test -tags release -count=1 -v ./e2e/release/ >"$work/e2e-release.log" 2>&1 || rc=$?
+grep -vE '^=== (RUN|PAUSE|CONT)' "$work/e2e-release.log" || true
+[ $rc = 0 ] || fail "e2e/release (log: $work/e2e-release.log)"
+step "PASS"

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// notesCmd writes the release notes: the top entry of the changelog, then
+// the commits since the last tag.
+func notesCmd(args []string) error {
+	fs := flags("notes")
+	version := fs.String("version", "", "the release, vX.Y.Z")
+	changelog := fs.String("changelog", "CHANGELOG.md", "the changelog (Keep a Changelog)")
+	out := fs.String("o", "", "the notes to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *version == "" || *out == "" {
+		return errors.New("notes: want -version and -o")
+	}
+	text, err := os.ReadFile(*changelog)
+	if err != nil {
+		return err
+	}
+	entry, err := topEntry(string(text), *version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", *changelog, err)
+	}
+	since, err := lastTag(*version)
+	if err != nil {
+		return err
+	}
+	rangeArg := "HEAD"
+	if since != "" {
+		rangeArg = since + "..HEAD"
+	}
+	log, err := git("log", "--no-merges", "--format=- %h %s", rangeArg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(*out, []byte(notes(*version, entry, since, log)), 0o644)
+}
+
+// notes returns the release notes from the changelog's entry and git log's
+// lines of the commits since the tag since ("" when there is none).
+func notes(version string, entry changelogEntry, since, log string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# lockguard %s\n\n", version)
+	fmt.Fprintf(&b, "## Changes\n\nFrom CHANGELOG.md (%s):\n\n%s\n\n", entry.heading, entry.body)
+	fmt.Fprintf(&b, "## Install\n\n"+
+		"- The chart: `helm install lockguard lockguard-%[1]s.tgz --namespace lockguard-system --create-namespace`"+
+		" (image `ghcr.io/navique/lockguard:%[1]s`), or `kubectl apply --server-side -f lockguard.yaml`.\n"+
+		"- The image without a registry: `docker load -i lockguard-image_%[2]s_linux_amd64.tar`"+
+		" or `kind load image-archive lockguard-image_%[2]s_linux_amd64.tar`; `lockguard-image_%[2]s.oci.tar` holds amd64 and arm64 behind one index.\n"+
+		"- The kubectl plugins: `kubectl krew install --manifest=lock.yaml` and `--manifest=unlock.yaml`.\n"+
+		"- Check the files with `sha256sum -c SHA256SUMS`; each binary and image has a CycloneDX SBOM (`*.cdx.json`).\n\n",
+		strings.TrimPrefix(version, "v"), version)
+	commits := strings.Count(log, "\n")
+	if since == "" {
+		fmt.Fprintf(&b, "## Commits (%d; no earlier release)\n\n", commits)
+	} else {
+		fmt.Fprintf(&b, "## Commits since %s (%d)\n\n", since, commits)
+	}
+	b.WriteString(log)
+	return b.String()
+}
+
+// changelogEntry is one "## " section of a Keep a Changelog file.
+type changelogEntry struct {
+	heading string // e.g. "[Unreleased]" or "[0.2.0] - 2027-01-15"
+	body    string
+}
+
+var (
+	entryVersion = regexp.MustCompile(`^\[([^\]]+)\]`)
+	linkRef      = regexp.MustCompile(`^\[[^\]]+\]: `)
+)
+
+// topEntry returns the changelog's first "## " section. For a release
+// (vX.Y.Z) it must be the release's own entry or [Unreleased]; a
+// pre-release (vX.Y.Z-rc.1) takes whatever is on top.
+func topEntry(text, version string) (changelogEntry, error) {
+	var e changelogEntry
+	var body []string
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "## ") {
+			if e.heading != "" {
+				break
+			}
+			e.heading = strings.TrimSpace(strings.TrimPrefix(line, "## "))
+			continue
+		}
+		// Link reference definitions close the file ("[0.1.0]: https://...").
+		if e.heading != "" && linkRef.MatchString(line) {
+			break
+		}
+		if e.heading != "" {
+			body = append(body, line)
+		}
+	}
+	if e.heading == "" {
+		return e, errors.New("no entry (a line starting with \"## \")")
+	}
+	e.body = strings.TrimSpace(strings.Join(body, "\n"))
+	m := entryVersion.FindStringSubmatch(e.heading)
+	if m == nil {
+		return e, fmt.Errorf("top entry %q: want \"## [Unreleased]\" or \"## [X.Y.Z] - DATE\"", e.heading)
+	}
+	release := strings.TrimPrefix(version, "v")
+	if strings.Contains(release, "-") || m[1] == "Unreleased" || m[1] == release {
+		return e, nil
+	}
+	return e, fmt.Errorf("top entry is %s, not [%s] or [Unreleased]: add the release's entry first", m[0], release)
+}
+
+// lastTag returns the newest tag v* reachable from HEAD other than version
+// itself, or "" when there is none.
+func lastTag(version string) (string, error) {
+	tag, err := git("describe", "--tags", "--abbrev=0", "--match", "v*", "--exclude", version, "HEAD")
+	if err != nil {
+		if strings.Contains(err.Error(), "No names found") || strings.Contains(err.Error(), "cannot describe") {
+			return "", nil
+		}
+		return "", err
+	}
+	return strings.TrimSpace(tag), nil
+}
+
+func git(args ...string) (string, error) {
+	out, err := exec.Command("git", args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", err
+	}
+	return string(out), nil
+}

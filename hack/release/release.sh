@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# release.sh VERSION DIST: writes lockguard's release VERSION (vX.Y.Z or
+# vX.Y.Z-PRE) into DIST, emptied first (make release):
+#   lockguard_VERSION_OS_ARCH.tar.gz              linux, darwin; amd64, arm64
+#   kubectl-lock_VERSION_OS_ARCH.tar.gz|.zip      the same and windows/amd64: kubectl-lock and kubectl-unlock
+#   lock.yaml, unlock.yaml                        krew manifests of the two plugins (same archives)
+#   lockguard-X.Y.Z.tgz, lockguard.yaml           the chart, and the plain manifest rendered from it
+#   lockguard-image_VERSION_linux_ARCH.tar        the image per architecture (docker load, kind load image-archive)
+#   lockguard-image_VERSION.oci.tar               both behind one image index (OCI layout)
+#   *.cdx.json                                    a CycloneDX SBOM per binary and image
+#   RELEASE_NOTES.md, SHA256SUMS
+# VERSION is the one source of the version: the binaries' --version, the
+# chart's version and appVersion (so the image tag, X.Y.Z), the image's
+# tag and labels and the krew manifests all take it from here. Every
+# archive and image is the same bytes on every run of the same commit:
+# -trimpath, no VCS stamp, and the commit's time on every file.
+# Needs HELM and CYCLONEDX_GOMOD (the Makefile's pinned builds). The
+# binaries are kept in RELEASE_BUILD (default bin/release/VERSION), so a
+# second run relinks nothing.
+set -euo pipefail
+version=${1:?usage: release.sh VERSION DIST}
+dist=${2:?usage: release.sh VERSION DIST}
+: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}"
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+semver='^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$'
+[[ $version =~ $semver ]] || { echo "release.sh: VERSION=$version is not vX.Y.Z or vX.Y.Z-PRE" >&2; exit 2; }
+chart_version=${version#v}
+chart=deploy/chart/lockguard
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
+build=${RELEASE_BUILD:-bin/release/$version}
+url=https://github.com/navique/lockguard/releases/download/$version
+image_repo=$(awk '/^image:/ {in_image=1} in_image && $1 == "repository:" {print $2; exit}' $chart/values.yaml)
+[ -n "$image_repo" ] || { echo "release.sh: no image.repository in $chart/values.yaml" >&2; exit 1; }
+
+start=$SECONDS
+step() { echo "release: $* ($((SECONDS - start))s)"; }
+
+rm -rf "$dist"
+mkdir -p "$dist" "$build"
+dist=$(cd "$dist" && pwd)
+tool=$build/release-tool
+go build -o "$tool" ./hack/release
+
+# The binaries, cross-built (the Go build cache keeps each platform's
+# packages), their archives and SBOMs.
+for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64; do
+  os=${platform%/*} arch=${platform#*/}
+  out=$build/${os}_$arch
+  pkgs=(./cmd/lockguard ./cmd/kubectl-lock ./cmd/kubectl-unlock)
+  ext=.tar.gz exe=
+  if [ "$os" = windows ]; then pkgs=(./cmd/kubectl-lock ./cmd/kubectl-unlock) ext=.zip exe=.exe; fi
+  step "building ${pkgs[*]} for $platform"
+  mkdir -p "$out"
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS= go build -trimpath -buildvcs=false \
+    -ldflags "-s -w -X main.version=$version" -o "$out/" "${pkgs[@]}"
+  if [ "$os" != windows ]; then
+    "$tool" archive -mtime "$epoch" -o "$dist/lockguard_${version}_${os}_$arch$ext" "$out/lockguard"
+  fi
+  "$tool" archive -mtime "$epoch" -o "$dist/kubectl-lock_${version}_${os}_$arch$ext" "$out/kubectl-lock$exe" "$out/kubectl-unlock$exe"
+  for pkg in "${pkgs[@]}"; do
+    bin=${pkg##*/}
+    "$CYCLONEDX_GOMOD" bin -json -noserial -notimestamp -std -version "$version" \
+      -output "$dist/${bin}_${version}_${os}_$arch.cdx.json" "$out/$bin$exe"
+  done
+done
+
+step "krew manifests"
+for plugin in lock unlock; do
+  "$tool" krew -name $plugin -bin kubectl-$plugin -version "$version" -url "$url" -o "$dist/$plugin.yaml" \
+    "$dist"/kubectl-lock_"$version"_*.tar.gz "$dist"/kubectl-lock_"$version"_*.zip
+done
+
+step "images $image_repo:$chart_version"
+"$tool" image -repo "$image_repo" -tag "$chart_version" -version "$version" -mtime "$epoch" \
+  -o "$dist/lockguard-image_$version" amd64="$build/linux_amd64/lockguard" arm64="$build/linux_arm64/lockguard"
+# An image holds the linux binary and two text files: its SBOM is the binary's.
+for arch in amd64 arm64; do
+  cp "$dist/lockguard_${version}_linux_$arch.cdx.json" "$dist/lockguard-image_${version}_linux_$arch.cdx.json"
+done
+
+step "chart lockguard-$chart_version"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r $chart "$tmp/lockguard"
+# Artifact Hub's list of images names the tag too; helm package sets
+# version and appVersion.
+sed -i "s|image: $image_repo:.*|image: $image_repo:$chart_version|" "$tmp/lockguard/Chart.yaml"
+HELM_CACHE_HOME=$tmp/cache HELM_CONFIG_HOME=$tmp/config HELM_DATA_HOME=$tmp/data \
+  "$HELM" package "$tmp/lockguard" --version "$chart_version" --app-version "$chart_version" -d "$dist" >/dev/null
+packaged=$("$HELM" show chart "$dist/lockguard-$chart_version.tgz")
+for want in "version: $chart_version" "appVersion: $chart_version" "image: $image_repo:$chart_version"; do
+  grep -qF -- "$want" <<<"$packaged" || { echo "release.sh: the packaged Chart.yaml lacks '$want'" >&2; exit 1; }
+done
+hack/chart/render.sh "$HELM" "$dist/lockguard-$chart_version.tgz" >"$dist/lockguard.yaml"
+
+step "release notes"
+"$tool" notes -version "$version" -changelog CHANGELOG.md -o "$dist/RELEASE_NOTES.md"
+"$tool" sums -dir "$dist"
+step "$dist: $(ls "$dist" | wc -l) files, $(du -sh "$dist" | cut -f1)"
