@@ -60,13 +60,19 @@ table() {
 
 if [ "${1:-}" = table ]; then table; exit; fi
 
+# cpu_of FILE: sets CPU to the user+system seconds of the children in the
+# output of bash's times in FILE, and removes FILE.
+cpu_of() {
+  [ -f "$1" ] || { CPU=0; return; }
+  CPU=$(awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2]}' "$1")
+  rm -f "$1"
+}
+
 # cpu_now sets CPU to the user+system seconds of this shell's finished
 # children (times runs in this shell: in $(...) it would count a subshell's).
 cpu_now() {
-  local f="$logs/times.$BASHPID"
-  times > "$f"
-  CPU=$(awk 'NR == 2 {split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d\n", u[1] * 60 + u[2] + s[1] * 60 + s[2]}' "$f")
-  rm -f "$f"
+  times > "$logs/times.$BASHPID"
+  cpu_of "$logs/times.$BASHPID"
 }
 
 declare -A ARGS OUTPUTS LANE
@@ -82,18 +88,19 @@ add() {
 
 # stage NAME: runs make with the stage's arguments and records it.
 stage() {
-  local name=$1 result=ok start cpu0 f
+  local name=$1 result=ok f
   if [ -n "${OUTPUTS[$name]}" ]; then
     result=cached
     for f in ${OUTPUTS[$name]}; do [ -e "$f" ] || result=built; done
   fi
-  cpu_now; start=$(date +%s) cpu0=$CPU
-  echo "start $name $start" >> "$rec"
+  echo "start $name $(date +%s)" >> "$rec"
   echo "=== stage $name: make ${ARGS[$name]}"
+  # In a subshell whose times count make's processes alone: this shell's
+  # would also count the background lane's, whenever it is reaped.
   # shellcheck disable=SC2086 # ARGS are make's arguments, split on purpose.
-  "$make" --no-print-directory ${ARGS[$name]} || result=FAIL
-  cpu_now
-  echo "end $name $(date +%s) $((CPU - cpu0)) $result" >> "$rec"
+  ("$make" --no-print-directory ${ARGS[$name]}; rc=$?; times > "$logs/times.$name"; exit $rc) || result=FAIL
+  cpu_of "$logs/times.$name"
+  echo "end $name $(date +%s) $CPU $result" >> "$rec"
   if [ "$result" = FAIL ]; then echo failed > "$logs/$name.done"; return 1; fi
   echo ok > "$logs/$name.done"
 }
