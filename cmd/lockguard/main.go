@@ -65,7 +65,8 @@ func run() error {
 	fs.BoolVar(&o.CacheOnlyDecisions, "cache-only-decisions", false, "Decide deletes from the Lock cache alone, without confirming allowed deletes with the API server: faster (no consistent list per allowed delete, which can take up to ~100ms under write load), but a delete sent milliseconds after a Lock's create may get through.")
 	peerList := fs.String("peers", "", "The other lockguard replicas (host:port,...), for the peer protocol: with it (even empty: this is the only replica) the deletes the Lock cache would allow are confirmed with the API server only when a Lock create of the target is pending or the replica cannot prove it heard of every create (internal/peers). Without --peers, --peers-file or --peer-service every such delete is confirmed.")
 	fs.StringVar(&o.Peers.File, "peers-file", "", "File listing the other replicas, one host:port a line, reread every second (local runs; see --peers).")
-	fs.StringVar(&o.Peers.Service, "peer-service", "", "Name of lockguard's webhook Service, in --leader-election-namespace: the other replicas are its EndpointSlices' addresses at --webhook-port (see --peers). Needs POD_IP.")
+	fs.StringVar(&o.Peers.Service, "peer-service", "", "Name of lockguard's webhook Service: each replica announces itself with an identity Lease labelled "+peers.LeaseGroupLabel+"=<name> in --leader-election-namespace, holding --peer-address, and the other replicas are the Leases renewed within --peer-identity-lease (see --peers).")
+	fs.DurationVar(&o.Peers.IdentityLease, "peer-identity-lease", peers.DefaultLeaseDuration, "How long an identity Lease (--peer-service) counts after its last renewal; renewed every sixth of it. A replica that dies without deleting its Lease stops Lock creates for at most about this long.")
 	fs.StringVar(&o.Peers.Self, "peer-address", "", "This replica's host:port as the others reach it (default: $POD_IP:--webhook-port).")
 	fs.StringVar(&o.Peers.CAFile, "peer-ca-file", "", "CA of the replicas' certificates, which they present to each other as server and as client (mutual TLS; the serving certificate must allow client auth). Default: ca.crt in --cert-dir. Without one, lockguard refuses to start with the peer protocol (a standalone --peers= replica then accepts no peer call).")
 	fs.StringVar(&o.Peers.ServerName, "peer-server-name", "", "Name the other replicas' certificates are verified for, as servers and as clients (the webhook Service's DNS name in the chart; default: the IP of their address).")
@@ -98,9 +99,8 @@ func run() error {
 	if n := countSet(fs, "peers", "peers-file", "peer-service"); n > 1 {
 		return fmt.Errorf("pass one of --peers, --peers-file and --peer-service")
 	}
-	o.Peers.SelfIP = os.Getenv("POD_IP")
 	if o.Peers.Self == "" {
-		o.Peers.Self = manager.SelfAddress(o.Peers.SelfIP, o.WebhookPort)
+		o.Peers.Self = manager.SelfAddress(os.Getenv("POD_IP"), o.WebhookPort)
 	}
 	o.Peers.ServiceNamespace = o.LeaderElectionNamespace
 	if showVer {

@@ -128,7 +128,6 @@ func NewScheme() (*runtime.Scheme, error) {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockguard-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=discovery.k8s.io,namespace=lockguard-system,resources=endpointslices,verbs=list;watch
 
 // New builds a lockguard manager for the API server of cfg. Start it with
 // Start; it stops when the context is cancelled.

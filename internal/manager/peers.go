@@ -36,12 +36,14 @@ type PeerOptions struct {
 	// File lists the other replicas, one host:port a line, reread every
 	// second (peers.File).
 	File string
-	// Service names lockguard's webhook Service, in ServiceNamespace,
-	// whose EndpointSlices list the replicas (at the webhook port).
+	// Service names lockguard's webhook Service: the replicas announce
+	// themselves with identity Leases labelled with it in
+	// ServiceNamespace (peers.Leases), each for IdentityLease (default
+	// peers.DefaultLeaseDuration).
 	Service, ServiceNamespace string
-	// Self is this replica's address (host:port) as the others reach it;
-	// SelfIP is its IP in the EndpointSlices.
-	Self, SelfIP string
+	IdentityLease             time.Duration
+	// Self is this replica's address (host:port) as the others reach it.
+	Self string
 	// CAFile holds the CA of every replica's certificate, which each
 	// presents as server and as client (mutual TLS), for ServerName (the
 	// webhook Service's DNS name; empty: the IP of each address). Default
@@ -72,27 +74,26 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 		}))
 		return nil, nil
 	}
+	if po.Self == "" && !po.Standalone {
+		return nil, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
+	}
 	var src peers.Source
+	var leases *peers.Leases
 	switch {
 	case po.Service != "":
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
 		}
-		if po.SelfIP == "" {
-			return nil, errors.New("the peers of an EndpointSlice view need this replica's IP (POD_IP)")
-		}
 		if po.ServiceNamespace == "" {
-			return nil, errors.New("the peers of an EndpointSlice view need the Service's namespace (--leader-election-namespace)")
+			return nil, errors.New("the identity Leases of the replicas need a namespace (--leader-election-namespace)")
 		}
-		src = peers.EndpointSlices{Client: cs, Namespace: po.ServiceNamespace, Service: po.Service, SelfIP: po.SelfIP, Port: o.WebhookPort}
+		leases = &peers.Leases{Client: cs.CoordinationV1(), Namespace: po.ServiceNamespace, Group: po.Service, Self: po.Self, Duration: po.IdentityLease}
+		src = leases
 	case po.File != "":
 		src = peers.File{Path: po.File, Self: po.Self}
 	default:
 		src = peers.Static(po.Static)
-	}
-	if po.Self == "" && !po.Standalone {
-		return nil, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
 	}
 	standalone := po.Standalone && po.File == "" && po.Service == ""
 	popts := peers.Options{Self: po.Self, Source: src, RenewEvery: po.RenewEvery, Gate: gate}
@@ -106,7 +107,10 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 		return nil, err
 	}
 	// A standalone replica without a CA calls no one and accepts no call.
-	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust, Standalone: standalone}, locks)
+	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust, Standalone: standalone, Identity: leases != nil}, locks)
+	if leases != nil {
+		leases.Fresh = t.SelfFresh
+	}
 	if err := locks.OnDelivered(t.Observe); err != nil {
 		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
 	}

@@ -56,6 +56,26 @@
 //     TTL before that list: a create admitted by a replica P never heard
 //     from has reached etcd by then, so the list sees it.
 //
+// # Who is a replica
+//
+// In a cluster (--peer-service), the view is the replicas that renew an
+// identity Lease (Leases): each replica creates its Lease when its peer
+// loop starts, renews it every sixth of its duration D, reads the group's
+// Leases with a consistent list as often, and deletes its Lease when it
+// stops. Another replica's Lease counts for D after the list that first
+// showed its current version, so a pod that never ran the protocol is
+// never waited for and a dead one is dropped D after its last renewal. A
+// replica is warm, and admits creates, only while its own renewals have
+// gone on without a gap for D/2 (Tracker.SelfFresh): then every other
+// replica whose lists work has it in its view (Leases says why), so no
+// replica admits a create without requiring its subscription, and no
+// warm replica misses a replica that admits. After a gap it holds off for
+// TTL, as at its start: the others may have dropped it meanwhile. The
+// view may err: a replica that stays in it too long only stops creates,
+// and one that leaves it while still subscribed is still told, since a
+// replica delivers every create to every live subscription, whatever its
+// view. A peers file or list (local runs) is taken as it is.
+//
 // The namespace guard's label rides on the same admission: once every
 // subscriber has acknowledged, A puts the label on the Lock's namespace
 // (Options.LabelNamespace) before it allows the create, and the leader's

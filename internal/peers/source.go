@@ -6,16 +6,8 @@ import (
 	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
-
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // Static is a fixed list of the other replicas.
@@ -30,7 +22,7 @@ func (s Static) Run(ctx context.Context, set func([]string)) error {
 
 // File lists the other replicas in a file, one host:port per line (blank
 // lines and those starting with # ignored), read every second: for local
-// runs, where a harness plays the part of the EndpointSlices.
+// runs, where a harness plays the part of the identity Leases.
 type File struct {
 	Path string
 	// Self is left out of the list.
@@ -63,68 +55,6 @@ func (f File) Run(ctx context.Context, set func([]string)) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// EndpointSlices lists the other replicas from the EndpointSlices of
-// lockguard's webhook Service: every endpoint address, whatever its
-// conditions (a replica that is not ready, or terminating, may still
-// admit creates), at Port, except SelfIP.
-type EndpointSlices struct {
-	Client    kubernetes.Interface
-	Namespace string
-	Service   string
-	SelfIP    string
-	Port      int
-}
-
-// Run watches the Service's EndpointSlices until ctx ends.
-func (e EndpointSlices) Run(ctx context.Context, set func([]string)) error {
-	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: e.Service}).String()
-	f := informers.NewSharedInformerFactoryWithOptions(e.Client, 10*time.Minute, informers.WithNamespace(e.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }))
-	inf := f.Discovery().V1().EndpointSlices().Informer()
-	update := func() {
-		if !inf.HasSynced() {
-			return
-		}
-		set(e.addresses(inf.GetStore().List()))
-	}
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { update() },
-		UpdateFunc: func(any, any) { update() },
-		DeleteFunc: func(any) { update() },
-	}
-	if _, err := inf.AddEventHandler(h); err != nil {
-		return err
-	}
-	f.Start(ctx.Done())
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil
-	}
-	update()
-	<-ctx.Done()
-	f.Shutdown()
-	return nil
-}
-
-// addresses returns the addresses of the slices' endpoints, but self's.
-func (e EndpointSlices) addresses(objs []any) []string {
-	var out []string
-	for _, o := range objs {
-		s, ok := o.(*discoveryv1.EndpointSlice)
-		if !ok {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			for _, ip := range ep.Addresses {
-				if ip != e.SelfIP {
-					out = append(out, net.JoinHostPort(ip, strconv.Itoa(e.Port)))
-				}
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }
 
 // ParseList splits a comma-separated host:port list, checking each.

@@ -52,6 +52,10 @@ type Config struct {
 	// Standalone says that no other replica exists or ever did (a static,
 	// empty peer list): no hold-off at start.
 	Standalone bool
+	// Identity says that the view comes from identity Leases (Leases):
+	// the replica is warm, and admits creates, only while its own Lease
+	// is fresh (SelfFresh).
+	Identity bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -117,6 +121,10 @@ type Tracker struct {
 	// some (the bound dropped them).
 	recent           []admitted
 	replayIncomplete time.Time
+
+	// fresh is the interval in which this replica's identity Lease is
+	// fresh (Config.Identity), as SelfFresh last reported it.
+	freshFrom, freshUntil time.Time
 }
 
 // admitted is one create this replica admitted, and when.
@@ -184,7 +192,7 @@ func (t *Tracker) Markers() int {
 // subscription it no longer trusts breaks the chain: a list is needed
 // again, after it is trusted again.
 func (t *Tracker) warmLocked(now time.Time) bool {
-	if !t.allTrustedLocked(now) {
+	if !t.selfFreshLocked(now) || !t.allTrustedLocked(now) {
 		return false
 	}
 	return t.cache.HasSynced() && !now.Before(t.holdOff) && t.listed.After(t.broke)
@@ -346,7 +354,7 @@ func (t *Tracker) NeedsList() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
-	return t.allTrustedLocked(now) && t.cache.HasSynced() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
+	return t.selfFreshLocked(now) && t.allTrustedLocked(now) && t.cache.HasSynced() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
 }
 
 // Listed records a completed list of all Locks that started at started,
@@ -420,6 +428,9 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	if !t.viewKnown {
 		return nil, errors.New("this replica does not know its peers yet")
 	}
+	if !t.selfFreshLocked(now) {
+		return nil, errors.New("this replica's identity Lease is not fresh: the others may not count it as a replica")
+	}
 	for _, p := range t.view {
 		if _, ok := t.subscribers[p]; !ok {
 			return nil, fmt.Errorf("replica %s %w", p, ErrNotSubscribed)
@@ -439,4 +450,28 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	}
 	slices.Sort(subs)
 	return subs, nil
+}
+
+// SelfFresh records that this replica's identity Lease is fresh from
+// from until until, as Leases computes them: from is the same for as long
+// as the replica renews without a gap. A new from starts a new streak:
+// the others may have dropped this replica from their views meanwhile and
+// admitted creates without telling it, so a create may be lost at from
+// (cold for TTL from then, then a list).
+func (t *Tracker) SelfFresh(from, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !from.Equal(t.freshFrom) {
+		t.lostLocked(from)
+	}
+	t.freshFrom, t.freshUntil = from, until
+}
+
+// selfFreshLocked reports whether the replica's identity Lease is fresh at
+// now; always true without Config.Identity.
+func (t *Tracker) selfFreshLocked(now time.Time) bool {
+	if !t.cfg.Identity {
+		return true
+	}
+	return !now.Before(t.freshFrom) && now.Before(t.freshUntil)
 }
