@@ -115,6 +115,10 @@ type ReplicaOptions struct {
 	// stays cold, internal/peers); default 15s, so that short runs see
 	// warm replicas (the product's default is 2m).
 	PendingTTL time.Duration
+	// IdentityLease is each process's --peer-identity-lease (how long a
+	// replica that stopped renewing its identity Lease counts, and stops
+	// Lock creates); default 6s (the product's default is 30s).
+	IdentityLease time.Duration
 }
 
 // ReplicaSet runs lockguard processes behind one Front, like the pods of
@@ -128,13 +132,16 @@ type ReplicaSet struct {
 	// certificates: what InstallChart points the webhook configuration at.
 	Webhook *LocalWebhook
 
-	o         ReplicaOptions
-	peersFile string
-	scaling   sync.Mutex // one Scale at a time
-	mu        sync.Mutex // guards the lists
-	running   []*Replica
-	gone      []*Replica // scaled down or deleted, for their logs
-	created   int
+	o ReplicaOptions
+	// group is the set's --peer-service: its replicas' identity Leases
+	// carry it (peers.LeaseGroupLabel), as the chart's carry the webhook
+	// Service's name.
+	group   string
+	scaling sync.Mutex // one Scale at a time
+	mu      sync.Mutex // guards the lists
+	running []*Replica
+	gone    []*Replica // scaled down or deleted, for their logs
+	created int
 }
 
 // NewReplicaSet starts a front on a free port for replicas serving the
@@ -150,27 +157,22 @@ func NewReplicaSet(w *LocalWebhook, o ReplicaOptions) (*ReplicaSet, error) {
 	if o.PendingTTL == 0 {
 		o.PendingTTL = 15 * time.Second
 	}
-	peers, err := os.CreateTemp(o.Dir, "peers-*.txt")
-	if err != nil {
-		return nil, err
+	if o.IdentityLease == 0 {
+		o.IdentityLease = 6 * time.Second
 	}
-	peers.Close()
-	return &ReplicaSet{Front: f, Webhook: &LocalWebhook{Host: "127.0.0.1", Port: f.Port(), CertDir: w.CertDir, CA: w.CA}, o: o, peersFile: peers.Name()}, nil
+	group := fmt.Sprintf("lockguard-set-%d-%d", os.Getpid(), setCount.Add(1))
+	return &ReplicaSet{Front: f, Webhook: &LocalWebhook{Host: "127.0.0.1", Port: f.Port(), CertDir: w.CertDir, CA: w.CA}, o: o, group: group}, nil
 }
 
-// writePeers writes the addresses of every replica of the set (ready or
-// not, as the EndpointSlices of a Service list every pod) into the peers
-// file the replicas read (--peers-file). Called with rs.mu held.
-func (rs *ReplicaSet) writePeers() {
-	var b strings.Builder
-	for _, r := range rs.running {
-		b.WriteString(r.Address() + "\n")
-	}
-	tmp := rs.peersFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err == nil {
-		_ = os.Rename(tmp, rs.peersFile)
-	}
-}
+// setCount numbers the ReplicaSets of a process.
+var setCount atomic.Int64
+
+// LeaseGroup is the value of peers.LeaseGroupLabel on the identity Leases
+// of the set's replicas (in ServiceAccountNamespace).
+func (rs *ReplicaSet) LeaseGroup() string { return rs.group }
+
+// IdentityLease is the replicas' --peer-identity-lease.
+func (rs *ReplicaSet) IdentityLease() time.Duration { return rs.o.IdentityLease }
 
 // Scale starts or gracefully stops (SIGTERM) replicas until n run, and
 // returns once each new one is ready.
@@ -189,10 +191,7 @@ func (rs *ReplicaSet) Scale(ctx context.Context, n int) error {
 		rs.mu.Unlock()
 		switch {
 		case count > n:
-			last.shutdown()
-			rs.mu.Lock()
-			rs.writePeers() // once it has stopped, as a pod leaves its Service's EndpointSlices
-			rs.mu.Unlock()
+			last.shutdown() // it deletes its identity Lease on the way out
 		case count < n:
 			if err := rs.newReplica(ctx); err != nil {
 				return err
@@ -280,7 +279,6 @@ func (rs *ReplicaSet) newReplica(ctx context.Context) error {
 	r.restartDelay.Store(int64(time.Second))
 	rs.mu.Lock()
 	rs.running = append(rs.running, r)
-	rs.writePeers()
 	rs.mu.Unlock()
 	fail := func(err error) error {
 		_ = r.Delete()
@@ -399,10 +397,9 @@ func (r *Replica) Delete() error {
 	r.deleted.Store(true)
 	r.Kill(0)
 	close(r.stopping)
+	// Its identity Lease stays until it expires (the others drop it
+	// IdentityLease after its last renewal) or a replica collects it.
 	<-r.stopped
-	rs.mu.Lock()
-	rs.writePeers()
-	rs.mu.Unlock()
 	return nil
 }
 
@@ -473,9 +470,9 @@ func (r *Replica) start() (*Lockguard, *os.File, error) {
 		Kubeconfig: r.set.o.Kubeconfig,
 		Webhook:    &LocalWebhook{Host: "127.0.0.1", Port: r.port, CertDir: r.certDir},
 		Metrics:    true,
-		// The other replicas are those of the peers file; the flags
-		// before r.set.o.Args, which override them.
-		Args: append([]string{"--peers-file=" + r.set.peersFile, "--peer-address=" + r.Address(),
+		// The replicas find each other by their identity Leases, as in
+		// the chart; the flags before r.set.o.Args, which override them.
+		Args: append([]string{"--peer-service=" + r.set.group, "--peer-identity-lease=" + r.set.o.IdentityLease.String(), "--peer-address=" + r.Address(),
 			"--pending-ttl=" + r.set.o.PendingTTL.String()}, r.set.o.Args...),
 		Logs: logs,
 	})

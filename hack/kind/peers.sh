@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # peers.sh: waits until every lockguard pod of the cluster of $KUBECONFIG
 # says in its log that it is warm (internal/peers: subscribed to every other
-# replica of the webhook Service's EndpointSlices, its hold-off over, all
+# replica that renews an identity Lease, its hold-off over, all
 # Locks listed once), then prints each pod's peer log lines, one fact a
 # line. Exits non-zero when a pod is still cold after PEERS_TIMEOUT seconds
 # (default 240: a replica's hold-off, --pending-ttl, is 2 minutes).
@@ -27,4 +27,4 @@ if [ -z "$pods" ] || [ "${#cold[@]}" -gt 0 ]; then
   echo "peers: NOT OK: still cold after ${timeout}s: ${cold[*]:-no lockguard pod}"
   exit 1
 fi
-echo "peers: ok: $(wc -w <<<"$pods") replica(s) warm, each subscribed to the others through the webhook Service's EndpointSlices (waited $((SECONDS - start))s after the suite)"
+echo "peers: ok: $(wc -w <<<"$pods") replica(s) warm, each subscribed to the others found by their identity Leases (waited $((SECONDS - start))s after the suite)"
