@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,145 @@ func TestAnnotationPatch(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, string(data)); diff != "" {
 			t.Errorf("annotationPatch(%q): -want, +got:\n%s", value, diff)
+		}
+	}
+}
+
+// TestLockIndexByKind checks the reads of the cluster guards: the live
+// Locks of one target kind in every namespace, and the first few live
+// Locks with their count, as Locks are added, change kind, start being
+// deleted and go.
+func TestLockIndexByKind(t *testing.T) {
+	src := &lockSource{watcher: watch.NewFake(), locks: []lockv1alpha1.Lock{
+		*newLock("forge", "a", "", "Stack", "forge"),
+		*newLock("forge", "b", "core.navique.com/v1beta1", "Stack", "other"),
+		*newLock("elsewhere", "c", "", "Stack", "forge"),
+		*newLock("elsewhere-2", "d", "", "Stack", "forge"),
+		*newLock("forge", "p", "", "PostgresCluster", "db"),
+		*newLock("forge", "other-group", "apps/v1", "Stack", "forge"),
+		*newLock("forge", "on-a-lock", "", "Lock", "forge"),
+	}}
+	stopping := newLock("forge", "stopping", "", "Stack", "forge")
+	stopping.DeletionTimestamp, stopping.Finalizers = &metav1.Time{Time: time.Now()}, []string{"example.com/keep"}
+	src.locks = append(src.locks, *stopping)
+	index := startIndex(t, src)
+	stack := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}
+	postgres := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "PostgresCluster"}
+
+	names := func(locks []lockv1alpha1.Lock) []string {
+		out := []string{}
+		for _, l := range locks {
+			out = append(out, l.Namespace+"/"+l.Name)
+		}
+		return out
+	}
+	ofKind := func(gk schema.GroupKind) []string {
+		locks, err := index.LiveLocksOfKind(gk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := names(locks)
+		slices.Sort(out)
+		return out
+	}
+	type anyLocks struct {
+		Names []string
+		Total int
+	}
+	anyOf := func(limit int) anyLocks {
+		locks, total, err := index.AnyLiveLocks(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return anyLocks{names(locks), total}
+	}
+	type state struct {
+		Stack, Postgres, Widget, Apps []string
+		Any0, Any2, Any10             anyLocks
+	}
+	now := func() state {
+		return state{
+			Stack: ofKind(stack), Postgres: ofKind(postgres), Widget: ofKind(schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Widget"}),
+			Apps: ofKind(schema.GroupKind{Group: "apps", Kind: "Stack"}),
+			Any0: anyOf(0), Any2: anyOf(2), Any10: anyOf(10),
+		}
+	}
+	// Not live, hence in no answer: a Lock being deleted, one on another
+	// group, one on a Lock. "elsewhere-2/d" sorts before "elsewhere/c", as
+	// the API server lists them.
+	want := state{
+		Stack:    []string{"elsewhere-2/d", "elsewhere/c", "forge/a", "forge/b"},
+		Postgres: []string{"forge/p"},
+		Widget:   []string{},
+		Apps:     []string{},
+		Any0:     anyLocks{Names: []string{}, Total: 5},
+		Any2:     anyLocks{Names: []string{"elsewhere-2/d", "elsewhere/c"}, Total: 5},
+		Any10:    anyLocks{Names: []string{"elsewhere-2/d", "elsewhere/c", "forge/a", "forge/b", "forge/p"}, Total: 5},
+	}
+	if diff := cmp.Diff(want, now()); diff != "" {
+		t.Errorf("LiveLocksOfKind and AnyLiveLocks: -want, +got:\n%s", diff)
+	}
+
+	// forge/a moves to PostgresCluster, forge/b starts being deleted,
+	// forge/p and elsewhere-2/d go, a Widget Lock comes.
+	moved := newLock("forge", "a", "", "PostgresCluster", "db")
+	moved.ResourceVersion = "2"
+	src.watcher.Modify(moved)
+	leaving := newLock("forge", "b", "core.navique.com/v1beta1", "Stack", "other")
+	leaving.ResourceVersion, leaving.DeletionTimestamp, leaving.Finalizers = "2", &metav1.Time{Time: time.Now()}, []string{"example.com/keep"}
+	src.watcher.Modify(leaving)
+	src.watcher.Delete(newLock("forge", "p", "", "PostgresCluster", "db"))
+	src.watcher.Delete(newLock("elsewhere-2", "d", "", "Stack", "forge"))
+	src.watcher.Add(newLock("forge", "w", "", "Widget", "w"))
+	want = state{
+		Stack:    []string{"elsewhere/c"},
+		Postgres: []string{"forge/a"},
+		Widget:   []string{"forge/w"},
+		Apps:     []string{},
+		Any0:     anyLocks{Names: []string{}, Total: 3},
+		Any2:     anyLocks{Names: []string{"elsewhere/c", "forge/a"}, Total: 3},
+		Any10:    anyLocks{Names: []string{"elsewhere/c", "forge/a", "forge/w"}, Total: 3},
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got := now(); !cmp.Equal(want, got); got = now() {
+		if time.Now().After(deadline) {
+			t.Fatalf("LiveLocksOfKind and AnyLiveLocks after the changes: -want, +got:\n%s", cmp.Diff(want, got))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLockIndexByKindNotSynced: before the informer has synced, the
+// cluster guards' reads say so rather than answer "no Locks".
+func TestLockIndexByKindNotSynced(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	inf := toolscache.NewSharedIndexInformer(&lockSource{watcher: watch.NewFake()}, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{})
+	index, err := NewLockIndex(context.Background(), &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
+		lockv1alpha1.GroupVersion.WithKind("Lock"): inf,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.LiveLocksOfKind(schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}); err != errNotSynced {
+		t.Errorf("LiveLocksOfKind(...) before sync: error %v, want %v", err, errNotSynced)
+	}
+	if _, _, err := index.AnyLiveLocks(10); err != errNotSynced {
+		t.Errorf("AnyLiveLocks(10) before sync: error %v, want %v", err, errNotSynced)
+	}
+}
+
+// TestCompareLocks: compareLocks orders as "namespace/name" strings do.
+func TestCompareLocks(t *testing.T) {
+	keys := [][2]string{{"a", "x"}, {"a", "y"}, {"a-b", "x"}, {"a0", "x"}, {"ab", "a"}, {"b", "a"}, {"a", "x-1"}}
+	for _, p := range keys {
+		for _, q := range keys {
+			a, b := newLock(p[0], p[1], "", "Stack", "s"), newLock(q[0], q[1], "", "Stack", "s")
+			if got, want := compareLocks(a, b), strings.Compare(p[0]+"/"+p[1], q[0]+"/"+q[1]); got != want {
+				t.Errorf("compareLocks(%s/%s, %s/%s) = %d, want %d", p[0], p[1], q[0], q[1], got, want)
+			}
 		}
 	}
 }

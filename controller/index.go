@@ -1,10 +1,14 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +33,25 @@ func indexByTarget(obj any) ([]string, error) {
 	return nil, nil
 }
 
+// kindIndex is the name of the index NewLockIndex adds to the Lock
+// informer beside targetIndex: live Locks by the group and kind of their
+// target (schema.GroupKind.String, "Kind.group"), so that the CRD guard
+// reads the Locks of one kind, not every Lock of the cluster.
+const kindIndex = "lockguard.target-kind"
+
+// indexByTargetKind is the kindIndex function: a live Lock is indexed by
+// its target's group and kind, any other Lock not at all.
+func indexByTargetKind(obj any) ([]string, error) {
+	l, ok := obj.(*lockv1alpha1.Lock)
+	if !ok {
+		return nil, nil
+	}
+	if key, live := l.LiveTarget(); live {
+		return []string{key.GroupKind().String()}, nil
+	}
+	return nil, nil
+}
+
 // indexedInformer is what a controller-runtime informer is underneath:
 // client-go's shared index informer.
 type indexedInformer interface {
@@ -49,10 +72,11 @@ type LockIndex struct {
 	informer indexedInformer
 }
 
-// NewLockIndex adds the index by target to the Lock informer of c and
-// returns it. Call it before c starts. The index is on the informer
-// itself, one value per Lock, where a controller-runtime field index keeps
-// two (the namespace's and all namespaces'), each a set of its own.
+// NewLockIndex adds the indexes by target and by target kind to the Lock
+// informer of c and returns it. Call it before c starts. The indexes are
+// on the informer itself, one value per Lock each, where a
+// controller-runtime field index keeps two (the namespace's and all
+// namespaces'), each a set of its own.
 func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	inf, err := c.GetInformer(ctx, &lockv1alpha1.Lock{}, cache.BlockUntilSynced(false))
 	if err != nil {
@@ -62,7 +86,7 @@ func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("the Lock informer is a %T, not a client-go shared index informer", inf)
 	}
-	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget}); err != nil {
+	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind}); err != nil {
 		return nil, fmt.Errorf("indexing Locks by target: %w", err)
 	}
 	return &LockIndex{informer: ii}, nil
@@ -82,8 +106,13 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
 	}
+	return copyLocks(objs), nil
+}
+
+// copyLocks returns copies of the Locks among objs, nil for none.
+func copyLocks(objs []any) []lockv1alpha1.Lock {
 	if len(objs) == 0 {
-		return nil, nil
+		return nil
 	}
 	locks := make([]lockv1alpha1.Lock, 0, len(objs))
 	for _, o := range objs {
@@ -91,7 +120,81 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 			locks = append(locks, *l.DeepCopy())
 		}
 	}
-	return locks, nil
+	return locks
+}
+
+// LiveLocksOfKind returns copies of the live Locks, in every namespace,
+// whose target is of kind gk, or errNotSynced before the informer has
+// synced. It copies no Lock of another kind.
+func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, errNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(kindIndex, gk.String())
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of kind %s: %w", gk, err)
+	}
+	return copyLocks(objs), nil
+}
+
+// AnyLiveLocks returns copies of at most limit live Locks of every
+// namespace, the first by "namespace/name" (sorted), and how many live Locks
+// there are in all; or errNotSynced before the informer has synced. It
+// copies no other Lock: the rest are only counted.
+func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _ error) {
+	if !x.HasSynced() {
+		return nil, 0, errNotSynced
+	}
+	indexer := x.informer.GetIndexer()
+	// first holds the first limit Locks seen so far, in order.
+	first := make([]*lockv1alpha1.Lock, 0, max(limit, 0))
+	for _, kind := range indexer.ListIndexFuncValues(kindIndex) {
+		objs, err := indexer.ByIndex(kindIndex, kind)
+		if err != nil {
+			return nil, 0, fmt.Errorf("looking up the Locks of kind %s: %w", kind, err)
+		}
+		for _, o := range objs {
+			l, ok := o.(*lockv1alpha1.Lock)
+			if !ok {
+				continue
+			}
+			total++
+			if limit <= 0 {
+				continue
+			}
+			i, _ := slices.BinarySearchFunc(first, l, compareLocks)
+			if i >= limit {
+				continue
+			}
+			if len(first) == limit {
+				first = first[:limit-1]
+			}
+			first = slices.Insert(first, i, l)
+		}
+	}
+	locks := make([]lockv1alpha1.Lock, 0, len(first))
+	for _, l := range first {
+		locks = append(locks, *l.DeepCopy())
+	}
+	return locks, total, nil
+}
+
+// compareLocks orders Locks by "namespace/name", as the webhook sorts the
+// Locks it names and as the API server lists them, without building the
+// strings: "a-b/x" comes before "a/x".
+func compareLocks(a, b *lockv1alpha1.Lock) int {
+	if a.Namespace == b.Namespace {
+		return strings.Compare(a.Name, b.Name)
+	}
+	n := min(len(a.Namespace), len(b.Namespace))
+	if c := strings.Compare(a.Namespace[:n], b.Namespace[:n]); c != 0 {
+		return c
+	}
+	// One namespace starts with the other, which the slash follows.
+	if len(a.Namespace) == n {
+		return cmp.Compare('/', b.Namespace[n])
+	}
+	return cmp.Compare(a.Namespace[n], '/')
 }
 
 // HasUID reports whether the informer's store holds the Lock

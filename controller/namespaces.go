@@ -156,20 +156,17 @@ func namespaceSource(mgr ctrl.Manager, locks *LockIndex) source.TypedSource[requ
 		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
 }
 
-// LiveLocksIn returns copies of the live Locks of namespace ns, or of every
-// namespace when ns is "", or errNotSynced before the informer has synced.
+// LiveLocksIn returns copies of the live Locks of namespace ns, or
+// errNotSynced before the informer has synced. It never copies the Locks
+// of every namespace (ns "" has none): the CRD guard reads those of one
+// kind (LiveLocksOfKind) or a few (AnyLiveLocks).
 func (x *LockIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
 	if !x.HasSynced() {
 		return nil, errNotSynced
 	}
-	var objs []any
-	if ns == "" {
-		objs = x.informer.GetIndexer().List()
-	} else {
-		var err error
-		if objs, err = x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns); err != nil {
-			return nil, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
-		}
+	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
 	}
 	var locks []lockv1alpha1.Lock
 	for _, o := range objs {

@@ -18,12 +18,13 @@ const (
 
 // auditAnnotations are the audit annotations of resp, the decision of
 // guard: the decision (allowed, denied, errored), the guard, and the Locks
-// that denied it (sorted; at most maxNamed, then how many more; the CRD
-// guard's as namespace/name), so that each value is bounded.
-func auditAnnotations(guard string, resp admission.Response, locks []lockv1alpha1.Lock) map[string]string {
+// that denied it (sorted; at most maxNamed, then how many more, counting
+// more that are not in locks, as lockNames does; the CRD guard's as
+// namespace/name), so that each value is bounded.
+func auditAnnotations(guard string, resp admission.Response, locks []lockv1alpha1.Lock, more int) map[string]string {
 	a := map[string]string{AuditDecision: decisionOf(resp), AuditGuard: guard}
 	if len(locks) > 0 {
-		a[AuditLocks] = strings.Join(lockNames(locks, guard == GuardCRD, 0), ",")
+		a[AuditLocks] = strings.Join(lockNames(locks, guard == GuardCRD, more), ",")
 	}
 	return a
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -20,15 +21,21 @@ func isCRD(req Request) bool {
 // core.navique.com kind is denied while a live Lock protects an object of
 // that kind that exists, and the Lock CRD while any live Lock exists, as
 // the API server says. CRDs of other groups are allowed (the webhook
-// configuration does not even send them).
-func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
+// configuration does not even send them). It returns the Locks that deny
+// the delete, and how many more do that it does not return (unknownMore:
+// some).
+//
+// It reads the Locks of the CRD's kind alone, and for the Lock CRD only
+// the first few live Locks: a CRD delete, forged or not, never copies or
+// holds every Lock of the cluster.
+func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
 	spec := req.OldObject.Spec
 	if spec.Group != lockv1alpha1.Group {
-		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil
+		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil, 0
 	}
 	name := targetName(req)
 	if spec.Names.Kind == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil, 0
 	}
 	kind := spec.Names.Kind
 	refused := func(err error) admission.Response {
@@ -37,29 +44,26 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 	}
 	if kind == "Lock" {
 		// Every live Lock holds the Lock CRD back, whatever its target.
-		live, err := g.anyLiveLocks(ctx)
+		live, more, err := g.anyLiveLocks(ctx)
 		if err != nil {
-			return refused(err), nil
+			return refused(err), nil, 0
 		}
 		if len(live) > 0 {
-			return admission.Denied(crdDenialMessage(live, 0) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live
+			return admission.Denied(crdDenialMessage(live, more) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live, more
 		}
-		return admission.Allowed(""), nil
+		return admission.Allowed(""), nil, 0
 	}
-	protected, missing, unchecked, err := g.decide(ctx, "", maxNamed, func(l lockv1alpha1.Lock) bool {
-		key, _ := l.LiveTarget()
-		return key.Group == spec.Group && key.Kind == kind
-	})
+	protected, missing, unchecked, err := g.decide(ctx, lockScope{kind: schema.GroupKind{Group: spec.Group, Kind: kind}}, maxNamed)
 	switch {
 	case err != nil:
-		return refused(err), nil
+		return refused(err), nil, 0
 	case len(protected) > 0:
-		return admission.Denied(crdDenialMessage(protected, unchecked)), protected
+		return admission.Denied(crdDenialMessage(protected, unchecked)), protected, unchecked
 	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true, 0), kind)), nil
+			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true, 0), kind)), nil, 0
 	}
-	return admission.Allowed(""), nil
+	return admission.Allowed(""), nil, 0
 }
 
 // CRDDenialMessage is the message of a denied CustomResourceDefinition
@@ -67,12 +71,14 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 // many more), and each Lock's target and reason.
 func CRDDenialMessage(locks []lockv1alpha1.Lock) string { return crdDenialMessage(locks, 0) }
 
-// crdDenialMessage is CRDDenialMessage with unchecked more Locks on the
-// kind, whose targets the guard did not check, counted in "and N more".
+// crdDenialMessage is CRDDenialMessage with unchecked more Locks, not in
+// locks, counted in "and N more" (unknownMore: "and more"): on the kind,
+// those whose targets the guard did not check; on the Lock CRD, those it
+// did not copy.
 func crdDenialMessage(locks []lockv1alpha1.Lock, unchecked int) string {
 	msg := fmt.Sprintf("customresourcedefinition is protected by Lock(s) %v; delete the Lock(s) before deleting this CustomResourceDefinition %s",
 		lockNames(locks, true, unchecked), describeLocks(locks, true))
-	if len(locks)+unchecked > maxNamed {
+	if unchecked == unknownMore || len(locks)+unchecked > maxNamed {
 		msg += "; list them all with: kubectl get locks -A"
 	}
 	return msg

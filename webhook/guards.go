@@ -39,12 +39,19 @@ type KindMapper interface {
 }
 
 // CachedLocks lists live Locks from an informer cache (in lockguard,
-// controller.LockIndex).
+// controller.LockIndex). Each method copies only the Locks it returns, so
+// that a decision never copies every Lock of the cluster. Each returns an
+// error when it cannot tell, for example while its cache has not synced.
 type CachedLocks interface {
-	// LiveLocksIn returns copies of the live Locks of namespace ns, or of
-	// every namespace when ns is "". It returns an error when it cannot
-	// tell, for example while its cache has not synced.
+	// LiveLocksIn returns copies of the live Locks of namespace ns.
 	LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error)
+	// LiveLocksOfKind returns copies of the live Locks of every namespace
+	// whose target is of kind gk.
+	LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error)
+	// AnyLiveLocks returns copies of at most limit live Locks of every
+	// namespace, the first by "namespace/name", and how many live Locks
+	// there are in all.
+	AnyLiveLocks(limit int) (locks []lockv1alpha1.Lock, total int, err error)
 }
 
 // WithClusterGuards makes the handler decide the DELETE of Namespaces and
@@ -64,10 +71,11 @@ func WithClusterGuards(cache CachedLocks, r LockLister, m KindMapper) Option {
 }
 
 // maxClusterDecisions bounds the Namespace and CRD decisions made at once:
-// each may copy or list every Lock (of a namespace, or of the cluster), so
-// a flood of such reviews (they are rare; a forged one needs only the
-// port) holds at most this many copies. The others wait for a slot until
-// their deadline, then fail closed.
+// each holds copies of Locks (every Lock of a namespace, or of one target
+// kind in every namespace; the Lock CRD's a few) and, listing from the API
+// server, a page of Locks, so a flood of such reviews (they are rare; a
+// forged one needs only the port) holds at most this many. The others wait
+// for a slot until their deadline, then fail closed.
 const maxClusterDecisions = 4
 
 // clusterGuards decide Namespace and CRD deletes.
@@ -93,33 +101,57 @@ func (g *clusterGuards) enter(ctx context.Context) error {
 // leave frees the slot of a decision that enter admitted.
 func (g *clusterGuards) leave() { <-g.slots }
 
-// decide returns, of the live Locks of namespace ns (every namespace for
-// "") that keep matches, the ones whose target exists and is not being
-// deleted (protected) and the ones whose target does not exist (missing).
-// It looks in the cache first, and when the cache has no such protecting
-// Lock it reads the Locks from the API server; the targets are always read
-// from the API server.
+// lockScope is the Locks a cluster decision reads: the live Locks of
+// namespace ns (the namespace guard) or, when ns is "", the live Locks of
+// every namespace whose target is of kind kind (the CRD guard).
+type lockScope struct {
+	ns   string
+	kind schema.GroupKind
+}
+
+// cached returns copies of the Locks of s in c, and no other.
+func (s lockScope) cached(c CachedLocks) ([]lockv1alpha1.Lock, error) {
+	if s.ns != "" {
+		return c.LiveLocksIn(s.ns)
+	}
+	return c.LiveLocksOfKind(s.kind)
+}
+
+// holds reports whether the live Lock l is one of s.
+func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
+	if s.ns != "" {
+		return l.Namespace == s.ns
+	}
+	key, _ := l.LiveTarget()
+	return key.GroupKind() == s.kind
+}
+
+// decide returns, of the live Locks of scope, the ones whose target exists
+// and is not being deleted (protected) and the ones whose target does not
+// exist (missing). It looks in the cache first, and when the cache has no
+// such protecting Lock it reads the Locks from the API server; the targets
+// are always read from the API server. It holds no Lock outside scope
+// (issue 22: a CRD delete does not copy every Lock of the cluster).
 //
 // With enough > 0 it stops checking targets once it has found that many
 // protected Locks, and counts the Locks it did not check (protecting).
-func (g *clusterGuards) decide(ctx context.Context, ns string, enough int, keep func(lockv1alpha1.Lock) bool) (protected, missing []lockv1alpha1.Lock, unchecked int, err error) {
+func (g *clusterGuards) decide(ctx context.Context, scope lockScope, enough int) (protected, missing []lockv1alpha1.Lock, unchecked int, err error) {
 	var rest []lockv1alpha1.Lock
 	// The objects of a kind are read once per decision, though the API
 	// server's Locks may be checked after the cache's.
 	seen := map[nsKind]presence{}
 	if g.cache != nil {
-		if cached, err := g.cache.LiveLocksIn(ns); err == nil {
-			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !keep(l) })
+		if cached, err := scope.cached(g.cache); err == nil {
+			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !scope.holds(&l) })
 			if protected, missing, rest, err = g.protecting(ctx, live, enough, seen); err != nil || len(protected) > 0 {
 				return protected, missing, len(rest), err
 			}
 		}
 	}
-	all, err := g.liveLocks(ctx, ns)
+	live, err := listLocks(ctx, g.api, scope.ns, scope.holds, 0)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	live := slices.DeleteFunc(all, func(l lockv1alpha1.Lock) bool { return !keep(l) })
 	protected, missing, rest, err = g.protecting(ctx, live, enough, seen)
 	return protected, missing, len(rest), err
 }
@@ -154,26 +186,46 @@ const maxNamed = 10
 // maxReasonLen bounds each reason quoted in a namespace or CRD denial.
 const maxReasonLen = 120
 
-// anyLiveLocks returns the live Locks of every namespace: those of the
-// cache when it has some, otherwise those the API server lists.
-func (g *clusterGuards) anyLiveLocks(ctx context.Context) ([]lockv1alpha1.Lock, error) {
+// unknownMore, as a count of the Locks a denial does not name, means at
+// least one, uncounted: the API server's list stopped once it had more
+// than the denial names.
+const unknownMore = -1
+
+// anyLiveLocks returns at most maxNamed live Locks of every namespace, the
+// first by namespace and name, and how many more live Locks there are
+// (unknownMore: some): from the cache when it has some, otherwise from the
+// API server, whose list it stops once it has more than maxNamed. It never
+// copies or holds more than that (and a page of the API server's list).
+func (g *clusterGuards) anyLiveLocks(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
 	if g.cache != nil {
-		if cached, err := g.cache.LiveLocksIn(""); err == nil && len(cached) > 0 {
-			return cached, nil
+		if named, total, err := g.cache.AnyLiveLocks(maxNamed); err == nil && total > 0 {
+			return named, total - len(named), nil
 		}
 	}
-	return g.liveLocks(ctx, "")
-}
-
-// liveLocks returns the live Locks of namespace ns, or of every namespace
-// when ns is "", read from the API server page by page.
-func (g *clusterGuards) liveLocks(ctx context.Context, ns string) ([]lockv1alpha1.Lock, error) {
-	return listLiveLocks(ctx, g.api, ns)
+	live, err := listLocks(ctx, g.api, "", nil, maxNamed+1)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(live) > maxNamed {
+		return live[:maxNamed:maxNamed], unknownMore, nil
+	}
+	return live, 0, nil
 }
 
 // listLiveLocks returns the live Locks of namespace ns, or of every
 // namespace when ns is "", read through api page by page.
 func listLiveLocks(ctx context.Context, api LockLister, ns string) ([]lockv1alpha1.Lock, error) {
+	return listLocks(ctx, api, ns, nil, 0)
+}
+
+// listLocks returns the live Locks of namespace ns, or of every namespace
+// when ns is "", that keep accepts (every live Lock when keep is nil),
+// read through api page by page: of each page it keeps only those, so
+// that a decision that needs some Locks of the cluster never holds them
+// all. With limit > 0 it returns the first limit of them (in the API
+// server's order, by namespace and name) and lists no further. It stops
+// with ctx's error once ctx ends, between pages too.
+func listLocks(ctx context.Context, api LockLister, ns string, keep func(*lockv1alpha1.Lock) bool, limit int) ([]lockv1alpha1.Lock, error) {
 	var live []lockv1alpha1.Lock
 	opts := []client.ListOption{client.Limit(listPageSize)}
 	if ns != "" {
@@ -181,13 +233,20 @@ func listLiveLocks(ctx context.Context, api LockLister, ns string) ([]lockv1alph
 	}
 	cont := ""
 	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
+		}
 		var page lockv1alpha1.LockList
 		if err := api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
 			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
 		}
 		for i := range page.Items {
-			if _, ok := page.Items[i].LiveTarget(); ok {
-				live = append(live, page.Items[i])
+			l := &page.Items[i]
+			if _, ok := l.LiveTarget(); !ok || keep != nil && !keep(l) {
+				continue
+			}
+			if live = append(live, *l); limit > 0 && len(live) >= limit {
+				return live, nil
 			}
 		}
 		if cont = page.Continue; cont == "" {
@@ -307,8 +366,9 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 }
 
 // lockNames returns the names of locks, sorted, at most maxNamed of them
-// followed by "and N more" when there are more (counting extra more);
-// qualified prefixes each with its namespace.
+// followed by "and N more" when there are more (counting extra more;
+// "and more" when extra is unknownMore); qualified prefixes each with its
+// namespace.
 func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 	names := make([]string, 0, len(locks))
 	for _, l := range locks {
@@ -319,8 +379,12 @@ func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 		}
 	}
 	slices.Sort(names)
+	named := names[:min(len(names), maxNamed):min(len(names), maxNamed)]
+	if extra == unknownMore {
+		return append(named, "and more")
+	}
 	if more := max(len(names)-maxNamed, 0) + extra; more > 0 {
-		names = append(names[:min(len(names), maxNamed):min(len(names), maxNamed)], fmt.Sprintf("and %d more", more))
+		return append(named, fmt.Sprintf("and %d more", more))
 	}
 	return names
 }

@@ -232,6 +232,23 @@ func TestGuards(t *testing.T) {
 			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
 				Message: crdDenied + "[forge/any]" + crdTail + "(forge/any: Stack/absent); deleting the Lock CustomResourceDefinition would delete every Lock"}},
 		},
+		"LockCRDManyFromCache": {
+			reason: "Of many cached live Locks the Lock CRD's denial names the first ten, and counts the others.",
+			api:    &fakeAPI{err: errors.New("must not be read")},
+			cache:  many.locks,
+			req:    crdRequest(lockv1alpha1.Group, "Lock"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[big/lock-s00 big/lock-s01 big/lock-s02 big/lock-s03 big/lock-s04 big/lock-s05 big/lock-s06 big/lock-s07 big/lock-s08 big/lock-s09 and 5 more]" + crdTail +
+					"(" + strings.ReplaceAll(manyDescription(), "lock-s", "big/lock-s") + "); list them all with: kubectl get locks -A; deleting the Lock CustomResourceDefinition would delete every Lock"}},
+		},
+		"LockCRDManyFromAPI": {
+			reason: "Listing the API server's Locks, the Lock CRD's denial stops at eleven live Locks: it names ten, and says there are more.",
+			api:    many,
+			req:    crdRequest(lockv1alpha1.Group, "Lock"),
+			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
+				Message: crdDenied + "[big/lock-s00 big/lock-s01 big/lock-s02 big/lock-s03 big/lock-s04 big/lock-s05 big/lock-s06 big/lock-s07 big/lock-s08 big/lock-s09 and more]" + crdTail +
+					"(" + strings.ReplaceAll(manyDescription(), "lock-s", "big/lock-s") + "); list them all with: kubectl get locks -A; deleting the Lock CustomResourceDefinition would delete every Lock"}},
+		},
 		"NamespaceLocked": {
 			reason: "A namespace holding a live Lock on an existing object is denied, naming the Lock, its target and reason; the Locks that protect nothing are not named.",
 			api: &fakeAPI{objects: objects, locks: []lockv1alpha1.Lock{
@@ -363,15 +380,7 @@ func TestGuards(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cache := cachedLocks(func(ns string) ([]lockv1alpha1.Lock, error) {
-				var out []lockv1alpha1.Lock
-				for _, l := range tc.cache {
-					if ns == "" || l.Namespace == ns {
-						out = append(out, l)
-					}
-				}
-				return out, nil
-			})
+			cache := &countingCache{locks: tc.cache}
 			h := NewHandler(noLookup(t), nil, WithClusterGuards(cache, tc.api, guardMapper()))
 			resp := h.Decide(context.Background(), tc.req)
 			got := guardResult{Result: resultOf(resp), Warnings: resp.Warnings}
@@ -384,11 +393,6 @@ func TestGuards(t *testing.T) {
 		})
 	}
 }
-
-// cachedLocks adapts a function to a CachedLocks.
-type cachedLocks func(ns string) ([]lockv1alpha1.Lock, error)
-
-func (f cachedLocks) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) { return f(ns) }
 
 // manyDescription is the description of the first ten Locks of the
 // NamespaceManyLocks case: reasons cut to maxReasonLen runes.
@@ -430,7 +434,7 @@ func (b *blockingAPI) List(ctx context.Context, list client.ObjectList, opts ...
 }
 
 // TestGuardsBoundTheirDecisions: at most maxClusterDecisions Namespace or
-// CRD decisions run at once (each may copy or list every Lock); one more
+// CRD decisions run at once (each holds copies of Locks); one more
 // waits for a slot until its deadline, then fails closed, and is decided
 // once a slot is free.
 func TestGuardsBoundTheirDecisions(t *testing.T) {

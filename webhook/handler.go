@@ -76,12 +76,13 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 var _ admission.Handler = &Handler{}
 
 // decideCluster decides a Namespace or CRD delete (guard) within the
-// guards' bound of decisions at once.
-func (h *Handler) decideCluster(ctx context.Context, guard string, req Request) (admission.Response, []lockv1alpha1.Lock) {
+// guards' bound of decisions at once. It returns the Locks that deny it,
+// and how many more do that it does not return (unknownMore: some).
+func (h *Handler) decideCluster(ctx context.Context, guard string, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
 	if err := h.cluster.enter(ctx); err != nil {
-		return errored(http.StatusServiceUnavailable, err), nil
+		return errored(http.StatusServiceUnavailable, err), nil, 0
 	}
 	defer h.cluster.leave()
 	if guard == GuardNamespace {
@@ -116,6 +117,7 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	guard := guardOf(req)
 	var resp admission.Response
 	var locks []lockv1alpha1.Lock
+	more := 0 // denying Locks not in locks
 	switch {
 	case guard == GuardObject || req.Operation != admissionv1.Delete:
 		resp, locks = h.decide(ctx, req)
@@ -125,10 +127,10 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	case h.cluster == nil:
 		resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	default:
-		resp, locks = h.decideCluster(ctx, guard, req)
+		resp, locks, more = h.decideCluster(ctx, guard, req)
 	}
 	h.metrics.observe(req, guard, resp, time.Since(start))
-	resp.AuditAnnotations = auditAnnotations(guard, resp, locks)
+	resp.AuditAnnotations = auditAnnotations(guard, resp, locks, more)
 	if len(locks) > 0 && h.events != nil && !req.DryRun {
 		if guard == GuardObject {
 			h.recordDenial(req, locks)

@@ -23,6 +23,13 @@ import (
 // stops at the end of the test.
 func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *controller.LockIndex {
 	tb.Helper()
+	index, _ := lockCacheOf(tb, list)
+	return index
+}
+
+// lockCacheOf is lockIndexOf, and the cache's Lock informer.
+func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*controller.LockIndex, toolscache.SharedIndexInformer) {
+	tb.Helper()
 	scheme := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
 		tb.Fatal(err)
@@ -55,7 +62,11 @@ func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *controller.LockInd
 	if !c.WaitForCacheSync(ctx) {
 		tb.Fatal("the cache did not sync")
 	}
-	return index
+	inf, err := c.GetInformer(ctx, &lockv1alpha1.Lock{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return index, inf.(toolscache.SharedIndexInformer)
 }
 
 // staticListWatch lists a fixed LockList and then watches nothing.

@@ -20,27 +20,28 @@ func isNamespace(req Request) bool {
 // is denied while a live Lock in it protects an object that exists and is
 // not being deleted, as the API server says. A namespace already
 // terminating is allowed (its delete was decided when it began); one whose
-// live Locks all point at missing targets is allowed with a warning.
-func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
+// live Locks all point at missing targets is allowed with a warning. It
+// returns the Locks that deny the delete, all of them (more is always 0).
+func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (_ admission.Response, _ []lockv1alpha1.Lock, more int) {
 	ns := targetName(req)
 	if ns == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil, 0
 	}
 	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
-		return admission.Allowed("the namespace is already terminating"), nil
+		return admission.Allowed("the namespace is already terminating"), nil, 0
 	}
-	protected, missing, _, err := g.decide(ctx, ns, 0, func(lockv1alpha1.Lock) bool { return true })
+	protected, missing, _, err := g.decide(ctx, lockScope{ns: ns}, 0)
 	switch {
 	case err != nil:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil
+			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil, 0
 	case len(protected) > 0:
-		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
+		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected, 0
 	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil
+			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil, 0
 	}
-	return admission.Allowed(""), nil
+	return admission.Allowed(""), nil, 0
 }
 
 // NamespaceDenialMessage is the message of a denied namespace delete: the
