@@ -46,28 +46,14 @@ const (
 	slowBodyCutOff = 60 * time.Second
 )
 
-// slowBodyPaths are every path of the webhook server: the admission paths
-// hold a stalled body until its deadline, the peer paths refuse a caller
-// without a replica's certificate before reading a byte of it.
-var slowBodyPaths = []string{webhook.Path, peers.AdmitPath, peers.SubscribePath, peers.PendingPath}
-
-// admissionSlowBodies is how many of the slow bodies go to admission paths.
-var admissionSlowBodies = slowBodies / len(slowBodyPaths) * 2
-
-// TestSlowBodies runs the lockguard binary behind a webhook configuration
-// of one namespace, opens slowBodies TLS connections that each declare a
-// 7,000,000-byte body to every path of the port in turn, send its first
-// byte and stall, and bigHeaders that send a 1 MiB header, and,
-// while they stall, sends dry-run deletes through the real API server: of
-// a locked Stack (denied) and of an unlocked one (allowed), each answered
-// within the webhook's timeout. lockguard's Go heap must stay within
-// slowBodyHeapBound of its idle heap (it allocates what arrives, not what
-// a client declares), and every stalled connection must be cut off once
-// its body's read deadline passes.
-func TestSlowBodies(t *testing.T) {
-	requireSuite(t)
-	ctx := context.Background()
-	c := kube.Client
+// startBinary builds and starts the lockguard binary against the suite's
+// API server (no leader election, metrics on), with GOGC=25: a garbage
+// collection at 25% growth rather than 100% keeps the heap the metrics
+// report within a quarter of the live heap, so that the samples compare
+// what is held rather than when garbage was collected. It stops it when
+// the test ends.
+func startBinary(t *testing.T) *framework.Lockguard {
+	t.Helper()
 	dir := t.TempDir()
 	bin, err := framework.BuildLockguard(dir)
 	if err != nil {
@@ -77,40 +63,52 @@ func TestSlowBodies(t *testing.T) {
 	if err := framework.WriteKubeconfig(suite.env.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	// A garbage collection at 25% growth rather than 100% keeps the heap
-	// the metrics report within a quarter of the live heap, so that the
-	// samples compare what is held rather than when garbage was collected.
 	t.Setenv("GOGC", "25")
 	logs, err := os.Create(filepath.Join(dir, "lockguard.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer logs.Close()
 	lg, err := framework.StartLockguard(framework.LockguardOptions{
 		Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Metrics: true, Logs: logs,
 		Args: []string{"--leader-elect=false"},
 	})
 	if err != nil {
+		logs.Close()
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := lg.Stop(30 * time.Second); err != nil {
 			t.Error(err)
 		}
+		logs.Close()
 		if t.Failed() {
 			t.Logf("lockguard's log: %s", logs.Name())
 		}
-	}()
-	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	})
+	readyCtx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := lg.WaitReady(readyCtx); err != nil {
 		t.Fatal(err)
 	}
+	return lg
+}
 
+// dryRunReviews gives lg a namespace of its own, with a webhook
+// configuration (the chart's, pointed at the binary, named vwcName) that
+// selects only it, a locked and an unlocked Stack, and returns reviews,
+// which sends a dry-run delete of each through the API server and returns
+// how long the slower took, or what was wrong (the locked one not denied,
+// the unlocked one not allowed, either answered after the webhook's
+// timeout), and that timeout. It waits until the configuration is in
+// effect.
+func dryRunReviews(t *testing.T, lg *framework.Lockguard, prefix, vwcName string) (reviews func() (time.Duration, error), webhookTimeout time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	c := kube.Client
 	// A namespace of its own, with a webhook configuration (the chart's,
 	// pointed at the binary) that selects only it.
-	ns, vwc := webhookForNamespace(t, lg.Webhook, "hostile-slow", "lockguard-hostile-slow")
-	webhookTimeout := time.Duration(*vwc.Webhooks[0].TimeoutSeconds) * time.Second
+	ns, vwc := webhookForNamespace(t, lg.Webhook, prefix, vwcName)
+	webhookTimeout = time.Duration(*vwc.Webhooks[0].TimeoutSeconds) * time.Second
 
 	for _, name := range []string{"locked", "free"} {
 		if err := c.Create(ctx, framework.Object(framework.StackGVK, ns, name)); err != nil {
@@ -126,7 +124,7 @@ func TestSlowBodies(t *testing.T) {
 	}
 	// reviews sends both dry-run deletes and returns how long the slower
 	// took, or what was wrong.
-	reviews := func() (time.Duration, error) {
+	reviews = func() (time.Duration, error) {
 		var slowest time.Duration
 		for _, tc := range []struct {
 			name   string
@@ -153,6 +151,33 @@ func TestSlowBodies(t *testing.T) {
 		_, err := reviews()
 		return err
 	})
+
+	return reviews, webhookTimeout
+}
+
+// slowBodyPaths are every path of the webhook server: the admission paths
+// hold a stalled body until its deadline, the peer paths refuse a caller
+// without a replica's certificate before reading a byte of it.
+var slowBodyPaths = []string{webhook.Path, peers.AdmitPath, peers.SubscribePath, peers.PendingPath}
+
+// admissionSlowBodies is how many of the slow bodies go to admission paths.
+var admissionSlowBodies = slowBodies / len(slowBodyPaths) * 2
+
+// TestSlowBodies runs the lockguard binary behind a webhook configuration
+// of one namespace, opens slowBodies TLS connections that each declare a
+// 7,000,000-byte body to every path of the port in turn, send its first
+// byte and stall, and bigHeaders that send a 1 MiB header, and,
+// while they stall, sends dry-run deletes through the real API server: of
+// a locked Stack (denied) and of an unlocked one (allowed), each answered
+// within the webhook's timeout. lockguard's Go heap must stay within
+// slowBodyHeapBound of its idle heap (it allocates what arrives, not what
+// a client declares), and every stalled connection must be cut off once
+// its body's read deadline passes.
+func TestSlowBodies(t *testing.T) {
+	requireSuite(t)
+	lg := startBinary(t)
+
+	reviews, webhookTimeout := dryRunReviews(t, lg, "hostile-slow", "lockguard-hostile-slow")
 
 	idle := sampleMemory(t, lg, 10, reviews)
 	t.Logf("idle: Go heap max %.1f MiB, RSS max %.1f MiB over %d samples", mib(idle.heap), mib(idle.rss), idle.samples)
@@ -239,7 +264,7 @@ func TestSlowBodies(t *testing.T) {
 	if _, err := reviews(); err != nil {
 		t.Errorf("after the slow bodies: %v", err)
 	}
-	m, err := lg.Metrics(ctx)
+	m, err := lg.Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
