@@ -52,6 +52,10 @@ type Config struct {
 	// Standalone says that no other replica exists or ever did (a static,
 	// empty peer list): no hold-off at start.
 	Standalone bool
+	// CheckCreateEntry makes the replica warm only while SetCreateEntry
+	// last reported the Lock-create entry valid (entry.go); default false:
+	// the entry is trusted.
+	CheckCreateEntry bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -117,6 +121,9 @@ type Tracker struct {
 	// some (the bound dropped them).
 	recent           []admitted
 	replayIncomplete time.Time
+
+	// entry is the Lock-create entry's state (Config.CheckCreateEntry).
+	entry createEntry
 }
 
 // admitted is one create this replica admitted, and when.
@@ -187,7 +194,7 @@ func (t *Tracker) warmLocked(now time.Time) bool {
 	if !t.allTrustedLocked(now) {
 		return false
 	}
-	return t.cache.HasSynced() && !now.Before(t.holdOff) && t.listed.After(t.broke)
+	return t.cache.HasSynced() && t.entryValidLocked() && !now.Before(t.holdOff) && t.listed.After(t.broke)
 }
 
 // allTrustedLocked reports whether the view is known and every peer in it
@@ -346,7 +353,7 @@ func (t *Tracker) NeedsList() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
-	return t.allTrustedLocked(now) && t.cache.HasSynced() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
+	return t.allTrustedLocked(now) && t.cache.HasSynced() && t.entryValidLocked() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
 }
 
 // Listed records a completed list of all Locks that started at started,
