@@ -166,24 +166,34 @@ func deref(s *string) string {
 	return *s
 }
 
-// createEntry is what a Tracker with Config.CheckCreateEntry knows of the
-// Lock-create entry: whether it has been observed yet, and the last
-// verdict of CheckCreateEntry on it.
+// createEntry is what a Tracker knows of the Lock-create entry: whether
+// it must be valid for the replica to be warm (RequireCreateEntry),
+// whether it has been observed yet, and the last verdict of
+// CheckCreateEntry on it.
 type createEntry struct {
-	observed bool
-	err      error
+	required, observed bool
+	err                error
 }
 
-// entryValidLocked reports whether the entry lets the replica be warm: always
-// without Config.CheckCreateEntry, else once observed and while valid.
+// RequireCreateEntry makes the replica warm only while the Lock-create
+// entry is known valid (SetCreateEntry): cold until the first report and
+// while the last one is an error. Call it before the Tracker is used;
+// without it, the entry is trusted.
+func (t *Tracker) RequireCreateEntry() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entry.required = true
+}
+
+// entryValidLocked reports whether the entry lets the replica be warm.
 func (t *Tracker) entryValidLocked() bool {
-	return !t.cfg.CheckCreateEntry || (t.entry.observed && t.entry.err == nil)
+	return !t.entry.required || (t.entry.observed && t.entry.err == nil)
 }
 
 // SetCreateEntry records the state of the Lock-create entry, as the
 // watcher of lockguard's ValidatingWebhookConfiguration last saw it: nil
 // when CheckCreateEntry passes, the difference otherwise (a missing
-// configuration or entry is an error). With Config.CheckCreateEntry, the
+// configuration or entry is an error). With RequireCreateEntry, the
 // replica is cold until the first call and while the last call's err is
 // not nil. When the entry turns valid again after an error, a Lock create
 // may have been admitted without lockguard meanwhile: the replica stays
@@ -198,7 +208,7 @@ func (t *Tracker) SetCreateEntry(err error) {
 	if err == nil && t.entry.observed && t.entry.err != nil {
 		t.lostLocked(t.cfg.Now())
 	}
-	t.entry = createEntry{observed: true, err: err}
+	t.entry.observed, t.entry.err = true, err
 }
 
 // CreateEntry returns whether SetCreateEntry has been called, and the

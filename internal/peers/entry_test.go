@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -213,7 +214,8 @@ func TestCheckCreateEntry(t *testing.T) {
 // entry, synced and with its view known, not yet told of the entry.
 func checkedStandalone() (*clock, *Tracker) {
 	c := newClock()
-	tr := NewTracker(Config{Standalone: true, CheckCreateEntry: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true})
+	tr := NewTracker(Config{Standalone: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true})
+	tr.RequireCreateEntry()
 	tr.SetView(nil)
 	c.add(time.Millisecond)
 	return c, tr
@@ -285,9 +287,72 @@ func TestCreateEntryChangeHoldsOff(t *testing.T) {
 	}
 }
 
-func TestCreateEntryNotCheckedByDefault(t *testing.T) {
+func TestCreateEntryTrustedByDefault(t *testing.T) {
 	_, _, tr := warmStandalone(t)
 	if !tr.Warm() {
-		t.Fatal("without CheckCreateEntry the entry is trusted: want warm")
+		t.Fatal("without RequireCreateEntry the entry is trusted: want warm")
+	}
+}
+
+// TestEntryWatchCountsMissedWrites feeds EntryWatch.observe the states a
+// watch (or a relist after it broke) delivers: a valid entry seen again
+// after one write (a caBundle rotation) changes nothing, but one seen
+// after writes the watch missed (the generation grew by more than one, or
+// the configuration was created again) holds off as a change would.
+func TestEntryWatchCountsMissedWrites(t *testing.T) {
+	vwc := func(uid string, generation int64, edit func(*admissionregistrationv1.ValidatingWebhook)) *admissionregistrationv1.ValidatingWebhookConfiguration {
+		w := renderedEntry()
+		edit(&w)
+		return &admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: "lockguard", UID: types.UID(uid), Generation: generation},
+			Webhooks:   []admissionregistrationv1.ValidatingWebhook{w},
+		}
+	}
+	same := func(*admissionregistrationv1.ValidatingWebhook) {}
+	relaxed := func(w *admissionregistrationv1.ValidatingWebhook) {
+		w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
+	}
+	want := Expectation{ServiceNamespace: "lockguard-system", ServiceName: "lockguard-webhook"}
+
+	steps := []struct {
+		reason  string
+		vwc     *admissionregistrationv1.ValidatingWebhookConfiguration
+		holdOff bool // cold for the TTL, then a list
+		cold    bool // cold while it lasts
+	}{
+		{reason: "first observation, valid: no hold-off", vwc: vwc("a", 1, same)},
+		{reason: "the next generation, valid (a caBundle rotation)", vwc: vwc("a", 2, same)},
+		{reason: "generation 5 after 2: writes were missed", vwc: vwc("a", 5, same), holdOff: true},
+		{reason: "created again (new UID)", vwc: vwc("b", 1, same), holdOff: true},
+		{reason: "relaxed", vwc: vwc("b", 2, relaxed), cold: true},
+		{reason: "valid again", vwc: vwc("b", 3, same), holdOff: true},
+		{reason: "deleted", vwc: nil, cold: true},
+		{reason: "created again, valid", vwc: vwc("c", 1, same), holdOff: true},
+	}
+	c, tr := checkedStandalone()
+	w := newEntryWatch(nil, "lockguard", want, tr)
+	for _, s := range steps {
+		c.add(time.Second)
+		w.observe(t.Context(), s.vwc)
+		c.add(time.Millisecond)
+		switch {
+		case s.cold:
+			if tr.NeedsList() || tr.Warm() {
+				t.Fatalf("%s: NeedsList() %v, Warm() %v; want cold", s.reason, tr.NeedsList(), tr.Warm())
+			}
+			continue
+		case s.holdOff:
+			if tr.NeedsList() || tr.Warm() {
+				t.Fatalf("%s: NeedsList() %v, Warm() %v right after; want a hold-off first", s.reason, tr.NeedsList(), tr.Warm())
+			}
+			c.add(time.Minute)
+			warmUp(t, tr)
+		case !tr.Warm():
+			// The first observation: a list (no hold-off).
+			warmUp(t, tr)
+		}
+		if !tr.Warm() {
+			t.Fatalf("%s: not warm", s.reason)
+		}
 	}
 }

@@ -52,10 +52,6 @@ type Config struct {
 	// Standalone says that no other replica exists or ever did (a static,
 	// empty peer list): no hold-off at start.
 	Standalone bool
-	// CheckCreateEntry makes the replica warm only while SetCreateEntry
-	// last reported the Lock-create entry valid (entry.go); default false:
-	// the entry is trusted.
-	CheckCreateEntry bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -122,7 +118,7 @@ type Tracker struct {
 	recent           []admitted
 	replayIncomplete time.Time
 
-	// entry is the Lock-create entry's state (Config.CheckCreateEntry).
+	// entry is the Lock-create entry's state (RequireCreateEntry).
 	entry createEntry
 }
 
