@@ -172,6 +172,9 @@ func (rs *ReplicaSet) writePeers() {
 	}
 }
 
+// PendingTTL returns the replicas' --pending-ttl.
+func (rs *ReplicaSet) PendingTTL() time.Duration { return rs.o.PendingTTL }
+
 // Scale starts or gracefully stops (SIGTERM) replicas until n run, and
 // returns once each new one is ready.
 func (rs *ReplicaSet) Scale(ctx context.Context, n int) error {
@@ -476,7 +479,9 @@ func (r *Replica) start() (*Lockguard, *os.File, error) {
 		// The other replicas are those of the peers file; the flags
 		// before r.set.o.Args, which override them.
 		Args: append([]string{"--peers-file=" + r.set.peersFile, "--peer-address=" + r.Address(),
-			"--pending-ttl=" + r.set.o.PendingTTL.String()}, r.set.o.Args...),
+			"--pending-ttl=" + r.set.o.PendingTTL.String(),
+			// InstallChart points the webhook configuration at the front.
+			"--webhook-url=https://" + r.set.Webhook.Address()}, r.set.o.Args...),
 		Logs: logs,
 	})
 	if err != nil {
