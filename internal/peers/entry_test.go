@@ -294,7 +294,7 @@ func TestCreateEntryTrustedByDefault(t *testing.T) {
 	}
 }
 
-// TestEntryWatchCountsMissedWrites feeds EntryWatch.observe the states a
+// TestEntryWatchCountsMissedWrites feeds EntryWatch.observeLocked the states a
 // watch (or a relist after it broke) delivers: a valid entry seen again
 // after one write (a caBundle rotation) changes nothing, but one seen
 // after writes the watch missed (the generation grew by more than one, or
@@ -333,7 +333,9 @@ func TestEntryWatchCountsMissedWrites(t *testing.T) {
 	w := newEntryWatch(nil, "lockguard", want, tr)
 	for _, s := range steps {
 		c.add(time.Second)
-		w.observe(t.Context(), s.vwc)
+		w.mu.Lock()
+		w.observeLocked(t.Context(), s.vwc)
+		w.mu.Unlock()
 		c.add(time.Millisecond)
 		switch {
 		case s.cold:

@@ -34,6 +34,7 @@ type EntryWatch struct {
 
 	valid prometheus.GaugeFunc
 
+	// mu serializes the reads of the informer's store and what follows.
 	mu sync.Mutex
 	// seen, uid and generation: the configuration last observed.
 	seen       bool
@@ -81,13 +82,18 @@ func (w *EntryWatch) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("create-entry").WithValues("validatingWebhookConfiguration", w.name, "webhook", CreateEntryName, "want", w.want.String())
 	ctx = ctrl.LoggerInto(ctx, log)
 	var store cache.Store
+	// Level-based: each call reads the store, which the informer updates
+	// before it calls a handler, under w.mu, so the last call to take
+	// w.mu reports the latest state.
 	update := func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		obj, exists, err := store.GetByKey(w.name)
 		var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
 		if err == nil && exists {
 			vwc, _ = obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
 		}
-		w.observe(ctx, vwc)
+		w.observeLocked(ctx, vwc)
 	}
 	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: w.lw,
@@ -114,11 +120,9 @@ func (w *EntryWatch) Start(ctx context.Context) error {
 // errUnobserved is the state reported for writes the watch missed.
 var errUnobserved = errors.New("the configuration was written while the watch was broken")
 
-// observe reports vwc (nil: it does not exist) to the Tracker, logging
-// each change of the verdict once.
-func (w *EntryWatch) observe(ctx context.Context, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// observeLocked reports vwc (nil: it does not exist) to the Tracker,
+// logging each change of the verdict once. w.mu is held.
+func (w *EntryWatch) observeLocked(ctx context.Context, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
 	log := ctrl.LoggerFrom(ctx)
 	err := CheckCreateEntry(vwc, w.want)
 	if vwc != nil {
