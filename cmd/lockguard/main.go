@@ -42,6 +42,8 @@ func run() error {
 		burst   int
 		showVer bool
 		delay   time.Duration
+		// webhookServicePort: see --webhook-service-port.
+		webhookServicePort int
 	)
 	fs := flag.CommandLine
 	fs.StringVar(&o.WebhookHost, "webhook-host", "", "Address the webhook server binds to (default: all addresses).")
@@ -70,6 +72,9 @@ func run() error {
 	fs.StringVar(&o.Peers.Self, "peer-address", "", "This replica's host:port as the others reach it (default: $POD_IP:--webhook-port).")
 	fs.StringVar(&o.Peers.CAFile, "peer-ca-file", "", "CA of the replicas' certificates, which they present to each other as server and as client (mutual TLS; the serving certificate must allow client auth). Default: ca.crt in --cert-dir. Without one, lockguard refuses to start with the peer protocol (a standalone --peers= replica then accepts no peer call).")
 	fs.StringVar(&o.Peers.ServerName, "peer-server-name", "", "Name the other replicas' certificates are verified for, as servers and as clients (the webhook Service's DNS name in the chart; default: the IP of their address).")
+	fs.StringVar(&o.CreateEntry.Configuration, "webhook-configuration", "", "Name of lockguard's ValidatingWebhookConfiguration (the chart's), required with the peer protocol: a replica decides from its cache only while the Lock-create entry ("+peers.CreateEntryName+") there sends every Lock CREATE to lockguard as the chart renders it (CREATE of locks in apiVersions \"*\", failurePolicy Fail, no selectors or matchConditions, the webhook Service of --peer-service at --webhook-service-port, path "+peers.AdmitPath+"); otherwise, and for --pending-ttl after it is restored, every delete the cache would allow is confirmed with the API server.")
+	fs.IntVar(&webhookServicePort, "webhook-service-port", 443, "Port of the webhook Service that the Lock-create entry must call (see --webhook-configuration).")
+	fs.StringVar(&o.CreateEntry.Want.URL, "webhook-url", "", "Instead of the webhook Service: the https://host:port the Lock-create entry must call, at "+peers.AdmitPath+" (local runs; see --webhook-configuration).")
 	fs.DurationVar(&o.Peers.TTL, "pending-ttl", 0, "How long a Lock create is remembered and a new replica stays cold; longer than a create request can take (default 2m).")
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
@@ -103,6 +108,13 @@ func run() error {
 		o.Peers.Self = manager.SelfAddress(os.Getenv("POD_IP"), o.WebhookPort)
 	}
 	o.Peers.ServiceNamespace = o.LeaderElectionNamespace
+	if webhookServicePort < 1 || webhookServicePort > 65535 {
+		return fmt.Errorf("--webhook-service-port %d is not a port", webhookServicePort)
+	}
+	if o.CreateEntry.Want.URL == "" {
+		o.CreateEntry.Want.ServiceName, o.CreateEntry.Want.ServiceNamespace = o.Peers.Service, o.Peers.ServiceNamespace
+		o.CreateEntry.Want.ServicePort = int32(webhookServicePort)
+	}
 	if showVer {
 		fmt.Println("lockguard", version)
 		return nil

@@ -331,6 +331,23 @@ func (c *Cluster) installWebhookFor(ctx context.Context, mode, url string, ca []
 	return c.Client.Create(ctx, vwc)
 }
 
+// installCreateEntry installs the chart's webhook configuration with its
+// Lock-create entry alone (pointed at c.Webhook), unless the configuration
+// is installed already, and returns what removes it again.
+func (c *Cluster) installCreateEntry(ctx context.Context) (func(), error) {
+	vwc, err := c.Webhook.WebhookConfiguration(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name != peers.CreateEntryName })
+	if err := c.Client.Create(ctx, vwc); apierrors.IsAlreadyExists(err) {
+		return func() {}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return func() { _ = c.Client.Delete(context.Background(), vwc) }, nil
+}
+
 // installIndexWebhook grants lockguard's ServiceAccount what CandIndex's
 // record needs (ConfigMaps) and sends the Lock CREATEs of CandIndex's
 // namespaces to the candidate server: failurePolicy Fail (a Lock that
@@ -469,6 +486,14 @@ func (c *Cluster) BenchDecisions(ctx context.Context, lockguard string, o Decisi
 		return nil, err
 	}
 	defer cacheOnly.Stop()
+	// def is warm only while the Lock-create entry of the chart's
+	// configuration calls it (internal/peers); the chart's configuration
+	// is not installed here, so the bench installs that entry alone.
+	removeEntry, err := c.installCreateEntry(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer removeEntry()
 	alive = func() error {
 		for _, lg := range []*Lockguard{def, cacheOnly} {
 			if err := lg.ExitError(); err != nil {

@@ -382,6 +382,10 @@ func TestDeployment(t *testing.T) {
 		// for its DNS name (with POD_IP, below).
 		"peer-service":     "lockguard-webhook",
 		"peer-server-name": "lockguard-webhook.lockguard-system.svc",
+		// The webhook configuration whose Lock-create entry must call
+		// that Service at that port for a replica to be warm.
+		"webhook-configuration": "lockguard",
+		"webhook-service-port":  "443",
 	}
 	if diff := cmp.Diff(wantFlags, flags); diff != "" {
 		t.Errorf("lockguard flags: -want, +got:\n%s", diff)
@@ -583,6 +587,13 @@ func TestRBACFromMarkers(t *testing.T) {
 			wantCluster = append(wantCluster, convert[rbacv1.ClusterRole](t, o).Rules...)
 		case "Role":
 			wantNamespaced = append(wantNamespaced, convert[rbacv1.Role](t, o).Rules...)
+		}
+	}
+	// The chart narrows the rule on webhook configurations to the
+	// release's own (list and watch by a metadata.name field selector).
+	for i, r := range wantCluster {
+		if slices.Contains(r.Resources, "validatingwebhookconfigurations") {
+			wantCluster[i].ResourceNames = []string{"guard-lockguard"}
 		}
 	}
 	cr := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "guard-lockguard"))

@@ -26,6 +26,9 @@ const (
 	ReleaseName             = "lockguard"
 	ServiceAccountNamespace = "lockguard-system"
 	ServiceAccountName      = "lockguard"
+	// WebhookConfigurationName is the name of the chart's
+	// ValidatingWebhookConfiguration in the release ReleaseName.
+	WebhookConfigurationName = ReleaseName
 )
 
 // ServiceAccountUser is the user name of lockguard's ServiceAccount, as
@@ -114,6 +117,10 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 			peerArgs = nil
 		}
 	}
+	// The webhook configuration InstallChart installs calls this process
+	// (with the peer protocol, a replica is warm only while its Lock-create
+	// entry does); a ReplicaSet's Args name its front instead.
+	entryArgs := []string{"--webhook-configuration=" + WebhookConfigurationName, "--webhook-url=https://" + wh.Address()}
 	args := append([]string{
 		"--kubeconfig=" + o.Kubeconfig,
 		"--webhook-host=" + wh.Host,
@@ -122,7 +129,7 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 		"--health-probe-bind-address=" + l.ProbeAddr,
 		"--leader-elect=true",
 		"--leader-election-namespace=" + ServiceAccountNamespace,
-	}, slices.Concat(metrics, peerArgs, o.Args)...)
+	}, slices.Concat(metrics, peerArgs, entryArgs, o.Args)...)
 	l.cmd = exec.Command(filepath.Clean(o.Binary), args...)
 	l.cmd.Stdout, l.cmd.Stderr = o.Logs, o.Logs
 	// Its own process group: a Ctrl-C at the terminal (make demo) reaches

@@ -17,6 +17,7 @@ import (
 
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/internal/peers"
 )
 
 // Logs sets up logging for a test binary: with LOCKGUARD_KUBE_LOGS=1,
@@ -83,6 +84,8 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 		Controller:    o.Controller,
 		// The only replica: the peer protocol's standalone mode.
 		Peers: manager.PeerOptions{Standalone: true},
+		// The webhook configuration of InstallChart, pointed at wh.
+		CreateEntry: manager.CreateEntryOptions{Configuration: WebhookConfigurationName, Want: peers.Expectation{URL: "https://" + wh.Address()}},
 	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("building the manager: %w", err)

@@ -174,6 +174,9 @@ func (rs *ReplicaSet) LeaseGroup() string { return rs.group }
 // IdentityLease is the replicas' --peer-identity-lease.
 func (rs *ReplicaSet) IdentityLease() time.Duration { return rs.o.IdentityLease }
 
+// PendingTTL returns the replicas' --pending-ttl.
+func (rs *ReplicaSet) PendingTTL() time.Duration { return rs.o.PendingTTL }
+
 // Scale starts or gracefully stops (SIGTERM) replicas until n run, and
 // returns once each new one is ready.
 func (rs *ReplicaSet) Scale(ctx context.Context, n int) error {
@@ -473,7 +476,9 @@ func (r *Replica) start() (*Lockguard, *os.File, error) {
 		// The replicas find each other by their identity Leases, as in
 		// the chart; the flags before r.set.o.Args, which override them.
 		Args: append([]string{"--peer-service=" + r.set.group, "--peer-identity-lease=" + r.set.o.IdentityLease.String(), "--peer-address=" + r.Address(),
-			"--pending-ttl=" + r.set.o.PendingTTL.String()}, r.set.o.Args...),
+			"--pending-ttl=" + r.set.o.PendingTTL.String(),
+			// InstallChart points the webhook configuration at the front.
+			"--webhook-url=https://" + r.set.Webhook.Address()}, r.set.o.Args...),
 		Logs: logs,
 	})
 	if err != nil {

@@ -101,6 +101,9 @@ type Options struct {
 	// Peers configure the peer protocol (PeerOptions); zero: off, every
 	// delete the cache would allow is confirmed with the API server.
 	Peers PeerOptions
+	// CreateEntry names lockguard's webhook configuration, whose
+	// Lock-create entry the peer protocol requires (CreateEntryOptions).
+	CreateEntry CreateEntryOptions
 
 	// Registerer receives lockguard's own metrics. Default: controller-runtime's
 	// registry, which the metrics endpoint serves.

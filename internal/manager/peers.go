@@ -114,6 +114,9 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex,
 	if err := locks.OnDelivered(t.Observe); err != nil {
 		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
 	}
+	if err := watchCreateEntry(mgr, cfg, t, o); err != nil {
+		return nil, err
+	}
 	if !o.Controller.DisableNamespaceGuard {
 		// The namespace guard's label goes on before a Lock create is
 		// allowed; the reconciler keeps it while the create is pending.

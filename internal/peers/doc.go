@@ -109,4 +109,21 @@
 // host it calls from) and only while the other's view lists it, so no
 // caller can squat subscriptions or make creates wait for an address that
 // does not answer. Without a CA the protocol does not start.
+//
+// # The create entry is checked, not trusted
+//
+// All of the above rests on every Lock CREATE passing lockguard's own
+// webhook entry (CreateEntryName) with failurePolicy Fail. A replica
+// watches that entry in its ValidatingWebhookConfiguration (EntryWatch)
+// and is warm only while CheckCreateEntry finds it as the chart renders
+// it: every Lock CREATE matched, failurePolicy Fail, nothing that could
+// exclude a request, lockguard's Service and AdmitPath. Before it has
+// seen the entry, and while the entry is missing or differs, the replica
+// is cold. Valid again after a change, it holds off for TTL (a create
+// that bypassed lockguard has reached etcd by then), then lists, as after
+// a lost create. A change the watch may have missed (the configuration's
+// generation, which the API server raises by one at each write of its
+// webhooks, grew by more than one, or its UID changed) counts as a
+// change. What the replica cannot see is an API server that has not
+// loaded the current configuration yet.
 package peers

@@ -125,6 +125,8 @@ type Tracker struct {
 	// fresh is the interval in which this replica's identity Lease is
 	// fresh (Config.Identity), as SelfFresh last reported it.
 	freshFrom, freshUntil time.Time
+	// entry is the Lock-create entry's state (RequireCreateEntry).
+	entry createEntry
 }
 
 // admitted is one create this replica admitted, and when.
@@ -195,7 +197,7 @@ func (t *Tracker) warmLocked(now time.Time) bool {
 	if !t.selfFreshLocked(now) || !t.allTrustedLocked(now) {
 		return false
 	}
-	return t.cache.HasSynced() && !now.Before(t.holdOff) && t.listed.After(t.broke)
+	return t.cache.HasSynced() && t.entryValidLocked() && !now.Before(t.holdOff) && t.listed.After(t.broke)
 }
 
 // allTrustedLocked reports whether the view is known and every peer in it
@@ -354,7 +356,7 @@ func (t *Tracker) NeedsList() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
-	return t.selfFreshLocked(now) && t.allTrustedLocked(now) && t.cache.HasSynced() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
+	return t.selfFreshLocked(now) && t.allTrustedLocked(now) && t.cache.HasSynced() && t.entryValidLocked() && !now.Before(t.holdOff) && !t.listed.After(t.broke)
 }
 
 // Listed records a completed list of all Locks that started at started,

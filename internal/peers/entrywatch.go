@@ -1,0 +1,148 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// EntryWatch watches lockguard's ValidatingWebhookConfiguration (one
+// object, by name) and reports the state of its Lock-create entry to a
+// Tracker (SetCreateEntry) at every change. It is a controller-runtime
+// Runnable on every replica.
+//
+// The watch shows every write of the configuration unless it breaks; a
+// relist then shows only the last state. Writes the watch missed show as
+// a generation that grew by more than one (the API server adds one at
+// each write that changes the webhooks) or a new UID (deleted and
+// created again): those count as a change, so the replica holds off for
+// the TTL even when the entry it finds is valid.
+type EntryWatch struct {
+	t    *Tracker
+	lw   cache.ListerWatcher
+	name string
+	want Expectation
+
+	valid prometheus.GaugeFunc
+
+	// mu serializes the reads of the informer's store and what follows.
+	mu sync.Mutex
+	// seen, uid and generation: the configuration last observed.
+	seen       bool
+	uid        types.UID
+	generation int64
+	// last is the verdict last reported; reported: one was.
+	last     error
+	reported bool
+}
+
+// NewEntryWatch returns the watch of the ValidatingWebhookConfiguration
+// name through cs, whose Lock-create entry must be as want says, and
+// makes t require the entry (RequireCreateEntry).
+func NewEntryWatch(cs kubernetes.Interface, name string, want Expectation, t *Tracker) *EntryWatch {
+	// A field selector on the name: the RBAC rule can then name the
+	// object (resourceNames) for list and watch too.
+	lw := cache.NewListWatchFromClient(cs.AdmissionregistrationV1().RESTClient(), "validatingwebhookconfigurations", "",
+		fields.OneTermEqualSelector("metadata.name", name))
+	return newEntryWatch(lw, name, want, t)
+}
+
+func newEntryWatch(lw cache.ListerWatcher, name string, want Expectation, t *Tracker) *EntryWatch {
+	t.RequireCreateEntry()
+	w := &EntryWatch{t: t, lw: lw, name: name, want: want}
+	w.valid = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "lockguard_create_entry_valid",
+		Help: "1 while the Lock-create entry (" + CreateEntryName + ") of lockguard's ValidatingWebhookConfiguration sends every Lock create to lockguard with failurePolicy Fail, as the chart renders it; 0 while it is missing, relaxed or not yet observed (the replica is then cold, and stays cold for the pending TTL once it is valid again).",
+	}, func() float64 {
+		if observed, err := t.CreateEntry(); observed && err == nil {
+			return 1
+		}
+		return 0
+	})
+	return w
+}
+
+// Register registers lockguard_create_entry_valid with r.
+func (w *EntryWatch) Register(r prometheus.Registerer) error { return r.Register(w.valid) }
+
+// NeedLeaderElection is false: every replica decides deletes.
+func (w *EntryWatch) NeedLeaderElection() bool { return false }
+
+// Start watches the configuration until ctx ends.
+func (w *EntryWatch) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("create-entry").WithValues("validatingWebhookConfiguration", w.name, "webhook", CreateEntryName, "want", w.want.String())
+	ctx = ctrl.LoggerInto(ctx, log)
+	var store cache.Store
+	// Level-based: each call reads the store, which the informer updates
+	// before it calls a handler, under w.mu, so the last call to take
+	// w.mu reports the latest state.
+	update := func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		obj, exists, err := store.GetByKey(w.name)
+		var vwc *admissionregistrationv1.ValidatingWebhookConfiguration
+		if err == nil && exists {
+			vwc, _ = obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+		}
+		w.observeLocked(ctx, vwc)
+	}
+	store, informer := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: w.lw,
+		ObjectType:    &admissionregistrationv1.ValidatingWebhookConfiguration{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { update() },
+			UpdateFunc: func(any, any) { update() },
+			DeleteFunc: func(any) { update() },
+		},
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
+	if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		// Synced with no object: no handler ran.
+		update()
+	}
+	<-done
+	return nil
+}
+
+// errUnobserved is the state reported for writes the watch missed.
+var errUnobserved = errors.New("the configuration was written while the watch was broken")
+
+// observeLocked reports vwc (nil: it does not exist) to the Tracker,
+// logging each change of the verdict once. w.mu is held.
+func (w *EntryWatch) observeLocked(ctx context.Context, vwc *admissionregistrationv1.ValidatingWebhookConfiguration) {
+	log := ctrl.LoggerFrom(ctx)
+	err := CheckCreateEntry(vwc, w.want)
+	if vwc != nil {
+		if err == nil && w.seen && w.last == nil && (vwc.UID != w.uid || vwc.Generation > w.generation+1) {
+			// A write in between may have relaxed the entry.
+			gap := fmt.Errorf("%w (generation %d, uid %s, then generation %d, uid %s)", errUnobserved, w.generation, w.uid, vwc.Generation, vwc.UID)
+			log.Error(gap, "The Lock-create webhook entry may have changed unobserved: this replica confirms every delete its cache would allow with the API server for the pending TTL")
+			w.t.SetCreateEntry(gap)
+			w.last = gap
+		}
+		w.seen, w.uid, w.generation = true, vwc.UID, vwc.Generation
+	}
+	w.t.SetCreateEntry(err)
+	switch {
+	case err != nil && (w.last == nil || w.last.Error() != err.Error()):
+		log.Error(err, "The Lock-create webhook entry is not as the chart renders it: Lock creates may bypass lockguard, so this replica confirms every delete its cache would allow with the API server until the entry is restored, and for the pending TTL after")
+	case err == nil && w.last != nil:
+		log.Info("The Lock-create webhook entry is valid again: this replica stays cold for the pending TTL, then lists the Locks and decides from its cache again")
+	case err == nil && !w.reported:
+		log.Info("The Lock-create webhook entry is valid")
+	}
+	w.last, w.reported = err, true
+}
