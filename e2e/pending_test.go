@@ -37,9 +37,9 @@ func pendingIterations(t *testing.T) int {
 }
 
 // Test14PendingAcrossReplicas checks the peer protocol (internal/peers)
-// with two replicas of the binary: a Lock admitted by one replica protects
-// its target at the other the moment its create returns, though the other
-// decides from its cache alone while warm; a Lock create is refused,
+// with three replicas of the binary: a Lock admitted by others protects
+// its target at a replica the moment its create returns, though that
+// replica decides from its cache alone while warm; a Lock create is refused,
 // retryably, while a replica that must be told is unreachable, and allowed
 // again once it has left; a new replica is cold until it has subscribed
 // and listed. Local mode: it sends each webhook call to a chosen replica.
@@ -49,20 +49,20 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 		t.Skip("needs the replicas' own addresses (local mode)")
 	}
 	replicaCount(t)
-	scale(t, 2)
+	scale(t, 3)
 	reps := ll.set.Replicas()
-	a, b := reps[0], reps[1]
-	waitWarm(t, a, b)
+	a, b, f := reps[0], reps[1], reps[2]
+	waitWarm(t, a, b, f)
 
 	// The suite's object entry skips the test's namespaces; a
 	// configuration of the test's own sends, in one namespace, Lock
 	// creates to b and deletes to a, and in another the reverse. The
 	// suite's Lock-create entry stays as rendered (relaxed, it would make
 	// every replica cold: Test22), so each create also goes through the
-	// front to one replica or the other. The front sends each connection
-	// to one replica: while the API server keeps one connection to it (the
-	// report counts them), one direction is admitted by the replica that
-	// does not decide the delete alone.
+	// front, pinned to the third replica f: the replica that decides a
+	// delete never admitted its Lock itself, and knows of it only from the
+	// others.
+	unpin := ll.set.Front.Pin(f.Address())
 	routeAround(t)
 	nsAB := newPendingNamespace(t, "pending-ab")
 	nsBA := newPendingNamespace(t, "pending-ba")
@@ -102,8 +102,9 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 			}
 		}
 	}
+	unpin()
 	after := confirmations(t, a, b)
-	report(t, "Test14: %d Lock creates, each followed at once by the delete of its target on the other replica: %d denied, %d slipped through; confirmations by reason over both replicas: marker %.0f, cold %.0f; connections through the front (the suite's Lock-create entry): %d",
+	report(t, "Test14: %d Lock creates, each followed at once by the delete of its target on the other replica: %d denied, %d slipped through; confirmations by reason over both replicas: marker %.0f, cold %.0f; connections through the front (the suite's Lock-create entry, pinned to a third replica): %d",
 		2*iterations, denied, slipped, after[peers.ReasonMarker]-before[peers.ReasonMarker], after[peers.ReasonCold]-before[peers.ReasonCold], ll.set.Front.Conns.Load()-frontConns)
 
 	// b unreachable: a refuses Lock creates, retryably, naming b.
@@ -135,17 +136,17 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 
 	// A new replica: cold when it becomes ready, warm once it has
 	// subscribed, waited out its hold-off and listed.
-	scale(t, 2)
+	scale(t, 3)
 	var c *framework.Replica
 	for _, r := range ll.set.Replicas() {
-		if r != a {
+		if r != a && r != f {
 			c = r
 		}
 	}
 	if warm := replicaWarm(t, c); warm {
 		t.Fatalf("replica %s is warm as soon as it is ready; want cold for its hold-off", c.Name)
 	}
-	waitWarm(t, a, c)
+	waitWarm(t, a, f, c)
 	framework.Eventually(t, time.Minute, "Lock creates allowed with the new replica subscribed", func(ctx context.Context) error {
 		return kube.Client.Create(ctx, framework.NewLock(ns, "after-c", "Stack", "s", ""))
 	})

@@ -28,6 +28,10 @@ type Front struct {
 	mu       sync.Mutex
 	backends []string
 	next     int
+	// pinned, when set, takes every connection (Pin).
+	pinned string
+	// open are the connections being forwarded.
+	open map[net.Conn]struct{}
 
 	// Conns counts the connections forwarded; Refused those closed because
 	// no backend took them.
@@ -55,6 +59,24 @@ func (f *Front) SetBackends(addrs []string) {
 	f.backends = slices.Clone(addrs)
 }
 
+// Pin closes the connections being forwarded and sends every new one to
+// addr alone, whatever the backends, until the returned function is
+// called: for a test that must know which replica the API server's calls
+// through the front reach (it reconnects, through the pin).
+func (f *Front) Pin(addr string) (unpin func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pinned = addr
+	for c := range f.open {
+		c.Close()
+	}
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.pinned = ""
+	}
+}
+
 // Close stops listening.
 func (f *Front) Close() { f.ln.Close() }
 
@@ -69,12 +91,24 @@ func (f *Front) serve() {
 }
 
 func (f *Front) handle(c net.Conn) {
-	defer c.Close()
+	defer func() {
+		c.Close()
+		f.mu.Lock()
+		delete(f.open, c)
+		f.mu.Unlock()
+	}()
 	f.mu.Lock()
 	order := make([]string, 0, len(f.backends))
 	for i := range f.backends {
 		order = append(order, f.backends[(f.next+i)%len(f.backends)])
 	}
+	if f.pinned != "" {
+		order = []string{f.pinned}
+	}
+	if f.open == nil {
+		f.open = map[net.Conn]struct{}{}
+	}
+	f.open[c] = struct{}{}
 	f.next++
 	f.mu.Unlock()
 	for _, addr := range order {
