@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # inspect.sh IMAGE: checks a built lockguard image against what the chart
-# and the README promise, and prints one line of evidence: it runs as
+# and docs/install.md promise, and prints one line of evidence: it runs as
 # 65532:65532, its entrypoint is /lockguard, and its filesystem holds the
 # binary and the user database only (no shell, no package manager).
 set -euo pipefail
