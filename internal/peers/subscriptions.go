@@ -1,0 +1,90 @@
+package peers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Subscribe records a subscription from addr and returns the answer: the
+// recent admissions when it was not live. It fails when addr is not a
+// replica in the view (or the view is not known yet), and when
+// MaxSubscribers others hold live subscriptions.
+func (t *Tracker) Subscribe(addr string) (SubscribeResponse, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	if !slices.Contains(t.view, addr) {
+		return SubscribeResponse{}, fmt.Errorf("%s is not a lockguard replica that this one knows of (yet)", addr)
+	}
+	t.pruneLocked(now)
+	_, live := t.subscribers[addr]
+	if !live && len(t.subscribers) >= t.cfg.MaxSubscribers {
+		return SubscribeResponse{}, fmt.Errorf("this replica holds %d subscriptions already", len(t.subscribers))
+	}
+	t.subscribers[addr] = now.Add(t.cfg.Lease)
+	resp := SubscribeResponse{New: !live, Complete: true}
+	if !live {
+		resp.Complete = !now.Before(t.replayIncomplete)
+		for _, r := range t.recent {
+			resp.Recent = append(resp.Recent, r.a)
+		}
+	}
+	return resp, nil
+}
+
+// pruneLocked forgets expired subscriptions and admissions older than TTL.
+func (t *Tracker) pruneLocked(now time.Time) {
+	for a, until := range t.subscribers {
+		if !now.Before(until) {
+			delete(t.subscribers, a)
+		}
+	}
+	i := 0
+	for i < len(t.recent) && t.recent[i].at.Before(now.Add(-t.cfg.TTL)) {
+		i++
+	}
+	t.recent = t.recent[i:]
+}
+
+// ErrNotSubscribed is wrapped by Admit's error when a peer in the view
+// holds no live subscription.
+var ErrNotSubscribed = errors.New("has not subscribed to this replica")
+
+// Admit prepares the admission of a's create: it fails when a peer in the
+// view holds no live subscription (it could not be told); otherwise it
+// marks a, keeps it for replay and returns the subscribers to tell. A
+// subscription made after Admit returns is answered with a replay that
+// holds a.
+func (t *Tracker) Admit(a Announcement) ([]string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	t.pruneLocked(now)
+	if !t.viewKnown {
+		return nil, errors.New("this replica does not know its peers yet")
+	}
+	if !t.selfFreshLocked(now) {
+		return nil, errors.New("this replica's identity Lease is not fresh: the others may not count it as a replica")
+	}
+	for _, p := range t.view {
+		if _, ok := t.subscribers[p]; !ok {
+			return nil, fmt.Errorf("replica %s %w", p, ErrNotSubscribed)
+		}
+	}
+	t.markLocked(a, now)
+	if len(t.recent) >= t.cfg.MaxMarkers {
+		// The oldest drops out of the replay: a replica that subscribes
+		// within TTL of now must not trust the replay.
+		t.recent = t.recent[1:]
+		t.replayIncomplete = now.Add(t.cfg.TTL)
+	}
+	t.recent = append(t.recent, admitted{a: a, at: now})
+	subs := make([]string, 0, len(t.subscribers))
+	for s := range t.subscribers {
+		subs = append(subs, s)
+	}
+	slices.Sort(subs)
+	return subs, nil
+}
