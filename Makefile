@@ -154,7 +154,7 @@ lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 	go vet -tags $(VET_TAGS) ./...
 
 .PHONY: unit
-unit: $(HELM) kubectl prometheus ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
+unit: $(HELM) kubectl prometheus ## go test ./...: unit tests, the in-process suite (e2e/contract) and the chart's (e2e/chart), which start real control planes.
 	go vet -tags $(VET_TAGS) ./...
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
 
@@ -166,15 +166,15 @@ monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test ru
 	go test -vet=off -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
-# The contract and plugin suites (e2e/contract, e2e/plugin) run on
-# KUBE_VERSION in `make unit` (go test ./...); here they run on the other
-# KUBE_VERSIONS, next to the suite of the binary (e2e/, build tag e2e) on
-# every one.
-e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
-	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/ ./e2e/plugin/
+# The in-process suite (e2e/contract: the Lock contract, hostile clients,
+# the kubectl plugin) runs on KUBE_VERSION in `make unit` (go test ./...);
+# here it runs on the other KUBE_VERSIONS, next to the suite of the binary
+# (e2e/, build tag e2e) on every one.
+e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the in-process suite, on every KUBE_VERSIONS (e2e/README.md).
+	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
-	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/ ./e2e/plugin/"; fi; \
+	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/"; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
 	    go test -vet=off -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt; \
