@@ -154,9 +154,15 @@ lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 	go vet -tags $(VET_TAGS) ./...
 
 .PHONY: unit
-unit: $(HELM) kubectl prometheus ## go test ./...: unit tests, the in-process suite (e2e/contract) and the chart's (e2e/chart), which start real control planes.
+# go test ./... starts two control planes: the in-process suite's
+# (e2e/contract) and the harness's own test's (e2e/framework). The chart's
+# tests that install it on a control plane, one per cached Kubernetes
+# version for some (e2e/chart, build tag e2e), run next, with the rest of
+# e2e/chart again (its renders, seconds).
+unit: $(HELM) kubectl prometheus ## go test ./... (unit tests and the in-process suite, two control planes), then e2e/chart with its installs on every cached control plane (build tag e2e).
 	go vet -tags $(VET_TAGS) ./...
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
+	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off -tags e2e $(GO_TEST_FLAGS) -count=1 ./e2e/chart/
 
 .PHONY: monitoring
 monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
