@@ -26,8 +26,10 @@
 //
 // `go test ./...` runs it on the default Kubernetes version; `make e2e`
 // runs it on the others (LOCKGUARD_KUBE_VERSION). In cluster mode
-// (LOCKGUARD_E2E_MODE=cluster, make e2e-kind) the contract tests run
-// against the deployed lockguard and the others skip (inProcess).
+// (LOCKGUARD_E2E_MODE=cluster, make e2e-kind) it runs against the deployed
+// lockguard, and the tests that need this process's control plane or
+// manager skip (inProcess): every hostile-client and plugin test, and some
+// of the contract's.
 package contract_test
 
 import (
