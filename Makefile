@@ -154,9 +154,15 @@ lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 	go vet -tags $(VET_TAGS) ./...
 
 .PHONY: unit
-unit: $(HELM) kubectl prometheus ## go test ./...: unit tests and the in-process suites (e2e/contract, e2e/hostile, e2e/chart start real control planes).
+# go test ./... starts two control planes: the in-process suite's
+# (e2e/contract) and the harness's own test's (e2e/framework). The chart's
+# tests that install it on a control plane, one per cached Kubernetes
+# version for some (e2e/chart, build tag e2e), run next, with the rest of
+# e2e/chart again (its renders, seconds).
+unit: $(HELM) kubectl prometheus ## go test ./... (unit tests and the in-process suite, two control planes), then e2e/chart with its installs on every cached control plane (build tag e2e).
 	go vet -tags $(VET_TAGS) ./...
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 ./...
+	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off -tags e2e $(GO_TEST_FLAGS) -count=1 ./e2e/chart/
 
 .PHONY: monitoring
 monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test rules) and dashboard JSON.
@@ -166,15 +172,15 @@ monitoring: $(PROMTOOL) ## Check the chart's alert rules (promtool check/test ru
 	go test -vet=off -count=1 -run '^TestDashboardJSON$$' ./e2e/chart/
 
 .PHONY: e2e
-# The contract and plugin suites (e2e/contract, e2e/plugin) run on
-# KUBE_VERSION in `make unit` (go test ./...); here they run on the other
-# KUBE_VERSIONS, next to the suite of the binary (e2e/, build tag e2e) on
-# every one.
-e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the contract suite, on every KUBE_VERSIONS (e2e/README.md).
-	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/ ./e2e/plugin/
+# The in-process suite (e2e/contract: the Lock contract, hostile clients,
+# the kubectl plugin) runs on KUBE_VERSION in `make unit` (go test ./...);
+# here it runs on the other KUBE_VERSIONS, next to the suite of the binary
+# (e2e/, build tag e2e) on every one.
+e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the in-process suite, on every KUBE_VERSIONS (e2e/README.md).
+	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
-	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/ ./e2e/plugin/"; fi; \
+	  pkgs=./e2e/; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/"; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
 	    go test -vet=off -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt; \

@@ -173,8 +173,9 @@ for v in "${others[@]}"; do
   fg+=("wait:kube-$v")
   add fg "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
 done
-# go test ./...: e2e/chart installs the chart on every cached control plane,
-# so after the last one (kubectl and prometheus are built before too).
+# make unit (go test ./..., then e2e/chart with build tag e2e): e2e/chart
+# installs the chart on every cached control plane, so after the last one
+# (kubectl and prometheus are built before too).
 bg+=(wait:verify-generated)
 add bg unit "" unit
 

@@ -7,6 +7,13 @@
 // from git history) with the lockguard binary running and Locks in place,
 // checking that no delete of a locked object is allowed meanwhile.
 //
+// The tests that start a control plane (TestInstall and
+// TestUpgradeFromPreviousChart one per cached version, TestHelmLifecycle,
+// TestCheckWebhook) are behind the e2e build tag, so that `go test ./...`
+// starts two control planes only; `make unit` runs them after it:
+//
+//	go test -tags e2e -count=1 ./e2e/chart/
+//
 // The test that runs cert-manager's controllers with the chart lives in the
 // separate module hack/certmanager, so that cert-manager's dependencies stay
 // out of lockguard's go.mod.

@@ -1,20 +1,8 @@
-// Package plugin_test runs the kubectl plugin (internal/lockctl: kubectl
-// lock, kubectl lock list, kubectl unlock) against lockguard's manager
-// in-process on a real kube-apiserver and etcd (e2e/framework), with the
-// chart's webhook configuration: each command in-process, and once through
-// kubectl itself. After each command returns, a server-side dry-run DELETE
-// of the target checks what lockguard decides.
-//
-// `go test ./...` runs it on the default Kubernetes version; `make e2e`
-// runs it on the others (LOCKGUARD_KUBE_VERSION).
-package plugin_test
+package contract_test
 
 import (
 	"bytes"
 	"context"
-	"flag"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,50 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/controller"
-	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/lockctl"
 )
-
-// kube is the harness's helper vocabulary for the suite's API server; nil
-// when the suite is skipped.
-var kube *framework.Kube
-
-func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	flag.Parse()
-	env, skip, err := framework.StartForMain("plugin tests")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if skip != "" {
-		fmt.Fprintln(os.Stderr, "plugin tests skipped:", skip)
-		return 0
-	}
-	defer env.Stop()
-	if kube, err = env.Kube("plugin-"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err := env.StartManager(framework.ManagerOptions{Controller: controller.Options{DiscoveryInterval: 2 * time.Second}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := mgr.Webhook.InstallChart(context.Background(), kube.Client); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	if err := mgr.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "manager:", err)
-	}
-	return code
-}
 
 // result is what a command printed and returned.
 type result struct {

@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"crypto/tls"
@@ -20,7 +20,7 @@ const cutOffBound = 60 * time.Second
 // byte every half second, or that starts a TLS handshake and stalls, is cut
 // off by both servers, well before it would have finished.
 func TestSlowClientsCutOff(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	t.Parallel()
 	// The four clients wait side by side, in one test: subtests would run
 	// only GOMAXPROCS at a time.

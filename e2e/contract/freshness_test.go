@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -30,7 +31,7 @@ import (
 // complete. Three rounds, with more Locks each time; each round ends with
 // SIGKILL, as a crash would.
 func TestReadyMeansFresh(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -39,18 +40,23 @@ func TestReadyMeansFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := kube.Client
-	fresh := kube.NewNamespace(t, "fresh")
 	wh, err := framework.NewLocalWebhook(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The chart's RBAC for lockguard's ServiceAccount, and its webhook
-	// configuration pointing at wh.
-	vwc, err := wh.InstallChart(ctx, c)
+	// configuration pointing at wh, for a namespace of its own: the
+	// suite's lockguard, whose configuration leaves that namespace out,
+	// must not answer for the test's.
+	objs, err := wh.RenderChart(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), vwc) })
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == "ValidatingWebhookConfiguration" })
+	if err := framework.Apply(ctx, c, objs...); err != nil {
+		t.Fatal(err)
+	}
+	fresh, vwc := webhookForNamespace(t, wh, "fresh", "lockguard-fresh")
 	// Each round creates its Locks while the test's lockguard is down, as
 	// Locks created through other replicas would be; a lone lockguard that
 	// is down refuses Lock creates (the create entry, failurePolicy Fail),

@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"context"
@@ -174,7 +174,7 @@ var admissionSlowBodies = slowBodies / len(slowBodyPaths) * 2
 // a client declares), and every stalled connection must be cut off once
 // its body's read deadline passes.
 func TestSlowBodies(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	lg := startBinary(t)
 
 	reviews, webhookTimeout := dryRunReviews(t, lg, "hostile-slow", "lockguard-hostile-slow")

@@ -1,4 +1,4 @@
-package plugin_test
+package contract_test
 
 import (
 	"context"
@@ -124,6 +124,7 @@ func createOwned(t *testing.T, gvk schema.GroupVersionKind, ns, name string, own
 // does not exist, kubectl lock why says what a dry-run DELETE of the same
 // object gets.
 func TestWhyObjects(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	deleteLocksAtEnd(t, ns)
 	forgeObj := kube.CreateObject(t, framework.StackGVK, ns, "forge")
@@ -252,6 +253,7 @@ func TestWhyObjects(t *testing.T) {
 // locked object and the Lock CRD, kubectl lock why lists the Locks inside
 // and says what a dry-run DELETE gets.
 func TestWhyNamespaceAndCRD(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	// A kind of its own (a CRD being deleted keeps its name for a while).
 	suffix := ns[strings.LastIndex(ns, "-")+1:]
@@ -341,6 +343,7 @@ func targetsOf(locks []whyLock) []string {
 // TestWhyRefuses: what why cannot answer fails with a message that says
 // why.
 func TestWhyRefuses(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	suffix := ns[strings.LastIndex(ns, "-")+1:]
 	gadgets := "gadget" + suffix + "s.b.example.com"

@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // to an authenticated caller RBAC does not allow to get /metrics, and the
 // metrics to one it allows.
 func TestMetricsRefusesStrangers(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	scraper, nobody := kube.ScraperTokens(t)
 
 	c := metricsEndpoint().httpClient()

@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ const (
 // server: each is answered within the webhook's timeout, and lockguard's
 // Go heap stays within forgedHeapBound of its idle heap.
 func TestForgedCRDReviews(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	lg := startBinary(t)
 	reviews, webhookTimeout := dryRunReviews(t, lg, "hostile-forged", "lockguard-hostile-forged")
 

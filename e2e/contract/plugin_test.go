@@ -1,4 +1,4 @@
-package plugin_test
+package contract_test
 
 import (
 	"context"
@@ -27,6 +27,7 @@ import (
 // a dry-run DELETE is allowed. A Lock of another kind with the same name
 // is left alone.
 func TestLockListUnlock(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
 	kube.CreateObject(t, framework.PostgresClusterGVK, ns, "forge")
@@ -196,6 +197,7 @@ func TestLockListUnlock(t *testing.T) {
 // preferred one (the sample CRDs serve v1alpha1 and v1beta1), and the Lock
 // protects its target.
 func TestLockResolvesTypes(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	for i, tc := range []struct {
 		typ, kind, apiVersion string
@@ -234,6 +236,7 @@ func TestLockResolvesTypes(t *testing.T) {
 // TestLockRefuses: what no Lock can protect is refused with a message that
 // says why, and no Lock is created.
 func TestLockRefuses(t *testing.T) {
+	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
 	kube.CreateObject(t, framework.StackGVK, ns, "other")
@@ -277,6 +280,7 @@ func TestLockRefuses(t *testing.T) {
 // user does: kubectl finds kubectl-lock and kubectl-unlock on PATH, and
 // the plugins read KUBECONFIG.
 func TestThroughKubectl(t *testing.T) {
+	inProcess(t)
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
 		if os.Getenv("LOCKGUARD_REQUIRE_KUBE") == "1" {

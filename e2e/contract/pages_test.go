@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // read that confirms what the cache would allow goes through every page of
 // the real API server's list, and the newest Lock is on one of them.
 func TestLaggingCacheReadsEveryPage(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	ctx := context.Background()
 	c := kube.Client
 	ns, vwc := webhookForNamespace(t, suite.webhook, "hostile-pages", "lockguard-hostile-pages")

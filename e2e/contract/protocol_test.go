@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ func isH2Frame(b []byte) bool {
 // over TLS or plain TCP, or through an Upgrade header, gets HTTP/1.1 or a
 // closed connection, never an HTTP/2 frame.
 func TestHTTP2Refused(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	for _, ep := range endpoints() {
 		t.Run(ep.name, func(t *testing.T) {
 			t.Run("ALPN h2 only", func(t *testing.T) {
@@ -138,7 +138,7 @@ func isReset(err error) bool {
 // TestOldTLSRefused: TLS 1.0 and 1.1 handshakes fail on both servers;
 // TLS 1.2 and 1.3 work.
 func TestOldTLSRefused(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	for _, ep := range endpoints() {
 		for _, v := range []uint16{tls.VersionTLS10, tls.VersionTLS11, tls.VersionTLS12, tls.VersionTLS13} {
 			t.Run(ep.name+"/"+tls.VersionName(v), func(t *testing.T) {
@@ -192,7 +192,7 @@ func deleteReview(t *testing.T) []byte {
 // application/json gets an HTTP 4xx error, not an answer; a good one gets
 // an AdmissionReview with its UID.
 func TestBadRequests(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	ep := webhookEndpoint()
 	c := ep.httpClient()
 	good := deleteReview(t)
@@ -282,7 +282,7 @@ const overLimit = 256 << 20
 // server reading it: at once when Content-Length announces it, and
 // after at most the limit plus socket buffers when it is streamed chunked.
 func TestBodyOverLimit(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	ep := webhookEndpoint()
 	t.Run("ContentLength", func(t *testing.T) {
 		conn, err := tls.Dial("tcp", ep.addr, ep.tls())

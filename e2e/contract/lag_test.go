@@ -1,4 +1,4 @@
-package hostile_test
+package contract_test
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (b lateBody) Read(p []byte) (int, error) {
 // sent right after a Lock's create was answered must still be denied.
 // Regression test for the violations the chaos run found (issue 7).
 func TestLaggingCacheStillDenies(t *testing.T) {
-	requireSuite(t)
+	inProcess(t)
 	ctx := context.Background()
 	c := kube.Client
 	// A webhook configuration for the suite's lockguard, for this
