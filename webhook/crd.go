@@ -22,8 +22,7 @@ func isCRD(req Request) bool {
 // that kind that exists, and the Lock CRD while any live Lock exists, as
 // the API server says. CRDs of other groups are allowed (the webhook
 // configuration does not even send them). It returns the Locks that deny
-// the delete, and how many more do that it does not return (unknownMore:
-// some).
+// the delete, and how many more do that it does not return.
 //
 // It reads the Locks of the CRD's kind alone, and for the Lock CRD only
 // the first few live Locks: a CRD delete, forged or not, never copies or
@@ -72,13 +71,13 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 func CRDDenialMessage(locks []lockv1alpha1.Lock) string { return crdDenialMessage(locks, 0) }
 
 // crdDenialMessage is CRDDenialMessage with unchecked more Locks, not in
-// locks, counted in "and N more" (unknownMore: "and more"): on the kind,
+// locks, counted in "and N more": on the kind,
 // those whose targets the guard did not check; on the Lock CRD, those it
 // did not copy.
 func crdDenialMessage(locks []lockv1alpha1.Lock, unchecked int) string {
 	msg := fmt.Sprintf("customresourcedefinition is protected by Lock(s) %v; delete the Lock(s) before deleting this CustomResourceDefinition %s",
 		lockNames(locks, true, unchecked), describeLocks(locks, true))
-	if unchecked == unknownMore || len(locks)+unchecked > maxNamed {
+	if len(locks)+unchecked > maxNamed {
 		msg += "; list them all with: kubectl get locks -A"
 	}
 	return msg

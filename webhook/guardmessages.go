@@ -11,9 +11,8 @@ import (
 )
 
 // lockNames returns the names of locks, sorted, at most maxNamed of them
-// followed by "and N more" when there are more (counting extra more;
-// "and more" when extra is unknownMore); qualified prefixes each with its
-// namespace.
+// followed by "and N more" when there are more (counting extra more);
+// qualified prefixes each with its namespace.
 func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 	names := make([]string, 0, len(locks))
 	for _, l := range locks {
@@ -25,9 +24,6 @@ func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 	}
 	slices.Sort(names)
 	named := names[:min(len(names), maxNamed):min(len(names), maxNamed)]
-	if extra == unknownMore {
-		return append(named, "and more")
-	}
 	if more := max(len(names)-maxNamed, 0) + extra; more > 0 {
 		return append(named, fmt.Sprintf("and %d more", more))
 	}

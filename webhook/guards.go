@@ -148,7 +148,7 @@ func (g *clusterGuards) decide(ctx context.Context, scope lockScope, enough int)
 			}
 		}
 	}
-	live, err := listLocks(ctx, g.api, scope.ns, scope.holds, 0)
+	live, _, err := listLocks(ctx, g.api, scope.ns, scope.holds, 0)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -186,47 +186,37 @@ const maxNamed = 10
 // maxReasonLen bounds each reason quoted in a namespace or CRD denial.
 const maxReasonLen = 120
 
-// unknownMore, as a count of the Locks a denial does not name, means at
-// least one, uncounted: the API server's list stopped once it had more
-// than the denial names.
-const unknownMore = -1
-
 // anyLiveLocks returns at most maxNamed live Locks of every namespace, the
-// first by namespace and name, and how many more live Locks there are
-// (unknownMore: some): from the cache when it has some, otherwise from the
-// API server, whose list it stops once it has more than maxNamed. It never
-// copies or holds more than that (and a page of the API server's list).
+// first by namespace and name, and how many more live Locks there are:
+// from the cache when it has some, otherwise from the API server, whose
+// list it reads to the end, counting the Locks past maxNamed without
+// keeping them (kubectl lock why reads the same list: both name and count
+// the same Locks). It never copies or holds more than that (and a page of
+// the API server's list).
 func (g *clusterGuards) anyLiveLocks(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
 	if g.cache != nil {
 		if named, total, err := g.cache.AnyLiveLocks(maxNamed); err == nil && total > 0 {
 			return named, total - len(named), nil
 		}
 	}
-	live, err := listLocks(ctx, g.api, "", nil, maxNamed+1)
-	if err != nil {
-		return nil, 0, err
-	}
-	if len(live) > maxNamed {
-		return live[:maxNamed:maxNamed], unknownMore, nil
-	}
-	return live, 0, nil
+	return listLocks(ctx, g.api, "", nil, maxNamed)
 }
 
 // listLiveLocks returns the live Locks of namespace ns, or of every
 // namespace when ns is "", read through api page by page.
 func listLiveLocks(ctx context.Context, api LockLister, ns string) ([]lockv1alpha1.Lock, error) {
-	return listLocks(ctx, api, ns, nil, 0)
+	live, _, err := listLocks(ctx, api, ns, nil, 0)
+	return live, err
 }
 
 // listLocks returns the live Locks of namespace ns, or of every namespace
 // when ns is "", that keep accepts (every live Lock when keep is nil),
 // read through api page by page: of each page it keeps only those, so
 // that a decision that needs some Locks of the cluster never holds them
-// all. With limit > 0 it returns the first limit of them (in the API
-// server's order, by namespace and name) and lists no further. It stops
-// with ctx's error once ctx ends, between pages too.
-func listLocks(ctx context.Context, api LockLister, ns string, keep func(*lockv1alpha1.Lock) bool, limit int) ([]lockv1alpha1.Lock, error) {
-	var live []lockv1alpha1.Lock
+// all. With limit > 0 it keeps the first limit of them (in the API
+// server's order, by namespace and name) and counts the rest in more. It
+// stops with ctx's error once ctx ends, between pages too.
+func listLocks(ctx context.Context, api LockLister, ns string, keep func(*lockv1alpha1.Lock) bool, limit int) (live []lockv1alpha1.Lock, more int, err error) {
 	opts := []client.ListOption{client.Limit(listPageSize)}
 	if ns != "" {
 		opts = append(opts, client.InNamespace(ns))
@@ -234,23 +224,25 @@ func listLocks(ctx context.Context, api LockLister, ns string, keep func(*lockv1
 	cont := ""
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
+			return nil, 0, fmt.Errorf("listing Locks from the API server: %w", err)
 		}
 		var page lockv1alpha1.LockList
 		if err := api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
-			return nil, fmt.Errorf("listing Locks from the API server: %w", err)
+			return nil, 0, fmt.Errorf("listing Locks from the API server: %w", err)
 		}
 		for i := range page.Items {
 			l := &page.Items[i]
 			if _, ok := l.LiveTarget(); !ok || keep != nil && !keep(l) {
 				continue
 			}
-			if live = append(live, *l); limit > 0 && len(live) >= limit {
-				return live, nil
+			if limit > 0 && len(live) >= limit {
+				more++
+				continue
 			}
+			live = append(live, *l)
 		}
 		if cont = page.Continue; cont == "" {
-			return live, nil
+			return live, more, nil
 		}
 	}
 }

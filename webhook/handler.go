@@ -77,7 +77,7 @@ var _ admission.Handler = &Handler{}
 
 // decideCluster decides a Namespace or CRD delete (guard) within the
 // guards' bound of decisions at once. It returns the Locks that deny it,
-// and how many more do that it does not return (unknownMore: some).
+// and how many more do that it does not return.
 func (h *Handler) decideCluster(ctx context.Context, guard string, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
