@@ -89,7 +89,7 @@ func TestWithoutIdentityNoLeaseNeeded(t *testing.T) {
 
 func TestLeaseName(t *testing.T) {
 	for _, tc := range []struct{ group, addr, want string }{
-		{"lockguard-webhook", "10.244.0.5:9443", "lockguard-webhook-10-244-0-5-9443"},
+		{"lockguard-webhook", "127.0.0.1:9443", "lockguard-webhook-127-0-0-1-9443"},
 		{"Lockguard", "[fd00::1]:9443", "lockguard--fd00--1--9443"},
 	} {
 		if got := LeaseName(tc.group, tc.addr); got != tc.want {
