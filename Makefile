@@ -248,14 +248,6 @@ bench: kube build $(HELM) ## Performance benchmarks (issue 6; section 8: issue 1
 	BENCH_SCALE=$(BENCH_SCALE) LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) go run ./hack/bench -lockguard $(BIN)/lockguard -out $(BENCH_OUT) \
 	  -modes-versions "$(KUBE_VERSIONS)" -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
 
-DECIDE_VERSIONS ?= $(KUBE_VERSIONS)
-DECIDE_OUT ?= $(BIN)/decisions.md
-
-.PHONY: bench-decisions
-bench-decisions: kube build $(HELM) ## Issue 13's measurements, not in make bench: confirming reads and candidate confirmations on DECIDE_VERSIONS (about 25 minutes each); writes DECIDE_OUT (bin/decisions.md).
-	BENCH_SCALE=$(BENCH_SCALE) go run ./hack/bench -only reads,decisions -decide-versions "$(DECIDE_VERSIONS)" -lockguard $(BIN)/lockguard -out $(DECIDE_OUT) \
-	  -command-line "make bench-decisions BENCH_SCALE=$(BENCH_SCALE) DECIDE_VERSIONS=\"$(DECIDE_VERSIONS)\""
-
 .PHONY: bench-quick
 bench-quick: ## make bench at BENCH_SCALE=0.1 (a few minutes), written to bin/benchmarks-quick.md.
 	$(MAKE) bench BENCH_SCALE=0.1 BENCH_OUT=$(BIN)/benchmarks-quick.md

@@ -77,7 +77,7 @@ func (c *Cluster) benchNamespaceGuard(ctx context.Context, wh *framework.LocalWe
 	}
 	for _, ns := range []string{nsGuardDenied, nsGuardAllowed} {
 		if err := c.CreateAll(ctx, locks, 16, func(i int) client.Object {
-			return BenchLock(ns, fmt.Sprintf("keep-%d", i), fmt.Sprintf("s-%d", i))
+			return LockOn(ns, fmt.Sprintf("keep-%d", i), fmt.Sprintf("s-%d", i))
 		}); err != nil {
 			return nil, err
 		}

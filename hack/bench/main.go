@@ -33,34 +33,22 @@ func main() {
 	flag.Float64Var(&o.scale, "scale", envScale(), "Scale of the sizes (Locks, deletes, durations); 1 is the issue's. Default $BENCH_SCALE or 1.")
 	flag.StringVar(&o.out, "out", "docs/benchmarks.md", "Where to write the report.")
 	flag.StringVar(&o.lockguard, "lockguard", "bin/lockguard", "The lockguard binary.")
-	flag.StringVar(&o.only, "only", "", "Comma-separated subset of handler,webhook,api,window,convergence,memory,modes,cascade,reads,decisions (default all but reads and decisions, which run only when named: over 20 minutes per Kubernetes version).")
+	flag.StringVar(&o.only, "only", "", "Comma-separated subset of "+strings.Join(sections, ",")+" (default all).")
 	flag.StringVar(&o.modesVersions, "modes-versions", "", "Kubernetes versions of the modes section (issue 13's four admission modes, issue 12's namespace guard), each on a control plane of its own, space or comma separated (default $LOCKGUARD_KUBE_VERSION or the default version).")
-	flag.StringVar(&o.decideParts, "decide-parts", "closed,paced,window,server", "Parts of the decisions section: closed (closed loop), paced, window, server (webhook server load on the candidate paths).")
-	flag.StringVar(&o.decideCandidates, "decide-candidates", "", "Comma-separated candidates of the decisions section's candidate server (default all; at least one).")
-	flag.IntVar(&o.decideRounds, "decide-rounds", 3, "Rounds of the decisions section's closed and paced loops (a smoke run: 1).")
-	flag.StringVar(&o.decideVersions, "decide-versions", "", "Kubernetes versions of the reads and decisions sections (issue 13), each on a control plane of its own, space or comma separated (default $LOCKGUARD_KUBE_VERSION or the default version).")
 	flag.StringVar(&o.args, "lockguard-args", "", "Extra flags for every lockguard started, space-separated.")
 	flag.StringVar(&o.baseline, "baseline", "", "Another lockguard binary (an earlier commit's) whose start-up section 4 compares with -lockguard's at its largest point: the two started alternately, 3 times each.")
 	flag.BoolVar(&o.verbose, "v", false, "Show the control plane's and lockguard's logs.")
 	cmdLine := flag.String("command-line", "", "The command to record in the report (default: this one).")
 	bareAddr := flag.String("bare-server", "", "Internal: serve the bare baseline server at this address.")
 	bareCerts := flag.String("bare-cert-dir", "", "Internal: certificate directory of the bare server.")
-	candAddr := flag.String("candidate-webhook", "", "Internal: serve the candidate webhooks (issue 13) at this address.")
-	candCerts := flag.String("candidate-cert-dir", "", "Internal: certificate directory of the candidate server.")
-	candKubeconfig := flag.String("candidate-kubeconfig", "", "Internal: kubeconfig of the candidate server.")
-	cands := flag.String("candidates", "", "Internal: comma-separated candidates the candidate server serves.")
 	flag.Parse()
 	if *bareAddr != "" {
 		fmt.Fprintln(os.Stderr, bench.ServeBare(*bareAddr, *bareCerts))
 		os.Exit(1)
 	}
-	if *candAddr != "" {
-		ctrl.SetLogger(logr.Discard())
-		fmt.Fprintln(os.Stderr, bench.ServeCandidates(*candAddr, *candCerts, *candKubeconfig, strings.Split(*cands, ",")))
-		os.Exit(1)
-	}
-	if o.decideVersions == "" {
-		o.decideVersions = framework.Version()
+	if err := o.checkOnly(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
 	}
 	if o.modesVersions == "" {
 		o.modesVersions = framework.Version()
@@ -88,26 +76,32 @@ type options struct {
 	args     string
 	verbose  bool
 	command  string
-	// decideVersions are the Kubernetes versions of the issue 13 sections.
-	decideVersions string
-	// decideParts are the parts of the decisions section to run.
-	decideParts string
-	// decideRounds are the rounds of the decisions section's loops.
-	decideRounds int
 	// modesVersions are the Kubernetes versions of the modes section.
 	modesVersions string
-	// decideCandidates are the candidate server's candidates ("": all).
-	decideCandidates string
 }
 
-// optIn are the sections that run only when -only names them: issue 13's
-// measurements take about 25 minutes per Kubernetes version, beyond make
-// bench's budget (make bench-decisions runs them).
-var optIn = []string{"reads", "decisions"}
+// sections are the report's sections, in the order they run.
+var sections = []string{"handler", "webhook", "api", "window", "convergence", "memory", "modes", "cascade"}
 
+// checkOnly returns an error naming the first section of -only that is
+// not one of sections.
+func (o options) checkOnly() error {
+	if o.only == "" {
+		return nil
+	}
+	for _, n := range strings.Split(o.only, ",") {
+		if !slices.Contains(sections, strings.TrimSpace(n)) {
+			return fmt.Errorf("-only: no section %q (sections: %s)", strings.TrimSpace(n), strings.Join(sections, ","))
+		}
+	}
+	return nil
+}
+
+// want reports whether section name runs: every section, or those -only
+// names.
 func (o options) want(name string) bool {
 	if o.only == "" {
-		return !slices.Contains(optIn, name)
+		return true
 	}
 	for _, n := range strings.Split(o.only, ",") {
 		if strings.TrimSpace(n) == name {
@@ -187,12 +181,6 @@ func run(ctx context.Context, o options) error {
 	}
 	if r.failure == "" && o.want("cascade") {
 		if err := runCascade(ctx, o, r); err != nil {
-			r.failure = err.Error()
-			fmt.Fprintln(os.Stderr, "bench:", err)
-		}
-	}
-	if r.failure == "" && (o.want("reads") || o.want("decisions")) {
-		if err := runDecisions(ctx, o, r); err != nil {
 			r.failure = err.Error()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 		}

@@ -12,13 +12,19 @@ import (
 )
 
 // The modes section (issue 13's table, and issue 12's namespace guard at
-// 1,000 Locks) is part of make bench: the four admission modes only (no
-// candidate confirmation, no paced variant, no candidate server), on a
-// control plane of each version of o.modesVersions.
+// 1,000 Locks): the four admission modes on a control plane of each
+// version of o.modesVersions.
+
+// modesRun is the modes section on one Kubernetes version.
+type modesRun struct {
+	version string
+	res     *bench.ModesResult
+	failure string
+}
 
 // modesOptions are the preset of the modes section at o's scale.
-func modesOptions(o options) bench.DecisionOptions {
-	return bench.DecisionOptions{
+func modesOptions(o options) bench.ModesOptions {
+	return bench.ModesOptions{
 		// Three rounds: each ratio is the median of the rounds' ratios,
 		// which for two rounds would be the larger one.
 		Ls: []int{0, o.n(100, 10), o.n(1000, 100)}, Rounds: 3, Deletes: o.n(300, 40), Clients: 16, Payload: 1024, LoadRate: 50,
@@ -40,7 +46,7 @@ func runModes(ctx context.Context, o options, r *report) error {
 		r.kubeVersion = strings.Join(versions, ", v")
 	}
 	for _, v := range versions {
-		run := &decisionRun{version: v}
+		run := &modesRun{version: v}
 		r.modes = append(r.modes, run)
 		if err := runModesOn(ctx, o, v, logs, run); err != nil {
 			run.failure = err.Error()
@@ -50,7 +56,7 @@ func runModes(ctx context.Context, o options, r *report) error {
 	return nil
 }
 
-func runModesOn(ctx context.Context, o options, version string, logs io.Writer, run *decisionRun) error {
+func runModesOn(ctx context.Context, o options, version string, logs io.Writer, run *modesRun) error {
 	step("Admission modes, Kubernetes %s: starting etcd and kube-apiserver", version)
 	c, err := bench.StartClusterWith(ctx, logs, version, bench.APIServerFlagsFor(version))
 	if err != nil {
@@ -61,21 +67,17 @@ func runModesOn(ctx context.Context, o options, version string, logs io.Writer, 
 	progress := func(format string, args ...any) {
 		step("Admission modes, Kubernetes %s: %s", version, fmt.Sprintf(format, args...))
 	}
-	res, err := c.BenchDecisions(ctx, o.lockguard, modesOptions(o), progress)
-	if err != nil {
-		return err
-	}
-	run.decisions = &decisionsResult{res}
-	return nil
+	run.res, err = c.BenchModes(ctx, o.lockguard, modesOptions(o), progress)
+	return err
 }
 
 // modesSummary writes the modes section's targets into the Targets table.
 func (r *report) modesSummary(w writer) {
 	for _, run := range r.modes {
-		if run.decisions == nil {
+		d := run.res
+		if d == nil {
 			continue
 		}
-		d := run.decisions.DecisionsResult
 		closedLoopTargets(w, d)
 		windowTarget(w, d)
 	}
@@ -87,16 +89,16 @@ func (r *report) modesSection(w writer) {
 		return
 	}
 	w("## 8. Admission modes side by side (issues 12 and 13)\n\n")
-	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. `make bench-decisions` adds the candidate confirmations, a paced variant and the candidate server (about 25 minutes per version).\n\n")
+	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. The other confirmations issue 13 measured beside these modes, and why the default is what it is: [confirming-read.md](confirming-read.md).\n\n")
 	for _, run := range r.modes {
 		w("### Kubernetes %s\n\n", run.version)
 		if run.failure != "" {
 			w("**Did not complete:** %s\n\n", run.failure)
 		}
-		if run.decisions == nil {
+		d := run.res
+		if d == nil {
 			continue
 		}
-		d := run.decisions.DecisionsResult
 		w("%d clients, closed loop, %d deletes per (mode, L) and round, %d rounds, order of L and modes rotating per round; background load %.0f writes/s achieved (%d failed); policy API: %s; took %s.\n\n",
 			d.Options.Clients, d.Options.Deletes, d.Options.Rounds, d.LoadRate, d.LoadErrors, orNone(d.PolicyAPI), d.Took.Round(time.Second))
 		closedLoopTable(w, d)
@@ -116,5 +118,95 @@ func (r *report) modesSection(w writer) {
 			}
 			w("\n")
 		}
+	}
+}
+
+// modeTitle names a mode of the modes section in the report.
+func modeTitle(m string) string {
+	switch m {
+	case bench.ModeNone:
+		return "no admission"
+	case bench.ModePolicy:
+		return "seed VAP"
+	case bench.ModeLockguard:
+		return "lockguard default"
+	case bench.ModeLockguardCacheOnly:
+		return "lockguard cache-only"
+	}
+	return m
+}
+
+// closedLoopTargets writes issue 13's closed-loop targets of d, per L.
+func closedLoopTargets(w writer, d *bench.ModesResult) {
+	for _, l := range d.Options.Ls {
+		if d.Options.Rounds == 0 {
+			break
+		}
+		p := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.P99Stat)
+		t := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.RateStat)
+		c := d.Ratio(bench.ModeLockguard, bench.ModeLockguardCacheOnly, l, bench.P99Stat)
+		w("| 13 | %s, L=%d: default DELETE p99 ≤ 1.2× no admission | %.2f× | %s |\n", d.Version, l, p, metOrMissed(p > 0 && p <= 1.2))
+		w("| 13 | %s, L=%d: default throughput ≥ 0.8× no admission | %.2f× | %s |\n", d.Version, l, t, metOrMissed(t >= 0.8))
+		w("| 13 | %s, L=%d: default p99 within 1.1× of cache-only | %.2f× | %s |\n", d.Version, l, c, metOrMissed(c > 0 && c <= 1.1))
+	}
+}
+
+// windowTarget writes issue 13's protection-window target of d.
+func windowTarget(w writer, d *bench.ModesResult) {
+	if win := d.Windows[bench.ModeLockguard]; win != nil {
+		w("| 13 | %s: protection window (default): deletes that slip through = 0 | %d of %d | %s |\n", d.Version, win.Slipped, win.Iterations, metOrMissed(win.Slipped == 0))
+	}
+}
+
+// orNone is s, or "not served" when s is empty.
+func orNone(s string) string {
+	if s == "" {
+		return "not served"
+	}
+	return s
+}
+
+// closedLoopTable writes d's closed-loop table: every mode at every L.
+func closedLoopTable(w writer, d *bench.ModesResult) {
+	var errs []string
+	if d.Options.Rounds > 0 {
+		w("**Closed loop** (as fast as the clients go: on two shared cores this measures CPU per delete as much as latency):\n\n")
+		w("| mode | L | deletes/s (median of rounds) | p50 | p99 | p99 ÷ no admission | rate ÷ no admission | p99 ÷ lockguard cache-only | refused |\n|---|---|---|---|---|---|---|---|---|\n")
+	}
+	for _, m := range d.Modes {
+		if d.Options.Rounds == 0 {
+			break
+		}
+		for _, l := range d.Options.Ls {
+			c := d.Cells[m][l]
+			w("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %d |\n", modeTitle(m), l, c.MedianRate(), ms(c.Latency.Quantile(0.5)), ms(c.Latency.Quantile(0.99)),
+				d.Ratio(m, bench.ModeNone, l, bench.P99Stat), d.Ratio(m, bench.ModeNone, l, bench.RateStat), d.Ratio(m, bench.ModeLockguardCacheOnly, l, bench.P99Stat), c.Errors)
+			if c.FirstError != "" {
+				errs = append(errs, fmt.Sprintf("- %s, L=%d: %d refused; first: `%s`", modeTitle(m), l, c.Errors, c.FirstError))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		w("\nAllowed deletes that were refused (counted in the latencies):\n\n%s\n", strings.Join(errs, "\n"))
+	}
+	if d.Options.Rounds > 0 {
+		w("\nRatios are the median over rounds of the ratio within a round (same L). p50/p99 pool all rounds.\n\n")
+	}
+}
+
+// windowTable writes d's protection-window table.
+func windowTable(w writer, d *bench.ModesResult) {
+	if len(d.WindowModes) > 0 {
+		w("Protection window: one client creates a Lock (`protect-<Stack>`) on an existing Stack and deletes the Stack as soon as the create returns; modes interleaved iteration by iteration.\n\n")
+		w("| mode | strict by design | iterations | slipped through | denied | refused otherwise | Lock create latency | delete latency |\n|---|---|---|---|---|---|---|---|\n")
+		for _, m := range d.WindowModes {
+			win := d.Windows[m]
+			strict := "yes"
+			if m == bench.ModeLockguardCacheOnly {
+				strict = "no"
+			}
+			w("| %s | %s | %d | %d | %d | %d | %s | %s |\n", modeTitle(m), strict, win.Iterations, win.Slipped, win.Denied, win.Errored, win.Create.Summary(), win.Latency.Summary())
+		}
+		w("\n")
 	}
 }
