@@ -233,13 +233,6 @@ func (c *Cluster) holdLease(ctx context.Context) error {
 	return err
 }
 
-// ReleaseLease deletes the leader Lease holdLease took, so that the next
-// lockguard started leads.
-func (c *Cluster) ReleaseLease(ctx context.Context) error {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: framework.ServiceAccountNamespace, Name: manager.LeaderElectionID}}
-	return client.IgnoreNotFound(c.Client.Delete(ctx, lease))
-}
-
 // waitFor polls fn until it succeeds, for at most a minute.
 func waitFor(ctx context.Context, fn func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
