@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/navique/lockguard/e2e/bench"
+	"github.com/navique/lockguard/hack/bench/measure"
 )
 
 // runCascade measures the cascade guard (LOCK-SPEC rule 6) on a control
@@ -20,7 +20,7 @@ func runCascade(ctx context.Context, o options, r *report) error {
 		logs = os.Stderr
 	}
 	step("Cascade guard: starting etcd and kube-apiserver")
-	c, err := bench.StartCluster(ctx, logs)
+	c, err := measure.StartCluster(ctx, logs)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/navique/lockguard/e2e/bench"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/hack/bench/measure"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func main() {
 	bareCerts := flag.String("bare-cert-dir", "", "Internal: certificate directory of the bare server.")
 	flag.Parse()
 	if *bareAddr != "" {
-		fmt.Fprintln(os.Stderr, bench.ServeBare(*bareAddr, *bareCerts))
+		fmt.Fprintln(os.Stderr, measure.ServeBare(*bareAddr, *bareCerts))
 		os.Exit(1)
 	}
 	if err := o.checkOnly(); err != nil {
@@ -205,7 +205,7 @@ func runCluster(ctx context.Context, o options, r *report) error {
 		logs = os.Stderr
 	}
 	step("Starting etcd and kube-apiserver")
-	c, err := bench.StartCluster(ctx, logs)
+	c, err := measure.StartCluster(ctx, logs)
 	if err != nil {
 		return err
 	}
@@ -254,29 +254,29 @@ func runCluster(ctx context.Context, o options, r *report) error {
 			// The default mode is measured warm: an allowed review reads
 			// the API server only for a target with a pending Lock create
 			// (internal/peers), which the benchmark's reviews never have.
-			wo := bench.WebhookOptions{Rounds: 3, RoundTime: o.d(4*time.Second, time.Second), HalfTime: o.d(8*time.Second, 2*time.Second), Conns: 16, BodySize: 2048}
+			wo := measure.WebhookOptions{Rounds: 3, RoundTime: o.d(4*time.Second, time.Second), HalfTime: o.d(8*time.Second, 2*time.Second), Conns: 16, BodySize: 2048}
 			res, err := c.BenchWebhook(ctx, lg, wo)
 			if err != nil {
 				return fmt.Errorf("webhook (%s): %w", mode.name, err)
 			}
-			r.webhook = append(r.webhook, modeResult[*bench.WebhookResult]{mode.name, res})
+			r.webhook = append(r.webhook, modeResult[*measure.WebhookResult]{mode.name, res})
 		}
 		if o.want("api") {
 			step("DELETE latency through the API server (%s)", mode.name)
-			ao := bench.APILatencyOptions{Rounds: 4, SequentialRounds: 2, DeletesPerRound: o.n(500, 60), DeniedPerRound: o.n(100, 20), Clients: 16, Payload: 1024}
+			ao := measure.APILatencyOptions{Rounds: 4, SequentialRounds: 2, DeletesPerRound: o.n(500, 60), DeniedPerRound: o.n(100, 20), Clients: 16, Payload: 1024}
 			res, err := c.BenchAPILatency(ctx, ao)
 			if err != nil {
 				return fmt.Errorf("API latency (%s): %w", mode.name, err)
 			}
-			r.api = append(r.api, modeResult[*bench.APILatencyResult]{mode.name, res})
+			r.api = append(r.api, modeResult[*measure.APILatencyResult]{mode.name, res})
 		}
 		if o.want("window") {
 			step("Protection window (%s)", mode.name)
-			res, err := c.BenchWindow(ctx, lg, "bench-window-"+mode.name, bench.WindowOptions{Iterations: o.n(1000, 100)})
+			res, err := c.BenchWindow(ctx, lg, "bench-window-"+mode.name, measure.WindowOptions{Iterations: o.n(1000, 100)})
 			if err != nil {
 				return fmt.Errorf("window (%s): %w", mode.name, err)
 			}
-			r.window = append(r.window, modeResult[*bench.WindowResult]{mode.name, res})
+			r.window = append(r.window, modeResult[*measure.WindowResult]{mode.name, res})
 		}
 	}
 
@@ -291,7 +291,7 @@ func runCluster(ctx context.Context, o options, r *report) error {
 			}
 		}
 		step("Convergence: %d Locks in a burst, then %g/s", o.n(10000, 500), 100.0)
-		res, err := c.BenchConvergence(ctx, lg, bench.ConvergenceOptions{
+		res, err := c.BenchConvergence(ctx, lg, measure.ConvergenceOptions{
 			Locks: o.n(10000, 500), Creators: 16, Workers: 4, Rate: 100, Steady: o.d(30*time.Second, 10*time.Second),
 		})
 		if err != nil {
@@ -364,7 +364,7 @@ func runCluster(ctx context.Context, o options, r *report) error {
 
 // startups starts each binary in turn, rounds times over, and returns the
 // time each start took to ready, by binary.
-func startups(ctx context.Context, c *bench.Cluster, binaries []string, rounds int) (map[string][]time.Duration, error) {
+func startups(ctx context.Context, c *measure.Cluster, binaries []string, rounds int) (map[string][]time.Duration, error) {
 	out := map[string][]time.Duration{}
 	for range rounds {
 		for _, b := range binaries {

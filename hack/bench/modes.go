@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/navique/lockguard/e2e/bench"
+	"github.com/navique/lockguard/hack/bench/measure"
 )
 
 // The modes section (issue 13's table, and issue 12's namespace guard at
@@ -18,17 +18,17 @@ import (
 // modesRun is the modes section on one Kubernetes version.
 type modesRun struct {
 	version string
-	res     *bench.ModesResult
+	res     *measure.ModesResult
 	failure string
 }
 
 // modesOptions are the preset of the modes section at o's scale.
-func modesOptions(o options) bench.ModesOptions {
-	return bench.ModesOptions{
+func modesOptions(o options) measure.ModesOptions {
+	return measure.ModesOptions{
 		// Three rounds: each ratio is the median of the rounds' ratios,
 		// which for two rounds would be the larger one.
 		Ls: []int{0, o.n(100, 10), o.n(1000, 100)}, Rounds: 3, Deletes: o.n(300, 40), Clients: 16, Payload: 1024, LoadRate: 50,
-		WindowIterations: o.n(1000, 100), WindowModes: []string{bench.ModeLockguard},
+		WindowIterations: o.n(1000, 100), WindowModes: []string{measure.ModeLockguard},
 		NamespaceGuardLocks: o.n(1000, 100), NamespaceGuardDeletes: o.n(40, 10),
 	}
 }
@@ -58,7 +58,7 @@ func runModes(ctx context.Context, o options, r *report) error {
 
 func runModesOn(ctx context.Context, o options, version string, logs io.Writer, run *modesRun) error {
 	step("Admission modes, Kubernetes %s: starting etcd and kube-apiserver", version)
-	c, err := bench.StartClusterWith(ctx, logs, version, bench.APIServerFlagsFor(version))
+	c, err := measure.StartClusterWith(ctx, logs, version, measure.APIServerFlagsFor(version))
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (r *report) modesSection(w writer) {
 			w("| namespace | p50 | p99 | max | p50 ÷ unguarded |\n|---|---|---|---|---|\n")
 			for _, k := range []struct {
 				name string
-				lat  *bench.Latencies
+				lat  *measure.Latencies
 			}{{"unguarded (no Lock)", &g.Unguarded}, {fmt.Sprintf("denied (%d Locks)", g.Locks), &g.Denied}, {fmt.Sprintf("allowed (%d Locks, targets missing)", g.Locks), &g.Allowed}} {
 				w("| %s | %s | %s | %s | %.2f |\n", k.name, ms(k.lat.Quantile(0.5)), ms(k.lat.Quantile(0.99)), ms(k.lat.Quantile(1)), ratio(k.lat.Quantile(0.5), g.Unguarded.Quantile(0.5)))
 			}
@@ -124,27 +124,27 @@ func (r *report) modesSection(w writer) {
 // modeTitle names a mode of the modes section in the report.
 func modeTitle(m string) string {
 	switch m {
-	case bench.ModeNone:
+	case measure.ModeNone:
 		return "no admission"
-	case bench.ModePolicy:
+	case measure.ModePolicy:
 		return "seed VAP"
-	case bench.ModeLockguard:
+	case measure.ModeLockguard:
 		return "lockguard default"
-	case bench.ModeLockguardCacheOnly:
+	case measure.ModeLockguardCacheOnly:
 		return "lockguard cache-only"
 	}
 	return m
 }
 
 // closedLoopTargets writes issue 13's closed-loop targets of d, per L.
-func closedLoopTargets(w writer, d *bench.ModesResult) {
+func closedLoopTargets(w writer, d *measure.ModesResult) {
 	for _, l := range d.Options.Ls {
 		if d.Options.Rounds == 0 {
 			break
 		}
-		p := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.P99Stat)
-		t := d.Ratio(bench.ModeLockguard, bench.ModeNone, l, bench.RateStat)
-		c := d.Ratio(bench.ModeLockguard, bench.ModeLockguardCacheOnly, l, bench.P99Stat)
+		p := d.Ratio(measure.ModeLockguard, measure.ModeNone, l, measure.P99Stat)
+		t := d.Ratio(measure.ModeLockguard, measure.ModeNone, l, measure.RateStat)
+		c := d.Ratio(measure.ModeLockguard, measure.ModeLockguardCacheOnly, l, measure.P99Stat)
 		w("| 13 | %s, L=%d: default DELETE p99 ≤ 1.2× no admission | %.2f× | %s |\n", d.Version, l, p, metOrMissed(p > 0 && p <= 1.2))
 		w("| 13 | %s, L=%d: default throughput ≥ 0.8× no admission | %.2f× | %s |\n", d.Version, l, t, metOrMissed(t >= 0.8))
 		w("| 13 | %s, L=%d: default p99 within 1.1× of cache-only | %.2f× | %s |\n", d.Version, l, c, metOrMissed(c > 0 && c <= 1.1))
@@ -152,8 +152,8 @@ func closedLoopTargets(w writer, d *bench.ModesResult) {
 }
 
 // windowTarget writes issue 13's protection-window target of d.
-func windowTarget(w writer, d *bench.ModesResult) {
-	if win := d.Windows[bench.ModeLockguard]; win != nil {
+func windowTarget(w writer, d *measure.ModesResult) {
+	if win := d.Windows[measure.ModeLockguard]; win != nil {
 		w("| 13 | %s: protection window (default): deletes that slip through = 0 | %d of %d | %s |\n", d.Version, win.Slipped, win.Iterations, metOrMissed(win.Slipped == 0))
 	}
 }
@@ -167,7 +167,7 @@ func orNone(s string) string {
 }
 
 // closedLoopTable writes d's closed-loop table: every mode at every L.
-func closedLoopTable(w writer, d *bench.ModesResult) {
+func closedLoopTable(w writer, d *measure.ModesResult) {
 	var errs []string
 	if d.Options.Rounds > 0 {
 		w("**Closed loop** (as fast as the clients go: on two shared cores this measures CPU per delete as much as latency):\n\n")
@@ -180,7 +180,7 @@ func closedLoopTable(w writer, d *bench.ModesResult) {
 		for _, l := range d.Options.Ls {
 			c := d.Cells[m][l]
 			w("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %.2f | %d |\n", modeTitle(m), l, c.MedianRate(), ms(c.Latency.Quantile(0.5)), ms(c.Latency.Quantile(0.99)),
-				d.Ratio(m, bench.ModeNone, l, bench.P99Stat), d.Ratio(m, bench.ModeNone, l, bench.RateStat), d.Ratio(m, bench.ModeLockguardCacheOnly, l, bench.P99Stat), c.Errors)
+				d.Ratio(m, measure.ModeNone, l, measure.P99Stat), d.Ratio(m, measure.ModeNone, l, measure.RateStat), d.Ratio(m, measure.ModeLockguardCacheOnly, l, measure.P99Stat), c.Errors)
 			if c.FirstError != "" {
 				errs = append(errs, fmt.Sprintf("- %s, L=%d: %d refused; first: `%s`", modeTitle(m), l, c.Errors, c.FirstError))
 			}
@@ -195,14 +195,14 @@ func closedLoopTable(w writer, d *bench.ModesResult) {
 }
 
 // windowTable writes d's protection-window table.
-func windowTable(w writer, d *bench.ModesResult) {
+func windowTable(w writer, d *measure.ModesResult) {
 	if len(d.WindowModes) > 0 {
 		w("Protection window: one client creates a Lock (`protect-<Stack>`) on an existing Stack and deletes the Stack as soon as the create returns; modes interleaved iteration by iteration.\n\n")
 		w("| mode | strict by design | iterations | slipped through | denied | refused otherwise | Lock create latency | delete latency |\n|---|---|---|---|---|---|---|---|\n")
 		for _, m := range d.WindowModes {
 			win := d.Windows[m]
 			strict := "yes"
-			if m == bench.ModeLockguardCacheOnly {
+			if m == measure.ModeLockguardCacheOnly {
 				strict = "no"
 			}
 			w("| %s | %s | %d | %d | %d | %d | %s | %s |\n", modeTitle(m), strict, win.Iterations, win.Slipped, win.Denied, win.Errored, win.Create.Summary(), win.Latency.Summary())

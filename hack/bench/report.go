@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/navique/lockguard/e2e/bench"
+	"github.com/navique/lockguard/hack/bench/measure"
 )
 
 // modeResult is a result with the lockguard configuration it was measured with.
@@ -34,16 +34,16 @@ type report struct {
 	failure     string
 
 	handler     *handlerResults
-	webhook     []modeResult[*bench.WebhookResult]
-	api         []modeResult[*bench.APILatencyResult]
-	window      []modeResult[*bench.WindowResult]
-	convergence *bench.ConvergenceResult
-	memory      []*bench.MemoryPoint
+	webhook     []modeResult[*measure.WebhookResult]
+	api         []modeResult[*measure.APILatencyResult]
+	window      []modeResult[*measure.WindowResult]
+	convergence *measure.ConvergenceResult
+	memory      []*measure.MemoryPoint
 	startups    map[string][]time.Duration // -baseline: ready times by binary
 	grown       int
 	growTook    time.Duration
 	modes       []*modesRun
-	cascade     *bench.CascadeResult
+	cascade     *measure.CascadeResult
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what
@@ -149,7 +149,7 @@ func metOrMissed(ok bool) string {
 
 func kib(b int64) string        { return fmt.Sprintf("%.1f KiB", float64(b)/1024) }
 func mib(b int64) string        { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-func ms(d time.Duration) string { return bench.Ms(d) }
+func ms(d time.Duration) string { return measure.Ms(d) }
 
 func (r *report) markdown() string {
 	var b strings.Builder
@@ -225,10 +225,10 @@ func (r *report) summary(w writer) {
 	}
 	for _, m := range r.api {
 		l := m.res.Interleaved
-		ca := ratio(l.Allowed[bench.ModeWebhook].Quantile(0.99), l.Allowed[bench.ModeNone].Quantile(0.99))
-		cb := ratio(l.Allowed[bench.ModeWebhook].Quantile(0.99), l.Allowed[bench.ModePolicy].Quantile(0.99))
-		w("| 3 | DELETE p99 webhook/no admission ≤ 1.15 (%s) | %.2f (%s vs %s) | %s |\n", m.mode, ca, ms(l.Allowed[bench.ModeWebhook].Quantile(0.99)), ms(l.Allowed[bench.ModeNone].Quantile(0.99)), metOrMissed(ca <= 1.15))
-		w("| 3 | DELETE p99 webhook/ValidatingAdmissionPolicy ≤ 1.10 (%s) | %.2f (%s vs %s) | %s |\n", m.mode, cb, ms(l.Allowed[bench.ModeWebhook].Quantile(0.99)), ms(l.Allowed[bench.ModePolicy].Quantile(0.99)), metOrMissed(cb <= 1.10))
+		ca := ratio(l.Allowed[measure.ModeWebhook].Quantile(0.99), l.Allowed[measure.ModeNone].Quantile(0.99))
+		cb := ratio(l.Allowed[measure.ModeWebhook].Quantile(0.99), l.Allowed[measure.ModePolicy].Quantile(0.99))
+		w("| 3 | DELETE p99 webhook/no admission ≤ 1.15 (%s) | %.2f (%s vs %s) | %s |\n", m.mode, ca, ms(l.Allowed[measure.ModeWebhook].Quantile(0.99)), ms(l.Allowed[measure.ModeNone].Quantile(0.99)), metOrMissed(ca <= 1.15))
+		w("| 3 | DELETE p99 webhook/ValidatingAdmissionPolicy ≤ 1.10 (%s) | %.2f (%s vs %s) | %s |\n", m.mode, cb, ms(l.Allowed[measure.ModeWebhook].Quantile(0.99)), ms(l.Allowed[measure.ModePolicy].Quantile(0.99)), metOrMissed(cb <= 1.10))
 	}
 	if len(r.memory) > 0 {
 		idle := r.memory[0]
@@ -263,7 +263,7 @@ func ratio(a, b time.Duration) float64 {
 	return float64(a) / float64(b)
 }
 
-func perLock(a, b *bench.MemoryPoint) float64 {
+func perLock(a, b *measure.MemoryPoint) float64 {
 	if b.Locks == a.Locks {
 		return 0
 	}
@@ -319,7 +319,7 @@ func (r *report) webhookSection(w writer) {
 	}
 	w("## 2. Webhook server over TLS\n\n")
 	res0 := r.webhook[0].res
-	w("A Go load generator (`e2e/bench/webhookload.go`) posts a %d-byte AdmissionReview (the DELETE of an unlocked Stack) over %d keep-alive HTTP/1.1 TLS connections on loopback, to the lockguard binary's webhook server and to a bare Go TLS HTTP/1.1 server (same certificate and TLS settings, its own process) that reads the body and returns a fixed AdmissionReview. Closed loop for throughput, alternating the servers round by round; then open loop at half the bare server's median throughput, latency counted from when each request was due. CPU per request is the server process's user+system time over the closed-loop rounds.\n\n", res0.BodyBytes, res0.Conns)
+	w("A Go load generator (`hack/bench/measure/webhookload.go`) posts a %d-byte AdmissionReview (the DELETE of an unlocked Stack) over %d keep-alive HTTP/1.1 TLS connections on loopback, to the lockguard binary's webhook server and to a bare Go TLS HTTP/1.1 server (same certificate and TLS settings, its own process) that reads the body and returns a fixed AdmissionReview. Closed loop for throughput, alternating the servers round by round; then open loop at half the bare server's median throughput, latency counted from when each request was due. CPU per request is the server process's user+system time over the closed-loop rounds.\n\n", res0.BodyBytes, res0.Conns)
 	w("| lockguard | round | bare reviews/s | lockguard reviews/s | ratio |\n|---|---|---|---|---|\n")
 	for _, m := range r.webhook {
 		for i, rd := range m.res.Rounds {
@@ -351,12 +351,12 @@ func (r *report) apiSection(w writer) {
 		w("| variant | mode | allowed deletes | per-round p99 | denied deletes |\n|---|---|---|---|---|\n")
 		for _, v := range []struct {
 			name string
-			l    *bench.APILatencies
+			l    *measure.APILatencies
 		}{{"interleaved, paced", res.Interleaved}, {"interleaved, saturated", res.Saturated}, {"sequential", res.Sequential}} {
 			if v.l == nil {
 				continue
 			}
-			for _, mode := range bench.APIModes {
+			for _, mode := range measure.APIModes {
 				var rounds []string
 				for _, d := range v.l.RoundP99[mode] {
 					rounds = append(rounds, ms(d))
@@ -370,7 +370,7 @@ func (r *report) apiSection(w writer) {
 		}
 		if s := res.Sequential; s != nil {
 			w("\nCPU per allowed delete (sequential):\n\n| mode | etcd | kube-apiserver | lockguard |\n|---|---|---|---|\n")
-			for _, mode := range bench.APIModes {
+			for _, mode := range measure.APIModes {
 				c := s.CPUPerDelete[mode]
 				w("| %s | %s | %s | %s |\n", mode, c["etcd"].Round(time.Microsecond), c["kube-apiserver"].Round(time.Microsecond), c["lockguard"].Round(time.Microsecond))
 			}
@@ -414,9 +414,9 @@ func (r *report) memorySection(w writer) {
 			for _, d := range row.ds {
 				ds = append(ds, d.Round(time.Millisecond).String())
 			}
-			w("| %s | %s | %s |\n", row.name, strings.Join(ds, ", "), bench.MedianDuration(row.ds).Round(time.Millisecond))
+			w("| %s | %s | %s |\n", row.name, strings.Join(ds, ", "), measure.MedianDuration(row.ds).Round(time.Millisecond))
 		}
-		w("\nMedian ratio, lockguard / baseline: %.2f×.\n\n", float64(bench.MedianDuration(cur))/float64(bench.MedianDuration(base)))
+		w("\nMedian ratio, lockguard / baseline: %.2f×.\n\n", float64(measure.MedianDuration(cur))/float64(measure.MedianDuration(base)))
 	}
 }
 
