@@ -195,12 +195,36 @@ func post(hc *http.Client, url string, body []byte) error {
 	return nil
 }
 
+// tally counts the answers of a load run's connections into res.
+type tally struct {
+	res     *LoadResult
+	n, errs atomic.Int64
+	once    sync.Once
+}
+
+// post sends one review to url and counts its answer, its latency from
+// since.
+func (t *tally) post(hc *http.Client, url string, body []byte, since time.Time) {
+	if err := post(hc, url, body); err != nil {
+		t.errs.Add(1)
+		t.once.Do(func() { t.res.FirstError = err })
+		return
+	}
+	t.res.Latency.Add(time.Since(since))
+	t.n.Add(1)
+}
+
+// result returns res with the counts, the run having started at start.
+func (t *tally) result(start time.Time) *LoadResult {
+	t.res.Elapsed = time.Since(start)
+	t.res.Requests, t.res.Errors = int(t.n.Load()), int(t.errs.Load())
+	return t.res
+}
+
 // ClosedLoop posts body to url from conns goroutines, each sending its
 // next request when the previous one is answered, for d.
 func ClosedLoop(ctx context.Context, hc *http.Client, url string, body []byte, conns int, d time.Duration) *LoadResult {
-	res := &LoadResult{}
-	var n, errs atomic.Int64
-	var once sync.Once
+	t := &tally{res: &LoadResult{}}
 	stop := time.Now().Add(d)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -209,21 +233,12 @@ func ClosedLoop(ctx context.Context, hc *http.Client, url string, body []byte, c
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil && time.Now().Before(stop) {
-				t := time.Now()
-				if err := post(hc, url, body); err != nil {
-					errs.Add(1)
-					once.Do(func() { res.FirstError = err })
-					continue
-				}
-				res.Latency.Add(time.Since(t))
-				n.Add(1)
+				t.post(hc, url, body, time.Now())
 			}
 		}()
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Requests, res.Errors = int(n.Load()), int(errs.Load())
-	return res
+	return t.result(start)
 }
 
 // OpenLoop posts body to url at a constant rate for d, from up to conns
@@ -231,24 +246,16 @@ func ClosedLoop(ctx context.Context, hc *http.Client, url string, body []byte, c
 // that a stalled server is not hidden by requests not sent
 // (coordinated omission).
 func OpenLoop(ctx context.Context, hc *http.Client, url string, body []byte, conns int, rate float64, d time.Duration) *LoadResult {
-	res := &LoadResult{}
+	t := &tally{res: &LoadResult{}}
 	total := int(rate * d.Seconds())
 	due := make(chan time.Time, total)
-	var n, errs atomic.Int64
-	var once sync.Once
 	var wg sync.WaitGroup
 	for range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := range due {
-				if err := post(hc, url, body); err != nil {
-					errs.Add(1)
-					once.Do(func() { res.FirstError = err })
-					continue
-				}
-				res.Latency.Add(time.Since(t))
-				n.Add(1)
+			for at := range due {
+				t.post(hc, url, body, at)
 			}
 		}()
 	}
@@ -258,19 +265,17 @@ func OpenLoop(ctx context.Context, hc *http.Client, url string, body []byte, con
 	for sent < total && ctx.Err() == nil {
 		now := time.Now()
 		for ; sent < total; sent++ {
-			t := start.Add(time.Duration(sent) * interval)
-			if t.After(now) {
+			at := start.Add(time.Duration(sent) * interval)
+			if at.After(now) {
 				break
 			}
-			due <- t
+			due <- at
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
 	close(due)
 	wg.Wait()
-	res.Elapsed = time.Since(start)
-	res.Requests, res.Errors = int(n.Load()), int(errs.Load())
-	return res
+	return t.result(start)
 }
 
 // WebhookResult is the outcome of the webhook server benchmark.
