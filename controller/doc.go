@@ -1,7 +1,8 @@
-// Package controller keeps the core.navique.com/locked annotation on the
-// targets of Locks and the Locks' status, and provides the index of Locks
-// by target that the admission webhook and the reconciler look Locks up in
-// (LockIndex).
+// Package controller is lockguard's reconciler: it keeps the
+// core.navique.com/locked annotation on the targets of Locks, the
+// has-locks label on their namespaces and the Locks' status. It runs on
+// the leader only, and reads Locks from the read model
+// (internal/readmodel), which it shares with the webhook.
 //
 // One level-based reconciler, keyed by target (namespace, group, kind,
 // name), looks up the live Locks of the target once, sets the annotation

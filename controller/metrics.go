@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // Lock states reported by lockguard_locks.
@@ -20,13 +21,13 @@ const (
 // by the state of their status. It counts at scrape time, from the cache,
 // so every replica reports the same numbers, leader or not.
 type LockStateCollector struct {
-	locks *LockIndex
+	locks *readmodel.LockIndex
 	desc  *prometheus.Desc
 }
 
 // NewLockStateCollector returns a collector that counts the Locks of
 // locks' informer.
-func NewLockStateCollector(locks *LockIndex) *LockStateCollector {
+func NewLockStateCollector(locks *readmodel.LockIndex) *LockStateCollector {
 	return &LockStateCollector{
 		locks: locks,
 		desc:  prometheus.NewDesc("lockguard_locks", "Locks by state: active, missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
@@ -43,7 +44,7 @@ func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StatePending: 0}
-	c.locks.each(func(l *lockv1alpha1.Lock) { counts[lockState(l)]++ })
+	c.locks.Each(func(l *lockv1alpha1.Lock) { counts[lockState(l)]++ })
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
 	}

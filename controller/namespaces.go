@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // The namespace label: the reconciler keeps HasLocksLabel="true" on each
@@ -37,38 +37,6 @@ func namespaceObject(ns string) *metav1.PartialObjectMetadata {
 	return obj
 }
 
-// hasLiveLocks reports whether namespace ns holds a live Lock, in the
-// Lock cache.
-func (x *LockIndex) hasLiveLocks(ns string) (bool, error) {
-	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
-	if err != nil {
-		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
-	}
-	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if _, live := l.LiveTarget(); live {
-				return true, nil
-			}
-		}
-	}
-	return false, nil
-}
-
-// liveTargets returns the requests of the targets of the live Locks of
-// namespace ns, in the Lock cache.
-func (x *LockIndex) liveTargets(ns string) []request {
-	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
-	var out []request
-	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if key, live := l.LiveTarget(); live {
-				out = append(out, request{Target: key})
-			}
-		}
-	}
-	return out
-}
-
 // reconcileNamespace puts HasLocksLabel on namespace ns, or removes it,
 // as its live Locks say, and returns whether ns carries it afterwards. A
 // namespace that is gone or terminating is left as it is.
@@ -86,9 +54,9 @@ func (x *LockIndex) liveTargets(ns string) []request {
 // marker until the marker's TTL).
 func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (ctrl.Result, error) {
 	if !r.locks.HasSynced() {
-		return ctrl.Result{}, errNotSynced
+		return ctrl.Result{}, readmodel.ErrNotSynced
 	}
-	want, err := r.locks.hasLiveLocks(ns)
+	want, err := r.locks.HasLiveLocksIn(ns)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -148,33 +116,14 @@ func LabelNamespace(ctx context.Context, c client.Writer, ns string) error {
 // namespaceSource is the watch of Namespaces (metadata only): a namespace
 // created, deleted or whose labels change reconciles its label, and the
 // targets of its live Locks (whose status waits for the label).
-func namespaceSource(mgr ctrl.Manager, locks *LockIndex) source.TypedSource[request] {
+func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[request] {
 	return kindSource(mgr.GetCache(), namespaceObject(""),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
-			return append([]request{{Namespace: o.Name}}, locks.liveTargets(o.Name)...)
+			reqs := []request{{Namespace: o.Name}}
+			for _, target := range locks.LiveTargetsIn(o.Name) {
+				reqs = append(reqs, request{Target: target})
+			}
+			return reqs
 		}),
 		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
-}
-
-// LiveLocksIn returns copies of the live Locks of namespace ns, or
-// errNotSynced before the informer has synced. It never copies the Locks
-// of every namespace (ns "" has none): the CRD guard reads those of one
-// kind (LiveLocksOfKind) or a few (AnyLiveLocks).
-func (x *LockIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
-	if !x.HasSynced() {
-		return nil, errNotSynced
-	}
-	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
-	if err != nil {
-		return nil, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
-	}
-	var locks []lockv1alpha1.Lock
-	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if _, live := l.LiveTarget(); live {
-				locks = append(locks, *l.DeepCopy())
-			}
-		}
-	}
-	return locks, nil
 }

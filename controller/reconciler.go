@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // unservedKindRecheck is how often the Locks of a kind that is not served
@@ -49,8 +50,8 @@ func requestOf(l *lockv1alpha1.Lock) request {
 // target's metadata and the Locks' status.
 type reconciler struct {
 	client  client.Client
-	locks   *LockIndex
-	kinds   *kindTable
+	locks   *readmodel.LockIndex
+	kinds   *readmodel.Kinds
 	watches *targetWatches
 	events  events.EventRecorder
 	// namespaceGuard: the namespace label is kept, and a Lock is active
@@ -158,21 +159,21 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 // recheck, when that is not zero). Only an exact spelling resolves, so a
 // Lock is active only where a DELETE of the served kind finds it in the
 // Lock index.
-func resolveTarget(kinds *kindTable, target lockv1alpha1.TargetKey) (servedKind, *observation, time.Duration, error) {
+func resolveTarget(kinds *readmodel.Kinds, target lockv1alpha1.TargetKey) (readmodel.ServedKind, *observation, time.Duration, error) {
 	gk := target.GroupKind()
-	kind, err := kinds.lookup(target.Kind)
-	var misspelled *misspelledKindError
+	kind, err := kinds.Lookup(target.Kind)
+	var misspelled *readmodel.MisspelledKindError
 	switch {
 	case errors.As(err, &misspelled):
 		// Rechecked: a kind spelled like this may be installed later.
-		return servedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()}, unservedKindRecheck, nil
-	case errors.Is(err, errKindNotServed):
-		return servedKind{}, &observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()}, unservedKindRecheck, nil
+	case errors.Is(err, readmodel.ErrKindNotServed):
+		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
 			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)}, unservedKindRecheck, nil
 	case err != nil:
-		return servedKind{}, nil, 0, fmt.Errorf("resolving kind %s: %w", gk, err)
+		return readmodel.ServedKind{}, nil, 0, fmt.Errorf("resolving kind %s: %w", gk, err)
 	case !kind.Namespaced:
-		return servedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget,
+		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget,
 			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)}, 0, nil
 	}
 	return kind, nil, 0, nil

@@ -8,7 +8,6 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +17,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/eventnote"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // Options configure the reconciler.
@@ -26,16 +26,13 @@ type Options struct {
 	// Defaults to 4.
 	MaxConcurrentReconciles int
 	// DiscoveryInterval is how often the core.navique.com group is
-	// rediscovered for kinds to watch. Defaults to 30s.
+	// rediscovered for kinds to watch. Defaults to
+	// readmodel.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// DisableNamespaceGuard stops keeping HasLocksLabel on namespaces (the
 	// chart's guards.namespace.enabled=false, which renders no namespace
 	// webhook entry), and a Lock is then active without it. Default false.
 	DisableNamespaceGuard bool
-	// Owners, when set, gets every namespaced kind that discovery finds in
-	// the group (NewOwnerIndex); discovery then runs on every replica, not
-	// only the leader. Default nil: no owner index (no cascade guard).
-	Owners *OwnerIndex
 	// Pending, when set, tells of Lock creates admitted but not yet in the
 	// Lock cache (internal/peers): the replica that admits one puts
 	// HasLocksLabel on its namespace before allowing it, and the
@@ -73,23 +70,21 @@ func retryLimiter() workqueue.TypedRateLimiter[request] {
 	)
 }
 
-// Setup adds the reconciler to mgr. It runs on the leader only. locks must
-// index the Locks of mgr's cache (NewLockIndex).
-func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
+// Setup adds the reconciler, and the discovery of the kinds it watches, to
+// mgr. Both run on the leader only. locks must index the Locks of mgr's
+// cache (readmodel.NewLockIndex); kinds are the group's kinds as mgr's API
+// server serves them.
+func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds, opts Options) error {
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
 	}
 	if opts.DiscoveryInterval <= 0 {
-		opts.DiscoveryInterval = 30 * time.Second
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating a discovery client: %w", err)
+		opts.DiscoveryInterval = readmodel.DefaultDiscoveryInterval
 	}
 	r := &reconciler{
 		client: mgr.GetClient(),
 		locks:  locks,
-		kinds:  newKindTable(disco),
+		kinds:  kinds,
 		events: eventnote.Recorder(mgr.GetEventRecorder("lockguard")),
 
 		namespaceGuard: !opts.DisableNamespaceGuard,
@@ -130,12 +125,7 @@ func Setup(mgr ctrl.Manager, locks *LockIndex, opts Options) error {
 	// controller, and the reconciler adds them.
 	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]bool{}}
 
-	d := &kindDiscoverer{kinds: r.kinds, watches: r.watches, owners: opts.Owners, interval: opts.DiscoveryInterval}
-	if d.owners != nil {
-		if err := d.indexOwners(context.Background(), mgr.GetAPIReader()); err != nil {
-			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index some of the group's kinds by owner before the start; discovery will", "error", err.Error())
-		}
-	}
+	d := &targetDiscovery{kinds: kinds, watches: r.watches, interval: opts.DiscoveryInterval}
 	if err := mgr.Add(d); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}

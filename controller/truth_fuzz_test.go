@@ -6,7 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
+
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // kindPattern is the CRD's rule on a new Lock's targetRef.kind (the
@@ -26,6 +31,21 @@ func TestKindPatternIsTheCRDs(t *testing.T) {
 	}
 }
 
+// fakeGroup is the discovery picture of the kind tests (as in
+// internal/readmodel's): Stack in
+// v1alpha1 and v1beta1 (v1beta1 preferred), Region cluster-scoped, and a
+// kind of another group with a look-alike name.
+func fakeGroup() *fakediscovery.FakeDiscovery {
+	verbs := metav1.Verbs{"get", "list", "watch", "patch", "delete"}
+	stack := metav1.APIResource{Name: "stacks", SingularName: "stack", Namespaced: true, Kind: "Stack", Verbs: verbs, ShortNames: []string{"stk"}}
+	return &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "core.navique.com/v1alpha1", APIResources: []metav1.APIResource{stack, {Name: "stacks/status", Kind: "Stack", Namespaced: true},
+			{Name: "regions", SingularName: "region", Kind: "Region", Verbs: verbs}}},
+		{GroupVersion: "core.navique.com/v1beta1", APIResources: []metav1.APIResource{stack}},
+		{GroupVersion: "other.example.com/v1", APIResources: []metav1.APIResource{{Name: "gateways", SingularName: "gateway", Namespaced: true, Kind: "Gateway", Verbs: verbs}}},
+	}}}
+}
+
 // FuzzStatusIsTheWebhooksDecision feeds odd but valid Lock specs (as the
 // CRD accepts them: any case, plurals, other groups, versions that are not
 // served, names up to the length limits) to the reconciler's decision
@@ -42,8 +62,8 @@ func FuzzStatusIsTheWebhooksDecision(f *testing.F) {
 	}
 	f.Add("core.navique.com/v1alpha1", "Stack", strings.Repeat("n", 253))
 	f.Add("core.navique.com/"+strings.Repeat("v", 236), "S"+strings.Repeat("tack", 15)+"xy", "x")
-	table := newKindTable(fakeGroup())
-	kinds, err := table.refresh()
+	table := readmodel.NewKinds(fakeGroup())
+	kinds, err := table.Refresh()
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -57,7 +77,7 @@ func FuzzStatusIsTheWebhooksDecision(f *testing.F) {
 		lock.Spec.TargetRef = lockv1alpha1.TargetReference{APIVersion: apiVersion, Kind: kind, Name: name}
 
 		active := false
-		var annotated servedKind
+		var annotated readmodel.ServedKind
 		if target, err := lock.Target(); err == nil {
 			k, obs, _, err := resolveTarget(table, target)
 			if err != nil {
@@ -69,7 +89,7 @@ func FuzzStatusIsTheWebhooksDecision(f *testing.F) {
 			}
 		}
 		indexKey, live := lock.LiveTarget()
-		matched, matchedBy := false, servedKind{}
+		matched, matchedBy := false, readmodel.ServedKind{}
 		for _, k := range kinds {
 			// The webhook's key of a DELETE of the object of kind k named
 			// like the target (webhook/handler.go), through any version.

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -12,16 +11,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // targetWatches adds, once per served resource, a metadata-only watch on a
-// target kind to the reconciler. Kinds are added while lockguard runs: when
+// target kind to the reconciler. readmodel.Kinds are added while lockguard runs: when
 // a Lock names one, and when discovery finds one in the group.
 //
 // A watch is keyed by the resource that serves the kind, and the target
@@ -38,7 +37,7 @@ type targetWatches struct {
 
 // synced starts the metadata informer of kind k, if the cache does not
 // have it yet, and reports whether it has synced, without waiting.
-func (w *targetWatches) synced(ctx context.Context, k servedKind) (bool, error) {
+func (w *targetWatches) synced(ctx context.Context, k readmodel.ServedKind) (bool, error) {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(k.GVK)
 	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
@@ -49,7 +48,7 @@ func (w *targetWatches) synced(ctx context.Context, k servedKind) (bool, error) 
 }
 
 // ensure watches the metadata of kind k, if it does not already.
-func (w *targetWatches) ensure(k servedKind) error {
+func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watched[k.Resource] {
@@ -71,48 +70,40 @@ func (w *targetWatches) ensure(k servedKind) error {
 	return nil
 }
 
-// kindDiscoverer watches every namespaced kind of the core.navique.com group,
-// found through discovery at start and then every interval, so that the
-// reconciler sees (and cleans) annotated objects whose Locks were
-// deleted while lockguard was not running, whatever their kind; and adds
-// each to the owner index, when there is one.
-type kindDiscoverer struct {
-	kinds    *kindTable
+// targetDiscovery watches every kind of the core.navique.com group that
+// discovery serves (readmodel.ServedKind.Watched), at start and then every
+// interval, so that the reconciler sees (and cleans) annotated objects
+// whose Locks were deleted while lockguard was not running, whatever their
+// kind, and kinds whose CRD is installed later. It reads the kinds that
+// discovery served within the last interval (readmodel.Kinds.Recent):
+// where the owner index's discovery runs too, the two read discovery about
+// once per interval between them.
+type targetDiscovery struct {
+	kinds    *readmodel.Kinds
 	watches  *targetWatches
-	owners   *OwnerIndex // nil: no cascade guard
 	interval time.Duration
 }
 
-// NeedLeaderElection is true without an owner index: the watches feed the
-// reconciler, which only runs on the leader. With one, discovery runs on
-// every replica, so that every replica's webhook can walk cascades; a
-// watch added to the reconciler on a replica that does not lead waits
-// until the reconciler starts there.
-func (d *kindDiscoverer) NeedLeaderElection() bool { return d.owners == nil }
+// NeedLeaderElection is true: the watches feed the reconciler, which only
+// runs on the leader.
+func (d *targetDiscovery) NeedLeaderElection() bool { return true }
 
 // Start discovers kinds until ctx is done.
-func (d *kindDiscoverer) Start(ctx context.Context) error {
+func (d *targetDiscovery) Start(ctx context.Context) error {
 	wait.UntilWithContext(ctx, d.discover, d.interval)
 	return nil
 }
 
-func (d *kindDiscoverer) discover(ctx context.Context) {
+func (d *targetDiscovery) discover(ctx context.Context) {
 	log := ctrl.LoggerFrom(ctx).WithName("kind-discovery")
-	kinds, err := d.kinds.refresh()
+	kinds, err := d.kinds.Recent(d.interval)
 	if err != nil {
 		log.Error(err, "Cannot discover the kinds of the group", "group", lockv1alpha1.Group)
 		return
 	}
-	complete := true
 	for _, k := range kinds {
-		if !watched(k) {
+		if !k.Watched() {
 			continue
-		}
-		if d.owners != nil {
-			if err := d.owners.ensure(ctx, k); err != nil {
-				complete = false
-				log.Error(err, "Cannot index a discovered kind by owner", "kind", k.GVK.GroupKind())
-			}
 		}
 		// The reconciler's watch of a kind is added once the kind's
 		// informer has synced: a controller that has not started yet
@@ -132,56 +123,4 @@ func (d *kindDiscoverer) discover(ctx context.Context) {
 			log.Error(err, "Cannot watch a discovered kind", "kind", k.GVK.GroupKind())
 		}
 	}
-	if d.owners != nil && complete {
-		d.owners.markDiscovered()
-	}
 }
-
-// watched reports whether discovery watches kind k: namespaced, watchable,
-// and one a Lock may target.
-func watched(k servedKind) bool {
-	return k.Namespaced && k.Watchable && lockv1alpha1.Protectable(k.GVK.GroupKind()) == nil
-}
-
-// indexOwners adds to the owner index every kind discovery finds whose
-// list answers now, and does nothing else: the reconciler's watches and
-// the mark that discovery ran are discover's. Setup calls it before the
-// manager starts, so that the owner index's informers start with the
-// cache, beside the Lock informer, instead of once the Lock informer has
-// synced (the manager starts discovery after its caches): at start the
-// lists of Locks and of targets then run together, and /readyz, which
-// waits for both, answers sooner.
-//
-// An informer added before the start is one the manager waits for before
-// it starts anything else (its peers, discovery, the reconciler), with no
-// time limit. So a kind is added here only if a one-item metadata list of
-// it answers (within probeTimeout): a kind whose list fails (a conversion
-// webhook down, an aggregated API away) is left to discover, which adds it
-// once the manager runs, without blocking anything on it.
-func (d *kindDiscoverer) indexOwners(ctx context.Context, reader client.Reader) error {
-	kinds, err := d.kinds.refresh()
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for _, k := range kinds {
-		if !watched(k) {
-			continue
-		}
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
-		probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
-		err := reader.List(probeCtx, list, client.Limit(1))
-		cancel()
-		if err == nil {
-			err = d.owners.ensure(ctx, k)
-		}
-		if err != nil {
-			failed = append(failed, fmt.Errorf("%s: %w", k.Resource, err))
-		}
-	}
-	return errors.Join(failed...)
-}
-
-// probeTimeout bounds indexOwners' list of one kind.
-const probeTimeout = 5 * time.Second

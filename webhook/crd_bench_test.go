@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )
 
 // BenchmarkCRDDecision is the CRD guard's decision in process, from the
-// real controller.LockIndex (the informer cache, lockguard's transform
+// real readmodel.LockIndex (the informer cache, lockguard's transform
 // and indexes) holding 10,000 live Locks on Stacks in 100 namespaces and
 // 10 on existing Widgets: the delete of the Widget CRD (denied by the 10)
 // and of the Lock CRD (denied by all). read=kind-index is lockguard's
@@ -118,7 +118,7 @@ func (w *widgetTargets) List(_ context.Context, list client.ObjectList, opts ...
 // it gets by kind, and AnyLiveLocks hands it all, as the Lock CRD's
 // decision took them.
 type allLocks struct {
-	*controller.LockIndex
+	*readmodel.LockIndex
 	informer toolscache.SharedIndexInformer
 }
 

@@ -14,21 +14,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // lockIndexOf returns lockguard's Lock index on controller-runtime's
 // informer cache, with lockguard's transform, fed by an in-memory ListWatch
 // of list: the code path of lockguard, without an API server. The cache
 // stops at the end of the test.
-func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *controller.LockIndex {
+func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *readmodel.LockIndex {
 	tb.Helper()
 	index, _ := lockCacheOf(tb, list)
 	return index
 }
 
 // lockCacheOf is lockIndexOf, and the cache's Lock informer.
-func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*controller.LockIndex, toolscache.SharedIndexInformer) {
+func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*readmodel.LockIndex, toolscache.SharedIndexInformer) {
 	tb.Helper()
 	scheme := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
@@ -42,7 +42,7 @@ func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*controller.LockIn
 	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
 		Scheme:           scheme,
 		Mapper:           mapper,
-		DefaultTransform: controller.CacheTransform(),
+		DefaultTransform: readmodel.CacheTransform(),
 		// The informer is controller-runtime's, with its indexers and
 		// transform; only the ListWatch is replaced by an in-memory one.
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
@@ -54,7 +54,7 @@ func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*controller.LockIn
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
-	index, err := controller.NewLockIndex(ctx, c)
+	index, err := readmodel.NewLockIndex(ctx, c)
 	if err != nil {
 		tb.Fatal(err)
 	}

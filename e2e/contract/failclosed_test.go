@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/navique/lockguard/certs"
-	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -40,7 +40,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	locks, err := controller.NewLockIndex(ctx, unstarted)
+	locks, err := readmodel.NewLockIndex(ctx, unstarted)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
 )
@@ -95,7 +97,7 @@ type Options struct {
 	// whose cascade would delete a locked object (LOCK-SPEC rule 6):
 	// webhook.CascadeDeny (the default, for ""), CascadeWarn or CascadeOff.
 	// Except with Off, every replica keeps metadata caches of the group's
-	// kinds, indexed by owner (controller.OwnerIndex).
+	// kinds, indexed by owner (readmodel.OwnerIndex).
 	CascadeGuard webhook.CascadeMode
 
 	// Peers configure the peer protocol (PeerOptions); zero: off, every
@@ -171,9 +173,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Scheme: scheme,
 		Cache: cache.Options{
 			// Only what the webhook and the reconciler read is cached.
-			DefaultTransform: controller.CacheTransform(),
+			DefaultTransform: readmodel.CacheTransform(),
 			// Lists and watches that ride out an API server restart.
-			NewInformer: newInformer,
+			NewInformer: readmodel.NewInformer,
 		},
 		WebhookServer: transport.NewServer(transport.ServerOptions{
 			Host:           o.WebhookHost,
@@ -200,10 +202,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 
-	locks, err := controller.NewLockIndex(ctx, mgr.GetCache())
+	locks, err := readmodel.NewLockIndex(ctx, mgr.GetCache())
 	if err != nil {
 		return nil, err
 	}
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	kinds := readmodel.NewKinds(disco)
 	reg := o.Registerer
 	if reg == nil {
 		reg = ctrlmetrics.Registry
@@ -236,14 +243,20 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
 	}
 	// The cascade guard walks owner references over metadata caches that
-	// every replica keeps (kind discovery then runs on every replica).
+	// every replica keeps, fed by kind discovery on every replica.
 	if o.CascadeGuard != webhook.CascadeOff {
 		mode := o.CascadeGuard
 		if mode == "" {
 			mode = webhook.CascadeDeny
 		}
-		owners := controller.NewOwnerIndex(mgr.GetCache())
-		o.Controller.Owners = owners
+		owners := readmodel.NewOwnerIndex(mgr.GetCache())
+		d := readmodel.NewDiscovery(kinds, owners, o.Controller.DiscoveryInterval)
+		if err := d.IndexOwners(ctx, mgr.GetAPIReader()); err != nil {
+			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index some of the group's kinds by owner before the start; discovery will", "error", err.Error())
+		}
+		if err := mgr.Add(d); err != nil {
+			return nil, fmt.Errorf("adding kind discovery: %w", err)
+		}
 		opts = append(opts, webhook.WithCascadeGuard(owners, mode, webhook.CascadeLimits{}))
 		if err := mgr.AddReadyzCheck("owner-index", ownerIndexReady(owners, time.Now(), ownerIndexGrace)); err != nil {
 			return nil, err
@@ -266,7 +279,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, handler)
-	if err := controller.Setup(mgr, locks, o.Controller); err != nil {
+	if err := controller.Setup(mgr, locks, kinds, o.Controller); err != nil {
 		return nil, err
 	}
 
@@ -297,7 +310,7 @@ const ownerIndexGrace = time.Minute
 // ownerIndexReady is the readiness check of the owner index: ready once it
 // has synced, or once grace has passed since start, whichever is first;
 // then ready for good.
-func ownerIndexReady(owners *controller.OwnerIndex, start time.Time, grace time.Duration) healthz.Checker {
+func ownerIndexReady(owners *readmodel.OwnerIndex, start time.Time, grace time.Duration) healthz.Checker {
 	var ready atomic.Bool
 	return func(*http.Request) error {
 		if ready.Load() || owners.HasSynced() || time.Since(start) > grace {

@@ -20,6 +20,7 @@ import (
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 )
 
@@ -63,7 +64,7 @@ func (o PeerOptions) enabled() bool {
 // setupPeers starts the protocol on mgr when o enables it, and serves
 // the admission of Lock creates either way (allowing all when it is off).
 // It returns the webhook's Freshness, nil when off.
-func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *controller.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, o Options) (*peers.Peers, error) {
+func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {

@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"context"
@@ -61,8 +61,8 @@ func startIndex(t *testing.T, src *lockSource) *LockIndex {
 	if index.HasSynced() {
 		t.Error("HasSynced() before the informer ran")
 	}
-	if _, err := index.LiveLocks(lockv1alpha1.TargetKey{}); err != errNotSynced {
-		t.Errorf("LiveLocks(...) before sync: error %v, want %v", err, errNotSynced)
+	if _, err := index.LiveLocks(lockv1alpha1.TargetKey{}); err != ErrNotSynced {
+		t.Errorf("LiveLocks(...) before sync: error %v, want %v", err, ErrNotSynced)
 	}
 	go inf.RunWithContext(ctx)
 	if !toolscache.WaitForCacheSync(ctx.Done(), index.HasSynced) {
@@ -114,33 +114,6 @@ func TestLockIndex(t *testing.T) {
 			t.Fatalf("LiveLocks(forge) after the changes: %v, want %v", got, want)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func TestAnnotationValue(t *testing.T) {
-	locks := []lockv1alpha1.Lock{*newLock("ns", "zeta", "", "Stack", "s"), *newLock("ns", "alpha", "", "Stack", "s")}
-	if got, want := annotationValue(locks), "alpha,zeta"; got != want {
-		t.Errorf("annotationValue(...) = %q, want %q", got, want)
-	}
-	if got := annotationValue(nil); got != "" {
-		t.Errorf("annotationValue(nil) = %q, want empty", got)
-	}
-}
-
-// TestAnnotationPatch: the patch names the lock annotation only, so the
-// target's other annotations are never touched.
-func TestAnnotationPatch(t *testing.T) {
-	for value, want := range map[string]string{
-		"a,b": `{"metadata":{"annotations":{"core.navique.com/locked":"a,b"}}}`,
-		"":    `{"metadata":{"annotations":{"core.navique.com/locked":null}}}`,
-	} {
-		data, err := annotationPatch(value).Data(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, string(data)); diff != "" {
-			t.Errorf("annotationPatch(%q): -want, +got:\n%s", value, diff)
-		}
 	}
 }
 
@@ -262,11 +235,11 @@ func TestLockIndexByKindNotSynced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.LiveLocksOfKind(schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}); err != errNotSynced {
-		t.Errorf("LiveLocksOfKind(...) before sync: error %v, want %v", err, errNotSynced)
+	if _, err := index.LiveLocksOfKind(schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}); err != ErrNotSynced {
+		t.Errorf("LiveLocksOfKind(...) before sync: error %v, want %v", err, ErrNotSynced)
 	}
-	if _, _, err := index.AnyLiveLocks(10); err != errNotSynced {
-		t.Errorf("AnyLiveLocks(10) before sync: error %v, want %v", err, errNotSynced)
+	if _, _, err := index.AnyLiveLocks(10); err != ErrNotSynced {
+		t.Errorf("AnyLiveLocks(10) before sync: error %v, want %v", err, ErrNotSynced)
 	}
 }
 

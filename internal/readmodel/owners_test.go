@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"cmp"
@@ -61,8 +61,8 @@ type indexedInformer interface {
 	GetIndexer() toolscache.Indexer
 }
 
-// errNotSynced is returned by a LockIndex whose informer has not synced.
-var errNotSynced = errors.New("the Lock cache has not synced yet")
+// ErrNotSynced is returned by a LockIndex whose informer has not synced.
+var ErrNotSynced = errors.New("the Lock cache has not synced yet")
 
 // LockIndex finds live Locks by target in the Lock informer of a cache:
 // the cost of a lookup grows with the number of matching Locks, not with
@@ -97,10 +97,10 @@ func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
 // LiveLocks returns copies of the live Locks that target key, or
-// errNotSynced before the informer has synced.
+// ErrNotSynced before the informer has synced.
 func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 	if !x.HasSynced() {
-		return nil, errNotSynced
+		return nil, ErrNotSynced
 	}
 	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
 	if err != nil {
@@ -124,11 +124,11 @@ func copyLocks(objs []any) []lockv1alpha1.Lock {
 }
 
 // LiveLocksOfKind returns copies of the live Locks, in every namespace,
-// whose target is of kind gk, or errNotSynced before the informer has
+// whose target is of kind gk, or ErrNotSynced before the informer has
 // synced. It copies no Lock of another kind.
 func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
 	if !x.HasSynced() {
-		return nil, errNotSynced
+		return nil, ErrNotSynced
 	}
 	objs, err := x.informer.GetIndexer().ByIndex(kindIndex, gk.String())
 	if err != nil {
@@ -139,11 +139,11 @@ func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, e
 
 // AnyLiveLocks returns copies of at most limit live Locks of every
 // namespace, the first by "namespace/name" (sorted), and how many live Locks
-// there are in all; or errNotSynced before the informer has synced. It
+// there are in all; or ErrNotSynced before the informer has synced. It
 // copies no other Lock: the rest are only counted.
 func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _ error) {
 	if !x.HasSynced() {
-		return nil, 0, errNotSynced
+		return nil, 0, ErrNotSynced
 	}
 	indexer := x.informer.GetIndexer()
 	// first holds the first limit Locks seen so far, in order.
@@ -227,11 +227,67 @@ func (x *LockIndex) OnDelivered(fn func(types.UID)) error {
 	return err
 }
 
-// each calls fn with every Lock in the informer, read-only.
-func (x *LockIndex) each(fn func(*lockv1alpha1.Lock)) {
+// Each calls fn with every Lock in the informer, read-only (the objects
+// are the cache's).
+func (x *LockIndex) Each(fn func(*lockv1alpha1.Lock)) {
 	for _, o := range x.informer.GetIndexer().List() {
 		if l, ok := o.(*lockv1alpha1.Lock); ok {
 			fn(l)
 		}
 	}
+}
+
+// HasLiveLocksIn reports whether namespace ns holds a live Lock, in the
+// Lock cache (the namespace label's question).
+func (x *LockIndex) HasLiveLocksIn(ns string) (bool, error) {
+	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
+	}
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			if _, live := l.LiveTarget(); live {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// LiveTargetsIn returns the targets of the live Locks of namespace ns, in
+// the Lock cache, one per Lock.
+func (x *LockIndex) LiveTargetsIn(ns string) []lockv1alpha1.TargetKey {
+	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	var out []lockv1alpha1.TargetKey
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			if key, live := l.LiveTarget(); live {
+				out = append(out, key)
+			}
+		}
+	}
+	return out
+}
+
+// LiveLocksIn returns copies of the live Locks of namespace ns, or
+// ErrNotSynced before the informer has synced. It never copies the Locks
+// of every namespace (ns "" has none): the CRD guard reads those of one
+// kind (LiveLocksOfKind) or a few (AnyLiveLocks).
+func (x *LockIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
+	}
+	var locks []lockv1alpha1.Lock
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok {
+			if _, live := l.LiveTarget(); live {
+				locks = append(locks, *l.DeepCopy())
+			}
+		}
+	}
+	return locks, nil
 }

@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"errors"
@@ -15,10 +15,11 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// servedKind is a kind of the core.navique.com group as discovery serves
-// it: the one spelling of a kind that lockguard uses, for the target
-// watches, the target keys they produce and the annotation they keep.
-type servedKind struct {
+// ServedKind is a kind of the core.navique.com group as discovery serves
+// it: the one spelling of a kind that lockguard uses, for the owner index,
+// the reconciler's target watches, the target keys they produce and the
+// annotation they keep.
+type ServedKind struct {
 	// GVK is the group, the version watched (the group's preferred
 	// version when it serves the kind) and the Kind exactly as served.
 	GVK schema.GroupVersionKind
@@ -37,53 +38,59 @@ type servedKind struct {
 
 // spelledLike reports whether s names k case-insensitively: its Kind, its
 // resource (plural), singular or short names, as kubectl accepts them.
-func (k servedKind) spelledLike(s string) bool {
+func (k ServedKind) spelledLike(s string) bool {
 	if strings.EqualFold(s, k.GVK.Kind) || strings.EqualFold(s, k.Resource.Resource) || strings.EqualFold(s, k.singular) {
 		return true
 	}
 	return slices.ContainsFunc(k.shortNames, func(n string) bool { return strings.EqualFold(s, n) })
 }
 
-// errKindNotServed is the error of a kind that the group does not serve
+// ErrKindNotServed is the error of a kind that the group does not serve
 // under any spelling: it may be installed later.
-var errKindNotServed = errors.New("kind not served")
+var ErrKindNotServed = errors.New("kind not served")
 
-// misspelledKindError is the error of a kind that the group does not
+// MisspelledKindError is the error of a kind that the group does not
 // serve as written, but serves under another spelling.
-type misspelledKindError struct {
+type MisspelledKindError struct {
+	// Written is the kind as the Lock names it.
 	Written string
-	Served  string
+	// Served is the kind as the group serves it.
+	Served string
 }
 
-func (e *misspelledKindError) Error() string {
+// Error tells how to write the kind, and that a new Lock is needed.
+func (e *MisspelledKindError) Error() string {
 	return fmt.Sprintf("%s serves no kind %q; did you mean %s? (targetRef cannot be changed: create a Lock of kind %s, then delete this one)",
 		lockv1alpha1.Group, e.Written, e.Served, e.Served)
 }
 
-// kindTable holds the kinds of the core.navique.com group, read from
+// Kinds holds the kinds of the core.navique.com group, read from
 // discovery, and looks kinds up by their exact, served spelling only
 // (client-go's discovery RESTMapper also maps the lower-cased kind, and
 // answers with the spelling asked for, which made one resource appear as
 // two kinds). A lookup that misses rereads discovery, at most once per
 // minRefresh, so that a kind installed after lockguard started is found.
-type kindTable struct {
+type Kinds struct {
 	discovery  discovery.DiscoveryInterface
 	minRefresh time.Duration
 
 	mu          sync.Mutex
-	kinds       []servedKind
+	kinds       []ServedKind
 	read        bool
+	readAt      time.Time // when kinds were read
 	lastRefresh time.Time
 }
 
-func newKindTable(d discovery.DiscoveryInterface) *kindTable {
-	return &kindTable{discovery: d, minRefresh: 2 * time.Second}
+// NewKinds returns the kinds of the group as d serves them. It reads
+// nothing until a lookup or a refresh.
+func NewKinds(d discovery.DiscoveryInterface) *Kinds {
+	return &Kinds{discovery: d, minRefresh: 2 * time.Second}
 }
 
-// lookup returns the served kind whose Kind is exactly kind. Otherwise it
-// returns a *misspelledKindError when the group serves kind under another
-// spelling, or errKindNotServed.
-func (t *kindTable) lookup(kind string) (servedKind, error) {
+// Lookup returns the served kind whose Kind is exactly kind. Otherwise it
+// returns a *MisspelledKindError when the group serves kind under another
+// spelling, or ErrKindNotServed.
+func (t *Kinds) Lookup(kind string) (ServedKind, error) {
 	t.mu.Lock()
 	kinds, read := t.kinds, t.read
 	t.mu.Unlock()
@@ -91,13 +98,13 @@ func (t *kindTable) lookup(kind string) (servedKind, error) {
 	if err == nil || (read && !t.mayRefresh()) {
 		return k, err
 	}
-	if kinds, err = t.refresh(); err != nil {
-		return servedKind{}, err
+	if kinds, err = t.Refresh(); err != nil {
+		return ServedKind{}, err
 	}
 	return find(kinds, kind)
 }
 
-func find(kinds []servedKind, kind string) (servedKind, error) {
+func find(kinds []ServedKind, kind string) (ServedKind, error) {
 	for _, k := range kinds {
 		if k.GVK.Kind == kind {
 			return k, nil
@@ -105,13 +112,13 @@ func find(kinds []servedKind, kind string) (servedKind, error) {
 	}
 	for _, k := range kinds {
 		if k.spelledLike(kind) {
-			return servedKind{}, &misspelledKindError{Written: kind, Served: k.GVK.Kind}
+			return ServedKind{}, &MisspelledKindError{Written: kind, Served: k.GVK.Kind}
 		}
 	}
-	return servedKind{}, errKindNotServed
+	return ServedKind{}, ErrKindNotServed
 }
 
-func (t *kindTable) mayRefresh() bool {
+func (t *Kinds) mayRefresh() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if time.Since(t.lastRefresh) < t.minRefresh {
@@ -121,23 +128,38 @@ func (t *kindTable) mayRefresh() bool {
 	return true
 }
 
-// refresh rereads the group's kinds from discovery and returns them.
-func (t *kindTable) refresh() ([]servedKind, error) {
+// Refresh rereads the group's kinds from discovery and returns them.
+func (t *Kinds) Refresh() ([]ServedKind, error) {
+	now := time.Now()
 	kinds, err := groupKinds(t.discovery, lockv1alpha1.Group)
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.kinds, t.read = kinds, true
+	t.kinds, t.read, t.readAt = kinds, true, now
 	return kinds, nil
+}
+
+// Recent returns the group's kinds as discovery served them less than
+// maxAge ago, rereading them (Refresh) when the last read is older: two
+// loops over the kinds (the owner index's Discovery and the reconciler's
+// target watches) then read discovery about once per maxAge between them.
+func (t *Kinds) Recent(maxAge time.Duration) ([]ServedKind, error) {
+	t.mu.Lock()
+	kinds, fresh := t.kinds, t.read && time.Since(t.readAt) < maxAge
+	t.mu.Unlock()
+	if fresh {
+		return kinds, nil
+	}
+	return t.Refresh()
 }
 
 // groupKinds returns the kinds of group that discovery serves, one per
 // resource (subresources left out), in the group's preferred version when
 // it serves them, otherwise in the first version that does, sorted by
 // Kind.
-func groupKinds(d discovery.DiscoveryInterface, group string) ([]servedKind, error) {
+func groupKinds(d discovery.DiscoveryInterface, group string) ([]ServedKind, error) {
 	groups, err := d.ServerGroups()
 	if err != nil {
 		return nil, fmt.Errorf("listing API groups: %w", err)
@@ -154,7 +176,7 @@ func groupKinds(d discovery.DiscoveryInterface, group string) ([]servedKind, err
 			}
 		}
 	}
-	byResource := map[schema.GroupResource]servedKind{}
+	byResource := map[schema.GroupResource]ServedKind{}
 	for _, v := range versions {
 		gv, err := schema.ParseGroupVersion(v)
 		if err != nil {
@@ -169,7 +191,7 @@ func groupKinds(d discovery.DiscoveryInterface, group string) ([]servedKind, err
 			if _, seen := byResource[gr]; seen || strings.Contains(r.Name, "/") {
 				continue
 			}
-			byResource[gr] = servedKind{
+			byResource[gr] = ServedKind{
 				GVK:        gv.WithKind(r.Kind),
 				Resource:   gr,
 				Namespaced: r.Namespaced,
@@ -179,11 +201,11 @@ func groupKinds(d discovery.DiscoveryInterface, group string) ([]servedKind, err
 			}
 		}
 	}
-	kinds := make([]servedKind, 0, len(byResource))
+	kinds := make([]ServedKind, 0, len(byResource))
 	for _, k := range byResource {
 		kinds = append(kinds, k)
 	}
-	slices.SortFunc(kinds, func(a, b servedKind) int { return strings.Compare(a.GVK.Kind, b.GVK.Kind) })
+	slices.SortFunc(kinds, func(a, b ServedKind) int { return strings.Compare(a.GVK.Kind, b.GVK.Kind) })
 	return kinds, nil
 }
 
@@ -194,4 +216,11 @@ func hasVerbs(r metav1.APIResource, verbs ...string) bool {
 		}
 	}
 	return true
+}
+
+// Watched reports whether lockguard watches kind k, in the owner index and
+// the reconciler's target watches: namespaced, watchable, and one a Lock
+// may target.
+func (k ServedKind) Watched() bool {
+	return k.Namespaced && k.Watchable && lockv1alpha1.Protectable(k.GVK.GroupKind()) == nil
 }

@@ -1,4 +1,4 @@
-package manager
+package readmodel
 
 import (
 	"context"
@@ -20,7 +20,7 @@ const (
 	restartRetryMax   = 2 * time.Second
 )
 
-// newInformer builds the cache's informers (cache.Options.NewInformer)
+// NewInformer builds the cache's informers (cache.Options.NewInformer)
 // with a list and watch that ride out an API server restart.
 //
 // A reflector backs off after each failed list or watch: 0.8 s doubling to
@@ -32,7 +32,7 @@ const (
 // could wait a minute after the API server was back before it listed, and
 // the reconciler saw a new Lock or a namespace's label that late. Retried
 // here, the restart costs the reflector one step at most (its watch ends).
-func newInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	return toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
 }
 

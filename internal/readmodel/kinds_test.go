@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"errors"
@@ -29,29 +29,29 @@ func fakeGroup() *fakediscovery.FakeDiscovery {
 // other spelling that kubectl would accept is named misspelled, with the
 // served Kind; anything else is not served.
 func TestKindTable(t *testing.T) {
-	table := newKindTable(fakeGroup())
-	stack := servedKind{GVK: schema.GroupVersionKind{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"},
+	table := NewKinds(fakeGroup())
+	stack := ServedKind{GVK: schema.GroupVersionKind{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"},
 		Resource: schema.GroupResource{Group: "core.navique.com", Resource: "stacks"}, Namespaced: true, Watchable: true,
 		singular: "stack", shortNames: []string{"stk"}}
 	cases := map[string]struct {
 		reason string
 		kind   string
-		want   servedKind
+		want   ServedKind
 		err    error
 	}{
 		"Kind":      {reason: "the served spelling resolves", kind: "Stack", want: stack},
-		"lower":     {reason: "the lower-cased kind is not the kind", kind: "stack", err: &misspelledKindError{Written: "stack", Served: "Stack"}},
-		"plural":    {reason: "the resource is not the kind", kind: "stacks", err: &misspelledKindError{Written: "stacks", Served: "Stack"}},
-		"Plural":    {reason: "a capitalised plural is not the kind", kind: "Stacks", err: &misspelledKindError{Written: "Stacks", Served: "Stack"}},
-		"odd case":  {reason: "case matters", kind: "StAck", err: &misspelledKindError{Written: "StAck", Served: "Stack"}},
-		"shortName": {reason: "a short name is not the kind", kind: "STK", err: &misspelledKindError{Written: "STK", Served: "Stack"}},
-		"elsewhere": {reason: "another group's kind is not served here", kind: "Gateway", err: errKindNotServed},
-		"unknown":   {reason: "a kind not installed (yet)", kind: "PostgresCluster", err: errKindNotServed},
+		"lower":     {reason: "the lower-cased kind is not the kind", kind: "stack", err: &MisspelledKindError{Written: "stack", Served: "Stack"}},
+		"plural":    {reason: "the resource is not the kind", kind: "stacks", err: &MisspelledKindError{Written: "stacks", Served: "Stack"}},
+		"Plural":    {reason: "a capitalised plural is not the kind", kind: "Stacks", err: &MisspelledKindError{Written: "Stacks", Served: "Stack"}},
+		"odd case":  {reason: "case matters", kind: "StAck", err: &MisspelledKindError{Written: "StAck", Served: "Stack"}},
+		"shortName": {reason: "a short name is not the kind", kind: "STK", err: &MisspelledKindError{Written: "STK", Served: "Stack"}},
+		"elsewhere": {reason: "another group's kind is not served here", kind: "Gateway", err: ErrKindNotServed},
+		"unknown":   {reason: "a kind not installed (yet)", kind: "PostgresCluster", err: ErrKindNotServed},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := table.lookup(tc.kind)
-			var gotMisspelled, wantMisspelled *misspelledKindError
+			got, err := table.Lookup(tc.kind)
+			var gotMisspelled, wantMisspelled *MisspelledKindError
 			switch {
 			case errors.As(tc.err, &wantMisspelled):
 				if !errors.As(err, &gotMisspelled) || *gotMisspelled != *wantMisspelled {
@@ -60,7 +60,7 @@ func TestKindTable(t *testing.T) {
 			case !errors.Is(err, tc.err):
 				t.Fatalf("%s\nlookup(%q): error %v, want %v", tc.reason, tc.kind, err, tc.err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(servedKind{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(ServedKind{})); diff != "" {
 				t.Errorf("%s\nlookup(%q): -want, +got:\n%s", tc.reason, tc.kind, diff)
 			}
 		})

@@ -1,4 +1,4 @@
-package controller
+package readmodel
 
 import (
 	"context"
@@ -48,8 +48,8 @@ var errOwnersNotDiscovered = errors.New("the kinds of the group have not been di
 // keep what CacheTransform keeps of them (UID, owner references, the
 // garbage collector's finalizers, deletionTimestamp).
 //
-// Kinds are added by kind discovery (the reconciler's kindDiscoverer,
-// which then runs on every replica). It makes no API call of its own.
+// Kinds are added by kind discovery (Discovery, on every replica). It
+// makes no API call of its own.
 type OwnerIndex struct {
 	cache cache.Informers
 
@@ -61,7 +61,7 @@ type OwnerIndex struct {
 
 // NewOwnerIndex returns an OwnerIndex over the metadata informers of c
 // (the manager's cache). It watches nothing until kind discovery adds
-// kinds (Options.Owners).
+// kinds (NewDiscovery).
 func NewOwnerIndex(c cache.Informers) *OwnerIndex {
 	return &OwnerIndex{cache: c, kinds: map[schema.GroupKind]indexedInformer{}}
 }
@@ -69,7 +69,7 @@ func NewOwnerIndex(c cache.Informers) *OwnerIndex {
 // ensure starts the metadata informer of kind k, if the index does not
 // have it yet, and indexes it by owner. The informer is the one the
 // reconciler's watch of k uses (same cache, same GroupVersionKind).
-func (x *OwnerIndex) ensure(ctx context.Context, k servedKind) error {
+func (x *OwnerIndex) ensure(ctx context.Context, k ServedKind) error {
 	gk := k.GVK.GroupKind()
 	x.mu.RLock()
 	_, has := x.kinds[gk]
