@@ -17,7 +17,7 @@ import (
 // object guard still denies). It walks ownerReferences down through the
 // group's kinds, by UID, in the owner's namespace, with the collector's
 // rules (dependentsDeleted), over metadata caches every replica keeps
-// (OwnerGraph, in lockguard controller.OwnerIndex).
+// (OwnerGraph, in lockguard readmodel.OwnerIndex).
 
 // GuardCascade names the cascade guard in metrics and audit annotations.
 const GuardCascade = "cascade"
@@ -49,7 +49,7 @@ func ParseCascadeMode(s string) (CascadeMode, error) {
 
 // OwnerGraph is the ownership between the objects of the group's
 // namespaced kinds, as metadata-only caches see them (in lockguard,
-// controller.OwnerIndex). Its objects are shared: read-only.
+// readmodel.OwnerIndex). Its objects are shared: read-only.
 type OwnerGraph interface {
 	// Dependents calls fn with each object in namespace ns whose
 	// ownerReferences name the UID owner, and its kind, until fn returns

@@ -12,7 +12,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// indexedGraph is an OwnerGraph indexed by owner, as controller.OwnerIndex
+// indexedGraph is an OwnerGraph indexed by owner, as readmodel.OwnerIndex
 // is, for benchmarks.
 type indexedGraph struct {
 	byOwner map[types.UID][]graphObject

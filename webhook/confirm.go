@@ -13,7 +13,7 @@ import (
 )
 
 // LockIndex holds the Locks of an informer cache, indexed by target (in
-// lockguard, controller.LockIndex).
+// lockguard, readmodel.LockIndex).
 type LockIndex interface {
 	// LiveLocks returns the live Locks that target key (those whose
 	// Lock.LiveTarget is key), in any order. It returns an error when it

@@ -39,7 +39,7 @@ type KindMapper interface {
 }
 
 // CachedLocks lists live Locks from an informer cache (in lockguard,
-// controller.LockIndex). Each method copies only the Locks it returns, so
+// readmodel.LockIndex). Each method copies only the Locks it returns, so
 // that a decision never copies every Lock of the cluster. Each returns an
 // error when it cannot tell, for example while its cache has not synced.
 type CachedLocks interface {

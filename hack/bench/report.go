@@ -276,7 +276,7 @@ func (r *report) handlerSection(w writer) {
 		return
 	}
 	w("## 1. Handler cost\n\n")
-	w("Go benchmarks in `webhook/handler_bench_test.go`: a DELETE review of a Stack no Lock protects (the common case), through `http.Handler.ServeHTTP` with a JSON AdmissionReview body, deciding through the real Lock index (`controller.NewLockIndex`) on an informer cache fed by an in-memory ListWatch of 10, 10k or 100k Locks (100 per namespace). `path=lockguard` is the handler lockguard registers; `path=controller-runtime` is `admission.Webhook` around the same `Handler`, what lockguard served before. The handler here reads the cache only (`--cache-only-decisions`); lockguard's default (the confirming read, `webhook/confirm.go`) adds a read from the API server for allowed deletes, measured in sections 2 and 3.\n\n")
+	w("Go benchmarks in `webhook/handler_bench_test.go`: a DELETE review of a Stack no Lock protects (the common case), through `http.Handler.ServeHTTP` with a JSON AdmissionReview body, deciding through the real Lock index (`readmodel.NewLockIndex`) on an informer cache fed by an in-memory ListWatch of 10, 10k or 100k Locks (100 per namespace). `path=lockguard` is the handler lockguard registers; `path=controller-runtime` is `admission.Webhook` around the same `Handler`, what lockguard served before. The handler here reads the cache only (`--cache-only-decisions`); lockguard's default (the confirming read, `webhook/confirm.go`) adds a read from the API server for allowed deletes, measured in sections 2 and 3.\n\n")
 	w("Command: `%s`\n\n", h.command)
 	w("Side by side (`BenchmarkHandlerScaling`: the three caches in one heap, alternating in ~1 ms batches; median of the per-round ratios):\n\n| oldObject | 10 Locks | 10k Locks | 100k Locks | 10k/10 | 100k/10 |\n|---|---|---|---|---|---|\n")
 	for _, s := range sizes {
@@ -548,7 +548,7 @@ API server and etcd. Until the commit after 616cdde it listed them one
 after the other: the manager starts kind discovery, which adds the owner
 index's informers, only once its caches have synced, so the Stacks were
 listed after the Locks (16.9 s to ready in a run of ` + "`-only memory`" + ` at
-5252f4a; 9.25 s before the owner index, at a8b1699). Now ` + "`controller.Setup`" + `
+5252f4a; 9.25 s before the owner index, at a8b1699). Now ` + "`readmodel.Discovery.IndexOwners`" + `
 adds them before the manager starts, and the two lists run together. Side
 by side (` + "`go run ./hack/bench -only memory -baseline <616cdde's binary>`" + `,
 2026-12-01 02:29 UTC, three starts of each, alternating): ready in a median

@@ -3,6 +3,7 @@ package readmodel
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,5 +65,36 @@ func TestKindTable(t *testing.T) {
 				t.Errorf("%s\nlookup(%q): -want, +got:\n%s", tc.reason, tc.kind, diff)
 			}
 		})
+	}
+}
+
+// TestKindsRecent: kinds read within maxAge are reused, without asking
+// discovery again; older ones are read again.
+func TestKindsRecent(t *testing.T) {
+	fake := fakeGroup()
+	table := NewKinds(fake)
+	first, err := table.Recent(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := len(fake.Actions())
+	if asked == 0 {
+		t.Fatal("Recent read nothing from discovery at first")
+	}
+	again, err := table.Recent(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, again, cmp.AllowUnexported(ServedKind{})); diff != "" {
+		t.Errorf("Recent(an hour) again: -first, +again:\n%s", diff)
+	}
+	if n := len(fake.Actions()); n != asked {
+		t.Errorf("Recent(an hour) a moment after a read asked discovery %d more times, want none", n-asked)
+	}
+	if _, err := table.Recent(0); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(fake.Actions()); n == asked {
+		t.Error("Recent(0) did not read discovery again")
 	}
 }
