@@ -1,7 +1,9 @@
 // Package certs owns lockguard's serving-certificate plumbing: the TLS
 // settings of the webhook server, reloading a renewed certificate from the
-// certificate directory without a restart, and, for local runs and tests, a
-// self-signed CA and serving certificate.
+// certificate directory without a restart, the mutual TLS between replicas
+// of the peer protocol (PeerTLS: the client side and the check of a
+// caller, peer.go), and, for local runs and tests, a self-signed CA and
+// serving certificate.
 package certs
 
 import (

@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
 
 // CAPool is a PEM CA bundle read from a file and read again whenever the
@@ -78,6 +81,43 @@ func (c *CAPool) verify(chain []*x509.Certificate, name string, usage x509.ExtKe
 	}
 	_, err = chain[0].Verify(x509.VerifyOptions{DNSName: name, Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{usage}})
 	return err
+}
+
+// PeerTLS is a replica's TLS in the peer protocol (internal/peers): the
+// configuration of its calls to the other replicas, and the check of
+// theirs. Both trust the replicas' CA, read again when its file changes.
+type PeerTLS struct {
+	// Client presents the replica's serving certificate, as a client
+	// certificate, and verifies the other's serving certificate
+	// (PeerClientTLS).
+	Client *tls.Config
+	// Authenticate checks that a call comes from another replica
+	// (VerifyPeer).
+	Authenticate func(*http.Request) error
+}
+
+// NewPeerTLS returns the PeerTLS of a replica whose serving certificate
+// (which must allow client auth) cert holds, trusting the CA in caFile,
+// or in CAName in certDir when caFile is empty, for serverName (the
+// webhook Service's DNS name; empty: the IP of each address, in local
+// runs). Without a readable CA it returns an error: the protocol never
+// runs unauthenticated.
+func NewPeerTLS(caFile, certDir, serverName string, cert *certwatcher.CertWatcher) (*PeerTLS, error) {
+	if caFile == "" {
+		caFile = filepath.Join(certDir, CAName)
+	}
+	ca, err := NewCAPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	client, err := PeerClientTLS(ca, serverName, func() (*tls.Certificate, error) { return cert.GetCertificate(nil) })
+	if err != nil {
+		return nil, err
+	}
+	return &PeerTLS{
+		Client:       client,
+		Authenticate: func(r *http.Request) error { return VerifyPeer(ca, serverName, r) },
+	}, nil
 }
 
 // PeerClientTLS returns the TLS configuration of a replica's calls to the

@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto/tls"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,3 +108,49 @@ func TestPeerTLS(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestNewPeerTLS: a replica's peer TLS trusts the CA of its certificate
+// directory by default, presents its serving certificate, and accepts
+// the same from another replica; without a CA there is no peer TLS.
+func TestNewPeerTLS(t *testing.T) {
+	const name = "lockguard-webhook.ns.svc"
+	s, err := GenerateSelfSigned([]string{name}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := s.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := NewWatcher(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPeerTLS(filepath.Join(dir, "missing.crt"), dir, name, cert); err == nil {
+		t.Error("NewPeerTLS with a CA file that does not exist: no error")
+	}
+	if _, err := NewPeerTLS("", t.TempDir(), name, cert); err == nil {
+		t.Error("NewPeerTLS with no ca.crt in the certificate directory: no error")
+	}
+	p, err := NewPeerTLS("", dir, name, cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyErr := errors.New("not called")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		verifyErr = p.Authenticate(r)
+	}))
+	srv.TLS = &tls.Config{GetCertificate: cert.GetCertificate}
+	RequestClientCertificates()(srv.TLS)
+	srv.StartTLS()
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: p.Client, DisableKeepAlives: true}}
+	resp, err := hc.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if verifyErr != nil {
+		t.Errorf("a replica's call to another, both with the directory's certificate: %v", verifyErr)
+	}
+}

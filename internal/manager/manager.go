@@ -264,14 +264,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// With the peer protocol, only the deletes whose Locks the cache may
 	// lack are confirmed (internal/peers says why that is strict).
-	p, err := setupPeers(mgr, cfg, locks, certWatcher, gate, o)
+	p, err := setupPeers(mgr, cfg, locks, certWatcher, gate, reg, o)
 	if err != nil {
 		return nil, err
 	}
 	if p != nil {
-		if err := p.Register(reg); err != nil {
-			return nil, fmt.Errorf("registering the peer metrics: %w", err)
-		}
 		opts = append(opts, webhook.WithFreshness(p))
 		o.Controller.Pending = p
 	}

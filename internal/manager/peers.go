@@ -2,15 +2,14 @@ package manager
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,10 +60,11 @@ func (o PeerOptions) enabled() bool {
 	return o.Standalone || len(o.Static) > 0 || o.File != "" || o.Service != ""
 }
 
-// setupPeers starts the protocol on mgr when o enables it, and serves
-// the admission of Lock creates either way (allowing all when it is off).
-// It returns the webhook's Freshness, nil when off.
-func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, o Options) (*peers.Peers, error) {
+// setupPeers starts the protocol on mgr when o enables it, its metrics
+// registered with reg, and serves the admission of Lock creates either way
+// (allowing all when it is off). It returns the webhook's Freshness, nil
+// when off.
+func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, reg prometheus.Registerer, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {
@@ -75,79 +75,68 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, 
 		}))
 		return nil, nil
 	}
-	if po.Self == "" && !po.Standalone {
-		return nil, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
-	}
-	var src peers.Source
-	var leases *peers.Leases
-	switch {
-	case po.Service != "":
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if po.ServiceNamespace == "" {
-			return nil, errors.New("the identity Leases of the replicas need a namespace (--leader-election-namespace)")
-		}
-		leases = &peers.Leases{Client: cs.CoordinationV1(), Namespace: po.ServiceNamespace, Group: po.Service, Self: po.Self, Duration: po.IdentityLease}
-		src = leases
-	case po.File != "":
-		src = peers.File{Path: po.File, Self: po.Self}
-	default:
-		src = peers.Static(po.Static)
-	}
-	standalone := po.Standalone && po.File == "" && po.Service == ""
-	popts := peers.Options{Self: po.Self, Source: src, RenewEvery: po.RenewEvery, Gate: gate}
-	if ca, err := peerCA(po, o.CertDir); err == nil {
-		popts.TLS, err = certs.PeerClientTLS(ca, po.ServerName, func() (*tls.Certificate, error) { return cert.GetCertificate(nil) })
-		if err != nil {
-			return nil, err
-		}
-		popts.Authenticate = func(r *http.Request) error { return certs.VerifyPeer(ca, po.ServerName, r) }
-	} else if !standalone {
+	pc, err := peerConfig(cfg, o)
+	if err != nil {
 		return nil, err
 	}
+	pc.Locks, pc.API, pc.Gate, pc.Registerer = locks, mgr.GetAPIReader(), gate, reg
 	// A standalone replica without a CA calls no one and accepts no call.
-	t := peers.NewTracker(peers.Config{TTL: po.TTL, Lease: po.Lease, Trust: po.Trust, Standalone: standalone, Identity: leases != nil}, locks)
-	if leases != nil {
-		leases.Fresh = t.SelfFresh
-	}
-	if err := locks.OnDelivered(t.Observe); err != nil {
-		return nil, fmt.Errorf("watching the Lock informer for pending Locks: %w", err)
-	}
-	if err := watchCreateEntry(mgr, cfg, t, o); err != nil {
-		return nil, err
+	if ptls, err := certs.NewPeerTLS(po.CAFile, o.CertDir, po.ServerName, cert); err == nil {
+		pc.TLS, pc.Authenticate = ptls.Client, ptls.Authenticate
+	} else if !pc.Standalone || pc.File != "" || pc.Identity != nil {
+		return nil, fmt.Errorf("the peer protocol authenticates the other replicas with the CA of their certificates "+
+			"(--peer-ca-file, default ca.crt in --cert-dir, which cert-manager writes): %w", err)
 	}
 	if !o.Controller.DisableNamespaceGuard {
 		// The namespace guard's label goes on before a Lock create is
 		// allowed; the reconciler keeps it while the create is pending.
 		writer := mgr.GetClient()
-		popts.LabelNamespace = func(ctx context.Context, ns string) error { return controller.LabelNamespace(ctx, writer, ns) }
+		pc.LabelNamespace = func(ctx context.Context, ns string) error { return controller.LabelNamespace(ctx, writer, ns) }
 	}
-	p := peers.New(t, mgr.GetAPIReader(), popts)
-	srv.Register(peers.SubscribePath, http.HandlerFunc(p.ServeSubscribe))
-	srv.Register(peers.PendingPath, http.HandlerFunc(p.ServePending))
-	srv.Register(peers.AdmitPath, http.HandlerFunc(p.ServeAdmission))
+	p, err := peers.New(pc)
+	if err != nil {
+		return nil, err
+	}
 	if err := mgr.Add(p); err != nil {
 		return nil, err
 	}
+	for _, path := range peers.Paths() {
+		srv.Register(path, p)
+	}
+	srv.Register(peers.AdmitPath, http.HandlerFunc(p.ServeAdmission))
 	return p, nil
 }
 
-// peerCA is the CA that authenticates the other replicas: po.CAFile, or
-// ca.crt in certDir. The protocol never runs unauthenticated: without
-// one, lockguard does not start.
-func peerCA(po PeerOptions, certDir string) (*certs.CAPool, error) {
-	file := po.CAFile
-	if file == "" {
-		file = filepath.Join(certDir, certs.CAName)
+// peerConfig checks o's peer flags and returns the protocol's Config as
+// they say: which replicas, the Lock-create entry and the tuning.
+func peerConfig(cfg *rest.Config, o Options) (peers.Config, error) {
+	po, eo := o.Peers, o.CreateEntry
+	if po.Self == "" && !po.Standalone {
+		return peers.Config{}, errors.New("the peer protocol needs this replica's address (--peer-address, or POD_IP)")
 	}
-	ca, err := certs.NewCAPool(file)
+	if eo.Configuration == "" {
+		return peers.Config{}, errors.New("the peer protocol needs the name of lockguard's ValidatingWebhookConfiguration (--webhook-configuration): " +
+			"a replica decides from its cache only while the Lock-create entry there sends every Lock create to lockguard")
+	}
+	if eo.Want.URL == "" && (eo.Want.ServiceName == "" || eo.Want.ServiceNamespace == "") {
+		return peers.Config{}, errors.New("checking the Lock-create webhook entry needs the webhook Service (--peer-service and --leader-election-namespace) or --webhook-url")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("the peer protocol authenticates the other replicas with the CA of their certificates "+
-			"(--peer-ca-file, default ca.crt in --cert-dir, which cert-manager writes): %w", err)
+		return peers.Config{}, err
 	}
-	return ca, nil
+	pc := peers.Config{
+		Self: po.Self, File: po.File, Static: po.Static, Standalone: po.Standalone,
+		Entry: peers.EntryConfig{Client: cs, Configuration: eo.Configuration, Want: eo.Want},
+		TTL:   po.TTL, Lease: po.Lease, Trust: po.Trust, RenewEvery: po.RenewEvery,
+	}
+	if po.Service != "" {
+		if po.ServiceNamespace == "" {
+			return peers.Config{}, errors.New("the identity Leases of the replicas need a namespace (--leader-election-namespace)")
+		}
+		pc.Identity = &peers.IdentityLeases{Client: cs.CoordinationV1(), Namespace: po.ServiceNamespace, Group: po.Service, Duration: po.IdentityLease}
+	}
+	return pc, nil
 }
 
 // SelfAddress returns ip:port, for --peer-address's default.

@@ -62,7 +62,7 @@ func (p *Peers) AdmissionHandler() admission.Handler {
 }
 
 // ServeAdmission serves AdmitPath: the admission reviews of Lock creates,
-// read within the webhook server's bounds (Options.Gate).
+// read within the webhook server's bounds (Config.Gate).
 func (p *Peers) ServeAdmission(w http.ResponseWriter, r *http.Request) {
 	transport.ServeReview(p.o.Gate, w, r, transport.DecodeReview, p.AdmissionHandler().Handle)
 }

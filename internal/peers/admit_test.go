@@ -61,10 +61,10 @@ func TestAdmissionLabelsTheNamespace(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			tr := NewTracker(Config{Standalone: true}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
+			tr := newTracker(trackerConfig{Standalone: true}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
 			tr.SetView(nil)
 			var labelled []string
-			p := New(tr, nil, Options{LabelNamespace: func(_ context.Context, ns string) error {
+			p := newPeers(tr, nil, Config{LabelNamespace: func(_ context.Context, ns string) error {
 				labelled = append(labelled, ns)
 				return tc.labelErr
 			}})

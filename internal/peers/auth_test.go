@@ -17,17 +17,17 @@ import (
 // change the replica's state or tell the caller anything.
 func TestUnauthenticatedCallsAreRefused(t *testing.T) {
 	c := newClock()
-	tr := NewTracker(Config{Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
+	tr := newTracker(trackerConfig{Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
 	tr.SetView(nil)
 	if _, err := tr.Admit(ann("u1", "db")); err != nil {
 		t.Fatal(err)
 	}
-	p := New(tr, nil, Options{})
+	p := newPeers(tr, nil, Config{})
 
 	sub := httptest.NewRequest(http.MethodPost, SubscribePath, strings.NewReader(`{"address":"127.0.0.1:1"}`))
 	sub.RemoteAddr = "127.0.0.1:40000"
 	w := httptest.NewRecorder()
-	p.ServeSubscribe(w, sub)
+	p.ServeHTTP(w, sub)
 	if w.Code != http.StatusForbidden {
 		t.Errorf("unauthenticated subscribe answered %d, want 403", w.Code)
 	}
@@ -44,7 +44,7 @@ func TestUnauthenticatedCallsAreRefused(t *testing.T) {
 	pend.RemoteAddr = "127.0.0.1:40001"
 	w = httptest.NewRecorder()
 	before := tr.Markers()
-	p.ServePending(w, pend)
+	p.ServeHTTP(w, pend)
 	if w.Code != http.StatusForbidden {
 		t.Errorf("unauthenticated pending answered %d, want 403", w.Code)
 	}

@@ -78,7 +78,7 @@
 //
 // The namespace guard's label rides on the same admission: once every
 // subscriber has acknowledged, A puts the label on the Lock's namespace
-// (Options.LabelNamespace) before it allows the create, and the leader's
+// (Config.LabelNamespace) before it allows the create, and the leader's
 // reconciler, holding the marker too, does not take the label off while a
 // create in that namespace is pending (Tracker.PendingIn). The label is
 // then on from the moment the create returns. A leader that holds no
@@ -103,7 +103,7 @@
 // /peers/subscribe and /peers/pending are mutual TLS: the webhook server
 // asks every client for a certificate, and these endpoints accept only one
 // that the replicas' CA signed for client auth and for the webhook
-// Service's name (Options.Authenticate, certs.VerifyPeer); each replica
+// Service's name (Config.Authenticate, certs.PeerTLS); each replica
 // presents its serving certificate. Every call and answer carries
 // ProtocolVersion. A replica subscribes only for its own address (the
 // host it calls from) and only while the other's view lists it, so no
@@ -126,4 +126,13 @@
 // webhooks, grew by more than one, or its UID changed) counts as a
 // change. What the replica cannot see is an API server that has not
 // loaded the current configuration yet.
+//
+// # Wiring
+//
+// New builds a replica's side of the protocol from one Config (the other
+// replicas, TLS from certs.PeerTLS, the Lock index, the Lock-create
+// entry, the tuning): a Peers, which the manager adds once as a Runnable
+// and serves once as the handler of Paths. The webhook asks it
+// (Peers.MayLack) before it trusts its cache, and the reconciler asks it
+// whether a Lock create is pending in a namespace (Peers.PendingIn).
 package peers

@@ -199,7 +199,7 @@ func (t *Tracker) entryValidLocked() bool {
 // may have been admitted without lockguard meanwhile: the replica stays
 // cold for TTL (such a create has reached etcd or never will by then),
 // then lists every Lock, as after a lost create. The first observation
-// needs no hold-off: NewTracker holds off for TTL from the start already
+// needs no hold-off: newTracker holds off for TTL from the start already
 // (a Standalone replica assumes, as it does of other replicas, that no
 // Lock create bypassed it before it started).
 func (t *Tracker) SetCreateEntry(err error) {

@@ -214,7 +214,7 @@ func TestCheckCreateEntry(t *testing.T) {
 // entry, synced and with its view known, not yet told of the entry.
 func checkedStandalone() (*clock, *Tracker) {
 	c := newClock()
-	tr := NewTracker(Config{Standalone: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true})
+	tr := newTracker(trackerConfig{Standalone: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true})
 	tr.RequireCreateEntry()
 	tr.SetView(nil)
 	c.add(time.Millisecond)

@@ -17,8 +17,8 @@ import (
 
 // EntryWatch watches lockguard's ValidatingWebhookConfiguration (one
 // object, by name) and reports the state of its Lock-create entry to a
-// Tracker (SetCreateEntry) at every change. It is a controller-runtime
-// Runnable on every replica.
+// Tracker (SetCreateEntry) at every change. Peers runs it on every
+// replica (New).
 //
 // The watch shows every write of the configuration unless it breaks; a
 // relist then shows only the last state. Writes the watch missed show as
@@ -45,17 +45,18 @@ type EntryWatch struct {
 	reported bool
 }
 
-// NewEntryWatch returns the watch of the ValidatingWebhookConfiguration
-// name through cs, whose Lock-create entry must be as want says, and
-// makes t require the entry (RequireCreateEntry).
-func NewEntryWatch(cs kubernetes.Interface, name string, want Expectation, t *Tracker) *EntryWatch {
+// entryListWatch lists and watches the ValidatingWebhookConfiguration
+// name through cs, and no other.
+func entryListWatch(cs kubernetes.Interface, name string) cache.ListerWatcher {
 	// A field selector on the name: the RBAC rule can then name the
 	// object (resourceNames) for list and watch too.
-	lw := cache.NewListWatchFromClient(cs.AdmissionregistrationV1().RESTClient(), "validatingwebhookconfigurations", "",
+	return cache.NewListWatchFromClient(cs.AdmissionregistrationV1().RESTClient(), "validatingwebhookconfigurations", "",
 		fields.OneTermEqualSelector("metadata.name", name))
-	return newEntryWatch(lw, name, want, t)
 }
 
+// newEntryWatch returns the watch of the ValidatingWebhookConfiguration
+// name through lw, whose Lock-create entry must be as want says, and
+// makes t require the entry (RequireCreateEntry).
 func newEntryWatch(lw cache.ListerWatcher, name string, want Expectation, t *Tracker) *EntryWatch {
 	t.RequireCreateEntry()
 	w := &EntryWatch{t: t, lw: lw, name: name, want: want}
@@ -70,12 +71,6 @@ func newEntryWatch(lw cache.ListerWatcher, name string, want Expectation, t *Tra
 	})
 	return w
 }
-
-// Register registers lockguard_create_entry_valid with r.
-func (w *EntryWatch) Register(r prometheus.Registerer) error { return r.Register(w.valid) }
-
-// NeedLeaderElection is false: every replica decides deletes.
-func (w *EntryWatch) NeedLeaderElection() bool { return false }
 
 // Start watches the configuration until ctx ends.
 func (w *EntryWatch) Start(ctx context.Context) error {

@@ -45,7 +45,7 @@ func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
 
 	genuine := ann("u1", "db")
 	tr.Mark(genuine) // told by the replica that admitted it
-	p := New(tr, nil, Options{LabelNamespace: func(context.Context, string) error {
+	p := newPeers(tr, nil, Config{LabelNamespace: func(context.Context, string) error {
 		return errors.New(`namespaces "nowhere" not found`)
 	}})
 

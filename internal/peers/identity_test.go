@@ -13,7 +13,7 @@ import (
 func identityTracker(t *testing.T) (*clock, *Tracker) {
 	t.Helper()
 	c := newClock()
-	tr := NewTracker(Config{Identity: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
+	tr := newTracker(trackerConfig{Identity: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
 	tr.SetView(nil)
 	return c, tr
 }

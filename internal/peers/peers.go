@@ -3,7 +3,6 @@ package peers
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,45 +74,18 @@ type Reader interface {
 	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
 }
 
-// Options configure Peers.
-type Options struct {
-	// Self is this replica's address as the others reach it (host:port),
-	// sent with its subscriptions.
-	Self string
-	// Source lists the other replicas.
-	Source Source
-	// TLS is the client configuration of calls to peers: it verifies
-	// their serving certificates and presents this replica's client
-	// certificate (certs.PeerClientTLS).
-	TLS *tls.Config
-	// Authenticate checks that a call to the peer endpoints comes from
-	// another replica (certs.VerifyPeer). Nil refuses every call: only
-	// an authenticated replica may subscribe (and so learn of pending
-	// creates) or announce.
-	Authenticate func(*http.Request) error
-	// Gate bounds the peer endpoints and the admission of Lock creates
-	// together with every other path of the webhook server; default: a
-	// Gate of their own.
-	Gate *transport.Gate
-	// RenewEvery: see DefaultRenewEvery.
-	RenewEvery time.Duration
-	// LabelNamespace, when set, is called with a Lock's namespace once
-	// every replica has been told of its create, before the create is
-	// allowed (the namespace guard's label, so that deleting the namespace
-	// is denied from the moment the create returns). An error refuses the
-	// create, retryably.
-	LabelNamespace func(ctx context.Context, ns string) error
-}
-
 // Peers runs a replica's side of the protocol: subscriptions to the
-// others, the list that makes it warm, the sweep of old markers, the
-// endpoints the others call, and the admission of Lock creates. It is a
-// controller-runtime Runnable on every replica.
+// others, the list that makes it warm, the sweep of old markers, the watch
+// of the Lock-create entry, the endpoints the others call (ServeHTTP, at
+// Paths), and the admission of Lock creates. It is a controller-runtime
+// Runnable on every replica.
 type Peers struct {
-	t    *Tracker
-	o    Options
-	api  Reader
-	http *http.Client
+	t     *Tracker
+	o     Config
+	src   Source // the other replicas
+	api   Reader
+	http  *http.Client
+	entry *EntryWatch // nil: no watch (tests)
 
 	warm       prometheus.GaugeFunc
 	markers    prometheus.GaugeFunc
@@ -123,8 +95,11 @@ type Peers struct {
 	listActive sync.Mutex
 }
 
-// New returns the Peers of tracker t.
-func New(t *Tracker, api Reader, o Options) *Peers {
+// newPeers returns the Peers of tracker t as o says, without a Source of
+// the other replicas or the watch of the Lock-create entry (New adds
+// both). It reads o's Self, TLS, Authenticate, Gate, RenewEvery and
+// LabelNamespace.
+func newPeers(t *Tracker, api Reader, o Config) *Peers {
 	if o.RenewEvery <= 0 {
 		o.RenewEvery = DefaultRenewEvery
 	}
@@ -157,8 +132,8 @@ func New(t *Tracker, api Reader, o Options) *Peers {
 	return p
 }
 
-// Register registers the metrics with r.
-func (p *Peers) Register(r prometheus.Registerer) error {
+// register registers the metrics with r.
+func (p *Peers) register(r prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{p.warm, p.markers, p.confirmed, p.refused} {
 		if err := r.Register(c); err != nil {
 			return err
@@ -182,14 +157,25 @@ func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).I
 // NeedLeaderElection is false: every replica serves the webhook.
 func (p *Peers) NeedLeaderElection() bool { return false }
 
-// Start runs the protocol until ctx ends: renewals on their own
-// schedule (a long list must not delay them past Trust), and the list and
-// the sweep of old markers.
+// Start runs the protocol until ctx ends: the watch of the Lock-create
+// entry, renewals on their own schedule (a long list must not delay them
+// past Trust), and the list and the sweep of old markers.
 func (p *Peers) Start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var entry sync.WaitGroup
+	defer entry.Wait()
+	defer cancel()
+	if p.entry != nil {
+		entry.Add(1)
+		go func() {
+			defer entry.Done()
+			_ = p.entry.Start(ctx)
+		}()
+	}
 	log := ctrl.LoggerFrom(ctx).WithName("peers")
 	ctx = ctrl.LoggerInto(ctx, log)
 	errs := make(chan error, 1)
-	go func() { errs <- p.o.Source.Run(ctx, p.t.SetView) }()
+	go func() { errs <- p.src.Run(ctx, p.t.SetView) }()
 	go p.renewLoop(ctx)
 	tick := time.NewTicker(p.o.RenewEvery)
 	defer tick.Stop()

@@ -69,7 +69,7 @@ func (k pki) clientTLS(t *testing.T) *tls.Config {
 
 func newReplica(t *testing.T, k pki, c *clock) *replica {
 	t.Helper()
-	r := &replica{t: NewTracker(Config{Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})}
+	r := &replica{t: newTracker(trackerConfig{Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})}
 	mux := http.NewServeMux()
 	r.srv = httptest.NewUnstartedServer(mux)
 	r.srv.TLS = &tls.Config{Certificates: []tls.Certificate{k.cert}}
@@ -77,10 +77,11 @@ func newReplica(t *testing.T, k pki, c *clock) *replica {
 	r.srv.StartTLS()
 	t.Cleanup(r.srv.Close)
 	r.addr = strings.TrimPrefix(r.srv.URL, "https://")
-	r.p = New(r.t, nil, Options{Self: r.addr, TLS: k.clientTLS(t),
+	r.p = newPeers(r.t, nil, Config{Self: r.addr, TLS: k.clientTLS(t),
 		Authenticate: func(req *http.Request) error { return certs.VerifyPeer(k.ca, "", req) }})
-	mux.HandleFunc(SubscribePath, r.p.ServeSubscribe)
-	mux.HandleFunc(PendingPath, r.p.ServePending)
+	for _, path := range Paths() {
+		mux.Handle(path, r.p)
+	}
 	return r
 }
 

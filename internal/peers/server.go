@@ -11,15 +11,32 @@ import (
 	"github.com/navique/lockguard/internal/transport"
 )
 
+// Paths returns the paths of the peer endpoints on the webhook server,
+// each served by Peers.ServeHTTP.
+func Paths() []string { return []string{SubscribePath, PendingPath} }
+
+// ServeHTTP serves the endpoints the other replicas call: SubscribePath
+// and PendingPath. Any other path is not found.
+func (p *Peers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case SubscribePath:
+		p.serveSubscribe(w, r)
+	case PendingPath:
+		p.servePending(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
 // subscribeRequest is the body of POST /peers/subscribe.
 type subscribeRequest struct {
 	Address string `json:"address"`
 }
 
-// ServeSubscribe serves POST /peers/subscribe, from an authenticated
+// serveSubscribe serves POST /peers/subscribe, from an authenticated
 // replica, for its own address (the host it calls from) as this replica's
 // view lists it. The answer is streamed, one announcement at a time.
-func (p *Peers) ServeSubscribe(w http.ResponseWriter, r *http.Request) {
+func (p *Peers) serveSubscribe(w http.ResponseWriter, r *http.Request) {
 	if !p.authenticated(w, r) {
 		return
 	}
@@ -91,9 +108,9 @@ func sameHost(a, b string) bool {
 // maxAddressLen bounds a subscriber's host:port.
 const maxAddressLen = 300
 
-// ServePending serves POST /peers/pending, from an authenticated replica:
+// servePending serves POST /peers/pending, from an authenticated replica:
 // one announcement, marked before the answer.
-func (p *Peers) ServePending(w http.ResponseWriter, r *http.Request) {
+func (p *Peers) servePending(w http.ResponseWriter, r *http.Request) {
 	if !p.authenticated(w, r) {
 		return
 	}

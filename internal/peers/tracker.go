@@ -17,7 +17,7 @@ const (
 	ReasonCold   = "cold"
 )
 
-// Defaults of Config.
+// Defaults of trackerConfig.
 const (
 	// DefaultTTL is longer than a create request can take (the API
 	// server's request timeout is 60s): a Lock admitted that long ago has
@@ -38,9 +38,9 @@ const (
 	DefaultMaxSubscribers = 64
 )
 
-// Config configures a Tracker. Zero durations and counts take the
+// trackerConfig configures a Tracker. Zero durations and counts take the
 // defaults above.
-type Config struct {
+type trackerConfig struct {
 	// TTL: see DefaultTTL.
 	TTL time.Duration
 	// Lease, Trust: see DefaultLease; Trust must be shorter than Lease.
@@ -58,7 +58,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-func (c Config) withDefaults() Config {
+func (c trackerConfig) withDefaults() trackerConfig {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -92,7 +92,7 @@ type Cache interface {
 // subscriptions others hold to it. It is safe for concurrent use; it does
 // no I/O (Peers does).
 type Tracker struct {
-	cfg   Config
+	cfg   trackerConfig
 	cache Cache
 
 	mu      sync.Mutex
@@ -121,7 +121,7 @@ type Tracker struct {
 	replayIncomplete time.Time
 
 	// fresh is the interval in which this replica's identity Lease is
-	// fresh (Config.Identity), as SelfFresh last reported it.
+	// fresh (trackerConfig.Identity), as SelfFresh last reported it.
 	freshFrom, freshUntil time.Time
 	// entry is the Lock-create entry's state (RequireCreateEntry).
 	entry createEntry
@@ -133,10 +133,10 @@ type admitted struct {
 	at time.Time
 }
 
-// NewTracker returns a cold Tracker. Unless cfg.Standalone, it stays
+// newTracker returns a cold Tracker. Unless cfg.Standalone, it stays
 // cold for cfg.TTL: a replica that died before this one started may have
 // admitted a create that has not reached etcd yet.
-func NewTracker(cfg Config, cache Cache) *Tracker {
+func newTracker(cfg trackerConfig, cache Cache) *Tracker {
 	cfg = cfg.withDefaults()
 	now := cfg.Now()
 	t := &Tracker{cfg: cfg, cache: cache, markers: newMarkerSet(cfg.MaxMarkers),
@@ -386,7 +386,7 @@ func (t *Tracker) SelfFresh(from, until time.Time) {
 }
 
 // selfFreshLocked reports whether the replica's identity Lease is fresh at
-// now; always true without Config.Identity.
+// now; always true without trackerConfig.Identity.
 func (t *Tracker) selfFreshLocked(now time.Time) bool {
 	if !t.cfg.Identity {
 		return true

@@ -40,7 +40,7 @@ func warmStandalone(t *testing.T) (*clock, *fakeCache, *Tracker) {
 	t.Helper()
 	c := newClock()
 	cache := &fakeCache{synced: true, uids: map[types.UID]bool{}}
-	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
+	tr := newTracker(trackerConfig{Standalone: true, Now: c.Now}, cache)
 	tr.SetView(nil)
 	c.add(time.Millisecond)
 	warmUp(t, tr)
@@ -60,7 +60,7 @@ func warmUp(t *testing.T, tr *Tracker) {
 func TestStandaloneWarmsAfterSyncAndList(t *testing.T) {
 	c := newClock()
 	cache := &fakeCache{}
-	tr := NewTracker(Config{Standalone: true, Now: c.Now}, cache)
+	tr := newTracker(trackerConfig{Standalone: true, Now: c.Now}, cache)
 	tr.SetView(nil)
 	if tr.Warm() {
 		t.Fatal("warm before the informer synced")
@@ -133,7 +133,7 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 func TestMarkerBoundMakesTheReplicaCold(t *testing.T) {
 	c := newClock()
 	cache := &fakeCache{synced: true}
-	tr := NewTracker(Config{Standalone: true, MaxMarkers: 2, Now: c.Now}, cache)
+	tr := newTracker(trackerConfig{Standalone: true, MaxMarkers: 2, Now: c.Now}, cache)
 	tr.SetView(nil)
 	c.add(time.Millisecond)
 	warmUp(t, tr)
@@ -163,7 +163,7 @@ func TestMarkerBoundMakesTheReplicaCold(t *testing.T) {
 func TestPeersWarmColdStateMachine(t *testing.T) {
 	c := newClock()
 	cache := &fakeCache{synced: true}
-	tr := NewTracker(Config{Now: c.Now}, cache)
+	tr := newTracker(trackerConfig{Now: c.Now}, cache)
 	tr.SetView([]string{"b:1", "c:1"})
 	renew := func(peer string, resp SubscribeResponse) {
 		sent := c.Now()
@@ -246,7 +246,7 @@ func TestPeersWarmColdStateMachine(t *testing.T) {
 
 func TestAdmitNeedsEverySubscription(t *testing.T) {
 	c := newClock()
-	tr := NewTracker(Config{Now: c.Now}, &fakeCache{synced: true})
+	tr := newTracker(trackerConfig{Now: c.Now}, &fakeCache{synced: true})
 	if _, err := tr.Admit(ann("u1", "a")); err == nil {
 		t.Fatal("admitted before the view was known")
 	}
