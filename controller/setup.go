@@ -26,7 +26,8 @@ type Options struct {
 	// Defaults to 4.
 	MaxConcurrentReconciles int
 	// DiscoveryInterval is how often the core.navique.com group is
-	// rediscovered for kinds to watch. Defaults to
+	// rediscovered for kinds to watch (and, in internal/manager, to index
+	// by owner: readmodel.Discovery). Defaults to
 	// readmodel.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration
 	// DisableNamespaceGuard stops keeping HasLocksLabel on namespaces (the
