@@ -230,8 +230,8 @@ test-table: ## Print the stage table of the last make test again.
 FUZZ_TIME ?= 2000x
 
 .PHONY: fuzz
-fuzz: ## Fuzz the admission path and the reconciler's kind decision, FUZZ_TIME (2000x: executions) per target (not in make test, whose unit stage replays the seed corpora).
-	@set -e; for p in ./webhook/ ./controller/; do \
+fuzz: ## Fuzz the admission path, the review skimmer and the reconciler's kind decision, FUZZ_TIME (2000x: executions) per target (not in make test, whose unit stage replays the seed corpora).
+	@set -e; for p in ./webhook/ ./internal/skim/ ./controller/; do \
 	  for t in $$(go test -list '^Fuzz' $$p | grep '^Fuzz'); do \
 	    echo "fuzz: $$p $$t for $(FUZZ_TIME)"; \
 	    go test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZ_TIME) $$p; \

@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	k8sjson "sigs.k8s.io/json"
+
+	"github.com/navique/lockguard/internal/skim"
 )
 
 // ObjectSpec is what the CRD guard reads of the spec of the object being
@@ -29,17 +31,14 @@ type ObjectStatus struct {
 	Phase string `json:"phase"`
 }
 
-// lenient is implemented by the types whose UnmarshalJSON ignores what does
-// not fit them; skim reduces their values to skimFields.
-type lenient interface {
-	skimFields() fields
+// SkimFields are the members UnmarshalJSON reads (skim.Lenient): the
+// skimmer keeps only these of a spec.
+func (ObjectSpec) SkimFields() skim.Fields {
+	return skim.Fields{"group": nil, "names": skim.Fields{"kind": nil}}
 }
 
-func (ObjectSpec) skimFields() fields {
-	return fields{"group": nil, "names": fields{"kind": nil}}
-}
-
-func (ObjectStatus) skimFields() fields { return fields{"phase": nil} }
+// SkimFields are the members UnmarshalJSON reads (skim.Lenient).
+func (ObjectStatus) SkimFields() skim.Fields { return skim.Fields{"phase": nil} }
 
 // UnmarshalJSON reads the members of ObjectSpec it can, and ignores the rest.
 func (s *ObjectSpec) UnmarshalJSON(data []byte) error {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
+
+	"github.com/navique/lockguard/internal/skim"
 )
 
 // Request is an admission request as the decision reads it: the members of
@@ -86,12 +89,15 @@ type review struct {
 	Request    *Request `json:"request"`
 }
 
+// reviewFields are the members decodeReview reads.
+var reviewFields = skim.FieldsOf(reflect.TypeFor[review]())
+
 // decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
 // JSON, into the Request it carries, as the API server decodes JSON (keys
 // matched case-sensitively, the whole body validated), storing only the
-// fields of Request. It is decodeStandard of what skim keeps of body.
+// fields of Request. It is decodeStandard of what skim.Skim keeps of body.
 func decodeReview(body []byte) (Request, error) {
-	kept, err := skim(body, reviewFields)
+	kept, err := skim.Skim(body, reviewFields)
 	if err != nil {
 		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}

@@ -1,286 +1,67 @@
 package webhook
 
 import (
-	"encoding/json"
-	"fmt"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sjson "sigs.k8s.io/json"
+
+	"github.com/navique/lockguard/internal/skim"
 )
 
-// referenceDecode decodes body the way the API server's decoder would:
-// the whole AdmissionReview with sigs.k8s.io/json. ok is false when body is
-// not an admission.k8s.io/v1 AdmissionReview with a request.
-func referenceDecode(body []byte) (ar *admissionv1.AdmissionReview, ok bool) {
-	ar = &admissionv1.AdmissionReview{}
-	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(body, ar); err != nil {
-		return nil, false
-	}
-	if ar.APIVersion != "admission.k8s.io/v1" || ar.Kind != "AdmissionReview" || ar.Request == nil {
-		return nil, false
-	}
-	return ar, true
-}
+// decodeReview's skimmer is fuzzed on Request itself in internal/skim
+// (FuzzSkim): the decode of what it keeps agrees with the standard decode
+// of the whole body, and with the API server's decoder.
 
-// referenceRequest is the Request in a review the API server decoded, read
-// without decodeReview: oldObject's metadata is looked up in the object
-// decoded as a map. ok is false when oldObject is not an object whose
-// metadata.name and metadata.uid are strings (or absent), which the API
-// server never sends.
-func referenceRequest(r *admissionv1.AdmissionRequest) (req Request, ok bool) {
-	req = Request{
-		UID: r.UID, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace, Operation: r.Operation,
-		UserInfo: UserInfo{Username: r.UserInfo.Username},
-		DryRun:   r.DryRun != nil && *r.DryRun,
+// TestDecodeReviewChecks: decodeReview refuses what is not an
+// admission.k8s.io/v1 AdmissionReview with a request, and reads the
+// Request of one that is.
+func TestDecodeReviewChecks(t *testing.T) {
+	cases := map[string]struct {
+		reason  string
+		body    string
+		wantErr bool
+	}{
+		"Review":       {reason: "A v1 review decodes.", body: reviewJSON("admission.k8s.io/v1", "forge", `{"metadata":{"name":"forge"}}`)},
+		"OtherVersion": {reason: "A v1beta1 review is refused.", body: reviewJSON("admission.k8s.io/v1beta1", "forge", `{}`), wantErr: true},
+		"OtherKind":    {reason: "Another kind is refused.", body: `{"apiVersion":"admission.k8s.io/v1","kind":"Status","request":{}}`, wantErr: true},
+		"NoRequest":    {reason: "A review without a request is refused.", body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`, wantErr: true},
+		"NotJSON":      {reason: "A body that is not JSON is refused.", body: `{"apiVersion":`, wantErr: true},
 	}
-	if len(r.Options.Raw) > 0 {
-		var opts metav1.DeleteOptions
-		if err := k8sjson.UnmarshalCaseSensitivePreserveInts(r.Options.Raw, &opts); err != nil {
-			return req, false
-		}
-		req.Options = DeleteOptions{PropagationPolicy: opts.PropagationPolicy, OrphanDependents: opts.OrphanDependents} //nolint:staticcheck // the deprecated field is read on purpose
-	}
-	if len(r.OldObject.Raw) == 0 {
-		return req, true
-	}
-	var obj any
-	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(r.OldObject.Raw, &obj); err != nil {
-		return req, false
-	}
-	m, isMap := obj.(map[string]any)
-	if !isMap {
-		return req, obj == nil
-	}
-	meta, isMap := m["metadata"].(map[string]any)
-	if !isMap {
-		return req, m["metadata"] == nil
-	}
-	for key, dst := range map[string]*string{"name": &req.OldObject.Metadata.Name, "uid": (*string)(&req.OldObject.Metadata.UID)} {
-		switch v := meta[key].(type) {
-		case string:
-			*dst = v
-		case nil:
-		default:
-			return req, false
-		}
-	}
-	switch fs := meta["finalizers"].(type) {
-	case nil:
-	case []any:
-		for _, f := range fs {
-			s, isString := f.(string)
-			if !isString {
-				return req, false
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			req, err := decodeReview([]byte(tc.body))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("%s\ndecodeReview(...): %+v, error %v, want error %v", tc.reason, req, err, tc.wantErr)
 			}
-			req.OldObject.Metadata.Finalizers = append(req.OldObject.Metadata.Finalizers, s)
-		}
-	default:
-		return req, false
-	}
-	return req, true
-}
-
-// checkDecode checks decodeReview on body: it accepts exactly what the
-// standard decode of the whole body accepts, and reads the same Request
-// (the fast path loses nothing); and a review the API server would send
-// (body as the reference decoder reads it, written out again as the API
-// server writes it) is decoded into the Request the reference reads from
-// it (the Request's fields are the AdmissionRequest's).
-func checkDecode(t *testing.T, body []byte) {
-	t.Helper()
-	got, err := decodeReview(body)
-	want, wantErr := decodeStandard(body)
-	if (err == nil) != (wantErr == nil) {
-		t.Fatalf("decodeReview(%q): error %v; the standard decode: error %v", clipBody(body), err, wantErr)
-	}
-	if diff := cmp.Diff(want, got); err == nil && diff != "" {
-		t.Fatalf("decodeReview(%q): -standard, +got:\n%s", clipBody(body), diff)
-	}
-	if err == nil && !json.Valid(body) {
-		t.Fatalf("decodeReview(%q) accepted a body that is not JSON", clipBody(body))
-	}
-
-	ar, ok := referenceDecode(body)
-	if !ok {
-		return
-	}
-	want, ok = referenceRequest(ar.Request)
-	if !ok {
-		return
-	}
-	canonical, err := json.Marshal(ar)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err = decodeReview(canonical)
-	if err != nil {
-		t.Fatalf("decodeReview(%q): %v, want the reference decoder's request", clipBody(canonical), err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("decodeReview(%q): -reference, +got:\n%s", clipBody(canonical), diff)
+			if !tc.wantErr && (req.UID != "u-1" || req.OldObject.Metadata.Name != "forge") {
+				t.Errorf("%s\ndecodeReview(...) = %+v, want uid u-1 and oldObject forge", tc.reason, req)
+			}
+		})
 	}
 }
 
-func clipBody(b []byte) string {
-	if len(b) > 300 {
-		return string(b[:300]) + "..."
-	}
-	return string(b)
-}
-
-var decodeSeeds = []string{
-	reviewJSON("admission.k8s.io/v1", "forge", `{"metadata":{"name":"forge"}}`),
-	reviewJSON("admission.k8s.io/v1", "", `{"metadata":{"name":"forge"},"spec":{"a":[1,-2.5e+3,true,false,null,"\u00e9\n"]}}`),
-	reviewJSON("admission.k8s.io/v1beta1", "forge", `{}`),
-	reviewJSON("admission.k8s.io/v1", "forge", `null`),
-	reviewJSON("admission.k8s.io/v1", "forge", `"str"`),
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a","name":"x"},"request":{"uid":"b","kind":{"group":"g"}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a"},"request":null}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"oldObject":{"a":1},"oldObject":null}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"old\u004fbject":{"a":1},"uid":"x"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"OldObject":{"a":1},"UID":"x"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"},"response":5}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"},"response":{"allowed":true}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","name":5}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} x`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":[1,2,]}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a":01}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":"\x01"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":"\uZZZZ"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a":1.}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"a" 1}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":tru}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"username":"a","extra":{"k":["v"]}},"dryRun":true}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":["a",null,"b"],"extra":{"k":null,"k\u0032":["v"]}},"userInfo":{"groups":[],"extra":{"k3":[]}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":null,"extra":null,"username":null}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"groups":[1]}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":{"extra":{"k":"v"}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","userInfo":5}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","requestKind":{"group":"g"},"requestKind":{"kind":"K"},"requestResource":null,"kind":{"group":"a"},"kind":{"version":"v"}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","requestKind":null,"requestResource":{"resource":"r","extra":[1,{"a":null}]}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","kind":"Stack"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","resource":[]}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","dryRun":null}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","dryRun":1}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","dryRun":"true"}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","name":"caf\u00e9","namespace":"ns\n","operation":"DEL\"ETE","subResource":"\ud83d\ude00"}}`,
-	"{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"x\",\"name\":\"caf\xc3\xa9\",\"namespace\":\"\xff\xfe\"}}",
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","name":null,"name":"n","uid":null}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":5}`,
-	`{"apiVersion":5,"kind":"AdmissionReview","request":{}}`,
-	`{"apiVersion":null,"kind":"AdmissionReview","request":{}}`,
-	`{"kind":"AdmissionReview","request":{}}`,
-	`[]`, `null`, ``, ` `, `{`, `{"a":}`, `{,}`, `{"a":1,}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9998) + `1` + strings.Repeat("}", 9998) + `}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":` + strings.Repeat(`{"a":`, 9999) + `1` + strings.Repeat("}", 9999) + `}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":` + strings.Repeat("[", 9998) + strings.Repeat("]", 9998) + `}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n","x":` + strings.Repeat("[", 9996) + strings.Repeat("]", 9996) + `}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n","x":` + strings.Repeat("[", 9997) + strings.Repeat("]", 9997) + `}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"a"}},"oldObject":{"metadata":{"uid":"u"}},"oldObject":{"spec":1}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"a"}},"oldObject":null}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","old\u004fbject":{"meta\u0064ata":{"\u006eame":"esc"}},"kind":{"gr\u006fup":"g"}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":{"a":1,}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":"\x"}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"},"spec":[-]}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"name":"n"}  ,  "spec" : [ 1 , 2.5e-3 , -0 , "s" , { } , [ ] ] }}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"propagationPolicy":"Orphan"},"object":null,"response":{"allowed":"no"}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"orphanDependents":false,"gracePeriodSeconds":3},"oldObject":{"metadata":{"name":"n","finalizers":["orphan","a/b"]}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":{"propagationPolicy":5}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","options":null,"oldObject":{"metadata":{"finalizers":null}}}}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"metadata":{"finalizers":"x"}}}}`,
-	` {"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}} ` + "\n",
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x"}`,
-	`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","oldObject":{"spec":"a`,
-}
-
-// TestDecodeReview runs checkDecode on well-formed, odd and malformed
-// reviews.
-func TestDecodeReview(t *testing.T) {
-	for _, s := range decodeSeeds {
-		checkDecode(t, []byte(s))
-	}
-}
-
-// FuzzDecodeReview: decodeReview, the fast path, accepts and reads
-// exactly what the standard decode of the whole body does; and it reads
-// every review the API server could send as the API server's decoder
-// reads it.
-func FuzzDecodeReview(f *testing.F) {
-	for _, s := range decodeSeeds {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkDecode(t, body) })
-}
-
-// TestReviewFields: skim keeps exactly the members Request reads.
+// TestReviewFields: the skimmer keeps exactly the members Request reads.
 func TestReviewFields(t *testing.T) {
-	want := fields{
+	want := skim.Fields{
 		"apiVersion": nil,
 		"kind":       nil,
-		"request": fields{
+		"request": skim.Fields{
 			"uid":       nil,
-			"kind":      fields{"group": nil, "version": nil, "kind": nil},
+			"kind":      skim.Fields{"group": nil, "version": nil, "kind": nil},
 			"name":      nil,
 			"namespace": nil,
 			"operation": nil,
-			"userInfo":  fields{"username": nil},
+			"userInfo":  skim.Fields{"username": nil},
 			"dryRun":    nil,
-			"options":   fields{"propagationPolicy": nil, "orphanDependents": nil},
-			"oldObject": fields{
-				"metadata": fields{"name": nil, "uid": nil, "deletionTimestamp": nil, "finalizers": nil},
-				"spec":     fields{"group": nil, "names": fields{"kind": nil}},
-				"status":   fields{"phase": nil},
+			"options":   skim.Fields{"propagationPolicy": nil, "orphanDependents": nil},
+			"oldObject": skim.Fields{
+				"metadata": skim.Fields{"name": nil, "uid": nil, "deletionTimestamp": nil, "finalizers": nil},
+				"spec":     skim.Fields{"group": nil, "names": skim.Fields{"kind": nil}},
+				"status":   skim.Fields{"phase": nil},
 			},
 		},
 	}
 	if diff := cmp.Diff(want, reviewFields); diff != "" {
 		t.Errorf("reviewFields: -want, +got:\n%s", diff)
-	}
-}
-
-// BenchmarkDecodeReview compares decodeReview (skim, then the standard
-// decode of what it keeps) with decodeStandard on the whole body, side by
-// side: it alternates between them in batches of about 1ms, and reports
-// the time of each per review and the median of the per-batch ratios
-// (standard/fast). The benchmark's own ns/op is meaningless.
-func BenchmarkDecodeReview(b *testing.B) {
-	for _, size := range []int{2 << 10, 16 << 10, 256 << 10, 1 << 20} {
-		body := []byte(reviewJSON("admission.k8s.io/v1", "", `{"metadata":{"name":"forge","uid":"u"},"spec":{"payload":"`+strings.Repeat("x", size)+`","list":[1,2.5,true,null,{"a":"b"}]}}`))
-		b.Run(fmt.Sprintf("body=%dKiB", len(body)>>10), func(b *testing.B) {
-			batch := max(1, 64<<10/len(body))
-			decoders := []func([]byte) (Request, error){decodeReview, decodeStandard}
-			var total [2]time.Duration
-			var ratios []float64
-			for b.Loop() {
-				var took [2]time.Duration
-				for i, decode := range decoders {
-					start := time.Now()
-					for range batch {
-						if r, err := decode(body); err != nil || r.OldObject.Metadata.Name != "forge" {
-							b.Fatalf("decode: %+v, %v", r, err)
-						}
-					}
-					took[i] = time.Since(start)
-					total[i] += took[i]
-				}
-				ratios = append(ratios, float64(took[1])/float64(took[0]))
-			}
-			reviews := float64(len(ratios) * batch)
-			b.ReportMetric(float64(total[0].Nanoseconds())/reviews, "ns/review-fast")
-			b.ReportMetric(float64(total[1].Nanoseconds())/reviews, "ns/review-standard")
-			slices.Sort(ratios)
-			b.ReportMetric(ratios[len(ratios)/2], "standard/fast")
-		})
 	}
 }

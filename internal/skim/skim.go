@@ -1,4 +1,15 @@
-package webhook
+// Package skim reduces a JSON document to the members that a Go type
+// reads, validating and skipping the rest without decoding it: lockguard's
+// webhook skims an AdmissionReview (oldObject's spec and status can be
+// megabytes) so that the standard decoder reads a few hundred bytes
+// whatever the size of the objects. Only skipping is hand-written; every
+// kept value is left to the caller's decoder (sigs.k8s.io/json in
+// lockguard). FuzzSkim checks that the decode of what Skim keeps and the
+// decode of the whole body agree on every input.
+//
+// It is a leaf: it knows JSON and Go types, nothing of admission or of
+// Locks.
+package skim
 
 import (
 	"encoding/json"
@@ -6,42 +17,38 @@ import (
 	"strings"
 )
 
-// The fast path of decodeReview: skim copies out of a review the members
-// that Request has a field for, validating and skipping the rest (above
-// all oldObject's spec and status, up to megabytes) without decoding it,
-// so that the standard decoder reads a few hundred bytes whatever the size
-// of the objects. Only skipping is hand-written; every kept value is
-// decoded by sigs.k8s.io/json. FuzzDecodeReview checks that the fast path
-// and the standard decode of the whole body agree on every input.
-
-// fields are the members of a JSON object that a Go type reads: a member
-// mapped to nil is kept whole, one mapped to fields is skimmed in turn
+// Fields are the members of a JSON object that a Go type reads: a member
+// mapped to nil is kept whole, one mapped to Fields is skimmed in turn
 // when its value is an object.
-type fields map[string]fields
+type Fields map[string]Fields
 
-// reviewFields are the members decodeReview reads.
-var reviewFields = fieldsOf(reflect.TypeFor[review]())
+// Lenient is implemented by the types whose UnmarshalJSON reads only some
+// members, whatever the rest of the value holds: FieldsOf reduces their
+// values to SkimFields.
+type Lenient interface {
+	SkimFields() Fields
+}
 
 var (
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
-	lenientType     = reflect.TypeFor[lenient]()
+	lenientType     = reflect.TypeFor[Lenient]()
 )
 
-// fieldsOf returns the members that the standard decoder reads into a
+// FieldsOf returns the members that the standard decoder reads into a
 // value of type t, or nil (keep the value whole) when t is not a plain
 // struct: keeping a value whole is always correct, only slower.
-func fieldsOf(t reflect.Type) fields {
+func FieldsOf(t reflect.Type) Fields {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if t.Implements(lenientType) {
 		// Its UnmarshalJSON reads only these members, whatever the rest.
-		return reflect.Zero(t).Interface().(lenient).skimFields()
+		return reflect.Zero(t).Interface().(Lenient).SkimFields()
 	}
 	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
 		return nil
 	}
-	f := fields{}
+	f := Fields{}
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
@@ -53,18 +60,18 @@ func fieldsOf(t reflect.Type) fields {
 		case name == "":
 			return nil // Matched case-insensitively by encoding/json.
 		}
-		f[name] = fieldsOf(sf.Type)
+		f[name] = FieldsOf(sf.Type)
 	}
 	return f
 }
 
-// skim returns the JSON document body reduced to the members in f (at
+// Skim returns the JSON document body reduced to the members in f (at
 // every level), in their order, duplicates included, so that the standard
 // decoder reads the same values from it as from body. It validates what it
 // drops as strictly as encoding/json: RFC 8259 grammar, no UTF-8
 // validation, nesting limited to maxNestingDepth. A body that is not an
 // object is returned as it is.
-func skim(body []byte, f fields) ([]byte, error) {
+func Skim(body []byte, f Fields) ([]byte, error) {
 	s := &scanner{data: body}
 	s.ws()
 	if s.i >= len(body) || body[s.i] != '{' {
@@ -78,7 +85,7 @@ func skim(body []byte, f fields) ([]byte, error) {
 }
 
 // skim appends the object at s.i to out, reduced to the members in f.
-func (s *scanner) skim(out []byte, f fields) ([]byte, error) {
+func (s *scanner) skim(out []byte, f Fields) ([]byte, error) {
 	out = append(out, '{')
 	first := true
 	err := s.object(func(key []byte) error {
