@@ -28,14 +28,3 @@ func auditAnnotations(guard string, resp admission.Response, locks []lockv1alpha
 	}
 	return a
 }
-
-// decisionOf is resp as lockguard_admission_reviews_total counts it.
-func decisionOf(resp admission.Response) string {
-	switch {
-	case resp.Allowed:
-		return DecisionAllowed
-	case resp.Result != nil && resp.Result.Code == 403:
-		return DecisionDenied
-	}
-	return DecisionErrored
-}

@@ -19,9 +19,6 @@ import (
 // rules (dependentsDeleted), over metadata caches every replica keeps
 // (OwnerGraph, in lockguard readmodel.OwnerIndex).
 
-// GuardCascade names the cascade guard in metrics and audit annotations.
-const GuardCascade = "cascade"
-
 // CascadeMode is what the cascade guard does with a delete whose cascade
 // would reach locked objects.
 type CascadeMode string
@@ -70,33 +67,22 @@ type CascadeLimits struct {
 	MaxObjects int
 }
 
-// WithCascadeGuard makes the handler walk the cascade of every DELETE of a
-// core.navique.com object that the object guard allows, over graph, and
-// deny (mode Deny) or warn about (Warn) one that would make the garbage
-// collector delete a locked object. The Locks come from the handler's
-// index, and, when it finds none and the handler confirms allowed
-// deletes, from a list of the namespace's Locks read from the API server.
-// Mode Off, or a nil graph, leaves cascades unchecked.
-func WithCascadeGuard(graph OwnerGraph, mode CascadeMode, limits CascadeLimits) Option {
-	return func(h *Handler) {
-		if graph == nil || mode == CascadeOff {
-			return
-		}
-		if limits.MaxDepth <= 0 {
-			limits.MaxDepth = 64
-		}
-		if limits.MaxObjects <= 0 {
-			limits.MaxObjects = 100_000
-		}
-		h.cascade = &cascadeGuard{graph: graph, mode: mode, limits: limits}
-	}
+// cascadeWalker walks cascades over graph, within limits.
+type cascadeWalker struct {
+	graph  OwnerGraph
+	limits CascadeLimits
 }
 
-// cascadeGuard walks cascades.
-type cascadeGuard struct {
-	graph  OwnerGraph
-	mode   CascadeMode
-	limits CascadeLimits
+// newCascadeWalker returns the walker of graph within limits, whose zero
+// fields take their defaults.
+func newCascadeWalker(graph OwnerGraph, limits CascadeLimits) cascadeWalker {
+	if limits.MaxDepth <= 0 {
+		limits.MaxDepth = 64
+	}
+	if limits.MaxObjects <= 0 {
+		limits.MaxObjects = 100_000
+	}
+	return cascadeWalker{graph: graph, limits: limits}
 }
 
 // Reasons a cascade walk did not finish, counted by
@@ -135,9 +121,7 @@ type Dependent struct {
 // the guard's own walk, for tools that explain its answers (kubectl lock
 // why).
 func Cascade(ctx context.Context, graph OwnerGraph, ns string, root types.UID, policy metav1.DeletionPropagation, limits CascadeLimits) ([]Dependent, string) {
-	var h Handler
-	WithCascadeGuard(graph, CascadeDeny, limits)(&h)
-	c := h.cascade.walk(ctx, ns, root, policy)
+	c := newCascadeWalker(graph, limits).walk(ctx, ns, root, policy)
 	out := make([]Dependent, 0, len(c.deleted))
 	for _, m := range c.deleted {
 		out = append(out, Dependent{Kind: m.gk, Object: m.meta, Owner: m.via})
@@ -145,9 +129,9 @@ func Cascade(ctx context.Context, graph OwnerGraph, ns string, root types.UID, p
 	return out, c.incomplete
 }
 
-// cascade is the outcome of a walk: the objects deleted (root excepted),
+// walked is the outcome of a walk: the objects deleted (root excepted),
 // and why the walk stopped early ("" when it finished).
-type cascade struct {
+type walked struct {
 	deleted    []*member
 	incomplete string
 	detail     string
@@ -193,9 +177,9 @@ func finalizerPolicy(finalizers []string) metav1.DeletionPropagation {
 // policy deletes, as the garbage collector would: the fixed point of
 // dependentsDeleted from the root down, within the guard's limits and the
 // context's deadline.
-func (g *cascadeGuard) walk(ctx context.Context, ns string, root types.UID, policy metav1.DeletionPropagation) cascade {
+func (g cascadeWalker) walk(ctx context.Context, ns string, root types.UID, policy metav1.DeletionPropagation) walked {
 	members := map[types.UID]*member{root: {policy: policy}}
-	var out cascade
+	var out walked
 	if policy == metav1.DeletePropagationOrphan {
 		return out
 	}
@@ -268,7 +252,7 @@ func (g *cascadeGuard) walk(ctx context.Context, ns string, root types.UID, poli
 //
 // o is deleted in the foreground when an owner is deleted so here and o
 // has dependents of its own, otherwise as its finalizers say.
-func (g *cascadeGuard) dependentsDeleted(ns string, o *metav1.PartialObjectMetadata, members map[types.UID]*member) (metav1.DeletionPropagation, bool) {
+func (g cascadeWalker) dependentsDeleted(ns string, o *metav1.PartialObjectMetadata, members map[types.UID]*member) (metav1.DeletionPropagation, bool) {
 	deleting, foreground := false, false
 	for _, ref := range o.OwnerReferences {
 		if m := members[ref.UID]; m != nil {
@@ -300,7 +284,7 @@ func (g *cascadeGuard) dependentsDeleted(ns string, o *metav1.PartialObjectMetad
 }
 
 // hasDependents reports whether the graph holds a dependent of uid.
-func (g *cascadeGuard) hasDependents(ns string, uid types.UID) bool {
+func (g cascadeWalker) hasDependents(ns string, uid types.UID) bool {
 	found := false
 	_ = g.graph.Dependents(ns, uid, func(schema.GroupKind, *metav1.PartialObjectMetadata) bool {
 		found = true

@@ -11,9 +11,18 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// isCRD reports whether req deletes a CustomResourceDefinition.
-func isCRD(req Request) bool {
-	return req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition"
+// crdGuard decides the DELETE of CustomResourceDefinitions.
+type crdGuard struct{ *clusterGuards }
+
+// decide answers the DELETE of a CustomResourceDefinition.
+func (g crdGuard) decide(ctx context.Context, req Request) (decision, bool) {
+	if !isCRD(req) {
+		return decision{}, false
+	}
+	return g.run(ctx, GuardCRD, func(ctx context.Context) decision {
+		resp, locks, more := g.decideCRD(ctx, req)
+		return decision{guard: GuardCRD, resp: resp, locks: locks, more: more}
+	}), true
 }
 
 // decideCRD answers the DELETE of a CustomResourceDefinition (LOCK-SPEC
@@ -27,7 +36,7 @@ func isCRD(req Request) bool {
 // It reads the Locks of the CRD's kind alone, and for the Lock CRD only
 // the first few live Locks: a CRD delete, forged or not, never copies or
 // holds every Lock of the cluster.
-func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
+func (g crdGuard) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
 	spec := req.OldObject.Spec
 	if spec.Group != lockv1alpha1.Group {
 		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil, 0
@@ -43,7 +52,7 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 	}
 	if kind == "Lock" {
 		// Every live Lock holds the Lock CRD back, whatever its target.
-		live, more, err := g.anyLiveLocks(ctx)
+		live, more, err := g.locks.anyLive(ctx)
 		if err != nil {
 			return refused(err), nil, 0
 		}
@@ -52,7 +61,7 @@ func (g *clusterGuards) decideCRD(ctx context.Context, req Request) (admission.R
 		}
 		return admission.Allowed(""), nil, 0
 	}
-	protected, missing, unchecked, err := g.decide(ctx, lockScope{kind: schema.GroupKind{Group: spec.Group, Kind: kind}}, maxNamed)
+	protected, missing, unchecked, err := g.check(ctx, lockScope{kind: schema.GroupKind{Group: spec.Group, Kind: kind}}, maxNamed)
 	switch {
 	case err != nil:
 		return refused(err), nil, 0

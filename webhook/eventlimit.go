@@ -53,10 +53,6 @@ func (l EventLimits) withDefaults() EventLimits {
 	return l
 }
 
-// WithEventLimits sets the limits of the handler's Events; zero fields take
-// their defaults.
-func WithEventLimits(l EventLimits) Option { return func(h *Handler) { h.eventLimits = l } }
-
 // bucket is a token bucket: tokens as of last.
 type bucket struct {
 	tokens float64

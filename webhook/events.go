@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -14,12 +15,29 @@ import (
 // target and on its Locks when lockguard denies the target's deletion.
 const ReasonDeleteBlocked = "DeleteBlocked"
 
-// recordDenial records a DeleteBlocked Warning Event on the target and on
-// each Lock that protects it, naming the user and the Locks (the notes
+// recordDenial records through rec the DeleteBlocked Warning Events of d,
+// a denial of req: the object guard's on the target and on each Lock that
+// protects it (recordOnTarget), the other guards' on the Locks alone
+// (recordOnLocks).
+func recordDenial(rec events.EventRecorder, req Request, d decision) {
+	if d.guard == GuardObject {
+		recordOnTarget(rec, req, d.locks)
+		return
+	}
+	// The namespace guard never denies the delete of a terminating
+	// namespace, so its Events never go into one; a Lock that denies a CRD
+	// delete is live, but its namespace may have begun terminating since
+	// (the namespace controller deletes Locks first), in which case the API
+	// server rejects the Event and the recorder drops it.
+	recordOnLocks(rec, req, d.locks[:min(len(d.locks), maxNamed)], nil)
+}
+
+// recordOnTarget records a DeleteBlocked Warning Event on the target and
+// on each Lock that protects it, naming the user and the Locks (the notes
 // truncated by the handler's recorder, eventnote.Recorder). It reads the
 // target's UID from oldObject (kubectl describe matches Events by UID);
 // without one the Event still names the object.
-func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
+func recordOnTarget(rec events.EventRecorder, req Request, locks []lockv1alpha1.Lock) {
 	name := targetName(req)
 	target := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
@@ -31,20 +49,20 @@ func (h *Handler) recordDenial(req Request, locks []lockv1alpha1.Lock) {
 		names = append(names, l.Name)
 	}
 	user := req.UserInfo.Username
-	h.events.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+	rec.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
 		"DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))
-	h.recordOnLocks(req, locks, target)
+	recordOnLocks(rec, req, locks, target)
 }
 
 // recordOnLocks records a DeleteBlocked Warning Event on each of locks for
 // the denied req, related to the object being deleted when it is given.
-func (h *Handler) recordOnLocks(req Request, locks []lockv1alpha1.Lock, related *metav1.PartialObjectMetadata) {
+func recordOnLocks(rec events.EventRecorder, req Request, locks []lockv1alpha1.Lock, related *metav1.PartialObjectMetadata) {
 	for i := range locks {
 		var rel runtime.Object
 		if related != nil {
 			rel = related
 		}
-		h.events.Eventf(&locks[i], rel, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
+		rec.Eventf(&locks[i], rel, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
 			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
 	}
 }

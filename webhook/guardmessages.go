@@ -10,6 +10,13 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
+// maxNamed bounds the Locks a namespace or CRD denial names and describes,
+// so that a namespace with thousands of Locks still gets a short message.
+const maxNamed = 10
+
+// maxReasonLen bounds each reason quoted in a namespace or CRD denial.
+const maxReasonLen = 120
+
 // lockNames returns the names of locks, sorted, at most maxNamed of them
 // followed by "and N more" when there are more (counting extra more);
 // qualified prefixes each with its namespace.
@@ -55,15 +62,12 @@ func describeLocks(locks []lockv1alpha1.Lock, qualified bool) string {
 	return "(" + strings.Join(parts, "; ") + ")"
 }
 
-// recordClusterDenial records a DeleteBlocked Warning Event on each of at
-// most maxNamed of the Locks that denied the delete of a Namespace or CRD,
-// naming the object and the user. The namespace guard never denies the
-// delete of a terminating namespace, so its Events never go into one; a
-// Lock that denies a CRD delete is live, but its namespace may have begun
-// terminating since (the namespace controller deletes Locks first), in
-// which case the API server rejects the Event and the recorder drops it.
-func (h *Handler) recordClusterDenial(req Request, locks []lockv1alpha1.Lock) {
-	h.recordOnLocks(req, locks[:min(len(locks), maxNamed)], nil)
+// capJoin joins at most maxNamed of names with ", ", then "and N more".
+func capJoin(names []string) string {
+	if len(names) > maxNamed {
+		return strings.Join(names[:maxNamed], ", ") + fmt.Sprintf(" and %d more", len(names)-maxNamed)
+	}
+	return strings.Join(names, ", ")
 }
 
 // reportedMissing reports whether the reconciler's status of l says that

@@ -442,8 +442,9 @@ func TestGuardsBoundTheirDecisions(t *testing.T) {
 		entered: make(chan struct{}, maxClusterDecisions+1), release: make(chan struct{})}
 	h := NewHandler(noLookup(t), nil, WithClusterGuards(nil, api, guardMapper()))
 	done := make(chan admission.Response, maxClusterDecisions)
-	for range maxClusterDecisions {
-		go func() { done <- h.Decide(context.Background(), namespaceRequest("forge")) }()
+	for i := range maxClusterDecisions {
+		// A namespace each: decisions of one namespace share its list.
+		go func() { done <- h.Decide(context.Background(), namespaceRequest(fmt.Sprintf("forge-%d", i))) }()
 	}
 	for range maxClusterDecisions {
 		<-api.entered

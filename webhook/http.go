@@ -1,14 +1,27 @@
 package webhook
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/navique/lockguard/internal/transport"
 )
 
-var _ http.Handler = &Handler{}
+// Every admission path of lockguard is served here, through
+// internal/transport: the same bounds (in flight, bytes, the review's
+// timeout), the same answers to what is not a review.
+
+// Path is where lockguard serves the Handler on its webhook server.
+const Path = "/validate-delete"
+
+var (
+	_ http.Handler      = &Handler{}
+	_ admission.Handler = &Handler{}
+)
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview posted as JSON,
 // as controller-runtime's admission.Webhook does, but without copying the
@@ -27,4 +40,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req, err := decodeReview(body)
 		return req, req.UID, err
 	}, h.Decide)
+}
+
+// Handle decides a request decoded by controller-runtime: Decide, for
+// controller-runtime's admission.Webhook. lockguard serves the Handler
+// itself (ServeHTTP), which decodes less.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	r, err := requestOf(req)
+	if err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: %w", err))
+	}
+	return h.Decide(ctx, r)
 }

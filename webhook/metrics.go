@@ -10,13 +10,6 @@ import (
 	"github.com/navique/lockguard/internal/transport"
 )
 
-// Decisions counted by lockguard_admission_reviews_total.
-const (
-	DecisionAllowed = "allowed"
-	DecisionDenied  = "denied"
-	DecisionErrored = "errored"
-)
-
 // Reasons counted by lockguard_webhook_requests_refused_total: those of
 // the webhook server's transport.Gate.
 const (

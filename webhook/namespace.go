@@ -11,9 +11,18 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// isNamespace reports whether req deletes a Namespace.
-func isNamespace(req Request) bool {
-	return req.Kind.Group == "" && req.Kind.Kind == "Namespace"
+// namespaceGuard decides the DELETE of Namespaces.
+type namespaceGuard struct{ *clusterGuards }
+
+// decide answers the DELETE of a Namespace.
+func (g namespaceGuard) decide(ctx context.Context, req Request) (decision, bool) {
+	if !isNamespace(req) {
+		return decision{}, false
+	}
+	return g.run(ctx, GuardNamespace, func(ctx context.Context) decision {
+		resp, locks := g.decideNamespace(ctx, req)
+		return decision{guard: GuardNamespace, resp: resp, locks: locks}
+	}), true
 }
 
 // decideNamespace answers the DELETE of a Namespace (LOCK-SPEC rule 11): it
@@ -21,27 +30,27 @@ func isNamespace(req Request) bool {
 // not being deleted, as the API server says. A namespace already
 // terminating is allowed (its delete was decided when it began); one whose
 // live Locks all point at missing targets is allowed with a warning. It
-// returns the Locks that deny the delete, all of them (more is always 0).
-func (g *clusterGuards) decideNamespace(ctx context.Context, req Request) (_ admission.Response, _ []lockv1alpha1.Lock, more int) {
+// returns the Locks that deny the delete, all of them.
+func (g namespaceGuard) decideNamespace(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
 	ns := targetName(req)
 	if ns == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil, 0
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil
 	}
 	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
-		return admission.Allowed("the namespace is already terminating"), nil, 0
+		return admission.Allowed("the namespace is already terminating"), nil
 	}
-	protected, missing, _, err := g.decide(ctx, lockScope{ns: ns}, 0)
+	protected, missing, _, err := g.check(ctx, lockScope{ns: ns}, 0)
 	switch {
 	case err != nil:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil, 0
+			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil
 	case len(protected) > 0:
-		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected, 0
+		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
 	case len(missing) > 0:
 		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil, 0
+			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil
 	}
-	return admission.Allowed(""), nil, 0
+	return admission.Allowed(""), nil
 }
 
 // NamespaceDenialMessage is the message of a denied namespace delete: the

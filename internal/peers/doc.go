@@ -1,7 +1,7 @@
 // Package peers lets a lockguard replica decide an allowed DELETE from its
 // Lock cache alone whenever it can prove that the cache lacks no Lock of
 // the target, and tells the webhook to confirm with the API server (the
-// consistent list of webhook/confirm.go) otherwise.
+// consistent list of webhook/reader.go) otherwise.
 //
 // # Why the cache can lack a Lock
 //

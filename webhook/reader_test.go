@@ -12,11 +12,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -59,18 +61,18 @@ func TestConfirm(t *testing.T) {
 
 	cases := map[string]struct {
 		reason  string
-		finder  *lockFinder
+		finder  *lockReader
 		want    []string
 		wantErr bool
 	}{
 		"CacheHasLocks": {
 			reason: "Locks in the index deny at once; the API server is not read (it would fail).",
-			finder: newLockFinder(cached(*newLock("forge", "a", "", "Stack", "forge")), failing),
+			finder: newLockReader(cached(*newLock("forge", "a", "", "Stack", "forge")), failing),
 			want:   []string{"a"},
 		},
 		"CacheLagsBehind": {
 			reason: "A Lock the cache has not seen yet is found on the API server; only live Locks of the same group, kind, name and namespace count.",
-			finder: newLockFinder(cached(), apiServer(
+			finder: newLockReader(cached(), apiServer(
 				newLock("forge", "new", "core.navique.com/v1beta1", "Stack", "forge"),
 				newLock("forge", "other-name", "", "Stack", "other"),
 				newLock("forge", "other-kind", "", "PostgresCluster", "forge"),
@@ -82,20 +84,20 @@ func TestConfirm(t *testing.T) {
 		},
 		"NoLockAnywhere": {
 			reason: "Without a Lock in the cache or on the API server, nothing protects the object.",
-			finder: newLockFinder(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
+			finder: newLockReader(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
 		},
 		"CacheOnly": {
 			reason: "Without a reader of the API server, the index alone decides.",
-			finder: newLockFinder(cached(), nil),
+			finder: newLockReader(cached(), nil),
 		},
 		"APIServerUnreadable": {
 			reason:  "When the API server cannot confirm, find fails, and the webhook fails closed.",
-			finder:  newLockFinder(cached(), failing),
+			finder:  newLockReader(cached(), failing),
 			wantErr: true,
 		},
 		"IndexNotSynced": {
 			reason: "When the index cannot answer, find fails without reading the API server.",
-			finder: newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			finder: newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				return nil, errors.New("the Lock cache has not synced yet")
 			}), apiServer()),
 			wantErr: true,
@@ -146,7 +148,7 @@ func TestConfirmSharesReads(t *testing.T) {
 		Reader:  fake.NewClientBuilder().WithScheme(lockScheme(t)).WithObjects(newLock("forge", "new", "", "Stack", "forge")).Build(),
 		started: make(chan struct{}, 20), release: make(chan struct{}),
 	}
-	f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 	find := func(out chan<- []string) {
 		locks, err := f.find(context.Background(), forgeStack)
 		if err != nil {
@@ -165,12 +167,12 @@ func TestConfirmSharesReads(t *testing.T) {
 	// Wait until all but maxNamespaceReads-1 of them have joined the
 	// pending read, then let the reads go.
 	for {
-		f.mu.Lock()
+		f.api.mu.Lock()
 		joined := 0
-		if r := f.namespaces["forge"].pending; r != nil {
+		if r := f.api.namespaces["forge"].pending; r != nil {
 			joined = r.waiters
 		}
-		f.mu.Unlock()
+		f.api.mu.Unlock()
 		if joined == n-(maxNamespaceReads-1) {
 			break
 		}
@@ -189,6 +191,49 @@ func TestConfirmSharesReads(t *testing.T) {
 	}
 	if got, want := live.lists.Load(), int32(maxNamespaceReads+1); got != want {
 		t.Errorf("%d reads of the API server for %d concurrent confirmations, want %d (%d under way, and one shared by those that arrived meanwhile)", got, n+1, want, maxNamespaceReads)
+	}
+}
+
+// TestGuardsShareReads: the namespace guard reads a namespace's Locks
+// through the reads the object guard's confirmations share: decisions of
+// either guard that arrive while a read of their namespace is under way
+// share the next one.
+func TestGuardsShareReads(t *testing.T) {
+	live := &blockingReader{
+		Reader:  fake.NewClientBuilder().WithScheme(lockScheme(t)).Build(),
+		started: make(chan struct{}, 20), release: make(chan struct{}),
+	}
+	empty := LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	h := NewHandler(empty, live, WithClusterGuards(nil, live, guardMapper()))
+	const n = 3 // within maxClusterDecisions
+	answers := make(chan admission.Response, n+1)
+	go func() {
+		answers <- h.Decide(context.Background(), request(admissionv1.Delete, lockv1alpha1.Group, "Stack", "forge", "forge", "forge"))
+	}()
+	<-live.started // The object guard's read is under way.
+	for range n {
+		go func() { answers <- h.Decide(context.Background(), namespaceRequest("forge")) }()
+	}
+	for {
+		h.locks.api.mu.Lock()
+		joined := 0
+		if r := h.locks.api.namespaces["forge"].pending; r != nil {
+			joined = r.waiters
+		}
+		h.locks.api.mu.Unlock()
+		if joined == n {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(live.release)
+	for range n + 1 {
+		if resp := <-answers; !resp.Allowed {
+			t.Errorf("Decide(...): %+v, want allowed (no Locks)", resp.Result)
+		}
+	}
+	if got := live.lists.Load(); got != 2 {
+		t.Errorf("%d lists of namespace forge for a delete and %d namespace deletes arriving during its read, want 2 (its own, and one shared)", got, n)
 	}
 }
 
@@ -238,7 +283,7 @@ func TestConfirmPages(t *testing.T) {
 		live.locks = append(live.locks, *newLock("forge", fmt.Sprintf("l-%04d", i), "", "Stack", fmt.Sprintf("s-%04d", i)))
 	}
 	live.locks[n-1].Spec.TargetRef.Name = "forge" // The last Lock of the last page.
-	f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 	locks, err := f.find(context.Background(), forgeStack)
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +311,7 @@ func TestConfirmDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			live := &pagingLister{}
-			f := newLockFinder(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+			f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 			ctx := context.Background()
 			want := time.Now().Add(confirmTimeout)
 			if tc.timeout > 0 {

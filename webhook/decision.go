@@ -1,0 +1,96 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// GuardObject, GuardCascade, GuardNamespace and GuardCRD name the guard
+// that decided a request, as the metrics and audit annotations count it.
+const (
+	GuardObject    = "object"
+	GuardCascade   = "cascade"
+	GuardNamespace = "namespace"
+	GuardCRD       = "crd"
+)
+
+// Decisions counted by lockguard_admission_reviews_total.
+const (
+	DecisionAllowed = "allowed"
+	DecisionDenied  = "denied"
+	DecisionErrored = "errored"
+)
+
+// decisionOf is resp as lockguard_admission_reviews_total counts it.
+func decisionOf(resp admission.Response) string {
+	switch {
+	case resp.Allowed:
+		return DecisionAllowed
+	case resp.Result != nil && resp.Result.Code == 403:
+		return DecisionDenied
+	}
+	return DecisionErrored
+}
+
+// guard is one of the handler's guards (object.go, cascadedecision.go,
+// namespace.go, crd.go). Decide asks them in turn about a DELETE: the
+// first that refuses it decides, and a later guard's answer replaces an
+// earlier one that allows it (the cascade guard's, after the object
+// guard's).
+type guard interface {
+	// decide answers req, a DELETE, and reports whether it has an
+	// answer: false leaves req to the other guards.
+	decide(ctx context.Context, req Request) (decision, bool)
+}
+
+// decision is a guard's answer to a request.
+type decision struct {
+	// guard names the guard in metrics and audit annotations.
+	guard string
+	resp  admission.Response
+	// locks are the Locks that deny the request, and more counts those
+	// that deny it too but are not in locks.
+	locks []lockv1alpha1.Lock
+	more  int
+}
+
+// guardOf names the guard of the kind of req: the namespace guard for a
+// Namespace, the CRD guard for a CustomResourceDefinition, the object
+// guard for anything else.
+func guardOf(req Request) string {
+	switch {
+	case isNamespace(req):
+		return GuardNamespace
+	case isCRD(req):
+		return GuardCRD
+	}
+	return GuardObject
+}
+
+// isNamespace reports whether req is about a Namespace.
+func isNamespace(req Request) bool {
+	return req.Kind.Group == "" && req.Kind.Kind == "Namespace"
+}
+
+// isCRD reports whether req is about a CustomResourceDefinition.
+func isCRD(req Request) bool {
+	return req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition"
+}
+
+// errored is admission.Errored with a Status reason that matches its code,
+// so clients see ServiceUnavailable or BadRequest rather than an unknown error.
+func errored(code int32, err error) admission.Response {
+	resp := admission.Errored(code, err)
+	switch code {
+	case http.StatusServiceUnavailable:
+		resp.Result.Reason = metav1.StatusReasonServiceUnavailable
+	case http.StatusBadRequest:
+		resp.Result.Reason = metav1.StatusReasonBadRequest
+	}
+	return resp
+}

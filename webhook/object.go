@@ -1,0 +1,96 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// objectGuard denies the DELETE of a core.navique.com object that live
+// Locks in its namespace target (LOCK-SPEC rules 1 to 3, 10).
+type objectGuard struct {
+	locks *lockReader
+}
+
+// decide answers the DELETE of anything but a Namespace or a
+// CustomResourceDefinition.
+func (g objectGuard) decide(ctx context.Context, req Request) (decision, bool) {
+	if guardOf(req) != GuardObject {
+		return decision{}, false
+	}
+	d := decision{guard: GuardObject}
+	target := targetOf(req)
+	if err := lockv1alpha1.Protectable(target.GroupKind()); err != nil {
+		d.resp = admission.Allowed(err.Error())
+		return d, true
+	}
+	switch {
+	case target.Name == "":
+		// A deletecollection request names no object: the API server asks
+		// about each object it deletes, sent as oldObject.
+		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a %s names no object", target.GroupKind()))
+		return d, true
+	case target.Namespace == "":
+		// Locks are namespaced and protect objects in their own namespace.
+		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
+		return d, true
+	}
+	locks, err := g.locks.find(ctx, target)
+	switch {
+	case err != nil:
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
+			target.GroupKind(), target.Namespace, target.Name, err))
+	case len(locks) == 0:
+		d.resp = admission.Allowed("")
+	default:
+		d.resp, d.locks = admission.Denied(DenialMessage(locks)), locks
+	}
+	return d, true
+}
+
+// targetOf is the key of the object req deletes.
+func targetOf(req Request) lockv1alpha1.TargetKey {
+	return keyOf(req.Namespace, schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, targetName(req))
+}
+
+// targetName is the name of the object req deletes: the request's, or for
+// a deletecollection (which names none) oldObject's.
+func targetName(req Request) string {
+	if req.Name == "" {
+		return req.OldObject.Metadata.Name
+	}
+	return req.Name
+}
+
+// DenialMessage is the message of a denied delete: the contract's sentence
+// naming every Lock (sorted, Go's %v of a []string), then the Locks' reasons.
+func DenialMessage(locks []lockv1alpha1.Lock) string {
+	sorted := sortedByName(locks)
+	names := make([]string, 0, len(sorted))
+	var reasons []string
+	for _, l := range sorted {
+		names = append(names, l.Name)
+		if l.Spec.Reason != "" {
+			reasons = append(reasons, l.Name+": "+l.Spec.Reason)
+		}
+	}
+	msg := fmt.Sprintf("resource is protected by Lock(s) %v; delete the Lock(s) before deleting this resource", names)
+	if len(reasons) > 0 {
+		msg += " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return msg
+}
+
+// sortedByName returns a copy of locks sorted by name.
+func sortedByName(locks []lockv1alpha1.Lock) []lockv1alpha1.Lock {
+	sorted := slices.Clone(locks)
+	slices.SortFunc(sorted, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
+	return sorted
+}

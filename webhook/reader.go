@@ -1,0 +1,252 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The one reader of Locks of every guard, and the one place that says when
+// a decision is confirmed with the API server.
+//
+// An informer cache lags the API server: by the milliseconds a watch event
+// takes to arrive, and by seconds while a watch reconnects (after a
+// kube-apiserver restart, say), all the while reporting itself synced. A
+// Lock whose create the client has already seen answered can be missing
+// from it, and the delete that follows would go through. So every guard
+// reads its Locks here, by one rule: what the cache would deny is denied at
+// once (a stale cache only errs towards denying, until it catches up);
+// what it would allow is decided again from the API server's Locks, read
+// with a consistent list (lists.go: in pages, and one list of a namespace
+// in flight at a time, shared by every guard's decisions that wait for
+// it). Only the decisions the cache would allow pay for the read, and of
+// those only the ones:
+//
+//   - of a target (the object and cascade guards), when the handler has a
+//     reader of the API server (without one, lockguard's
+//     --cache-only-decisions, the index alone decides) and no Freshness
+//     proves that the index lacks no Lock of the targets (internal/peers);
+//   - of a namespace or a CustomResourceDefinition (the namespace and CRD
+//     guards), always: such deletes are rare, and remove objects without
+//     asking admission about each.
+
+// LockIndex holds the Locks of an informer cache, indexed by target (in
+// lockguard, readmodel.LockIndex).
+type LockIndex interface {
+	// LiveLocks returns the live Locks that target key (those whose
+	// Lock.LiveTarget is key), in any order. It returns an error when it
+	// cannot tell, for example while its cache has not synced; the handler
+	// then fails closed.
+	LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
+}
+
+// LockIndexFunc adapts a function to a LockIndex.
+type LockIndexFunc func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
+
+// LiveLocks calls f.
+func (f LockIndexFunc) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	return f(key)
+}
+
+// CachedLocks lists live Locks from an informer cache (in lockguard,
+// readmodel.LockIndex). Each method copies only the Locks it returns, so
+// that a decision never copies every Lock of the cluster. Each returns an
+// error when it cannot tell, for example while its cache has not synced.
+type CachedLocks interface {
+	// LiveLocksIn returns copies of the live Locks of namespace ns.
+	LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error)
+	// LiveLocksOfKind returns copies of the live Locks of every namespace
+	// whose target is of kind gk.
+	LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error)
+	// AnyLiveLocks returns copies of at most limit live Locks of every
+	// namespace, the first by "namespace/name", and how many live Locks
+	// there are in all.
+	AnyLiveLocks(limit int) (locks []lockv1alpha1.Lock, total int, err error)
+}
+
+// Freshness tells when the Lock index may lack a live Lock of a target
+// (in lockguard, internal/peers: a Lock create of the target it was told
+// about and the index has not delivered, or a replica that cannot prove
+// it heard of every create). Where it may not, a delete the index would
+// allow is allowed without reading the API server.
+type Freshness interface {
+	// MayLack reports whether the index may lack a live Lock of key, and
+	// why. It is asked before the index: what makes it answer false for
+	// a Lock (the informer delivered it) happens after the index holds it.
+	MayLack(key lockv1alpha1.TargetKey) (reason string, mayLack bool)
+	// Confirmed counts a confirmation made for reason.
+	Confirmed(reason string)
+}
+
+// lockReader reads the live Locks that the guards decide from.
+type lockReader struct {
+	index  LockIndex   // by target
+	cached CachedLocks // by namespace and kind; nil: the API server's Locks alone
+	fresh  Freshness   // nil: the index may always lack a Lock
+	api    *apiLists   // the API server's Locks; nil: none are read
+	// confirm is whether what the index would allow for a target is
+	// confirmed with the API server (false: --cache-only-decisions).
+	confirm bool
+}
+
+// newLockReader returns a reader of index that confirms the decisions of
+// targets by listing through live; nil live confirms none of them.
+func newLockReader(index LockIndex, live LockLister) *lockReader {
+	r := &lockReader{index: index, confirm: live != nil}
+	if live != nil {
+		r.api = newAPILists(live)
+	}
+	return r
+}
+
+// keyOf is the key of the object name of kind gk in namespace ns, the one
+// way the guards name a target.
+func keyOf(ns string, gk schema.GroupKind, name string) lockv1alpha1.TargetKey {
+	return lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: name}
+}
+
+// find returns the live Locks that target key (targets of one key).
+func (r *lockReader) find(ctx context.Context, key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	found, err := r.targets(ctx, key.Namespace, []lockv1alpha1.TargetKey{key})
+	if err != nil {
+		return nil, err
+	}
+	return found[0], nil
+}
+
+// targets returns the live Locks of each of keys, the distinct keys of
+// objects of namespace ns, in the order of keys: from the index when it has any of
+// them; otherwise, when the handler confirms and the Freshness (asked
+// first) says that the index may lack one, from a list of the namespace's
+// Locks read from the API server. It returns an error when the index
+// cannot answer or the API server cannot be read.
+func (r *lockReader) targets(ctx context.Context, ns string, keys []lockv1alpha1.TargetKey) ([][]lockv1alpha1.Lock, error) {
+	// Before the index: see Freshness.MayLack.
+	reason, mayLack := r.mayLack(keys)
+	found := make([][]lockv1alpha1.Lock, len(keys))
+	cached := false
+	for i, key := range keys {
+		locks, err := r.index.LiveLocks(key)
+		if err != nil {
+			return nil, err
+		}
+		found[i], cached = locks, cached || len(locks) > 0
+	}
+	if cached || !r.confirm || !mayLack {
+		return found, nil
+	}
+	if r.fresh != nil {
+		r.fresh.Confirmed(reason)
+	}
+	all, err := r.api.namespace(ctx, ns)
+	if err != nil {
+		return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", ns, err)
+	}
+	index := make(map[lockv1alpha1.TargetKey]int, len(keys))
+	for i, key := range keys {
+		index[key] = i
+	}
+	lagged := 0
+	for i := range all {
+		if target, live := all[i].LiveTarget(); live {
+			if j, ok := index[target]; ok {
+				found[j] = append(found[j], *all[i].DeepCopy())
+				lagged++
+			}
+		}
+	}
+	if lagged > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("Lock cache lagged: the API server has Locks the cache has not seen yet",
+			"namespace", ns, "targets", len(keys), "locks", lagged)
+	}
+	return found, nil
+}
+
+// mayLack reports whether the index may lack a live Lock of one of keys,
+// and why (the first reason). Without a Freshness, it may.
+func (r *lockReader) mayLack(keys []lockv1alpha1.TargetKey) (string, bool) {
+	if r.fresh == nil {
+		return "", true
+	}
+	for _, key := range keys {
+		if reason, mayLack := r.fresh.MayLack(key); mayLack {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
+// lockScope is the Locks a namespace or CRD decision reads: the live Locks
+// of namespace ns (the namespace guard) or, when ns is "", the live Locks
+// of every namespace whose target is of kind kind (the CRD guard).
+type lockScope struct {
+	ns   string
+	kind schema.GroupKind
+}
+
+// cached returns copies of the Locks of s in c, and no other.
+func (s lockScope) cached(c CachedLocks) ([]lockv1alpha1.Lock, error) {
+	if s.ns != "" {
+		return c.LiveLocksIn(s.ns)
+	}
+	return c.LiveLocksOfKind(s.kind)
+}
+
+// holds reports whether the live Lock l is one of s.
+func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
+	if s.ns != "" {
+		return l.Namespace == s.ns
+	}
+	key, _ := l.LiveTarget()
+	return key.GroupKind() == s.kind
+}
+
+// inScope calls denies with the live Locks of scope from the cache, and,
+// unless those deny the delete (or the cache cannot tell), again with the
+// live Locks of scope read from the API server (shared with other
+// decisions: read-only). It returns the error of denies or of the read.
+// It never holds a Lock outside scope (issue 22: a CRD delete does not
+// copy every Lock of the cluster).
+func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([]lockv1alpha1.Lock) (bool, error)) error {
+	if r.cached != nil {
+		if cached, err := scope.cached(r.cached); err == nil {
+			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !scope.holds(&l) })
+			if denied, err := denies(live); err != nil || denied {
+				return err
+			}
+		}
+	}
+	var live []lockv1alpha1.Lock
+	var err error
+	if scope.ns != "" {
+		live, err = r.api.namespace(ctx, scope.ns)
+	} else {
+		live, _, err = r.api.list(ctx, "", scope.holds, 0)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = denies(live)
+	return err
+}
+
+// anyLive returns at most maxNamed live Locks of every namespace, the
+// first by namespace and name, and how many more live Locks there are:
+// from the cache when it has some, otherwise from the API server, whose
+// list it reads to the end, counting the Locks past maxNamed without
+// keeping them (kubectl lock why reads the same list: both name and count
+// the same Locks). It never copies or holds more than that (and a page of
+// the API server's list).
+func (r *lockReader) anyLive(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
+	if r.cached != nil {
+		if named, total, err := r.cached.AnyLiveLocks(maxNamed); err == nil && total > 0 {
+			return named, total - len(named), nil
+		}
+	}
+	return r.api.list(ctx, "", nil, maxNamed)
+}
