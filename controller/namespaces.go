@@ -25,7 +25,10 @@ import (
 // without Locks is never held up by lockguard. It is level-based: put back
 // if removed, removed with the last live Lock, no write when it is right.
 // A terminating namespace is left alone: its Locks are being deleted, and
-// its delete has already been decided.
+// its delete has already been decided. The replica that admits a Lock
+// create puts the label on first, before allowing the create
+// (webhook/create.go); without Options.Pending, the reconciler may take
+// it off again until the Lock reaches its cache.
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch
 
@@ -101,16 +104,6 @@ func namespaceLabelPatch(want bool) client.Patch {
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.HasLocksLabel: value}}})
 	return client.RawPatch(types.MergePatchType, patch)
-}
-
-// LabelNamespace puts HasLocksLabel on namespace ns (one merge patch of its
-// metadata; no write when it is there already). The replica that admits a
-// Lock create calls it before allowing the create (Options.Pending).
-func LabelNamespace(ctx context.Context, c client.Writer, ns string) error {
-	if err := c.Patch(ctx, namespaceObject(ns), namespaceLabelPatch(true)); err != nil {
-		return fmt.Errorf("putting the %s label on namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err)
-	}
-	return nil
 }
 
 // namespaceSource is the watch of Namespaces (metadata only): a namespace

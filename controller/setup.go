@@ -36,10 +36,10 @@ type Options struct {
 	DisableNamespaceGuard bool
 	// Pending, when set, tells of Lock creates admitted but not yet in the
 	// Lock cache (internal/peers): the replica that admits one puts
-	// HasLocksLabel on its namespace before allowing it, and the
-	// reconciler keeps the label while such a create is pending, so that
-	// a namespace is guarded from the moment a Lock's create returns.
-	// Default nil: the label follows the cached Locks alone.
+	// HasLocksLabel on its namespace before allowing it (webhook/create.go),
+	// and the reconciler keeps the label while such a create is pending,
+	// so that a namespace is guarded from the moment a Lock's create
+	// returns. Default nil: the label follows the cached Locks alone.
 	Pending PendingLocks
 }
 

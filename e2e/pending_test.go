@@ -232,7 +232,7 @@ func suiteWebhooks(t *testing.T) *admissionregistrationv1.ValidatingWebhookConfi
 func objectEntries(vwc *admissionregistrationv1.ValidatingWebhookConfiguration) []*admissionregistrationv1.ValidatingWebhook {
 	var out []*admissionregistrationv1.ValidatingWebhook
 	for i := range vwc.Webhooks {
-		if u := vwc.Webhooks[i].ClientConfig.URL; u != nil && (strings.HasSuffix(*u, webhook.Path) && vwc.Webhooks[i].Name == s.webhookName || strings.HasSuffix(*u, peers.AdmitPath)) {
+		if u := vwc.Webhooks[i].ClientConfig.URL; u != nil && (strings.HasSuffix(*u, webhook.Path) && vwc.Webhooks[i].Name == s.webhookName || strings.HasSuffix(*u, webhook.CreatePath)) {
 			out = append(out, &vwc.Webhooks[i])
 		}
 	}
@@ -284,10 +284,10 @@ func installRoutes(t *testing.T, ca []byte, routes map[string][2]*framework.Repl
 	for ns, route := range routes {
 		for _, e := range base {
 			w := *e.DeepCopy()
-			create := strings.HasSuffix(*w.ClientConfig.URL, peers.AdmitPath)
+			create := strings.HasSuffix(*w.ClientConfig.URL, webhook.CreatePath)
 			r, path := route[1], webhook.Path
 			if create {
-				r, path = route[0], peers.AdmitPath
+				r, path = route[0], webhook.CreatePath
 			}
 			url := "https://" + r.Address() + path
 			n++

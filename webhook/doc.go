@@ -1,14 +1,31 @@
-// Package webhook implements lockguard's validating admission handler: it
-// denies the DELETE of a core.navique.com resource while a live Lock in the
-// same namespace targets it, and the deletes that would remove such a
-// resource whatever its Locks: of its namespace (whose controller deletes
-// the Locks too) and of its CustomResourceDefinition (whose objects go
-// without admission), in guards.go.
+// Package webhook implements lockguard's admission of Locks' targets and
+// of Locks: it denies the DELETE of a core.navique.com resource while a
+// live Lock in the same namespace targets it, and the deletes that would
+// remove such a resource whatever its Locks: of an owner whose cascade
+// would delete it, of its namespace (whose controller deletes the Locks
+// too) and of its CustomResourceDefinition (whose objects go without
+// admission). It also admits Lock CREATEs (create.go).
 //
-// The package holds the whole admission decision: which requests Locks
-// decide (Decide), the lookup of the Locks in an informer cache (a
-// LockIndex), the confirmation of allowed deletes with the API server (a
-// LockLister), and failing closed when either cannot answer. It reads
-// Lock objects, never the core.navique.com/locked annotation, so editing
-// the annotation never unprotects anything; and it writes nothing.
+// The package holds the whole admission decision, one file a role:
+//
+//   - http.go serves every admission path, through internal/transport
+//     (bounded reads, limits, the review's deadline); request.go decodes
+//     what a decision reads of a review (skimmed by internal/skim);
+//   - handler.go asks the guards in turn (decision.go: the guard
+//     interface): the object guard (object.go), the cascade guard
+//     (cascadedecision.go, walking cascade.go), the namespace guard
+//     (namespace.go) and the CRD guard (crd.go, both over guards.go);
+//   - reader.go is every guard's reader of Locks, and the one place that
+//     says when a decision is confirmed with the API server: from an
+//     informer cache (a LockIndex, CachedLocks), and for what the cache
+//     would allow, a consistent list of the API server (lists.go, one in
+//     flight per namespace, shared); it fails closed when either cannot
+//     answer;
+//   - metrics.go, audit.go and events.go tell of each decision;
+//   - create.go admits Lock CREATEs: the peer announcement and the
+//     namespace guard's label, each when configured.
+//
+// It reads Lock objects, never the core.navique.com/locked annotation, so
+// editing the annotation never unprotects anything. A delete decision
+// writes nothing; a Lock create's admission may label the Lock's namespace.
 package webhook

@@ -20,7 +20,9 @@ const Path = "/validate-delete"
 
 var (
 	_ http.Handler      = &Handler{}
+	_ http.Handler      = &CreateHandler{}
 	_ admission.Handler = &Handler{}
+	_ admission.Handler = &CreateHandler{}
 )
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview posted as JSON,
@@ -51,4 +53,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: %w", err))
 	}
 	return h.Decide(ctx, r)
+}
+
+// ServeHTTP answers the AdmissionReview of a Lock create (CreatePath), read
+// within the server's shared bounds as the Handler's are, and decoded whole
+// (the admission reads the Lock being created).
+func (c *CreateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	transport.ServeReview(c.o.Gate, w, r, transport.DecodeReview, c.Handle)
 }

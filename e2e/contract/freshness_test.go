@@ -20,7 +20,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/webhook"
 )
 
 // TestReadyMeansFresh starts the lockguard binary, as its ServiceAccount,
@@ -66,7 +66,7 @@ func TestReadyMeansFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	installed.Webhooks = slices.DeleteFunc(installed.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-		return w.ClientConfig.URL != nil && strings.HasSuffix(*w.ClientConfig.URL, peers.AdmitPath)
+		return w.ClientConfig.URL != nil && strings.HasSuffix(*w.ClientConfig.URL, webhook.CreatePath)
 	})
 	if err := c.Update(ctx, installed); err != nil {
 		t.Fatal(err)

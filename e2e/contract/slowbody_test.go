@@ -158,7 +158,7 @@ func dryRunReviews(t *testing.T, lg *framework.Lockguard, prefix, vwcName string
 // slowBodyPaths are every path of the webhook server: the admission paths
 // hold a stalled body until its deadline, the peer paths refuse a caller
 // without a replica's certificate before reading a byte of it.
-var slowBodyPaths = []string{webhook.Path, peers.AdmitPath, peers.SubscribePath, peers.PendingPath}
+var slowBodyPaths = []string{webhook.Path, webhook.CreatePath, peers.SubscribePath, peers.PendingPath}
 
 // admissionSlowBodies is how many of the slow bodies go to admission paths.
 var admissionSlowBodies = slowBodies / len(slowBodyPaths) * 2
@@ -208,7 +208,7 @@ func TestSlowBodies(t *testing.T) {
 			return err
 		}
 		n := 0.0
-		for _, path := range []string{webhook.Path, peers.AdmitPath} {
+		for _, path := range []string{webhook.Path, webhook.CreatePath} {
 			n += m[`controller_runtime_webhook_requests_in_flight{webhook="`+path+`"}`]
 		}
 		if n < float64(admissionSlowBodies) {

@@ -15,6 +15,7 @@ type CreateEntryOptions struct {
 	Configuration string
 	// Want is where the entry must send the reviews: the webhook Service
 	// (in the chart, --peer-service in --leader-election-namespace, at
-	// --webhook-service-port), or a URL (local runs).
+	// --webhook-service-port), or a URL (local runs); its path is
+	// webhook.CreatePath, whatever Want.Path says.
 	Want peers.Expectation
 }

@@ -263,19 +263,29 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 	// With the peer protocol, only the deletes whose Locks the cache may
-	// lack are confirmed (internal/peers says why that is strict).
+	// lack are confirmed (internal/peers says why that is strict), and
+	// every Lock create is announced to the other replicas.
 	p, err := setupPeers(mgr, cfg, locks, certWatcher, gate, reg, o)
 	if err != nil {
 		return nil, err
 	}
+	creates := webhook.CreateOptions{Gate: gate}
 	if p != nil {
 		opts = append(opts, webhook.WithFreshness(p))
 		o.Controller.Pending = p
+		creates.Announcer = p
+	}
+	if !o.Controller.DisableNamespaceGuard {
+		// The namespace guard's label goes on before a Lock create is
+		// allowed; the reconciler keeps it (while the create is pending,
+		// with the peer protocol).
+		creates.Labeler = webhook.NamespaceLabel(mgr.GetClient())
 	}
 	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, handler)
+	mgr.GetWebhookServer().Register(webhook.CreatePath, webhook.NewCreateHandler(creates))
 	if err := controller.Setup(mgr, locks, kinds, o.Controller); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,9 @@
 package manager
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -14,13 +12,12 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/navique/lockguard/certs"
-	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
+	"github.com/navique/lockguard/webhook"
 )
 
 // PeerOptions say how the replicas of lockguard tell each other of Lock
@@ -61,18 +58,12 @@ func (o PeerOptions) enabled() bool {
 }
 
 // setupPeers starts the protocol on mgr when o enables it, its metrics
-// registered with reg, and serves the admission of Lock creates either way
-// (allowing all when it is off). It returns the webhook's Freshness, nil
-// when off.
+// registered with reg. It returns the webhook's Freshness and the
+// announcer of Lock creates, nil when off.
 func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, reg prometheus.Registerer, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {
-		srv.Register(peers.AdmitPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			transport.ServeReview(gate, w, r, transport.DecodeReview, func(context.Context, admission.Request) admission.Response {
-				return admission.Allowed("")
-			})
-		}))
 		return nil, nil
 	}
 	pc, err := peerConfig(cfg, o)
@@ -87,12 +78,6 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, 
 		return nil, fmt.Errorf("the peer protocol authenticates the other replicas with the CA of their certificates "+
 			"(--peer-ca-file, default ca.crt in --cert-dir, which cert-manager writes): %w", err)
 	}
-	if !o.Controller.DisableNamespaceGuard {
-		// The namespace guard's label goes on before a Lock create is
-		// allowed; the reconciler keeps it while the create is pending.
-		writer := mgr.GetClient()
-		pc.LabelNamespace = func(ctx context.Context, ns string) error { return controller.LabelNamespace(ctx, writer, ns) }
-	}
 	p, err := peers.New(pc)
 	if err != nil {
 		return nil, err
@@ -103,7 +88,6 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, 
 	for _, path := range peers.Paths() {
 		srv.Register(path, p)
 	}
-	srv.Register(peers.AdmitPath, http.HandlerFunc(p.ServeAdmission))
 	return p, nil
 }
 
@@ -125,9 +109,11 @@ func peerConfig(cfg *rest.Config, o Options) (peers.Config, error) {
 	if err != nil {
 		return peers.Config{}, err
 	}
+	want := eo.Want
+	want.Path = webhook.CreatePath
 	pc := peers.Config{
 		Self: po.Self, File: po.File, Static: po.Static, Standalone: po.Standalone,
-		Entry: peers.EntryConfig{Client: cs, Configuration: eo.Configuration, Want: eo.Want},
+		Entry: peers.EntryConfig{Client: cs, Configuration: eo.Configuration, Want: want},
 		TTL:   po.TTL, Lease: po.Lease, Trust: po.Trust, RenewEvery: po.RenewEvery,
 	}
 	if po.Service != "" {

@@ -15,12 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/webhook"
 )
 
-// TestAdmissionLabelsTheNamespace: a Lock create is allowed only after
-// every replica was told and the namespace was labelled (LabelNamespace);
-// a label that cannot be written refuses the create, retryably, and keeps
-// the marker until the sweep (a refusal can be forged); a dry run labels
+// TestAdmissionLabelsTheNamespace: the webhook's admission of Lock creates
+// (webhook.CreateHandler, announcing through Peers) allows a create only
+// after every replica was told and the namespace was labelled; a label
+// that cannot be written refuses the create, retryably, and keeps the
+// marker until the sweep (a refusal can be forged); a dry run labels
 // nothing.
 func TestAdmissionLabelsTheNamespace(t *testing.T) {
 	lock := &lockv1alpha1.Lock{
@@ -64,11 +66,14 @@ func TestAdmissionLabelsTheNamespace(t *testing.T) {
 			tr := newTracker(trackerConfig{Standalone: true}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
 			tr.SetView(nil)
 			var labelled []string
-			p := newPeers(tr, nil, Config{LabelNamespace: func(_ context.Context, ns string) error {
-				labelled = append(labelled, ns)
-				return tc.labelErr
-			}})
-			resp := p.AdmissionHandler().Handle(context.Background(), request(tc.dryRun))
+			admit := webhook.NewCreateHandler(webhook.CreateOptions{
+				Announcer: newPeers(tr, nil, Config{}),
+				Labeler: webhook.NamespaceLabelerFunc(func(_ context.Context, ns string) error {
+					labelled = append(labelled, ns)
+					return tc.labelErr
+				}),
+			})
+			resp := admit.Handle(context.Background(), request(tc.dryRun))
 			if resp.Allowed != tc.wantAllowed {
 				t.Fatalf("%s\nallowed = %v (%v), want %v", tc.reason, resp.Allowed, resp.Result, tc.wantAllowed)
 			}
@@ -76,7 +81,7 @@ func TestAdmissionLabelsTheNamespace(t *testing.T) {
 				t.Errorf("%s\nrefusal %d %q; want 503 saying %q", tc.reason, resp.Result.Code, resp.Result.Message, lockv1alpha1.CreateRefusedRetry)
 			}
 			if strings.Join(labelled, ",") != strings.Join(tc.wantLabels, ",") {
-				t.Errorf("%s\nLabelNamespace called for %v, want %v", tc.reason, labelled, tc.wantLabels)
+				t.Errorf("%s\nthe namespace label written on %v, want %v", tc.reason, labelled, tc.wantLabels)
 			}
 			if got := tr.Markers(); got != tc.wantMarkers {
 				t.Errorf("%s\nmarkers %d, want %d", tc.reason, got, tc.wantMarkers)

@@ -12,7 +12,8 @@
 // admission before the API server writes it to etcd (registry/generic
 // Store.Create runs createValidation before Storage.Create, 1.29 and 1.37
 // alike). lockguard admits every Lock CREATE (a webhook entry of its own,
-// failurePolicy Fail), so every replica that may answer a DELETE can be
+// failurePolicy Fail; webhook/create.go, which announces each through
+// Peers.AnnounceLock), so every replica that may answer a DELETE can be
 // told about the Lock before its create can return to the client.
 //
 // # Pending markers
@@ -77,10 +78,11 @@
 // view. A peers file or list (local runs) is taken as it is.
 //
 // The namespace guard's label rides on the same admission: once every
-// subscriber has acknowledged, A puts the label on the Lock's namespace
-// (Config.LabelNamespace) before it allows the create, and the leader's
-// reconciler, holding the marker too, does not take the label off while a
-// create in that namespace is pending (Tracker.PendingIn). The label is
+// subscriber has acknowledged, A's webhook puts the label on the Lock's
+// namespace before it allows the create (webhook.CreateOptions.Labeler),
+// and the leader's reconciler, holding the marker too, does not take the
+// label off while a create in that namespace is pending
+// (Tracker.PendingIn). The label is
 // then on from the moment the create returns. A leader that holds no
 // marker of the create (its markers over their bound) may take the label
 // off until the Lock reaches its cache: the milliseconds of lag there were
@@ -117,7 +119,8 @@
 // watches that entry in its ValidatingWebhookConfiguration (EntryWatch)
 // and is warm only while CheckCreateEntry finds it as the chart renders
 // it: every Lock CREATE matched, failurePolicy Fail, nothing that could
-// exclude a request, lockguard's Service and AdmitPath. Before it has
+// exclude a request, lockguard's Service and the path of Lock creates
+// (Expectation: webhook.CreatePath in lockguard). Before it has
 // seen the entry, and while the entry is missing or differs, the replica
 // is cold. Valid again after a change, it holds off for TTL (a create
 // that bypassed lockguard has reached etcd by then), then lists, as after

@@ -19,7 +19,7 @@ const CreateEntryName = "create.lockguard.core.navique.com"
 // Expectation is where the Lock-create entry must send the reviews: the
 // webhook Service (ServiceNamespace/ServiceName at ServicePort), or, when
 // URL is set, URL (scheme and host, as the e2e harness renders the chart
-// for local replicas), in both cases at AdmitPath.
+// for local replicas), in both cases at Path.
 type Expectation struct {
 	// ServiceNamespace and ServiceName name the webhook Service.
 	ServiceNamespace, ServiceName string
@@ -27,16 +27,18 @@ type Expectation struct {
 	// default.
 	ServicePort int32
 	// URL, when set, replaces the Service: the entry must call
-	// URL+AdmitPath, e.g. https://127.0.0.1:9443/validate-lock-create.
+	// URL+Path, e.g. https://127.0.0.1:9443/validate-lock-create.
 	URL string
+	// Path is where lockguard admits Lock creates (webhook.CreatePath).
+	Path string
 }
 
 // String describes e for logs and errors.
 func (e Expectation) String() string {
 	if e.URL != "" {
-		return "url " + e.URL + AdmitPath
+		return "url " + e.URL + e.Path
 	}
-	return fmt.Sprintf("service %s/%s port %d path %s", e.ServiceNamespace, e.ServiceName, e.port(), AdmitPath)
+	return fmt.Sprintf("service %s/%s port %d path %s", e.ServiceNamespace, e.ServiceName, e.port(), e.Path)
 }
 
 func (e Expectation) port() int32 {
@@ -58,7 +60,7 @@ func (e Expectation) port() int32 {
 //   - failurePolicy is Fail (unset is Fail, v1's default);
 //   - objectSelector and namespaceSelector are unset or empty, and there
 //     are no matchConditions;
-//   - the client configuration is e's (the caBundle is not checked:
+//   - the client configuration is e's, its path included (the caBundle is not checked:
 //     cert-manager rotates it, and a wrong one fails the create closed).
 //
 // matchPolicy, sideEffects, timeoutSeconds and admissionReviewVersions are
@@ -136,7 +138,7 @@ func coversLockCreate(rules []admissionregistrationv1.RuleWithOperations) error 
 // callsLockguard checks that cc sends the reviews where e says.
 func callsLockguard(cc admissionregistrationv1.WebhookClientConfig, e Expectation) error {
 	if e.URL != "" {
-		want := e.URL + AdmitPath
+		want := e.URL + e.Path
 		switch {
 		case cc.Service != nil:
 			return fmt.Errorf("clientConfig calls service %s/%s, not url %s", cc.Service.Namespace, cc.Service.Name, want)
@@ -153,7 +155,7 @@ func callsLockguard(cc admissionregistrationv1.WebhookClientConfig, e Expectatio
 	if s.Port != nil {
 		port = *s.Port
 	}
-	if s.Namespace != e.ServiceNamespace || s.Name != e.ServiceName || port != e.port() || deref(s.Path) != AdmitPath {
+	if s.Namespace != e.ServiceNamespace || s.Name != e.ServiceName || port != e.port() || deref(s.Path) != e.Path {
 		return fmt.Errorf("clientConfig calls service %s/%s port %d path %s, not %s", s.Namespace, s.Name, port, deref(s.Path), e)
 	}
 	return nil

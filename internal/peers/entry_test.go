@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/navique/lockguard/webhook"
 )
 
 // renderedEntry returns the Lock-create entry as the chart renders it and
@@ -21,7 +23,7 @@ func renderedEntry() admissionregistrationv1.ValidatingWebhook {
 		ClientConfig: admissionregistrationv1.WebhookClientConfig{
 			Service: &admissionregistrationv1.ServiceReference{
 				Namespace: "lockguard-system", Name: "lockguard-webhook",
-				Path: ptr.To(AdmitPath), Port: ptr.To[int32](443),
+				Path: ptr.To(webhook.CreatePath), Port: ptr.To[int32](443),
 			},
 			CABundle: []byte("ca"),
 		},
@@ -42,8 +44,8 @@ func renderedEntry() admissionregistrationv1.ValidatingWebhook {
 }
 
 func TestCheckCreateEntry(t *testing.T) {
-	service := Expectation{ServiceNamespace: "lockguard-system", ServiceName: "lockguard-webhook"}
-	local := Expectation{URL: "https://127.0.0.1:9443"}
+	service := Expectation{ServiceNamespace: "lockguard-system", ServiceName: "lockguard-webhook", Path: webhook.CreatePath}
+	local := Expectation{URL: "https://127.0.0.1:9443", Path: webhook.CreatePath}
 	with := func(edit func(*admissionregistrationv1.ValidatingWebhook)) *admissionregistrationv1.ValidatingWebhookConfiguration {
 		w := renderedEntry()
 		edit(&w)
@@ -312,7 +314,7 @@ func TestEntryWatchCountsMissedWrites(t *testing.T) {
 	relaxed := func(w *admissionregistrationv1.ValidatingWebhook) {
 		w.FailurePolicy = ptr.To(admissionregistrationv1.Ignore)
 	}
-	want := Expectation{ServiceNamespace: "lockguard-system", ServiceName: "lockguard-webhook"}
+	want := Expectation{ServiceNamespace: "lockguard-system", ServiceName: "lockguard-webhook", Path: webhook.CreatePath}
 
 	steps := []struct {
 		reason  string

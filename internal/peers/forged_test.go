@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/webhook"
 )
 
 // lockCreate is the AdmissionReview request of a Lock create of a's Lock
@@ -45,9 +46,12 @@ func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
 
 	genuine := ann("u1", "db")
 	tr.Mark(genuine) // told by the replica that admitted it
-	p := newPeers(tr, nil, Config{LabelNamespace: func(context.Context, string) error {
-		return errors.New(`namespaces "nowhere" not found`)
-	}})
+	admit := webhook.NewCreateHandler(webhook.CreateOptions{
+		Announcer: newPeers(tr, nil, Config{}),
+		Labeler: webhook.NamespaceLabelerFunc(func(context.Context, string) error {
+			return errors.New(`namespaces "nowhere" not found`)
+		}),
+	})
 
 	cases := map[string]Announcement{
 		"SameLockAndTarget": genuine,
@@ -55,7 +59,7 @@ func TestForgedRefusedCreateKeepsTheGenuineMarker(t *testing.T) {
 		"OtherTarget":       {Namespace: genuine.Namespace, Name: "forged", UID: genuine.UID, Group: genuine.Group, Kind: genuine.Kind, Target: "decoy"},
 	}
 	for name, forged := range cases {
-		resp := p.AdmissionHandler().Handle(context.Background(), lockCreate(t, forged))
+		resp := admit.Handle(context.Background(), lockCreate(t, forged))
 		if resp.Allowed {
 			t.Fatalf("%s: the forged create was allowed, want refused (its namespace cannot be labelled)", name)
 		}

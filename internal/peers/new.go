@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -45,16 +44,9 @@ type Config struct {
 	// Entry is the Lock-create entry this replica requires (EntryWatch).
 	Entry EntryConfig
 
-	// Gate bounds the peer endpoints and the admission of Lock creates
-	// together with every other path of the webhook server; default: a
-	// Gate of their own.
+	// Gate bounds the peer endpoints together with every other path of
+	// the webhook server; default: a Gate of their own.
 	Gate *transport.Gate
-	// LabelNamespace, when set, is called with a Lock's namespace once
-	// every replica has been told of its create, before the create is
-	// allowed (the namespace guard's label, so that deleting the namespace
-	// is denied from the moment the create returns). An error refuses the
-	// create, retryably.
-	LabelNamespace func(ctx context.Context, ns string) error
 
 	// TTL (DefaultTTL), Lease and Trust (DefaultLease, DefaultTrust) and
 	// RenewEvery (DefaultRenewEvery) tune the protocol.

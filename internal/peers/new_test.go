@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/navique/lockguard/webhook"
 )
 
 // deliveringCache is a fakeCache that keeps the function OnDelivered
@@ -70,7 +72,7 @@ func TestNew(t *testing.T) {
 	if diff := cmp.Diff([]string{SubscribePath, PendingPath}, Paths()); diff != "" {
 		t.Errorf("Paths(): -want, +got:\n%s", diff)
 	}
-	for _, path := range append(Paths(), "/peers/other", AdmitPath) {
+	for _, path := range append(Paths(), "/peers/other", webhook.CreatePath) {
 		w := httptest.NewRecorder()
 		p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader("{}")))
 		switch served := slices.Contains(Paths(), path); {

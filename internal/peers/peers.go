@@ -77,8 +77,8 @@ type Reader interface {
 // Peers runs a replica's side of the protocol: subscriptions to the
 // others, the list that makes it warm, the sweep of old markers, the watch
 // of the Lock-create entry, the endpoints the others call (ServeHTTP, at
-// Paths), and the admission of Lock creates. It is a controller-runtime
-// Runnable on every replica.
+// Paths), and the announcement of the Lock creates the webhook admits
+// (AnnounceLock). It is a controller-runtime Runnable on every replica.
 type Peers struct {
 	t     *Tracker
 	o     Config
@@ -97,8 +97,7 @@ type Peers struct {
 
 // newPeers returns the Peers of tracker t as o says, without a Source of
 // the other replicas or the watch of the Lock-create entry (New adds
-// both). It reads o's Self, TLS, Authenticate, Gate, RenewEvery and
-// LabelNamespace.
+// both). It reads o's Self, TLS, Authenticate, Gate and RenewEvery.
 func newPeers(t *Tracker, api Reader, o Config) *Peers {
 	if o.RenewEvery <= 0 {
 		o.RenewEvery = DefaultRenewEvery
@@ -336,6 +335,16 @@ func (p *Peers) sweep(ctx context.Context) {
 			ctrl.LoggerFrom(ctx).V(1).Info("Could not read a pending Lock; keeping its marker", "namespace", a.Namespace, "name", a.Name, "error", err.Error())
 		}
 	}
+}
+
+// AnnounceLock is Announce of the create of l, when l protects something
+// (webhook.Announcer: the webhook calls it before it allows the create).
+func (p *Peers) AnnounceLock(ctx context.Context, l *lockv1alpha1.Lock) error {
+	a, ok := AnnouncementOf(l)
+	if !ok {
+		return nil // No delete can depend on it.
+	}
+	return p.Announce(ctx, a)
 }
 
 // Announce admits a Lock create: it marks it, and tells every subscriber,

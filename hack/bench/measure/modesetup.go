@@ -105,8 +105,8 @@ func (c *Cluster) installWebhookFor(ctx context.Context, mode string, wh *framew
 	for i := range vwc.Webhooks {
 		cc := &vwc.Webhooks[i].ClientConfig
 		u := "https://" + wh.Address() + webhook.Path
-		if cc.URL != nil && strings.HasSuffix(*cc.URL, peers.AdmitPath) {
-			u = "https://" + wh.Address() + peers.AdmitPath
+		if cc.URL != nil && strings.HasSuffix(*cc.URL, webhook.CreatePath) {
+			u = "https://" + wh.Address() + webhook.CreatePath
 		}
 		cc.URL, cc.Service, cc.CABundle = &u, nil, wh.CA
 		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{modeLabel: mode}}

@@ -1,0 +1,146 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
+)
+
+// The admission of Lock CREATEs, beside the DELETE decision: only a Lock
+// create turns protection on, so what must be true from the moment a
+// create returns is done here, before it is allowed, by two collaborators,
+// each switched on by its own flag:
+//
+//   - the peer announcement (lockguard's --peers, --peers-file or
+//     --peer-service): every other replica is told of the Lock, so that
+//     none allows a delete of its target from a cache that lacks it
+//     (internal/peers);
+//   - the namespace guard's label (--namespace-guard, on by default):
+//     HasLocksLabel goes on the Lock's namespace, so that the namespace
+//     guard's webhook entry sees the namespace at once. The reconciler
+//     keeps the label afterwards (controller/namespaces.go); with the peer
+//     protocol, it does not take it off while the create is pending.
+//
+// Both run only for a live Lock (one that protects something) and not for
+// a dry run. A create either could not complete is refused, retryably.
+
+// CreatePath is where lockguard admits Lock CREATEs (the chart's
+// create.lockguard.core.navique.com entry).
+const CreatePath = "/validate-lock-create"
+
+// Announcer tells the other replicas of a Lock create (in lockguard,
+// internal/peers).
+type Announcer interface {
+	// AnnounceLock tells every replica of the create of l, a live Lock
+	// with a name and a UID, and returns once all have acknowledged; an
+	// error refuses the create, retryably.
+	AnnounceLock(ctx context.Context, l *lockv1alpha1.Lock) error
+}
+
+// NamespaceLabeler puts the namespace guard's label, HasLocksLabel, on a
+// namespace.
+type NamespaceLabeler interface {
+	LabelNamespace(ctx context.Context, ns string) error
+}
+
+// NamespaceLabelerFunc adapts a function to a NamespaceLabeler.
+type NamespaceLabelerFunc func(ctx context.Context, ns string) error
+
+// LabelNamespace calls f.
+func (f NamespaceLabelerFunc) LabelNamespace(ctx context.Context, ns string) error { return f(ctx, ns) }
+
+// NamespaceLabel returns the NamespaceLabeler that writes through c (in
+// lockguard, the manager's client): one merge patch of the namespace's
+// metadata, which changes nothing when the label is there already.
+func NamespaceLabel(c client.Writer) NamespaceLabeler {
+	return NamespaceLabelerFunc(func(ctx context.Context, ns string) error {
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		obj.SetName(ns)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{lockv1alpha1.HasLocksLabel: "true"}}})
+		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("putting the %s label on namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err)
+		}
+		return nil
+	})
+}
+
+// CreateOptions configure a CreateHandler. A nil collaborator is off.
+type CreateOptions struct {
+	// Gate bounds the reviews with every other path of the webhook
+	// server; default: a Gate of its own.
+	Gate *transport.Gate
+	// Announcer is told of each Lock create before it is allowed.
+	Announcer Announcer
+	// Labeler labels the Lock's namespace before the create is allowed,
+	// after the announcement.
+	Labeler NamespaceLabeler
+}
+
+// CreateHandler admits Lock CREATEs (CreatePath).
+type CreateHandler struct {
+	o CreateOptions
+}
+
+// NewCreateHandler returns the admission of Lock creates with o's
+// collaborators.
+func NewCreateHandler(o CreateOptions) *CreateHandler {
+	if o.Gate == nil {
+		o.Gate = transport.NewGate(transport.Limits{}, nil)
+	}
+	return &CreateHandler{o: o}
+}
+
+// Handle admits a Lock create once the Announcer and the Labeler, those
+// that are on, have done their part. It allows every other request, dry
+// runs (which write nothing) and the creates of Locks that protect
+// nothing without calling either, and everything when both are off.
+func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if c.o.Announcer == nil && c.o.Labeler == nil ||
+		req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" || (req.DryRun != nil && *req.DryRun) {
+		return admission.Allowed("")
+	}
+	var l lockv1alpha1.Lock
+	if err := json.Unmarshal(req.Object.Raw, &l); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the Lock: %w", err))
+	}
+	if l.Namespace != req.Namespace {
+		// The API server sets the object's namespace to the request's: a
+		// review where they differ is not its.
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create in namespace %q for a Lock of namespace %q", req.Namespace, l.Namespace))
+	}
+	if _, live := l.LiveTarget(); !live {
+		// It protects nothing: no delete can depend on it.
+		return admission.Allowed("")
+	}
+	if l.UID == "" || l.Name == "" {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create without a name or UID"))
+	}
+	if c.o.Announcer != nil {
+		if err := c.o.Announcer.AnnounceLock(ctx, &l); err != nil {
+			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
+		}
+	}
+	// After the announcement: the leader's reconciler keeps the label
+	// while the create is pending, so it does not take it off again
+	// before the Lock reaches its cache.
+	if c.o.Labeler != nil {
+		if err := c.o.Labeler.LabelNamespace(ctx, l.Namespace); err != nil {
+			// An announced create stays marked until the peers' sweep
+			// (internal/peers says why).
+			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
+		}
+	}
+	return admission.Allowed("")
+}

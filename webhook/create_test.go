@@ -1,0 +1,196 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// collaborators record, in calls, what the admission of a Lock create
+// asked of its Announcer and its Labeler, in order.
+type collaborators struct {
+	calls       []string
+	announceErr error
+	labelErr    error
+}
+
+func (c *collaborators) AnnounceLock(_ context.Context, l *lockv1alpha1.Lock) error {
+	c.calls = append(c.calls, "announce "+l.Namespace+"/"+l.Name)
+	return c.announceErr
+}
+
+func (c *collaborators) LabelNamespace(_ context.Context, ns string) error {
+	c.calls = append(c.calls, "label "+ns)
+	return c.labelErr
+}
+
+// lockCreate is the admission request of the create of l in namespace ns.
+func lockCreate(t *testing.T, ns string, l *lockv1alpha1.Lock, dryRun bool) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "r", Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Lock"},
+		Namespace: ns, Name: l.Name, Object: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(dryRun),
+	}}
+}
+
+// TestCreateHandler: a Lock create is allowed once the peers were told
+// (Announcer) and then the namespace labelled (Labeler), each only when
+// configured; either failing refuses it, retryably (HTTP 503 saying
+// lockv1alpha1.CreateRefusedRetry); a dry run, another request and a Lock
+// that protects nothing call neither; a review that is not the API
+// server's is refused.
+func TestCreateHandler(t *testing.T) {
+	live := &lockv1alpha1.Lock{
+		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "keep", UID: types.UID("u1")},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Stack", Name: "app"}},
+	}
+	onALock := live.DeepCopy()
+	onALock.Spec.TargetRef.Kind = "Lock"
+	noUID := live.DeepCopy()
+	noUID.UID = ""
+	update := lockCreate(t, "forge", live, false)
+	update.Operation = admissionv1.Update
+	garbage := lockCreate(t, "forge", live, false)
+	garbage.Object.Raw = []byte("{")
+
+	type want struct {
+		Allowed bool
+		Code    int32
+		Retry   bool // the message says lockv1alpha1.CreateRefusedRetry
+		Calls   []string
+	}
+	cases := map[string]struct {
+		reason             string
+		announce, label    bool
+		announceErr, lbErr error
+		req                admission.Request
+		want               want
+	}{
+		"Both": {
+			reason:   "Peers and the namespace guard: told, then labelled, then allowed.",
+			announce: true, label: true, req: lockCreate(t, "forge", live, false),
+			want: want{Allowed: true, Code: http.StatusOK, Calls: []string{"announce forge/keep", "label forge"}},
+		},
+		"LabelOnly": {
+			reason: "Without the peer protocol the namespace is still labelled before the create is allowed.",
+			label:  true, req: lockCreate(t, "forge", live, false),
+			want: want{Allowed: true, Code: http.StatusOK, Calls: []string{"label forge"}},
+		},
+		"AnnounceOnly": {
+			reason:   "Without the namespace guard the peers are told, and nothing is labelled.",
+			announce: true, req: lockCreate(t, "forge", live, false),
+			want: want{Allowed: true, Code: http.StatusOK, Calls: []string{"announce forge/keep"}},
+		},
+		"Neither": {
+			reason: "With both off every create is allowed as it comes, even one that does not decode.",
+			req:    garbage,
+			want:   want{Allowed: true, Code: http.StatusOK},
+		},
+		"AnnounceFails": {
+			reason:   "A replica that could not be told refuses the create, retryably, before any label is written.",
+			announce: true, label: true, announceErr: errors.New("replica 127.0.0.2:9443 did not answer"), req: lockCreate(t, "forge", live, false),
+			want: want{Code: http.StatusServiceUnavailable, Retry: true, Calls: []string{"announce forge/keep"}},
+		},
+		"LabelFails": {
+			reason:   "A label that cannot be written refuses the create, retryably.",
+			announce: true, label: true, lbErr: errors.New(`namespaces "forge" is forbidden`), req: lockCreate(t, "forge", live, false),
+			want: want{Code: http.StatusServiceUnavailable, Retry: true, Calls: []string{"announce forge/keep", "label forge"}},
+		},
+		"DryRun": {
+			reason:   "A dry run writes nothing and tells no one.",
+			announce: true, label: true, req: lockCreate(t, "forge", live, true),
+			want: want{Allowed: true, Code: http.StatusOK},
+		},
+		"NotACreate": {
+			reason:   "Only creates are admitted here.",
+			announce: true, label: true, req: update,
+			want: want{Allowed: true, Code: http.StatusOK},
+		},
+		"ProtectsNothing": {
+			reason:   "A Lock on a Lock protects nothing: no delete can depend on it.",
+			announce: true, label: true, req: lockCreate(t, "forge", onALock, false),
+			want: want{Allowed: true, Code: http.StatusOK},
+		},
+		"OtherNamespace": {
+			reason:   "A review whose Lock is of another namespace than the request is not the API server's.",
+			announce: true, label: true, req: lockCreate(t, "elsewhere", live, false),
+			want: want{Code: http.StatusBadRequest},
+		},
+		"NoUID": {
+			reason:   "The API server sets the name and UID before admission.",
+			announce: true, label: true, req: lockCreate(t, "forge", noUID, false),
+			want: want{Code: http.StatusBadRequest},
+		},
+		"Undecodable": {
+			reason:   "An object that is not a Lock is refused.",
+			announce: true, label: true, req: garbage,
+			want: want{Code: http.StatusBadRequest},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := &collaborators{announceErr: tc.announceErr, labelErr: tc.lbErr}
+			var o CreateOptions
+			if tc.announce {
+				o.Announcer = c
+			}
+			if tc.label {
+				o.Labeler = c
+			}
+			resp := NewCreateHandler(o).Handle(context.Background(), tc.req)
+			got := want{Allowed: resp.Allowed, Code: http.StatusOK, Calls: c.calls}
+			if resp.Result != nil && resp.Result.Code != 0 {
+				got.Code = resp.Result.Code
+				got.Retry = strings.Contains(resp.Result.Message, lockv1alpha1.CreateRefusedRetry)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestNamespaceLabel: the create-time write puts HasLocksLabel on the
+// namespace and keeps its other labels.
+func TestNamespaceLabel(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "forge", Labels: map[string]string{"team": "a"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(ns).Build()
+	if err := NamespaceLabel(c).LabelNamespace(context.Background(), "forge"); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.Namespace{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "forge"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"team": "a", lockv1alpha1.HasLocksLabel: "true"}, got.Labels); diff != "" {
+		t.Errorf("labels after LabelNamespace: -want, +got:\n%s", diff)
+	}
+	if err := NamespaceLabel(c).LabelNamespace(context.Background(), "absent"); err == nil {
+		t.Error("LabelNamespace of a namespace that does not exist: no error, want one (the create is refused)")
+	}
+}
