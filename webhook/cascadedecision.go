@@ -44,7 +44,7 @@ type lockedDependent struct {
 // answer when the cascade reaches a locked object (a denial, or an
 // allowed delete with a warning) or could not be walked to the end (a
 // warning). Otherwise the object guard's answer stands.
-func (g *cascadeGuard) decide(ctx context.Context, req Request) (decision, bool) {
+func (g *cascadeGuard) decide(ctx context.Context, req Request, _ string) (decision, bool) {
 	target := targetOf(req)
 	uid := req.OldObject.Metadata.UID
 	if target.Namespace == "" || target.Name == "" || uid == "" || lockv1alpha1.Protectable(target.GroupKind()) != nil {

@@ -15,8 +15,8 @@ import (
 type crdGuard struct{ *clusterGuards }
 
 // decide answers the DELETE of a CustomResourceDefinition.
-func (g crdGuard) decide(ctx context.Context, req Request) (decision, bool) {
-	if !isCRD(req) {
+func (g crdGuard) decide(ctx context.Context, req Request, kind string) (decision, bool) {
+	if kind != GuardCRD {
 		return decision{}, false
 	}
 	return g.run(ctx, GuardCRD, func(ctx context.Context) decision {

@@ -43,9 +43,10 @@ func decisionOf(resp admission.Response) string {
 // earlier one that allows it (the cascade guard's, after the object
 // guard's).
 type guard interface {
-	// decide answers req, a DELETE, and reports whether it has an
-	// answer: false leaves req to the other guards.
-	decide(ctx context.Context, req Request) (decision, bool)
+	// decide answers req, a DELETE of an object of kind kind (guardOf),
+	// and reports whether it has an answer: false leaves req to the other
+	// guards.
+	decide(ctx context.Context, req Request, kind string) (decision, bool)
 }
 
 // decision is a guard's answer to a request.

@@ -20,8 +20,9 @@ const ReasonDeleteBlocked = "DeleteBlocked"
 // protects it (recordOnTarget), the other guards' on the Locks alone
 // (recordOnLocks).
 func recordDenial(rec events.EventRecorder, req Request, d decision) {
+	name := targetName(req)
 	if d.guard == GuardObject {
-		recordOnTarget(rec, req, d.locks)
+		recordOnTarget(rec, req, name, d.locks)
 		return
 	}
 	// The namespace guard never denies the delete of a terminating
@@ -29,16 +30,15 @@ func recordDenial(rec events.EventRecorder, req Request, d decision) {
 	// delete is live, but its namespace may have begun terminating since
 	// (the namespace controller deletes Locks first), in which case the API
 	// server rejects the Event and the recorder drops it.
-	recordOnLocks(rec, req, d.locks[:min(len(d.locks), maxNamed)], nil)
+	recordOnLocks(rec, req, name, d.locks[:min(len(d.locks), maxNamed)], nil)
 }
 
-// recordOnTarget records a DeleteBlocked Warning Event on the target and
-// on each Lock that protects it, naming the user and the Locks (the notes
+// recordOnTarget records a DeleteBlocked Warning Event on the target, the
+// object name that req deletes, and on each Lock that protects it, naming the user and the Locks (the notes
 // truncated by the handler's recorder, eventnote.Recorder). It reads the
 // target's UID from oldObject (kubectl describe matches Events by UID);
 // without one the Event still names the object.
-func recordOnTarget(rec events.EventRecorder, req Request, locks []lockv1alpha1.Lock) {
-	name := targetName(req)
+func recordOnTarget(rec events.EventRecorder, req Request, name string, locks []lockv1alpha1.Lock) {
 	target := &metav1.PartialObjectMetadata{
 		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: req.OldObject.Metadata.UID},
@@ -51,18 +51,19 @@ func recordOnTarget(rec events.EventRecorder, req Request, locks []lockv1alpha1.
 	user := req.UserInfo.Username
 	rec.Eventf(target, nil, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
 		"DELETE by %s denied: protected by Lock(s) %s", user, strings.Join(names, ", "))
-	recordOnLocks(rec, req, locks, target)
+	recordOnLocks(rec, req, name, locks, target)
 }
 
 // recordOnLocks records a DeleteBlocked Warning Event on each of locks for
-// the denied req, related to the object being deleted when it is given.
-func recordOnLocks(rec events.EventRecorder, req Request, locks []lockv1alpha1.Lock, related *metav1.PartialObjectMetadata) {
+// the denied req of the object name, related to that object when it is
+// given.
+func recordOnLocks(rec events.EventRecorder, req Request, name string, locks []lockv1alpha1.Lock, related *metav1.PartialObjectMetadata) {
 	for i := range locks {
 		var rel runtime.Object
 		if related != nil {
 			rel = related
 		}
 		rec.Eventf(&locks[i], rel, corev1.EventTypeWarning, ReasonDeleteBlocked, "Delete",
-			"Denied the DELETE of %s %q by %s", req.Kind.Kind, targetName(req), req.UserInfo.Username)
+			"Denied the DELETE of %s %q by %s", req.Kind.Kind, name, req.UserInfo.Username)
 	}
 }

@@ -83,14 +83,15 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 // refuses it decides, a later answer replaces one that allows it. A DELETE
 // that no guard answers was sent to a handler not configured for it.
 func (h *Handler) decide(ctx context.Context, req Request) decision {
-	d := decision{guard: guardOf(req)}
+	kind := guardOf(req)
+	d := decision{guard: kind}
 	if req.Operation != admissionv1.Delete {
 		d.resp = admission.Allowed("not a DELETE")
 		return d
 	}
 	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	for _, g := range h.guards {
-		next, ok := g.decide(ctx, req)
+		next, ok := g.decide(ctx, req, kind)
 		if !ok {
 			continue
 		}

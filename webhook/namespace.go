@@ -15,8 +15,8 @@ import (
 type namespaceGuard struct{ *clusterGuards }
 
 // decide answers the DELETE of a Namespace.
-func (g namespaceGuard) decide(ctx context.Context, req Request) (decision, bool) {
-	if !isNamespace(req) {
+func (g namespaceGuard) decide(ctx context.Context, req Request, kind string) (decision, bool) {
+	if kind != GuardNamespace {
 		return decision{}, false
 	}
 	return g.run(ctx, GuardNamespace, func(ctx context.Context) decision {

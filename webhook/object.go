@@ -21,8 +21,8 @@ type objectGuard struct {
 
 // decide answers the DELETE of anything but a Namespace or a
 // CustomResourceDefinition.
-func (g objectGuard) decide(ctx context.Context, req Request) (decision, bool) {
-	if guardOf(req) != GuardObject {
+func (g objectGuard) decide(ctx context.Context, req Request, kind string) (decision, bool) {
+	if kind != GuardObject {
 		return decision{}, false
 	}
 	d := decision{guard: GuardObject}
