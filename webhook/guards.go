@@ -20,10 +20,11 @@ import (
 // Locks: a Namespace (its controller deletes everything in it, the Locks
 // included, and then the objects are no longer locked) and a
 // core.navique.com CustomResourceDefinition (the API server drops its
-// objects from storage, without admission). Both deny from the Locks of
-// the cache, checking their targets with the API server, and confirm what
-// they would allow with the API server's Locks: a lagging cache must not
-// let such a delete through.
+// objects from storage, without admission). Both read their Locks through
+// the handler's reader (reader.go): they deny from the Locks of the cache,
+// checking their targets with the API server, and confirm what they would
+// allow with the API server's Locks: a lagging cache must not let such a
+// delete through.
 
 // KindMapper maps a kind to its resource, a served version and its scope
 // (in lockguard, the manager's RESTMapper).
