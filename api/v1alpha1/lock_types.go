@@ -66,13 +66,27 @@ func (r TargetReference) GroupKind() (schema.GroupKind, error) {
 	return schema.GroupKind{Group: gv.Group, Kind: r.Kind}, nil
 }
 
-// LockSpec is the desired state of a Lock.
+// LockSpec is the desired state of a Lock. It names its scope, exactly one
+// of TargetRef (one object) or Selector (the objects of the namespace whose
+// labels match), and the scope cannot change.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.targetRef) != has(self.selector)",message="set exactly one of targetRef (one resource) or selector (resources by label; selector: {} for the whole namespace)"
+// +kubebuilder:validation:XValidation:rule="has(self.targetRef) == has(oldSelf.targetRef) && has(self.selector) == has(oldSelf.selector) && (!has(self.selector) || self.selector == oldSelf.selector)",message="the scope (targetRef or selector) is immutable: delete this Lock and create a new one to protect something else"
 type LockSpec struct {
 	// TargetRef is the resource this Lock protects. It cannot be changed:
-	// delete the Lock and create a new one to protect something else.
+	// delete the Lock and create a new one to protect something else. Set
+	// it or Selector, not both.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="targetRef is immutable: delete this Lock and create a new one to protect another resource"
-	// +required
-	TargetRef TargetReference `json:"targetRef"`
+	// +optional
+	TargetRef TargetReference `json:"targetRef,omitzero"`
+
+	// Selector protects every core.navique.com resource of the Lock's
+	// namespace whose labels match it, including resources created or
+	// labelled later; one relabelled out of it is no longer protected. An
+	// empty selector ({}) protects every resource of the namespace and the
+	// namespace itself. It cannot be changed. Set it or TargetRef, not both.
+	// +optional
+	Selector *LockSelector `json:"selector,omitempty"`
 
 	// Reason is a free-text note, shown in the status and in the denial
 	// message. Empty by default.
@@ -110,7 +124,7 @@ type LockStatus struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:validation:XValidation:rule="has(self.status) || self.spec.targetRef.kind.matches('^[A-Z][A-Za-z0-9]*$')",fieldPath=".spec.targetRef.kind",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
+// +kubebuilder:validation:XValidation:rule="has(self.status) || !has(self.spec.targetRef) || self.spec.targetRef.kind.matches('^[A-Z][A-Za-z0-9]*$')",fieldPath=".spec.targetRef.kind",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 // +kubebuilder:resource:categories=navique,shortName=lk
 // +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
@@ -118,6 +132,7 @@ type LockStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
+// +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.selector`,priority=1
 type Lock struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -62,8 +62,12 @@ func (k TargetKey) String() string {
 
 // Target returns the key of the object the Lock protects, in its
 // namespace, or an error that says why it can never protect it: its
-// apiVersion does not parse, or Protectable refuses its kind.
+// apiVersion does not parse, Protectable refuses its kind, or it is a
+// selector Lock (ErrNoTargetRef; see Covers).
 func (l *Lock) Target() (TargetKey, error) {
+	if l.Spec.Selector != nil {
+		return TargetKey{}, ErrNoTargetRef
+	}
 	ref := l.Spec.TargetRef
 	gk, err := ref.GroupKind()
 	if err != nil {
@@ -81,7 +85,7 @@ func (l *Lock) Target() (TargetKey, error) {
 // LiveTarget returns the key of the object the Lock protects, and whether
 // the Lock counts (LOCK-SPEC rule 2): it is not being deleted and its
 // target is valid. A delete of the object is denied while a live Lock
-// targets it.
+// targets it. A selector Lock has no target: false (see Covers and Live).
 func (l *Lock) LiveTarget() (TargetKey, bool) {
 	if l.DeletionTimestamp != nil {
 		return TargetKey{}, false

@@ -14,7 +14,7 @@ import (
 )
 
 // TestKubectlGetLocks checks the printer columns: target kind and name,
-// active, ready reason and age, and the reason in -o wide.
+// active, ready reason and age, and the reason and selector in -o wide.
 func TestKubectlGetLocks(t *testing.T) {
 	ns := kube.NewNamespace(t, "printer")
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
@@ -29,10 +29,11 @@ func TestKubectlGetLocks(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("kubectl get locks -o wide: got %q", r.Stdout)
 	}
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "ACTIVE", "READY", "AGE", "REASON"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "ACTIVE", "READY", "AGE", "REASON", "SELECTOR"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("headers: got %q, want %q", got, want)
 	}
 	f := strings.Fields(lines[1])
+	// A targetRef Lock's selector cell is empty.
 	if len(f) != 7 || f[0] != "protect-forge-stack" || f[1] != "Stack" || f[2] != "forge" || f[3] != "true" || f[4] != "Active" || f[6] != "prod" {
 		t.Errorf("row: got %q, want protect-forge-stack Stack forge true Active <age> prod", f)
 	}

@@ -1,0 +1,174 @@
+package v1alpha1
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// What a Lock covers, targetRef or selector (LOCK-SPEC rules 1, 2 and 15):
+// the rule is written here once, and every guard, the Lock index, the
+// reconciler and kubectl lock derive from it.
+
+// ErrNoTargetRef is the error of Target for a selector Lock: it protects
+// the objects its selector matches, not one named object.
+var ErrNoTargetRef = errors.New("the Lock has a selector, not a targetRef")
+
+// Object is what the rule needs to know of an object to say whether a Lock
+// covers it: where it is, what it is, and its labels.
+//
+// +kubebuilder:object:generate=false
+type Object struct {
+	Namespace string
+	Group     string
+	Kind      string
+	Name      string
+	Labels    map[string]string
+}
+
+// Key returns the object's TargetKey.
+func (o Object) Key() TargetKey {
+	return TargetKey{Namespace: o.Namespace, Group: o.Group, Kind: o.Kind, Name: o.Name}
+}
+
+// HasSelector reports whether the Lock is a selector Lock (spec.selector
+// set) rather than a targetRef Lock.
+func (l *Lock) HasSelector() bool { return l.Spec.Selector != nil }
+
+// LabelSelector returns the selector's labels as a metav1.LabelSelector
+// (without Kinds), for display and for the label selectors of API calls.
+func (s *LockSelector) LabelSelector() *metav1.LabelSelector {
+	out := &metav1.LabelSelector{}
+	if len(s.MatchLabels) > 0 {
+		out.MatchLabels = make(map[string]string, len(s.MatchLabels))
+		for k, v := range s.MatchLabels {
+			out.MatchLabels[k] = v
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key:      r.Key,
+			Operator: metav1.LabelSelectorOperator(r.Operator),
+			Values:   slices.Clone(r.Values),
+		})
+	}
+	return out
+}
+
+// IsEmpty reports whether the selector selects everything: no labels, no
+// expressions and no kinds. An empty selector Lock covers the namespace too.
+func (s *LockSelector) IsEmpty() bool {
+	return len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 && len(s.Kinds) == 0
+}
+
+// Validate returns nil when the selector is one Kubernetes would accept (the
+// same check as metav1.LabelSelectorAsSelector: label key and value syntax,
+// operators, values per operator) and its kinds can be locked; otherwise
+// an error that says what is wrong. An invalid selector covers nothing and
+// its Lock is InvalidTarget: it never silently means everything.
+func (s *LockSelector) Validate() error {
+	if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
+		return fmt.Errorf("selector is not a valid label selector: %w", err)
+	}
+	for _, k := range s.Kinds {
+		if err := Protectable(schema.GroupKind{Group: Group, Kind: k}); err != nil {
+			return fmt.Errorf("selector.kinds: %w", err)
+		}
+	}
+	return nil
+}
+
+// Matches reports whether the selector matches an object of that kind and
+// labels, as metav1.LabelSelectorAsSelector's selector would (Kinds aside),
+// without building it. The selector must be valid (Validate).
+func (s *LockSelector) Matches(kind string, lbls map[string]string) bool {
+	if len(s.Kinds) > 0 && !slices.Contains(s.Kinds, kind) {
+		return false
+	}
+	for k, v := range s.MatchLabels {
+		if got, ok := lbls[k]; !ok || got != v {
+			return false
+		}
+	}
+	for _, r := range s.MatchExpressions {
+		got, ok := lbls[r.Key]
+		switch r.Operator {
+		case SelectorOpIn:
+			if !ok || !slices.Contains(r.Values, got) {
+				return false
+			}
+		case SelectorOpNotIn:
+			if ok && slices.Contains(r.Values, got) {
+				return false
+			}
+		case SelectorOpExists:
+			if !ok {
+				return false
+			}
+		case SelectorOpDoesNotExist:
+			if ok {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Scope returns nil when the Lock's scope can protect something: its
+// targetRef is valid (Target) or its selector is (LockSelector.Validate);
+// otherwise an error that says why it never can.
+func (l *Lock) Scope() error {
+	if s := l.Spec.Selector; s != nil {
+		return s.Validate()
+	}
+	_, err := l.Target()
+	return err
+}
+
+// Live reports whether the Lock counts (LOCK-SPEC rule 2): it is not being
+// deleted and its scope is valid (Scope).
+func (l *Lock) Live() bool {
+	return l.DeletionTimestamp == nil && l.Scope() == nil
+}
+
+// Covers reports whether the Lock protects o now: the Lock is live, o is a
+// lockable object of the Lock's namespace (Protectable), and o is the
+// Lock's target (group, kind and name) or its selector matches o's kind
+// and labels. A delete of o is denied while a Lock covers it.
+func (l *Lock) Covers(o Object) bool {
+	if o.Namespace != l.Namespace || Protectable(schema.GroupKind{Group: o.Group, Kind: o.Kind}) != nil {
+		return false
+	}
+	if s := l.Spec.Selector; s != nil {
+		return l.Live() && s.Matches(o.Kind, o.Labels)
+	}
+	key, live := l.LiveTarget()
+	return live && key == o.Key()
+}
+
+// CoversKind reports whether the Lock could cover some object of kind gk
+// whatever its name and labels: a live targetRef Lock of that kind, or a
+// live selector Lock whose kinds are empty or include it. A guard that
+// cannot read an object's labels fails closed when a Lock could cover it.
+func (l *Lock) CoversKind(gk schema.GroupKind) bool {
+	if Protectable(gk) != nil || !l.Live() {
+		return false
+	}
+	if s := l.Spec.Selector; s != nil {
+		return len(s.Kinds) == 0 || slices.Contains(s.Kinds, gk.Kind)
+	}
+	key, _ := l.Target()
+	return key.GroupKind() == gk
+}
+
+// CoversNamespace reports whether the Lock protects its namespace itself,
+// whatever the namespace holds: it is a live Lock with an empty selector.
+func (l *Lock) CoversNamespace() bool {
+	s := l.Spec.Selector
+	return s != nil && s.IsEmpty() && l.Live()
+}
