@@ -107,14 +107,19 @@ func namespaceLabelPatch(want bool) client.Patch {
 }
 
 // namespaceSource is the watch of Namespaces (metadata only): a namespace
-// created, deleted or whose labels change reconciles its label, and the
-// targets of its live Locks (whose status waits for the label).
+// created, deleted or whose labels change reconciles its label, the
+// targets of its live Locks and its live selector Locks (whose status
+// waits for the label).
 func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[request] {
 	return kindSource(mgr.GetCache(), namespaceObject(""),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
 			reqs := []request{{Namespace: o.Name}}
 			for _, target := range locks.LiveTargetsIn(o.Name) {
 				reqs = append(reqs, request{Target: target})
+			}
+			selectorLocks, _ := locks.LiveSelectorLocksIn(o.Name)
+			for i := range selectorLocks {
+				reqs = append(reqs, request{Lock: client.ObjectKeyFromObject(&selectorLocks[i])})
 			}
 			return reqs
 		}),

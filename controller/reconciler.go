@@ -20,13 +20,15 @@ import (
 // check again, so that a CRD installed later is picked up.
 const unservedKindRecheck = 10 * time.Second
 
-// request is what the reconciler reconciles: the target of Locks, or, for a
-// Lock whose target is invalid (Lock.Target fails), that Lock alone.
+// request is what the reconciler reconciles: an object Locks may cover,
+// or, for a selector Lock or a Lock whose target is invalid (Lock.Target
+// fails), that Lock alone.
 type request struct {
-	// Target is the object whose annotation, and whose Locks' status, a
-	// pass writes.
+	// Target is the object whose annotation, and whose targetRef Locks'
+	// status, a pass writes.
 	Target lockv1alpha1.TargetKey
-	// Lock, when set, is a Lock whose target is invalid.
+	// Lock, when set, is a selector Lock or a Lock whose target is
+	// invalid: a pass writes its status.
 	Lock types.NamespacedName
 	// Namespace, when set, is a namespace whose HasLocksLabel a pass writes.
 	Namespace string
@@ -34,7 +36,8 @@ type request struct {
 
 // requestOf returns the request that reconciles Lock l: its target's,
 // whether or not the Lock is live (a Lock being deleted leaves its
-// target's annotation), or its own if its target is invalid.
+// target's annotation), or its own if it is a selector Lock or its target
+// is invalid.
 func requestOf(l *lockv1alpha1.Lock) request {
 	if target, err := l.Target(); err == nil {
 		return request{Target: target}
@@ -69,30 +72,56 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 		return r.reconcileNamespace(ctx, req.Namespace)
 	}
 	if req.Lock.Name != "" {
-		return ctrl.Result{}, r.reconcileInvalid(ctx, req.Lock)
+		return ctrl.Result{}, r.reconcileLock(ctx, req.Lock)
 	}
 	return r.reconcileTarget(ctx, req.Target)
 }
 
-// reconcileInvalid writes the status of a Lock whose target is invalid.
-func (r *reconciler) reconcileInvalid(ctx context.Context, name types.NamespacedName) error {
+// reconcileLock writes the status of a Lock whose scope is invalid
+// (InvalidTarget, with the reason), or of a live selector Lock: active
+// once its namespace is guarded. The objects a selector Lock covers get
+// their annotation from their own passes (requestsOfLock).
+func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedName) error {
 	var lock lockv1alpha1.Lock
 	if err := r.client.Get(ctx, name, &lock); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	_, err := lock.Target()
-	if err == nil || lock.DeletionTimestamp != nil {
-		return nil // Its target's pass writes its status; or it is going away.
+	if lock.DeletionTimestamp != nil {
+		return nil // It is going away.
 	}
-	return r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
+	if err := lock.Scope(); err != nil {
+		return r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
+	}
+	if !lock.HasSelector() {
+		return nil // Its target's pass writes its status.
+	}
+	if r.namespaceGuard {
+		guarded, err := r.ensureNamespaceLabel(ctx, lock.Namespace, true)
+		if err != nil {
+			return err
+		}
+		if !guarded {
+			// The namespace watch reconciles the Lock again once labelled.
+			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace))
+		}
+	}
+	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive})
+}
+
+// notGuarded is the observation of a Lock whose namespace does not carry
+// HasLocksLabel yet.
+func notGuarded(ns string) observation {
+	return observation{reason: lockv1alpha1.ReasonNamespaceNotGuarded, message: fmt.Sprintf(
+		"waiting for namespace %q to carry the label %s=true, so that deleting the namespace is denied too", ns, lockv1alpha1.HasLocksLabel)}
 }
 
 // targetReadTimeout bounds a target's read from the cache, which waits
 // until the kind's informer has synced.
 const targetReadTimeout = 10 * time.Second
 
-// reconcileTarget patches the annotation of target, then writes the status
-// of its live Locks.
+// reconcileTarget patches the annotation of target (the live Locks that
+// cover it: its targetRef Locks and the selector Locks that match its
+// labels), then writes the status of its live targetRef Locks.
 func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.TargetKey) (ctrl.Result, error) {
 	locks, err := r.locks.LiveLocks(target)
 	if err != nil {
@@ -127,7 +156,12 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
 			"%s %q not found in namespace %q; its deletion will be denied as soon as it is created", target.Kind, target.Name, target.Namespace)})
 	}
-	want := annotationValue(locks)
+	covering, err := r.locks.LiveLocksCovering(lockv1alpha1.Object{
+		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := annotationValue(covering)
 	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want {
 		if err := r.client.Patch(ctx, obj, annotationPatch(want)); err != nil {
 			// Not found: the target's delete event reconciles it again.
@@ -135,9 +169,9 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		}
 		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
 	}
-	if r.namespaceGuard && len(locks) > 0 {
+	if r.namespaceGuard && len(covering) > 0 {
 		// The namespace's label, ensured here too so that a new Lock turns
-		// active in one pass. locks are live Locks of the namespace, so
+		// active in one pass. covering are live Locks of the namespace, so
 		// the label is wanted: no need to look through the namespace's
 		// other Locks (which would make n targets cost n²).
 		guarded, err := r.ensureNamespaceLabel(ctx, target.Namespace, true)
@@ -146,8 +180,7 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		}
 		if !guarded {
 			// The namespace watch reconciles the target again once labelled.
-			return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonNamespaceNotGuarded, message: fmt.Sprintf(
-				"waiting for namespace %q to carry the label %s=true, so that deleting the namespace is denied too", target.Namespace, lockv1alpha1.HasLocksLabel)})
+			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace))
 		}
 	}
 	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive})

@@ -71,6 +71,21 @@ func retryLimiter() workqueue.TypedRateLimiter[request] {
 	)
 }
 
+// requestsOfLock is the map of a Lock event: the Lock's request
+// (requestOf), its namespace's label, and, for a selector Lock, every
+// object of its namespace that it may cover or have covered, so that each
+// gets its annotation.
+func (r *reconciler) requestsOfLock(ctx context.Context, l *lockv1alpha1.Lock) []request {
+	reqs := []request{requestOf(l)}
+	if r.namespaceGuard {
+		reqs = append(reqs, request{Namespace: l.Namespace})
+	}
+	if s := l.Spec.Selector; s != nil && r.watches != nil {
+		reqs = append(reqs, r.watches.targetsIn(ctx, l.Namespace, s.Kinds)...)
+	}
+	return reqs
+}
+
 // Setup adds the reconciler, and the discovery of the kinds it watches, to
 // mgr. Both run on the leader only. locks must index the Locks of mgr's
 // cache (readmodel.NewLockIndex); kinds are the group's kinds as mgr's API
@@ -94,12 +109,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").
 		WatchesRawSource(kindSource(mgr.GetCache(), &lockv1alpha1.Lock{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, l *lockv1alpha1.Lock) []request {
-				if r.namespaceGuard {
-					return []request{requestOf(l), {Namespace: l.Namespace}}
-				}
-				return []request{requestOf(l)}
-			})))
+			handler.TypedEnqueueRequestsFromMapFunc(r.requestsOfLock)))
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
@@ -124,7 +134,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	}
 	// Target kinds are watched as they are found: the watches need the
 	// controller, and the reconciler adds them.
-	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]bool{}}
+	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]readmodel.ServedKind{}}
 
 	d := &targetDiscovery{kinds: kinds, watches: r.watches, interval: opts.DiscoveryInterval}
 	if err := mgr.Add(d); err != nil {

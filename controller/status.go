@@ -27,6 +27,13 @@ type observation struct {
 // activeMessage is the Ready message of an active Lock.
 func activeMessage(lock *lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
+	switch s := lock.Spec.Selector; {
+	case s == nil:
+	case s.IsEmpty():
+		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", lock.Namespace)
+	default:
+		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", lock.Namespace)
+	}
 	if lock.Spec.Reason != "" {
 		msg += ": " + lock.Spec.Reason
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -32,7 +34,7 @@ type targetWatches struct {
 	controller controller.TypedController[request]
 
 	mu      sync.Mutex
-	watched map[schema.GroupResource]bool
+	watched map[schema.GroupResource]readmodel.ServedKind
 }
 
 // synced starts the metadata informer of kind k, if the cache does not
@@ -51,7 +53,7 @@ func (w *targetWatches) synced(ctx context.Context, k readmodel.ServedKind) (boo
 func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.watched[k.Resource] {
+	if _, ok := w.watched[k.Resource]; ok {
 		return nil
 	}
 	obj := &metav1.PartialObjectMetadata{}
@@ -61,13 +63,45 @@ func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 		return []request{{Target: lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name}}}
 	})
 	// Targets are only interesting when created, deleted, or when their
-	// annotations change; their spec and status are none of our business.
-	annotationChanged := predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{}
-	if err := w.controller.Watch(kindSource(w.cache, obj, toKey, annotationChanged)); err != nil {
+	// annotations or labels (which selector Locks match) change; their
+	// spec and status are none of our business.
+	changed := predicate.Or[*metav1.PartialObjectMetadata](
+		predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{},
+		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
+	if err := w.controller.Watch(kindSource(w.cache, obj, toKey, changed)); err != nil {
 		return fmt.Errorf("watching %s: %w", k.Resource, err)
 	}
-	w.watched[k.Resource] = true
+	w.watched[k.Resource] = k
 	return nil
+}
+
+// targetsIn returns the keys of the objects of namespace ns, of every
+// watched kind (of kinds only, when not empty), in the cache: the objects a
+// selector Lock of ns may cover, or have covered.
+func (w *targetWatches) targetsIn(ctx context.Context, ns string, kinds []string) []request {
+	w.mu.Lock()
+	watched := make([]readmodel.ServedKind, 0, len(w.watched))
+	for _, k := range w.watched {
+		if len(kinds) == 0 || slices.Contains(kinds, k.GVK.Kind) {
+			watched = append(watched, k)
+		}
+	}
+	w.mu.Unlock()
+	var reqs []request
+	for _, k := range watched {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
+		if err := w.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
+			// The kind's own events reconcile its objects once it lists.
+			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the objects a selector Lock may cover", "kind", k.GVK.GroupKind(), "namespace", ns)
+			continue
+		}
+		gk := k.GVK.GroupKind()
+		for _, o := range list.Items {
+			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.Name}})
+		}
+	}
+	return reqs
 }
 
 // targetDiscovery watches every kind of the core.navique.com group that

@@ -346,9 +346,16 @@ type LockStatus struct {
 }
 
 // ActiveStatus is the status of a Lock whose target exists and is
-// annotated.
+// annotated, or of a live selector Lock whose namespace is guarded.
 func ActiveStatus(l *lockv1alpha1.Lock) LockStatus {
 	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
+	switch s := l.Spec.Selector; {
+	case s == nil:
+	case s.IsEmpty():
+		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", l.Namespace)
+	default:
+		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", l.Namespace)
+	}
 	if l.Spec.Reason != "" {
 		msg += ": " + l.Spec.Reason
 	}

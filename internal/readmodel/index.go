@@ -39,8 +39,9 @@ func indexByTarget(obj any) ([]string, error) {
 // reads the Locks of one kind, not every Lock of the cluster.
 const kindIndex = "lockguard.target-kind"
 
-// indexByTargetKind is the kindIndex function: a live Lock is indexed by
-// its target's group and kind, any other Lock not at all.
+// indexByTargetKind is the kindIndex function: a live targetRef Lock is
+// indexed by its target's group and kind, a live selector Lock by
+// selectorKinds (once, whatever its kinds), any other Lock not at all.
 func indexByTargetKind(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
 	if !ok {
@@ -49,7 +50,30 @@ func indexByTargetKind(obj any) ([]string, error) {
 	if key, live := l.LiveTarget(); live {
 		return []string{key.GroupKind().String()}, nil
 	}
+	if l.HasSelector() && l.Live() {
+		return []string{selectorKinds}, nil
+	}
 	return nil, nil
+}
+
+// selectorKinds is the kindIndex value of every live selector Lock: no
+// "Kind.group" string is "*", and a selector Lock is counted once in
+// AnyLiveLocks whatever kinds it names.
+const selectorKinds = "*"
+
+// selectorIndex is the name of the index NewLockIndex adds beside
+// targetIndex: live selector Locks by namespace, so that a lookup for an
+// object reads the selector Locks of its namespace, not all its Locks.
+const selectorIndex = "lockguard.selector"
+
+// indexBySelector is the selectorIndex function: a live selector Lock is
+// indexed by its namespace, any other Lock not at all.
+func indexBySelector(obj any) ([]string, error) {
+	l, ok := obj.(*lockv1alpha1.Lock)
+	if !ok || !l.HasSelector() || !l.Live() {
+		return nil, nil
+	}
+	return []string{l.Namespace}, nil
 }
 
 // indexedInformer is what a controller-runtime informer is underneath:
@@ -72,7 +96,8 @@ type LockIndex struct {
 	informer indexedInformer
 }
 
-// NewLockIndex adds the indexes by target and by target kind to the Lock
+// NewLockIndex adds the indexes by target, by target kind and of selector
+// Locks by namespace to the Lock
 // informer of c and returns it. Call it before c starts. The indexes are
 // on the informer itself, one value per Lock each, where a
 // controller-runtime field index keeps two (the namespace's and all
@@ -86,7 +111,7 @@ func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("the Lock informer is a %T, not a client-go shared index informer", inf)
 	}
-	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind}); err != nil {
+	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector}); err != nil {
 		return nil, fmt.Errorf("indexing Locks by target: %w", err)
 	}
 	return &LockIndex{informer: ii}, nil
@@ -123,9 +148,10 @@ func copyLocks(objs []any) []lockv1alpha1.Lock {
 	return locks
 }
 
-// LiveLocksOfKind returns copies of the live Locks, in every namespace,
-// whose target is of kind gk, or ErrNotSynced before the informer has
-// synced. It copies no Lock of another kind.
+// LiveLocksOfKind returns copies of the live targetRef Locks, in every
+// namespace, whose target is of kind gk, or ErrNotSynced before the
+// informer has synced. It copies no Lock of another kind, and no selector
+// Lock (LiveSelectorLocksOfKind).
 func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
 	if !x.HasSynced() {
 		return nil, ErrNotSynced
@@ -135,6 +161,61 @@ func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, e
 		return nil, fmt.Errorf("looking up the Locks of kind %s: %w", gk, err)
 	}
 	return copyLocks(objs), nil
+}
+
+// LiveSelectorLocksOfKind returns copies of the live selector Locks, in
+// every namespace, that could cover an object of kind gk
+// (Lock.CoversKind), or ErrNotSynced before the informer has synced.
+func (x *LockIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(kindIndex, selectorKinds)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the selector Locks: %w", err)
+	}
+	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.CoversKind(gk) }), nil
+}
+
+// LiveSelectorLocksIn returns copies of the live selector Locks of
+// namespace ns, or ErrNotSynced before the informer has synced.
+func (x *LockIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(selectorIndex, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the selector Locks of namespace %s: %w", ns, err)
+	}
+	return copyLocks(objs), nil
+}
+
+// LiveLocksCovering returns copies of the live Locks that cover o
+// (Lock.Covers): the targetRef Locks of its key and the selector Locks of
+// its namespace that match its kind and labels; or ErrNotSynced before the
+// informer has synced.
+func (x *LockIndex) LiveLocksCovering(o lockv1alpha1.Object) ([]lockv1alpha1.Lock, error) {
+	locks, err := x.LiveLocks(o.Key())
+	if err != nil {
+		return nil, err
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(selectorIndex, o.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
+	}
+	return append(locks, copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.Covers(o) })...), nil
+}
+
+// copyLocksIf returns copies of the Locks among objs that keep accepts,
+// nil for none.
+func copyLocksIf(objs []any, keep func(*lockv1alpha1.Lock) bool) []lockv1alpha1.Lock {
+	var locks []lockv1alpha1.Lock
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok && keep(l) {
+			locks = append(locks, *l.DeepCopy())
+		}
+	}
+	return locks
 }
 
 // AnyLiveLocks returns copies of at most limit live Locks of every
@@ -237,18 +318,16 @@ func (x *LockIndex) Each(fn func(*lockv1alpha1.Lock)) {
 	}
 }
 
-// HasLiveLocksIn reports whether namespace ns holds a live Lock, in the
-// Lock cache (the namespace label's question).
+// HasLiveLocksIn reports whether namespace ns holds a live Lock, targetRef
+// or selector, in the Lock cache (the namespace label's question).
 func (x *LockIndex) HasLiveLocksIn(ns string) (bool, error) {
 	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
 	if err != nil {
 		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
 	}
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if _, live := l.LiveTarget(); live {
-				return true, nil
-			}
+		if l, ok := o.(*lockv1alpha1.Lock); ok && l.Live() {
+			return true, nil
 		}
 	}
 	return false, nil
@@ -269,7 +348,8 @@ func (x *LockIndex) LiveTargetsIn(ns string) []lockv1alpha1.TargetKey {
 	return out
 }
 
-// LiveLocksIn returns copies of the live Locks of namespace ns, or
+// LiveLocksIn returns copies of the live targetRef Locks of namespace ns
+// (LiveSelectorLocksIn has its selector Locks), or
 // ErrNotSynced before the informer has synced. It never copies the Locks
 // of every namespace (ns "" has none): the CRD guard reads those of one
 // kind (LiveLocksOfKind) or a few (AnyLiveLocks).

@@ -13,12 +13,14 @@ import (
 // CacheTransform returns the transform of lockguard's informer cache: it
 // drops from each object, before it is stored, what neither the webhook nor
 // the reconciler reads, so that memory grows with the Locks and targets,
-// not with what other tools write on them (labels, last-applied
+// not with what other tools write on them (last-applied
 // annotations, managedFields often several kilobytes).
 //
 //   - A target or a namespace (metadata only) keeps its name, namespace,
 //     resourceVersion, deletionTimestamp, the lock annotation and the
-//     has-locks label: the reconciler patches those alone. For the owner
+//     has-locks label: the reconciler patches those alone. A namespaced
+//     object (a target) keeps all its labels, which selector Locks match
+//     (LOCK-SPEC rule 15); a cluster-scoped one only the has-locks label. For the owner
 //     index (OwnerIndex) and the cascade guard it also keeps its UID, its
 //     owner references (without their controller and blockOwnerDeletion
 //     flags) and, of its finalizers, only the garbage collector's
@@ -38,9 +40,12 @@ func CacheTransform() toolscache.TransformFunc {
 				o.Annotations = map[string]string{lockv1alpha1.LockedAnnotation: locked}
 			}
 			o.GenerateName = ""
-			if v, has := o.Labels[lockv1alpha1.HasLocksLabel]; has {
+			switch v, has := o.Labels[lockv1alpha1.HasLocksLabel]; {
+			case o.Namespace != "":
+				// A namespaced object's labels are what selector Locks match.
+			case has:
 				o.Labels = map[string]string{lockv1alpha1.HasLocksLabel: v} // a namespace's
-			} else {
+			default:
 				o.Labels = nil
 			}
 			for i := range o.OwnerReferences {

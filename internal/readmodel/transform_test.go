@@ -27,10 +27,11 @@ func TestCacheTransform(t *testing.T) {
 		want   any
 	}{
 		"Target": {
-			reason: "A target keeps what the reconciler reads (name, namespace, resourceVersion, deletion, the lock annotation) and what the owner index reads (UID, owner references without their flags, the garbage collector's finalizers).",
+			reason: "A target keeps what the reconciler reads (name, namespace, resourceVersion, deletion, the lock annotation, the labels selector Locks match) and what the owner index reads (UID, owner references without their flags, the garbage collector's finalizers).",
 			in:     &metav1.PartialObjectMetadata{ObjectMeta: *full.DeepCopy()},
 			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 				Name: "forge", Namespace: "forge", UID: "u", ResourceVersion: "7", Generation: 2, DeletionTimestamp: &now,
+				Labels:          map[string]string{"app": "x"},
 				Annotations:     map[string]string{lockv1alpha1.LockedAnnotation: "a,b"},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "owner", UID: "o"}},
 				Finalizers:      []string{metav1.FinalizerOrphanDependents},

@@ -1,0 +1,79 @@
+package contract_test
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// newSelectorLock returns a selector Lock named name in ns; not yet created.
+func newSelectorLock(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       lockv1alpha1.LockSpec{Selector: &s},
+	}
+}
+
+// createLabelledStack creates Stack name in ns with labels.
+func createLabelledStack(t *testing.T, ns, name string, labels map[string]string) {
+	t.Helper()
+	u := framework.Object(framework.StackGVK, ns, name)
+	u.SetLabels(labels)
+	if err := kube.Client.Create(t.Context(), u); err != nil {
+		t.Fatalf("creating Stack %s/%s: %v", ns, name, err)
+	}
+}
+
+// relabel sets the label tier of Stack ns/name to value ("" removes it).
+func relabel(t *testing.T, ns, name, value string) {
+	t.Helper()
+	patch := `{"metadata":{"labels":{"tier":null}}}`
+	if value != "" {
+		patch = `{"metadata":{"labels":{"tier":"` + value + `"}}}`
+	}
+	if err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, name), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("relabelling Stack %s/%s: %v", ns, name, err)
+	}
+}
+
+// TestSelectorAnnotations: the reconciler follows selector Locks live
+// (LOCK-SPEC rules 4 and 15): every object a selector Lock covers carries
+// the lock annotation naming it, including one created or labelled after
+// the Lock, and one relabelled out of it loses it; a live selector Lock is
+// active once its namespace carries the has-locks label, and one whose
+// selector can never protect anything is InvalidTarget, saying why.
+func TestSelectorAnnotations(t *testing.T) {
+	ns := kube.NewNamespace(t, "selector")
+	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
+	createLabelledStack(t, ns, "web", map[string]string{"tier": "web"})
+	all := newSelectorLock(ns, "all", lockv1alpha1.LockSelector{})
+	db := newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}})
+	lockOfLocks := newSelectorLock(ns, "locks", lockv1alpha1.LockSelector{Kinds: []string{"Lock"}})
+	for _, l := range []*lockv1alpha1.Lock{all, db, lockOfLocks} {
+		if err := kube.Client.Create(t.Context(), l); err != nil {
+			t.Fatalf("creating Lock %s: %v", l.Name, err)
+		}
+	}
+	kube.WaitActive(t, all, db)
+	kube.WaitLockStatus(t, lockOfLocks, framework.InvalidStatus("selector.kinds: a Lock cannot protect another Lock: deleting a Lock is never blocked"))
+	framework.Eventually(t, framework.DefaultTimeout, "namespace label", kube.NamespaceLabelled(ns, true))
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "db", "all,tier-db")
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "web", "all")
+
+	createLabelledStack(t, ns, "later", nil)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "later", "all")
+	relabel(t, ns, "later", "db")
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "later", "all,tier-db")
+	relabel(t, ns, "db", "web")
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "db", "all")
+
+	kube.DeleteLock(t, all)
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "db", "")
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "web", "")
+	kube.WaitAnnotation(t, framework.StackGVK, ns, "later", "tier-db")
+}

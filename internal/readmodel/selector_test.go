@@ -1,0 +1,74 @@
+package readmodel
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+func newSelectorLock(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, ResourceVersion: "1"},
+		Spec:       lockv1alpha1.LockSpec{Selector: &s},
+	}
+}
+
+// TestLockIndexSelectors: the index gives an object its targetRef Locks and
+// the selector Locks of its namespace that cover it (Lock.Covers); invalid
+// selector Locks are in no index; selector Locks count once among all
+// live Locks and are found by the kinds they could cover.
+func TestLockIndexSelectors(t *testing.T) {
+	db := map[string]string{"tier": "db"}
+	src := &lockSource{watcher: watch.NewFake(), locks: []lockv1alpha1.Lock{
+		*newLock("forge", "ref", "", "Stack", "forge"),
+		*newSelectorLock("forge", "all", lockv1alpha1.LockSelector{}),
+		*newSelectorLock("forge", "db", lockv1alpha1.LockSelector{MatchLabels: db}),
+		*newSelectorLock("forge", "gateways", lockv1alpha1.LockSelector{Kinds: []string{"Gateway", "Route"}}),
+		*newSelectorLock("forge", "bad", lockv1alpha1.LockSelector{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "Equals"}}}),
+		*newSelectorLock("elsewhere", "all", lockv1alpha1.LockSelector{}),
+	}}
+	index := startIndex(t, src)
+	names := func(locks []lockv1alpha1.Lock, err error) []string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []string{}
+		for _, l := range locks {
+			out = append(out, l.Namespace+"/"+l.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	forge := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge", Labels: db}
+	if diff := cmp.Diff([]string{"forge/all", "forge/db", "forge/ref"}, names(index.LiveLocksCovering(forge))); diff != "" {
+		t.Errorf("LiveLocksCovering(labelled forge): -want, +got:\n%s", diff)
+	}
+	forge.Labels = map[string]string{"tier": "web"}
+	if diff := cmp.Diff([]string{"forge/all", "forge/ref"}, names(index.LiveLocksCovering(forge))); diff != "" {
+		t.Errorf("LiveLocksCovering(relabelled forge): -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"forge/all", "forge/db", "forge/gateways"}, names(index.LiveSelectorLocksIn("forge"))); diff != "" {
+		t.Errorf("LiveSelectorLocksIn(forge): -want, +got:\n%s", diff)
+	}
+	gateway := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Gateway"}
+	if diff := cmp.Diff([]string{"elsewhere/all", "forge/all", "forge/db", "forge/gateways"}, names(index.LiveSelectorLocksOfKind(gateway))); diff != "" {
+		t.Errorf("LiveSelectorLocksOfKind(Gateway): -want, +got:\n%s", diff)
+	}
+	stack := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}
+	if diff := cmp.Diff([]string{"elsewhere/all", "forge/all", "forge/db"}, names(index.LiveSelectorLocksOfKind(stack))); diff != "" {
+		t.Errorf("LiveSelectorLocksOfKind(Stack): -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"forge/ref"}, names(index.LiveLocksOfKind(stack))); diff != "" {
+		t.Errorf("LiveLocksOfKind(Stack) lists targetRef Locks only: -want, +got:\n%s", diff)
+	}
+	if _, total, err := index.AnyLiveLocks(0); err != nil || total != 5 {
+		t.Errorf("AnyLiveLocks(0) total %d, %v; want 5 (each selector Lock once, the invalid one not)", total, err)
+	}
+}
