@@ -26,7 +26,8 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [-A] [-o json|yaml]",
 		Short: "List what is locked, by which Lock, why, and the Lock's status",
-		Long: `List the Locks of a namespace (or of all with -A): the resource each protects,
+		Long: `List the Locks of a namespace (or of all with -A): the resource each protects
+(TYPE/NAME, selector:LABELS for a selector Lock, <all> for the whole namespace),
 the Lock, its reason and its status. Status is Active (deleting the target is
 denied), MissingReference (the target does not exist; it is protected as soon
 as it is created), InvalidTarget (the Lock can protect nothing), Pending
@@ -92,7 +93,7 @@ func (o *listOptions) run(ctx context.Context, s Streams) error {
 // sortLocks orders Locks by namespace, target and name.
 func sortLocks(items []lockv1alpha1.Lock) {
 	slices.SortFunc(items, func(a, b lockv1alpha1.Lock) int {
-		return strings.Compare(a.Namespace+"\x00"+targetString(&a)+"\x00"+a.Name, b.Namespace+"\x00"+targetString(&b)+"\x00"+b.Name)
+		return strings.Compare(a.Namespace+"\x00"+scopeString(&a)+"\x00"+a.Name, b.Namespace+"\x00"+scopeString(&b)+"\x00"+b.Name)
 	})
 }
 
@@ -112,7 +113,7 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool) err
 		if reason == "" {
 			reason = "<none>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", targetString(l), l.Name, lockStatus(l), oneLine(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", scopeString(l), l.Name, lockStatus(l), oneLine(reason))
 	}
 	return tw.Flush()
 }

@@ -27,6 +27,12 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Name the Lock yourself and print it once active
   kubectl lock stacks.core.navique.com/forge -n forge --name protect-forge --reason "Production" -o yaml
 
+  # Protect every resource of namespace forge labelled tier=db, now or later
+  kubectl lock --selector tier=db -n forge --reason "Databases"
+
+  # Protect namespace forge and every resource in it
+  kubectl lock --all -n forge --reason "Production environment"
+
   # What is locked, in every namespace
   kubectl lock list -A
 
@@ -38,11 +44,13 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
 
 // lockOptions are the flags of `kubectl lock TYPE/NAME`.
 type lockOptions struct {
-	flags   Flags
-	reason  string
-	name    string
-	timeout time.Duration
-	output  string
+	flags    Flags
+	reason   string
+	name     string
+	timeout  time.Duration
+	output   string
+	selector string
+	all      bool
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
@@ -51,7 +59,7 @@ type lockOptions struct {
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
-		Use:   "lock TYPE/NAME [--reason TEXT] [--name LOCK]",
+		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--reason TEXT] [--name LOCK]",
 		Short: "Protect a core.navique.com resource against deletion with a Lock",
 		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
 until lockguard reports it active: from then on every DELETE of the resource is
@@ -60,11 +68,18 @@ denied until the Lock is deleted (kubectl unlock).
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com),
 and the Lock gets the kind the API server serves. Only namespaced resources of
 the core.navique.com group can be locked. The Lock is named KIND-NAME (for
-example stack-forge) unless --name is given.`,
+example stack-forge) unless --name is given.
+
+--selector LABELS (kubectl's label selector syntax) creates a selector Lock
+instead: it protects every core.navique.com resource of the namespace whose
+labels match, including resources created or labelled later, and a resource
+relabelled out of it is no longer protected. --all protects every resource of
+the namespace and the namespace itself. Such a Lock is named after its
+selector (tier-db; all for --all) unless --name is given.`,
 		Example: lockExample,
-		Args:    cobra.ExactArgs(1),
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(contextOf(cmd.Context()), s, args[0])
+			return o.runScope(contextOf(cmd.Context()), s, args)
 		},
 	}
 	pluginCommand(cmd, "kubectl lock", s, &o.flags)
@@ -72,14 +87,72 @@ example stack-forge) unless --name is given.`,
 	cmd.Flags().StringVar(&o.name, "name", "", "Name of the Lock (default KIND-NAME, for example stack-forge).")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for lockguard to report the Lock active.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml prints the Lock once active.")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Lock the resources of the namespace whose labels match this selector (tier=db,env!=dev), now and later, instead of TYPE/NAME.")
+	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
 	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
 	return cmd
 }
 
-func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
+// runScope runs kubectl lock with exactly one scope: TYPE/NAME, --selector
+// or --all.
+func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) error {
 	if err := outputFormat(o.output); err != nil {
 		return err
 	}
+	scopes := len(args)
+	if o.selector != "" {
+		scopes++
+	}
+	if o.all {
+		scopes++
+	}
+	if scopes != 1 {
+		return fmt.Errorf("give exactly one of TYPE/NAME, --selector LABELS or --all")
+	}
+	if len(args) == 1 {
+		return o.run(ctx, s, args[0])
+	}
+	sel := &lockv1alpha1.LockSelector{}
+	if o.selector != "" {
+		var err error
+		if sel, err = parseSelector(o.selector); err != nil {
+			return err
+		}
+	}
+	c, err := o.flags.clients()
+	if err != nil {
+		return err
+	}
+	name := o.name
+	if name == "" {
+		if name, err = defaultSelectorLockName(sel); err != nil {
+			return err
+		}
+	}
+	lock := o.newLock(c.namespace, name)
+	lock.Spec.Selector = sel
+	done := fmt.Sprintf("the resources of namespace %s that match %s, now or later, are locked: their deletion is denied until the Lock %s is deleted", c.namespace, o.selector, name)
+	if sel.IsEmpty() {
+		done = fmt.Sprintf("namespace %s and every resource in it are locked: their deletion is denied until the Lock %s is deleted", c.namespace, name)
+	}
+	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
+		if !sameScope(existing, sel) {
+			return fmt.Errorf("%s %q already exists and protects %s: choose another name with --name", lockGroupResource, name, scopeString(existing))
+		}
+		return nil
+	})
+}
+
+// newLock returns the Lock name in ns with the reason, its scope unset.
+func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{
+		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       lockv1alpha1.LockSpec{Reason: o.reason},
+	}
+}
+
+func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 	c, t, err := o.flags.target(ctx, arg)
 	if err != nil {
 		return err
@@ -96,18 +169,27 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 			return fmt.Errorf("cannot name the Lock %q (%s): choose a name with --name", name, msgs[0])
 		}
 	}
-	lock := &lockv1alpha1.Lock{
-		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: name},
-		Spec: lockv1alpha1.LockSpec{
-			TargetRef: lockv1alpha1.TargetReference{
-				APIVersion: t.mapping.GroupVersionKind.GroupVersion().String(),
-				Kind:       t.kind(),
-				Name:       t.name,
-			},
-			Reason: o.reason,
-		},
+	lock := o.newLock(c.namespace, name)
+	lock.Spec.TargetRef = lockv1alpha1.TargetReference{
+		APIVersion: t.mapping.GroupVersionKind.GroupVersion().String(),
+		Kind:       t.kind(),
+		Name:       t.name,
 	}
+	done := fmt.Sprintf("%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted", t, c.namespace, name)
+	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
+		if !targets(existing, t) {
+			return fmt.Errorf("%s %q already exists and protects %s: choose another name with --name",
+				lockGroupResource, name, scopeString(existing))
+		}
+		return nil
+	})
+}
+
+// create creates lock (the same Lock again is not an error: sameScope
+// says whether an existing one of its name is), waits until it is active
+// and prints it, or done.
+func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done string, sameScope func(*lockv1alpha1.Lock) error) error {
+	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
 	u, err := toUnstructured(lock)
 	if err != nil {
@@ -129,9 +211,8 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		if gerr != nil {
 			return gerr
 		}
-		if !targets(existing, t) {
-			return fmt.Errorf("%s %q already exists and protects %s/%s: choose another name with --name",
-				lockGroupResource, name, existing.Spec.TargetRef.Kind, existing.Spec.TargetRef.Name)
+		if err := sameScope(existing); err != nil {
+			return err
 		}
 		if text {
 			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
@@ -151,7 +232,7 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		active.ManagedFields = nil // as kubectl prints objects
 		return printObject(s.Out, o.output, active)
 	}
-	fmt.Fprintf(s.Out, "%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted\n", t, c.namespace, name)
+	fmt.Fprintln(s.Out, done)
 	return nil
 }
 

@@ -171,7 +171,7 @@ const (
 
 // newWhyLock describes a Lock.
 func newWhyLock(l *lockv1alpha1.Lock) whyLock {
-	return whyLock{Namespace: l.Namespace, Name: l.Name, Target: targetString(l), Status: lockStatus(l), Reason: l.Spec.Reason}
+	return whyLock{Namespace: l.Namespace, Name: l.Name, Target: scopeString(l), Status: lockStatus(l), Reason: l.Spec.Reason}
 }
 
 // decisionOf reads an admission response into a whyDecision.
