@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -34,6 +35,11 @@ func (o Object) Key() TargetKey {
 	return TargetKey{Namespace: o.Namespace, Group: o.Group, Kind: o.Kind, Name: o.Name}
 }
 
+// Object returns the object of key k with labels.
+func (k TargetKey) Object(labels map[string]string) Object {
+	return Object{Namespace: k.Namespace, Group: k.Group, Kind: k.Kind, Name: k.Name, Labels: labels}
+}
+
 // HasSelector reports whether the Lock is a selector Lock (spec.selector
 // set) rather than a targetRef Lock.
 func (l *Lock) HasSelector() bool { return l.Spec.Selector != nil }
@@ -54,6 +60,24 @@ func (s *LockSelector) LabelSelector() *metav1.LabelSelector {
 			Operator: metav1.LabelSelectorOperator(r.Operator),
 			Values:   slices.Clone(r.Values),
 		})
+	}
+	return out
+}
+
+// AllScope is how a selector that selects everything is shown: every
+// object of the namespace and the namespace itself.
+const AllScope = "<all>"
+
+// String shows the selector as kubectl lock and denial messages do:
+// selector:tier=db (kubectl's label selector syntax), then ;kinds=A,B when
+// it names kinds, or AllScope for an empty selector.
+func (s *LockSelector) String() string {
+	if s.IsEmpty() {
+		return AllScope
+	}
+	out := "selector:" + metav1.FormatLabelSelector(s.LabelSelector())
+	if len(s.Kinds) > 0 {
+		out += ";kinds=" + strings.Join(s.Kinds, ",")
 	}
 	return out
 }

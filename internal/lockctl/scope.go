@@ -14,25 +14,17 @@ import (
 
 // allScope is how kubectl lock shows an empty selector: every resource of
 // the namespace and the namespace itself.
-const allScope = "<all>"
+const allScope = lockv1alpha1.AllScope
 
 // scopeString names what a Lock covers, as list and why show it:
 // Stack/forge for a targetRef Lock (targetString), selector:tier=db for a
 // selector Lock (with ;kinds=Stack,Gateway when it names kinds), <all>
-// for an empty selector.
+// for an empty selector (LockSelector.String).
 func scopeString(l *lockv1alpha1.Lock) string {
-	s := l.Spec.Selector
-	switch {
-	case s == nil:
-		return targetString(l)
-	case s.IsEmpty():
-		return allScope
+	if s := l.Spec.Selector; s != nil {
+		return s.String()
 	}
-	out := "selector:" + metav1.FormatLabelSelector(s.LabelSelector())
-	if len(s.Kinds) > 0 {
-		out += ";kinds=" + strings.Join(s.Kinds, ",")
-	}
-	return out
+	return targetString(l)
 }
 
 // parseSelector turns kubectl's selector syntax (tier=db,env!=dev,
