@@ -96,18 +96,20 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 // Locks protect, as the handler's reader finds them (a cache that lags
 // must not let a cascade through that the API server's Locks would deny).
 func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*member) ([]lockedDependent, error) {
-	var keys []lockv1alpha1.TargetKey
+	var objs []lockv1alpha1.Object
 	var named []*member
 	for _, m := range deleted {
 		if lockv1alpha1.Protectable(m.gk) == nil {
-			keys = append(keys, keyOf(ns, m.gk, m.meta.Name))
+			// The labels are the metadata cache's (readmodel keeps a
+			// namespaced object's labels).
+			objs = append(objs, lockv1alpha1.Object{Namespace: ns, Group: m.gk.Group, Kind: m.gk.Kind, Name: m.meta.Name, Labels: m.meta.Labels})
 			named = append(named, m)
 		}
 	}
-	if len(keys) == 0 {
+	if len(objs) == 0 {
 		return nil, nil
 	}
-	found, err := g.locks.targets(ctx, ns, keys)
+	found, err := g.locks.covering(ctx, ns, objs)
 	if err != nil {
 		return nil, err
 	}

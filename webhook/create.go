@@ -120,7 +120,7 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		// review where they differ is not its.
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create in namespace %q for a Lock of namespace %q", req.Namespace, l.Namespace))
 	}
-	if _, live := l.LiveTarget(); !live {
+	if !l.Live() {
 		// It protects nothing: no delete can depend on it.
 		return admission.Allowed("")
 	}

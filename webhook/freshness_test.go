@@ -63,7 +63,7 @@ func TestFreshness(t *testing.T) {
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(client.Object(newLock("forge", "new", "", "Stack", "forge"))).Build()
 			f := &freshness{mayLack: tc.mayLack, calls: &calls}
 			h := NewHandler(index, api, WithFreshness(f))
-			locks, err := h.locks.find(context.Background(), key)
+			locks, err := h.locks.find(context.Background(), key.Object(nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,7 +37,8 @@ func lockNames(locks []lockv1alpha1.Lock, qualified bool, extra int) []string {
 	return names
 }
 
-// describeLocks is "(name: Kind/target: reason; ...)" for at most maxNamed
+// describeLocks is "(name: Kind/target: reason; ...)" (a selector Lock's
+// scope as LockSelector.String shows it) for at most maxNamed
 // of locks, sorted by namespace and name, each reason cut to maxReasonLen.
 func describeLocks(locks []lockv1alpha1.Lock, qualified bool) string {
 	sorted := slices.Clone(locks)
@@ -51,6 +52,9 @@ func describeLocks(locks []lockv1alpha1.Lock, qualified bool) string {
 			name = l.Namespace + "/" + l.Name
 		}
 		part := name + ": " + l.Spec.TargetRef.Kind + "/" + l.Spec.TargetRef.Name
+		if s := l.Spec.Selector; s != nil {
+			part = name + ": " + s.String()
+		}
 		if r := l.Spec.Reason; r != "" {
 			if runes := []rune(r); len(runes) > maxReasonLen {
 				r = string(runes[:maxReasonLen]) + "..."

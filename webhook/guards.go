@@ -45,6 +45,10 @@ type clusterGuards struct {
 	locks *lockReader // the handler's (NewHandler sets it)
 	api   LockLister  // reads the targets
 	kinds KindMapper
+	// served lists the group's namespaced kinds, whose objects a selector
+	// Lock without kinds may cover (WithServedKinds); nil: such a Lock
+	// counts as protecting something.
+	served func() ([]schema.GroupKind, error)
 	// slots holds one token per decision in progress.
 	slots chan struct{}
 }
@@ -78,7 +82,7 @@ func (g *clusterGuards) check(ctx context.Context, scope lockScope, enough int) 
 	err = g.locks.inScope(ctx, scope, func(live []lockv1alpha1.Lock) (bool, error) {
 		var rest []lockv1alpha1.Lock
 		var err error
-		protected, missing, rest, err = g.protecting(ctx, live, enough, seen)
+		protected, missing, rest, err = g.protecting(ctx, live, scope.kind, enough, seen)
 		unchecked = len(rest)
 		return len(protected) > 0, err
 	})
@@ -125,18 +129,28 @@ const metadataPageSize = 2000
 // the rest of the decision. A Lock on a kind
 // that is not served, or not namespaced, protects nothing.
 //
+// A selector Lock protects when it covers an existing object
+// (selectorProtects): of kind, when kind is set (the CRD guard), or of any
+// kind (the namespace guard); an empty selector Lock protects its
+// namespace whatever it holds.
+//
 // With enough > 0 it stops once it has found that many protected Locks,
 // and returns the Locks whose targets it did not check as unchecked: a
 // denial needs only one (the CRD guard's Locks may be spread over
 // thousands of namespaces, one list each).
-func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock, enough int, seen map[nsKind]presence) (protected, missing, unchecked []lockv1alpha1.Lock, err error) {
+func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Lock, kind schema.GroupKind, enough int, seen map[nsKind]presence) (protected, missing, unchecked []lockv1alpha1.Lock, err error) {
 	locks = slices.Clone(locks)
 	slices.SortFunc(locks, func(a, b lockv1alpha1.Lock) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	byKind := map[nsKind][]lockv1alpha1.Lock{}
 	var order []nsKind
+	var selectors []lockv1alpha1.Lock
 	for _, l := range locks {
+		if l.HasSelector() {
+			selectors = append(selectors, l)
+			continue
+		}
 		key, _ := l.LiveTarget()
 		k := nsKind{key.Namespace, key.GroupKind()}
 		if _, seen := byKind[k]; !seen {
@@ -151,12 +165,9 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			}
 			break
 		}
-		p, ok := seen[k]
-		if !ok {
-			if p.objects, p.mapped, err = g.present(ctx, k.ns, k.gk); err != nil {
-				return nil, nil, nil, err
-			}
-			seen[k] = p
+		p, err := g.presence(ctx, k, seen)
+		if err != nil {
+			return nil, nil, nil, err
 		}
 		present, mapped := p.objects, p.mapped
 		for _, l := range byKind[k] {
@@ -181,6 +192,19 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			}
 		}
 	}
+	for i, l := range selectors {
+		if enough > 0 && len(protected) >= enough {
+			unchecked = append(unchecked, selectors[i:]...)
+			break
+		}
+		covers, err := g.selectorProtects(ctx, &l, kind, seen)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if covers {
+			protected = append(protected, l)
+		}
+	}
 	return protected, missing, unchecked, nil
 }
 
@@ -194,37 +218,55 @@ type nsKind struct {
 // presence is what present returned for an nsKind.
 type presence struct {
 	objects map[string]bool
+	labels  map[string]map[string]string
 	mapped  bool
 }
 
 // present returns the objects of kind gk in namespace ns, by name: true for
-// those not being deleted. It is empty for a kind that is not namespaced;
-// mapped is false when lockguard's RESTMapper does not know the kind (not
-// served, or served in a version the mapper has not discovered).
-func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupKind) (_ map[string]bool, mapped bool, _ error) {
+// those not being deleted, and their labels. It is empty for a kind that is
+// not namespaced; mapped is false when lockguard's RESTMapper does not know
+// the kind (not served, or served in a version the mapper has not
+// discovered).
+func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupKind) (presence, error) {
 	mapping, err := g.kinds.RESTMapping(gk)
 	if meta.IsNoMatchError(err) {
-		return nil, false, nil
+		return presence{}, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("mapping kind %s: %w", gk, err)
+		return presence{}, fmt.Errorf("mapping kind %s: %w", gk, err)
 	}
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		return nil, true, nil
+		return presence{mapped: true}, nil
 	}
-	out := map[string]bool{}
+	p := presence{objects: map[string]bool{}, labels: map[string]map[string]string{}, mapped: true}
 	cont := ""
 	for {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
 		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(metadataPageSize), client.Continue(cont)); err != nil {
-			return nil, false, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
+			return presence{}, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
 		}
 		for _, o := range list.Items {
-			out[o.Name] = o.DeletionTimestamp == nil
+			p.objects[o.Name] = o.DeletionTimestamp == nil
+			if len(o.Labels) > 0 {
+				p.labels[o.Name] = o.Labels
+			}
 		}
 		if cont = list.Continue; cont == "" {
-			return out, true, nil
+			return p, nil
 		}
 	}
+}
+
+// presence returns present's answer for k, read once per decision (seen).
+func (g *clusterGuards) presence(ctx context.Context, k nsKind, seen map[nsKind]presence) (presence, error) {
+	if p, ok := seen[k]; ok {
+		return p, nil
+	}
+	p, err := g.present(ctx, k.ns, k.gk)
+	if err != nil {
+		return presence{}, err
+	}
+	seen[k] = p
+	return p, nil
 }

@@ -28,7 +28,8 @@ type fakeAPI struct {
 	locks   []lockv1alpha1.Lock
 	objects map[schema.GroupKind]map[string]map[string]bool
 	err     error
-	lists   map[string]int // the metadata lists served, by namespace
+	lists   map[string]int               // the metadata lists served, by namespace
+	labels  map[string]map[string]string // objects' labels, by "namespace/name"
 }
 
 func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -67,7 +68,7 @@ func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client
 		gk := schema.GroupKind{Group: l.GroupVersionKind().Group, Kind: strings.TrimSuffix(l.GroupVersionKind().Kind, "List")}
 		var in []metav1.PartialObjectMetadata
 		for name, alive := range a.objects[gk][o.Namespace] {
-			obj := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			obj := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: a.labels[o.Namespace+"/"+name]}}
 			if !alive {
 				obj.DeletionTimestamp = &metav1.Time{}
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -26,6 +27,9 @@ type Handler struct {
 	eventLimits EventLimits
 	cascade     *cascadeGuard  // nil: cascades are not walked
 	cluster     *clusterGuards // nil: Namespace and CRD deletes are answered Errored
+	// served lists the group's kinds for the cluster guards
+	// (WithServedKinds).
+	served func() ([]schema.GroupKind, error)
 }
 
 // Option configures a Handler (options.go).
@@ -52,7 +56,7 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 		h.guards = append(h.guards, h.cascade)
 	}
 	if h.cluster != nil {
-		h.cluster.locks = h.locks
+		h.cluster.locks, h.cluster.served = h.locks, h.served
 		h.guards = append(h.guards, namespaceGuard{h.cluster}, crdGuard{h.cluster})
 	}
 	return h

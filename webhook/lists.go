@@ -157,7 +157,7 @@ func (l *apiLists) list(ctx context.Context, ns string, keep func(*lockv1alpha1.
 		}
 		for i := range page.Items {
 			lk := &page.Items[i]
-			if _, ok := lk.LiveTarget(); !ok || keep != nil && !keep(lk) {
+			if !lk.Live() || keep != nil && !keep(lk) {
 				continue
 			}
 			if limit > 0 && len(live) >= limit {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/navique/lockguard/internal/eventnote"
@@ -66,4 +67,14 @@ func WithClusterGuards(cache CachedLocks, r LockLister, m KindMapper) Option {
 		}
 		h.cluster = &clusterGuards{api: r, kinds: m, slots: make(chan struct{}, maxClusterDecisions)}
 	}
+}
+
+// WithServedKinds gives the namespace guard the kinds of the
+// core.navique.com group that the API server serves (in lockguard, kind
+// discovery's, readmodel.Kinds): a selector Lock without kinds holds a
+// namespace while it covers an existing object of one of them. Without
+// it, such a Lock holds its namespace whatever it covers. It takes effect
+// with WithClusterGuards, given before or after it.
+func WithServedKinds(served func() ([]schema.GroupKind, error)) Option {
+	return func(h *Handler) { h.served = served }
 }

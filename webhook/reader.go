@@ -45,6 +45,17 @@ type LockIndex interface {
 	LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
 }
 
+// SelectorLocks lists the live selector Locks of a namespace from an
+// informer cache (in lockguard, readmodel.LockIndex). A LockIndex that
+// implements it gives the guards the namespace's selector Locks beside its
+// targetRef Locks; one that does not has its selector Locks found by the
+// API server's list alone.
+type SelectorLocks interface {
+	// LiveSelectorLocksIn returns copies of the live selector Locks of
+	// namespace ns.
+	LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error)
+}
+
 // LockIndexFunc adapts a function to a LockIndex.
 type LockIndexFunc func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
 
@@ -85,10 +96,11 @@ type Freshness interface {
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
-	index  LockIndex   // by target
-	cached CachedLocks // by namespace and kind; nil: the API server's Locks alone
-	fresh  Freshness   // nil: the index may always lack a Lock
-	api    *apiLists   // the API server's Locks; nil: none are read
+	index     LockIndex     // by target
+	selectors SelectorLocks // the index's, when it has them; nil: none cached
+	cached    CachedLocks   // by namespace and kind; nil: the API server's Locks alone
+	fresh     Freshness     // nil: the index may always lack a Lock
+	api       *apiLists     // the API server's Locks; nil: none are read
 	// confirm is whether what the index would allow for a target is
 	// confirmed with the API server (false: --cache-only-decisions).
 	confirm bool
@@ -98,6 +110,7 @@ type lockReader struct {
 // targets by listing through live; nil live confirms none of them.
 func newLockReader(index LockIndex, live LockLister) *lockReader {
 	r := &lockReader{index: index, confirm: live != nil}
+	r.selectors, _ = index.(SelectorLocks)
 	if live != nil {
 		r.api = newAPILists(live)
 	}
@@ -110,30 +123,43 @@ func keyOf(ns string, gk schema.GroupKind, name string) lockv1alpha1.TargetKey {
 	return lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: name}
 }
 
-// find returns the live Locks that target key (targets of one key).
-func (r *lockReader) find(ctx context.Context, key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-	found, err := r.targets(ctx, key.Namespace, []lockv1alpha1.TargetKey{key})
+// find returns the live Locks that cover o (covering of one object).
+func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1alpha1.Lock, error) {
+	found, err := r.covering(ctx, o.Namespace, []lockv1alpha1.Object{o})
 	if err != nil {
 		return nil, err
 	}
 	return found[0], nil
 }
 
-// targets returns the live Locks of each of keys, the distinct keys of
-// objects of namespace ns, in the order of keys: from the index when it has any of
-// them; otherwise, when the handler confirms and the Freshness (asked
-// first) says that the index may lack one, from a list of the namespace's
-// Locks read from the API server. It returns an error when the index
-// cannot answer or the API server cannot be read.
-func (r *lockReader) targets(ctx context.Context, ns string, keys []lockv1alpha1.TargetKey) ([][]lockv1alpha1.Lock, error) {
+// covering returns the live Locks that cover each of objs (Lock.Covers:
+// its targetRef Locks and the selector Locks of ns its labels match), the
+// distinct objects of namespace ns, in the order of objs: from the index
+// when it has any of them; otherwise, when the handler confirms and the
+// Freshness (asked first) says that the index may lack one, from a list of
+// the namespace's Locks read from the API server. It returns an error when
+// the index cannot answer or the API server cannot be read.
+func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	// Before the index: see Freshness.MayLack.
-	reason, mayLack := r.mayLack(keys)
-	found := make([][]lockv1alpha1.Lock, len(keys))
+	reason, mayLack := r.mayLack(objs)
+	var selectors []lockv1alpha1.Lock
+	if r.selectors != nil {
+		var err error
+		if selectors, err = r.selectors.LiveSelectorLocksIn(ns); err != nil {
+			return nil, err
+		}
+	}
+	found := make([][]lockv1alpha1.Lock, len(objs))
 	cached := false
-	for i, key := range keys {
-		locks, err := r.index.LiveLocks(key)
+	for i, o := range objs {
+		locks, err := r.index.LiveLocks(o.Key())
 		if err != nil {
 			return nil, err
+		}
+		for j := range selectors {
+			if selectors[j].Covers(o) {
+				locks = append(locks, selectors[j])
+			}
 		}
 		found[i], cached = locks, cached || len(locks) > 0
 	}
@@ -147,34 +173,72 @@ func (r *lockReader) targets(ctx context.Context, ns string, keys []lockv1alpha1
 	if err != nil {
 		return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", ns, err)
 	}
-	index := make(map[lockv1alpha1.TargetKey]int, len(keys))
-	for i, key := range keys {
-		index[key] = i
+	index := make(map[lockv1alpha1.TargetKey]int, len(objs))
+	for i, o := range objs {
+		index[o.Key()] = i
 	}
 	lagged := 0
 	for i := range all {
-		if target, live := all[i].LiveTarget(); live {
+		l := &all[i]
+		if target, live := l.LiveTarget(); live {
 			if j, ok := index[target]; ok {
-				found[j] = append(found[j], *all[i].DeepCopy())
+				found[j] = append(found[j], *l.DeepCopy())
+				lagged++
+			}
+			continue
+		}
+		for j, o := range objs {
+			if l.HasSelector() && l.Covers(o) {
+				found[j] = append(found[j], *l.DeepCopy())
 				lagged++
 			}
 		}
 	}
 	if lagged > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Lock cache lagged: the API server has Locks the cache has not seen yet",
-			"namespace", ns, "targets", len(keys), "locks", lagged)
+			"namespace", ns, "targets", len(objs), "locks", lagged)
 	}
 	return found, nil
 }
 
-// mayLack reports whether the index may lack a live Lock of one of keys,
+// selectorsMayCover returns the live selector Locks of namespace ns that
+// could cover an object of kind gk whatever its labels
+// (Lock.CoversKind), from the cache and, when the handler confirms, from
+// the API server: the Locks a guard that cannot read an object's labels
+// fails closed on.
+func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	var all []lockv1alpha1.Lock
+	if r.selectors != nil {
+		cached, err := r.selectors.LiveSelectorLocksIn(ns)
+		if err != nil {
+			return nil, err
+		}
+		all = cached
+	}
+	if len(all) == 0 && r.confirm {
+		live, err := r.api.namespace(ctx, ns)
+		if err != nil {
+			return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", ns, err)
+		}
+		all = live
+	}
+	var out []lockv1alpha1.Lock
+	for i := range all {
+		if all[i].HasSelector() && all[i].CoversKind(gk) {
+			out = append(out, *all[i].DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// mayLack reports whether the index may lack a live Lock of one of objs,
 // and why (the first reason). Without a Freshness, it may.
-func (r *lockReader) mayLack(keys []lockv1alpha1.TargetKey) (string, bool) {
+func (r *lockReader) mayLack(objs []lockv1alpha1.Object) (string, bool) {
 	if r.fresh == nil {
 		return "", true
 	}
-	for _, key := range keys {
-		if reason, mayLack := r.fresh.MayLack(key); mayLack {
+	for _, o := range objs {
+		if reason, mayLack := r.fresh.MayLack(o.Key()); mayLack {
 			return reason, true
 		}
 	}
@@ -189,21 +253,45 @@ type lockScope struct {
 	kind schema.GroupKind
 }
 
-// cached returns copies of the Locks of s in c, and no other.
-func (s lockScope) cached(c CachedLocks) ([]lockv1alpha1.Lock, error) {
-	if s.ns != "" {
-		return c.LiveLocksIn(s.ns)
-	}
-	return c.LiveLocksOfKind(s.kind)
+// SelectorLocksOfKind lists, from an informer cache, the live selector
+// Locks of every namespace that could cover an object of a kind (in
+// lockguard, readmodel.LockIndex). CachedLocks that implement it give the
+// CRD guard its selector Locks from the cache.
+type SelectorLocksOfKind interface {
+	// LiveSelectorLocksOfKind returns copies of the live selector Locks
+	// for which Lock.CoversKind(gk) holds.
+	LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error)
 }
 
-// holds reports whether the live Lock l is one of s.
+// cached returns copies of the Locks of s in c, and no other: targetRef
+// Locks, and selector Locks where c has them.
+func (s lockScope) cached(c CachedLocks) ([]lockv1alpha1.Lock, error) {
+	var locks, selectors []lockv1alpha1.Lock
+	var err, serr error
+	if s.ns != "" {
+		locks, err = c.LiveLocksIn(s.ns)
+		if sc, ok := c.(SelectorLocks); ok && err == nil {
+			selectors, serr = sc.LiveSelectorLocksIn(s.ns)
+		}
+	} else {
+		locks, err = c.LiveLocksOfKind(s.kind)
+		if sc, ok := c.(SelectorLocksOfKind); ok && err == nil {
+			selectors, serr = sc.LiveSelectorLocksOfKind(s.kind)
+		}
+	}
+	if err == nil {
+		err = serr
+	}
+	return append(locks, selectors...), err
+}
+
+// holds reports whether the live Lock l is one of s: a Lock of namespace
+// ns, or one that could cover an object of kind (Lock.CoversKind).
 func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
 	if s.ns != "" {
 		return l.Namespace == s.ns
 	}
-	key, _ := l.LiveTarget()
-	return key.GroupKind() == s.kind
+	return l.CoversKind(s.kind)
 }
 
 // inScope calls denies with the live Locks of scope from the cache, and,

@@ -105,7 +105,7 @@ func TestConfirm(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			locks, err := tc.finder.find(context.Background(), forgeStack)
+			locks, err := tc.finder.find(context.Background(), forgeStack.Object(nil))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("%s\nfind(...): error %v, want error %v", tc.reason, err, tc.wantErr)
 			}
@@ -150,7 +150,7 @@ func TestConfirmSharesReads(t *testing.T) {
 	}
 	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 	find := func(out chan<- []string) {
-		locks, err := f.find(context.Background(), forgeStack)
+		locks, err := f.find(context.Background(), forgeStack.Object(nil))
 		if err != nil {
 			t.Error(err)
 		}
@@ -284,7 +284,7 @@ func TestConfirmPages(t *testing.T) {
 	}
 	live.locks[n-1].Spec.TargetRef.Name = "forge" // The last Lock of the last page.
 	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
-	locks, err := f.find(context.Background(), forgeStack)
+	locks, err := f.find(context.Background(), forgeStack.Object(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +320,7 @@ func TestConfirmDeadline(t *testing.T) {
 				defer cancel()
 				want, _ = ctx.Deadline()
 			}
-			if _, err := f.find(ctx, forgeStack); err != nil {
+			if _, err := f.find(ctx, forgeStack.Object(nil)); err != nil {
 				t.Fatal(err)
 			}
 			// Without a deadline of its own the read's is computed a moment

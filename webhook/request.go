@@ -65,6 +65,9 @@ type ObjectMeta struct {
 	// DeletionTimestamp is set on an object being deleted (a terminating
 	// namespace).
 	DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
+	// Labels are the object's labels, which selector Locks match (the
+	// review's size bounds them).
+	Labels map[string]string `json:"labels,omitempty"`
 	// Finalizers are the object's finalizers: the cascade guard reads
 	// orphan and foregroundDeletion there when the options set no policy.
 	Finalizers []string `json:"finalizers,omitempty"`

@@ -55,7 +55,7 @@ func TestReviewFields(t *testing.T) {
 			"dryRun":    nil,
 			"options":   skim.Fields{"propagationPolicy": nil, "orphanDependents": nil},
 			"oldObject": skim.Fields{
-				"metadata": skim.Fields{"name": nil, "uid": nil, "deletionTimestamp": nil, "finalizers": nil},
+				"metadata": skim.Fields{"name": nil, "uid": nil, "deletionTimestamp": nil, "labels": nil, "finalizers": nil},
 				"spec":     skim.Fields{"group": nil, "names": skim.Fields{"kind": nil}},
 				"status":   skim.Fields{"phase": nil},
 			},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -238,6 +239,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	gate := transport.NewGate(o.WebhookLimits, handlerMetrics.Refused)
 	opts := []webhook.Option{
 		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
+		webhook.WithServedKinds(servedKinds(kinds, o.Controller.DiscoveryInterval)),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithGate(gate),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
@@ -341,4 +343,26 @@ func nonZero(d time.Duration) *time.Duration {
 		return nil
 	}
 	return &d
+}
+
+// servedKinds lists the namespaced kinds of the group that discovery served
+// within the last interval (readmodel.Kinds.Recent), for the namespace
+// guard's selector Locks (webhook.WithServedKinds).
+func servedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupKind, error) {
+	if interval <= 0 {
+		interval = readmodel.DefaultDiscoveryInterval
+	}
+	return func() ([]schema.GroupKind, error) {
+		served, err := kinds.Recent(interval)
+		if err != nil {
+			return nil, err
+		}
+		var out []schema.GroupKind
+		for _, k := range served {
+			if k.Namespaced {
+				out = append(out, k.GVK.GroupKind())
+			}
+		}
+		return out, nil
+	}
 }

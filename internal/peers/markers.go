@@ -24,13 +24,31 @@ type Announcement struct {
 }
 
 // AnnouncementOf returns the announcement of l, and false when l protects
-// nothing (Lock.LiveTarget): such a Lock needs no marker.
+// nothing (Lock.Live): such a Lock needs no marker. A selector Lock's
+// announcement claims selectorKey of its namespace (Kind and Target
+// AnySelected), which every object of the namespace is checked against.
 func AnnouncementOf(l *lockv1alpha1.Lock) (Announcement, bool) {
+	if l.HasSelector() {
+		if !l.Live() {
+			return Announcement{}, false
+		}
+		return Announcement{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Group: lockv1alpha1.Group, Kind: AnySelected, Target: AnySelected}, true
+	}
 	key, live := l.LiveTarget()
 	if !live {
 		return Announcement{}, false
 	}
 	return Announcement{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Group: key.Group, Kind: key.Kind, Target: key.Name}, true
+}
+
+// AnySelected is the Kind and Target of a selector Lock's announcement: no
+// Kind or object name is "*", so no targetRef Lock claims it.
+const AnySelected = "*"
+
+// selectorKey is the key a selector Lock's marker claims in namespace ns:
+// the cache may lack a Lock of every object of ns while it is pending.
+func selectorKey(ns string) lockv1alpha1.TargetKey {
+	return lockv1alpha1.TargetKey{Namespace: ns, Group: lockv1alpha1.Group, Kind: AnySelected, Name: AnySelected}
 }
 
 // key is the target of a.
@@ -143,7 +161,9 @@ func decrement[K comparable](m map[K]int, k K) {
 }
 
 // has reports whether key has a marker.
-func (s *markerSet) has(key lockv1alpha1.TargetKey) bool { return s.byKey[key] > 0 }
+func (s *markerSet) has(key lockv1alpha1.TargetKey) bool {
+	return s.byKey[key] > 0 || s.byKey[selectorKey(key.Namespace)] > 0
+}
 
 // hasIn reports whether a target in namespace ns has a marker.
 func (s *markerSet) hasIn(ns string) bool { return s.byNS[ns] > 0 }
