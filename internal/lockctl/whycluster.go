@@ -49,7 +49,16 @@ func whyNamespace(ctx context.Context, c *clients, name string) (*whyReport, err
 	if err != nil {
 		return nil, err
 	}
-	r, err := clusterReport(ctx, api, whyTarget{Kind: namespaceGVK.Kind, Name: name}, namespaceGVK, ns, locks)
+	objects, kinds, err := groupObjects(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	served := make([]schema.GroupKind, 0, len(kinds))
+	for gk := range kinds {
+		served = append(served, gk)
+	}
+	covers := func(l *lockv1alpha1.Lock) (bool, error) { return selectorCovers(l, schema.GroupKind{}, objects), nil }
+	r, err := clusterReport(ctx, api, whyTarget{Kind: namespaceGVK.Kind, Name: name}, namespaceGVK, ns, locks, served, covers)
 	if err != nil {
 		return nil, err
 	}
@@ -84,16 +93,21 @@ func whyCRD(ctx context.Context, c *clients, name string) (*whyReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	gk := schema.GroupKind{Group: group, Kind: kind}
 	var locks []lockv1alpha1.Lock
 	for i := range all {
-		if key, _ := all[i].LiveTarget(); kind == "Lock" || (key.Group == group && key.Kind == kind) {
+		if kind == "Lock" || all[i].CoversKind(gk) {
 			locks = append(locks, all[i])
 		}
+	}
+	covers := func(l *lockv1alpha1.Lock) (bool, error) {
+		objects, _, err := groupObjects(ctx, c, l.Namespace)
+		return err == nil && selectorCovers(l, gk, objects), err
 	}
 	target := whyTarget{Group: crdGVK.Group, Kind: crdGVK.Kind, Name: name}
 	if kind == "Lock" {
 		// Deleting the Lock CRD deletes every Lock, whatever it targets.
-		r, err := clusterReport(ctx, api, target, crdGVK, crd, nil)
+		r, err := clusterReport(ctx, api, target, crdGVK, crd, nil, nil, covers)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +119,7 @@ func whyCRD(ctx context.Context, c *clients, name string) (*whyReport, error) {
 		}
 		return r, nil
 	}
-	r, err := clusterReport(ctx, api, target, crdGVK, crd, locks)
+	r, err := clusterReport(ctx, api, target, crdGVK, crd, locks, nil, covers)
 	if err != nil {
 		return nil, err
 	}
@@ -116,14 +130,16 @@ func whyCRD(ctx context.Context, c *clients, name string) (*whyReport, error) {
 }
 
 // clusterReport is the report on obj (a Namespace or CRD, kind gvk): the
-// verdict of decideCluster on its DELETE, and locks (live) split into
-// those whose targets exist and those that protect nothing.
-func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, locks []lockv1alpha1.Lock) (*whyReport, error) {
+// verdict of decideCluster (with served) on its DELETE, and locks (live)
+// split into those whose targets exist, or that cover something (covers,
+// for selector Locks), and those that protect nothing.
+func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, locks []lockv1alpha1.Lock,
+	served []schema.GroupKind, covers func(*lockv1alpha1.Lock) (bool, error)) (*whyReport, error) {
 	req, err := deleteRequest(gvk, "", obj.GetName(), obj.Object)
 	if err != nil {
 		return nil, err
 	}
-	resp, by := decideCluster(ctx, api, req)
+	resp, by := decideCluster(ctx, api, req, served)
 	r := &whyReport{
 		Target:         target,
 		Deletion:       decisionOf(resp, by),
@@ -134,7 +150,12 @@ func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk
 		Notes:          []string{},
 	}
 	for i := range locks {
-		exists, err := targetExists(ctx, api, &locks[i])
+		exists, err := false, error(nil)
+		if locks[i].HasSelector() {
+			exists, err = covers(&locks[i])
+		} else {
+			exists, err = targetExists(ctx, api, &locks[i])
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +168,7 @@ func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk
 	return r, nil
 }
 
-// liveLocks lists the live Locks (Lock.LiveTarget) of namespace ns, or of
+// liveLocks lists the live Locks (Lock.Live) of namespace ns, or of
 // all namespaces when ns is "", sorted by namespace and name.
 func liveLocks(ctx context.Context, api client.Reader, ns string) ([]lockv1alpha1.Lock, error) {
 	var list lockv1alpha1.LockList
@@ -156,7 +177,7 @@ func liveLocks(ctx context.Context, api client.Reader, ns string) ([]lockv1alpha
 	}
 	var live []lockv1alpha1.Lock
 	for i := range list.Items {
-		if _, ok := list.Items[i].LiveTarget(); ok {
+		if list.Items[i].Live() {
 			live = append(live, list.Items[i])
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -14,10 +16,33 @@ import (
 // or of a CustomResourceDefinition, and where it comes from (DecidedBy):
 // the webhook's own namespace and CRD guards (LOCK-SPEC rules 11 and 12),
 // with req as the API server sends it and no Lock cache (the guards then
-// read the Locks from api, the API server).
-func decideCluster(ctx context.Context, api client.Client, req webhook.Request) (admission.Response, string) {
-	h := webhook.NewHandler(nil, nil, webhook.WithClusterGuards(nil, api, api.RESTMapper()))
+// read the Locks from api, the API server). served are the group's kinds
+// whose objects a selector Lock without kinds may cover (the namespace
+// guard's webhook.WithServedKinds); nil for a CRD.
+func decideCluster(ctx context.Context, api client.Client, req webhook.Request, served []schema.GroupKind) (admission.Response, string) {
+	opts := []webhook.Option{webhook.WithClusterGuards(nil, api, api.RESTMapper())}
+	if served != nil {
+		opts = append(opts, webhook.WithServedKinds(func() ([]schema.GroupKind, error) { return served, nil }))
+	}
+	h := webhook.NewHandler(nil, nil, opts...)
 	return h.Decide(ctx, req), decidedByWebhook
+}
+
+// selectorCovers returns whether the live selector Lock l covers its
+// namespace (kind empty and an empty selector) or an existing object, of
+// kind when set, among objects (its namespace's objects of the group).
+func selectorCovers(l *lockv1alpha1.Lock, kind schema.GroupKind, objects []node) bool {
+	if kind.Empty() && l.CoversNamespace() {
+		return true
+	}
+	for _, o := range objects {
+		gk := o.gvk.GroupKind()
+		if (kind.Empty() || gk == kind) && o.meta.DeletionTimestamp == nil &&
+			l.Covers(lockv1alpha1.Object{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.meta.Name, Labels: o.meta.Labels}) {
+			return true
+		}
+	}
+	return false
 }
 
 // cascadeNote explains the delete of an owner whose cascade would reach n

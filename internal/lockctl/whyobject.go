@@ -90,24 +90,46 @@ func lockedBy(locks []lockv1alpha1.Lock, t target) []string {
 type decider struct {
 	namespace string
 	byTarget  map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock
+	selectors []lockv1alpha1.Lock // the live selector Locks
 	graph     *listGraph
 }
 
-// newDecider indexes the live Locks of a namespace by target.
+// newDecider indexes the live Locks of a namespace by target, and keeps
+// its live selector Locks apart, as lockguard's index does.
 func newDecider(namespace string, locks []lockv1alpha1.Lock, graph *listGraph) *decider {
 	d := &decider{namespace: namespace, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph}
 	for i := range locks {
 		if key, ok := locks[i].LiveTarget(); ok {
 			d.byTarget[key] = append(d.byTarget[key], locks[i])
+		} else if locks[i].HasSelector() && locks[i].Live() {
+			d.selectors = append(d.selectors, locks[i])
 		}
 	}
 	return d
 }
 
+// deciderIndex is the decider's Locks as the webhook reads lockguard's
+// index: by target (webhook.LockIndex) and the selector Locks of the
+// namespace (webhook.SelectorLocks).
+type deciderIndex struct {
+	webhook.LockIndexFunc
+	d *decider
+}
+
+// LiveSelectorLocksIn returns copies of the decider's selector Locks when
+// ns is its namespace.
+func (x deciderIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
+	if ns != x.d.namespace {
+		return nil, nil
+	}
+	return slices.Clone(x.d.selectors), nil
+}
+
 // decide returns the webhook's answer to a dry-run DELETE of the object
 // (name, of kind gvk, in the decider's namespace; obj is the object as
 // read), with the cascade guard (in its default mode, Deny) when cascade
-// is true, and the Locks that target the object itself, sorted by name.
+// is true, and the Locks that cover the object itself (its targetRef Locks
+// and the selector Locks its labels match), sorted by name.
 func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name string, obj any, cascade bool) (admission.Response, []lockv1alpha1.Lock, error) {
 	req, err := deleteRequest(gvk, d.namespace, name, obj)
 	if err != nil {
@@ -125,7 +147,12 @@ func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name 
 	if cascade {
 		opts = append(opts, webhook.WithCascadeGuard(d.graph, webhook.CascadeDeny, webhook.CascadeLimits{}))
 	}
-	resp := webhook.NewHandler(index, nil, opts...).Decide(ctx, req)
+	resp := webhook.NewHandler(deciderIndex{index, d}, nil, opts...).Decide(ctx, req)
+	for i := range d.selectors {
+		if d.selectors[i].Covers(self.Object(req.OldObject.Metadata.Labels)) {
+			found = append(found, d.selectors[i])
+		}
+	}
 	slices.SortFunc(found, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
 	return resp, found, nil
 }
