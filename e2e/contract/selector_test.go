@@ -4,11 +4,14 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // newSelectorLock returns a selector Lock named name in ns; not yet created.
@@ -76,4 +79,61 @@ func TestSelectorAnnotations(t *testing.T) {
 	kube.WaitAnnotation(t, framework.StackGVK, ns, "db", "")
 	kube.WaitAnnotation(t, framework.StackGVK, ns, "web", "")
 	kube.WaitAnnotation(t, framework.StackGVK, ns, "later", "tier-db")
+}
+
+// TestSelectorGuards (rule 15): every guard follows selector Locks. A {}
+// Lock refuses deleting every object of its namespace, one created after
+// the Lock at once, and the namespace; a tier=db Lock covers an object
+// labelled into it later and stops covering one relabelled out of it,
+// holds its namespace while it covers an existing object, refuses a
+// cascade that would delete a covered dependent, and holds the CRD of a
+// kind it covers an existing object of.
+func TestSelectorGuards(t *testing.T) {
+	ns := kube.NewNamespace(t, "selguard")
+	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
+	createLabelledStack(t, ns, "web", nil)
+	kube.CreateObject(t, framework.PostgresClusterGVK, ns, "pg")
+	all := kube.CreateLock(t, newSelectorLock(ns, "all", lockv1alpha1.LockSelector{}))
+	// Created before the Lock is active: the deletes must be denied from
+	// the create on.
+	createLabelledStack(t, ns, "later", nil)
+	for _, o := range []struct {
+		gvk  schema.GroupVersionKind
+		name string
+	}{{framework.StackGVK, "db"}, {framework.StackGVK, "web"}, {framework.PostgresClusterGVK, "pg"}, {framework.StackGVK, "later"}} {
+		kube.WantDenied(t, kube.DeleteObject(t.Context(), o.gvk, ns, o.name, client.DryRunAll), all)
+		kube.WantDenied(t, kube.DeleteObject(t.Context(), o.gvk, ns, o.name), all)
+	}
+	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), namespace(ns), client.DryRunAll), webhook.GuardNamespace, framework.NamespaceDenialMessage(ns, all))
+	kube.WaitActive(t, all)
+	kube.DeleteLock(t, all)
+
+	db := kube.CreateLock(t, newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	kube.WaitActive(t, db)
+	kube.WaitDenied(t, framework.StackGVK, ns, "db", db)
+	relabel(t, ns, "later", "db")
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "later", client.DryRunAll), db)
+	relabel(t, ns, "db", "web")
+	if err := kube.DeleteObject(t.Context(), framework.StackGVK, ns, "db", client.DryRunAll); err != nil {
+		t.Errorf("dry-run delete of Stack db relabelled out of tier=db: %v, want it allowed", err)
+	}
+	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), namespace(ns), client.DryRunAll), webhook.GuardNamespace, framework.NamespaceDenialMessage(ns, db))
+
+	owner := kube.CreateObject(t, framework.StackGVK, ns, "owner")
+	kube.CreateOwned(t, framework.StackGVK, ns, "child", owner)
+	relabel(t, ns, "child", "db")
+	kube.WaitCascadeDenied(t, framework.StackGVK, ns, "owner", kube.CascadeDenialError([]*lockv1alpha1.Lock{db}, "Stack/child"))
+
+	kind := "Widget" + rand.String(5)
+	widget, crd := kube.InstallKind(t, kind, map[string]string{"lockguard-test": rand.String(8)})
+	wns := kube.NewNamespace(t, "selcrd")
+	w := framework.Object(widget, wns, "w1")
+	w.SetLabels(map[string]string{"tier": "db"})
+	if err := kube.Client.Create(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	widgets := kube.CreateLock(t, newSelectorLock(wns, "db-widgets", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}, Kinds: []string{kind}}))
+	kube.WaitActive(t, widgets)
+	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), framework.CRD(crd), client.DryRunAll), webhook.GuardCRD, framework.CRDDenialMessage(widgets))
+	kube.MustExist(t, framework.CRDGVK, "", crd)
 }

@@ -6,8 +6,8 @@
 //
 //   - the Lock contract (LOCK-SPEC), each rule once: annotations, cascade,
 //     contract, crdguard, deny, eventnote, failclosed, guardscale,
-//     latecrd, nsguard, observability, oddspecs, peers, quiet, targets,
-//     truth, upgrade;
+//     latecrd, nsguard, observability, oddspecs, peers, quiet, scopeapi,
+//     selector, targets, truth, upgrade;
 //   - lockguard's servers against hostile or broken clients (HTTP/2 and
 //     h2c, old TLS versions, oversized and trickled requests, wrong
 //     content types and bodies, unauthenticated and unauthorized metrics
@@ -17,7 +17,7 @@
 //   - the kubectl plugin (internal/lockctl: kubectl lock, kubectl lock
 //     list, kubectl unlock, kubectl lock why), each command in-process and
 //     once through kubectl, checked with a server-side dry-run DELETE
-//     (plugin, why, kubectl).
+//     (plugin, pluginselector, why, kubectl).
 //
 // What needs the built binary, several replicas, restarts or the garbage
 // collector is in the e2e suite (package e2e, build tag e2e); the tests
