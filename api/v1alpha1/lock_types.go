@@ -88,6 +88,15 @@ type LockSpec struct {
 	// +optional
 	Selector *LockSelector `json:"selector,omitempty"`
 
+	// Level is what the Lock refuses: CanNotDelete (the default) refuses
+	// deleting what it protects; ReadOnly also refuses changing its spec and
+	// metadata, except by the principals lockguard exempts (the operator's
+	// ServiceAccount by default), the status subresource, and lockguard's
+	// own annotation and label. The level can be changed.
+	// +kubebuilder:default=CanNotDelete
+	// +optional
+	Level LockLevel `json:"level,omitempty"`
+
 	// Reason is a free-text note, shown in the status and in the denial
 	// message. Empty by default.
 	// +kubebuilder:validation:MaxLength=1024
@@ -115,6 +124,16 @@ type LockStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Protected says how many resources the Lock covers now, and names up
+	// to ten of them.
+	// +optional
+	Protected *ProtectedStatus `json:"protected,omitempty"`
+
+	// LastDenied is the last request this Lock refused, with the count of
+	// refusals so far. Absent until the Lock refuses something.
+	// +optional
+	LastDenied *DeniedRequest `json:"lastDenied,omitempty"`
 }
 
 // Lock protects another core.navique.com resource in its namespace against
@@ -128,11 +147,14 @@ type LockStatus struct {
 // +kubebuilder:resource:categories=navique,shortName=lk
 // +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.selector`,priority=1
+// +kubebuilder:printcolumn:name="Protected",type=integer,JSONPath=`.status.protected.count`,priority=1
+// +kubebuilder:printcolumn:name="Last Denied",type=date,JSONPath=`.status.lastDenied.time`,priority=1
 type Lock struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
