@@ -78,9 +78,10 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 }
 
 // reconcileLock writes the status of a Lock whose scope is invalid
-// (InvalidTarget, with the reason), or of a live selector Lock: active
-// once its namespace is guarded. The objects a selector Lock covers get
-// their annotation from their own passes (requestsOfLock).
+// (InvalidTarget, with the reason; it covers nothing), or of a live
+// selector Lock: active once its namespace is guarded, and what it covers
+// (protectedBy). The objects a selector Lock covers get their annotation
+// from their own passes (requestsOfLock).
 func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedName) error {
 	var lock lockv1alpha1.Lock
 	if err := r.client.Get(ctx, name, &lock); err != nil {
@@ -95,6 +96,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	if !lock.HasSelector() {
 		return nil // Its target's pass writes its status.
 	}
+	protected, err := r.protectedBy(ctx, &lock)
+	if err != nil {
+		return err
+	}
 	if r.namespaceGuard {
 		guarded, err := r.ensureNamespaceLabel(ctx, lock.Namespace, true)
 		if err != nil {
@@ -102,10 +107,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 		}
 		if !guarded {
 			// The namespace watch reconciles the Lock again once labelled.
-			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace))
+			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace).covering(protected))
 		}
 	}
-	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive})
+	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected})
 }
 
 // notGuarded is the observation of a Lock whose namespace does not carry
@@ -121,7 +126,8 @@ const targetReadTimeout = 10 * time.Second
 
 // reconcileTarget patches the annotation of target (the live Locks that
 // cover it: its targetRef Locks and the selector Locks that match its
-// labels), then writes the status of its live targetRef Locks.
+// labels), then writes the status of its live targetRef Locks: each covers
+// the target when it exists, nothing otherwise.
 func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.TargetKey) (ctrl.Result, error) {
 	locks, err := r.locks.LiveLocks(target)
 	if err != nil {
@@ -180,10 +186,10 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		}
 		if !guarded {
 			// The namespace watch reconciles the target again once labelled.
-			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace))
+			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace).covering(protectedTarget(target)))
 		}
 	}
-	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive})
+	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protectedTarget(target)})
 }
 
 // resolveTarget decides what a pass over target can do: annotate the

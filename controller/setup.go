@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/eventnote"
@@ -71,17 +70,17 @@ func retryLimiter() workqueue.TypedRateLimiter[request] {
 	)
 }
 
-// requestsOfLock is the map of a Lock event: the Lock's request
-// (requestOf), its namespace's label, and, for a selector Lock, every
-// object of its namespace that it may cover or have covered, so that each
-// gets its annotation.
+// requestsOfLock is the map of a Lock event (lockEvents): the Lock's
+// request (requestOf), its namespace's label, and, for a selector Lock,
+// the objects of its namespace that its selector matches (it covers them,
+// or covered them while it was live), so that each gets its annotation.
 func (r *reconciler) requestsOfLock(ctx context.Context, l *lockv1alpha1.Lock) []request {
 	reqs := []request{requestOf(l)}
 	if r.namespaceGuard {
 		reqs = append(reqs, request{Namespace: l.Namespace})
 	}
 	if s := l.Spec.Selector; s != nil && r.watches != nil {
-		reqs = append(reqs, r.watches.targetsIn(ctx, l.Namespace, s.Kinds)...)
+		reqs = append(reqs, r.watches.targetsIn(ctx, l.Namespace, s)...)
 	}
 	return reqs
 }
@@ -108,8 +107,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	}
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").
-		WatchesRawSource(kindSource(mgr.GetCache(), &lockv1alpha1.Lock{},
-			handler.TypedEnqueueRequestsFromMapFunc(r.requestsOfLock)))
+		WatchesRawSource(kindSource[*lockv1alpha1.Lock](mgr.GetCache(), &lockv1alpha1.Lock{}, lockEvents{r}))
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
@@ -134,7 +132,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	}
 	// Target kinds are watched as they are found: the watches need the
 	// controller, and the reconciler adds them.
-	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, watched: map[schema.GroupResource]readmodel.ServedKind{}}
+	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, locks: locks, watched: map[schema.GroupResource]readmodel.ServedKind{}}
 
 	d := &targetDiscovery{kinds: kinds, watches: r.watches, interval: opts.DiscoveryInterval}
 	if err := mgr.Add(d); err != nil {

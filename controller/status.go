@@ -22,6 +22,14 @@ type observation struct {
 	active  bool
 	reason  string
 	message string // for an active Lock, the message is activeMessage's
+	// protected is what the Lock covers now; nil: nothing.
+	protected *lockv1alpha1.ProtectedStatus
+}
+
+// covering returns obs with protected p.
+func (obs observation) covering(p *lockv1alpha1.ProtectedStatus) observation {
+	obs.protected = p
+	return obs
 }
 
 // activeMessage is the Ready message of an active Lock.
@@ -48,8 +56,22 @@ func activeMessage(lock *lockv1alpha1.Lock) string {
 // lags (a pass right after another pass over the same target) fail with
 // a conflict, rather than write the same status again and record its
 // Event twice.
+//
+// The resourceVersion also keeps the fields other writers own: s carries
+// status.lastDenied as the cached Lock has it, which is the Lock's own
+// at that resourceVersion, so a denial written since (by any replica,
+// internal/denials) makes this patch conflict rather than erase it; and a
+// status without lastDenied leaves it out of the patch. An empty
+// protected.resources is written as null: a merge patch that left it out
+// would keep the names of resources the Lock no longer covers.
 func statusPatch(resourceVersion string, s lockv1alpha1.LockStatus) client.Patch {
-	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": s})
+	status := map[string]any{}
+	raw, _ := json.Marshal(s)
+	_ = json.Unmarshal(raw, &status)
+	if p, ok := status["protected"].(map[string]any); ok && p["resources"] == nil {
+		p["resources"] = nil
+	}
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "status": status})
 	return client.RawPatch(types.MergePatchType, data)
 }
 
@@ -66,6 +88,10 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	}
 	lock.Status.Active = obs.active
 	lock.Status.ObservedGeneration = lock.Generation
+	lock.Status.Protected = obs.protected
+	if lock.Status.Protected == nil {
+		lock.Status.Protected = protectedNone()
+	}
 	meta.SetStatusCondition(&lock.Status.Conditions, metav1.Condition{
 		Type:               lockv1alpha1.ConditionReady,
 		Status:             status,

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -32,6 +31,9 @@ import (
 type targetWatches struct {
 	cache      cache.Cache
 	controller controller.TypedController[request]
+	// locks finds the selector Locks an object event concerns
+	// (objectEvents).
+	locks *readmodel.LockIndex
 
 	mu      sync.Mutex
 	watched map[schema.GroupResource]readmodel.ServedKind
@@ -58,27 +60,25 @@ func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(k.GVK)
-	gk := k.GVK.GroupKind()
-	toKey := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
-		return []request{{Target: lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name}}}
-	})
+	events := objectEvents{gk: k.GVK.GroupKind(), locks: w.locks}
 	// Targets are only interesting when created, deleted, or when their
 	// annotations or labels (which selector Locks match) change; their
 	// spec and status are none of our business.
 	changed := predicate.Or[*metav1.PartialObjectMetadata](
 		predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{},
 		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
-	if err := w.controller.Watch(kindSource(w.cache, obj, toKey, changed)); err != nil {
+	if err := w.controller.Watch(kindSource[*metav1.PartialObjectMetadata](w.cache, obj, events, changed)); err != nil {
 		return fmt.Errorf("watching %s: %w", k.Resource, err)
 	}
 	w.watched[k.Resource] = k
 	return nil
 }
 
-// targetsIn returns the keys of the objects of namespace ns, of every
-// watched kind (of kinds only, when not empty), in the cache: the objects a
-// selector Lock of ns may cover, or have covered.
-func (w *targetWatches) targetsIn(ctx context.Context, ns string, kinds []string) []request {
+// eachIn calls fn with every object of namespace ns, of every watched kind
+// (of kinds only, when not empty), in the metadata caches, read-only (the
+// objects are the cache's). It stops at the first kind that cannot be
+// listed and returns its error.
+func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
 	w.mu.Lock()
 	watched := make([]readmodel.ServedKind, 0, len(w.watched))
 	for _, k := range w.watched {
@@ -87,19 +87,39 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, kinds []string
 		}
 	}
 	w.mu.Unlock()
-	var reqs []request
 	for _, k := range watched {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
-		if err := w.cache.List(ctx, list, client.InNamespace(ns)); err != nil {
-			// The kind's own events reconcile its objects once it lists.
-			ctrl.LoggerFrom(ctx).Error(err, "Cannot list the objects a selector Lock may cover", "kind", k.GVK.GroupKind(), "namespace", ns)
-			continue
+		if err := w.cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("listing the %s of namespace %s: %w", k.GVK.GroupKind(), ns, err)
 		}
 		gk := k.GVK.GroupKind()
-		for _, o := range list.Items {
+		for i := range list.Items {
+			fn(gk, &list.Items[i])
+		}
+	}
+	return nil
+}
+
+// targetsIn returns the keys of the objects of namespace ns, in the
+// caches, that selector s matches (LockSelector.Matches, on their cached
+// labels): the objects a selector Lock of ns with s covers, or covered
+// while it was live (s cannot change). An invalid selector matches none.
+// It reads every cached object of s's kinds in ns (O(N) in-memory checks
+// for N objects) and returns only those s matches.
+func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha1.LockSelector) []request {
+	if s.Validate() != nil {
+		return nil
+	}
+	var reqs []request
+	err := w.eachIn(ctx, ns, s.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
+		if s.Matches(gk.Kind, o.Labels) {
 			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.Name}})
 		}
+	})
+	if err != nil {
+		// The kind's own events reconcile its objects once it lists.
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the objects a selector Lock may cover", "namespace", ns)
 	}
 	return reqs
 }

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
+)
+
+// The fan-out between objects and selector Locks, both ways, kept
+// proportionate to what an event changes. In a namespace with N objects
+// (of a selector Lock's kinds) and M live selector Locks:
+//
+//   - an object created, deleted or relabelled enqueues its own pass
+//     (its annotation) and the selector Locks whose selector matches its
+//     old or new labels (their status.protected): M in-memory selector
+//     checks, no API call, at most M+1 requests. Those Locks are enqueued
+//     after protectedRecount, so that a burst of object events in the
+//     namespace costs each of them one pass (O(N) in-memory, protectedBy)
+//     per protectedRecount, not one per event. An object's other changes
+//     (annotations) enqueue its own pass alone;
+//   - a Lock created, deleted or whose spec changes enqueues its own pass,
+//     its namespace's label, and, for a selector Lock, the objects its
+//     selector matches (covers, or covered while it was live: the
+//     selector cannot change): N in-memory checks, one request per match;
+//   - a Lock whose status alone changes (the reconciler's or a replica's
+//     lastDenied write) enqueues its own pass alone.
+
+// protectedRecount is how long after an object event the selector Locks
+// that match it recount what they cover (protectedBy): the events of a
+// burst within it make one pass per Lock.
+const protectedRecount = time.Second
+
+// objectEvents is the handler of a target kind's metadata events.
+type objectEvents struct {
+	gk    schema.GroupKind
+	locks *readmodel.LockIndex
+}
+
+var _ handler.TypedEventHandler[*metav1.PartialObjectMetadata, request] = objectEvents{}
+
+// key is the request of o's own pass.
+func (h objectEvents) key(o *metav1.PartialObjectMetadata) request {
+	return request{Target: lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: h.gk.Group, Kind: h.gk.Kind, Name: o.Name}}
+}
+
+// selectorLocks enqueues, after protectedRecount, the live selector Locks
+// that match o with any of labels.
+func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[request], o *metav1.PartialObjectMetadata, labels ...map[string]string) {
+	if h.locks == nil {
+		return
+	}
+	objs := make([]lockv1alpha1.Object, 0, len(labels))
+	for _, l := range labels {
+		objs = append(objs, lockv1alpha1.Object{Namespace: o.Namespace, Group: h.gk.Group, Kind: h.gk.Kind, Name: o.Name, Labels: l})
+	}
+	for _, key := range h.locks.SelectorLocksCovering(objs...) {
+		q.AddAfter(request{Lock: key}, protectedRecount)
+	}
+}
+
+// Create enqueues the object and the selector Locks that cover it.
+func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+	q.Add(h.key(e.Object))
+	h.selectorLocks(q, e.Object, e.Object.Labels)
+}
+
+// Update enqueues the object, and, when its labels changed, the selector
+// Locks that covered it or cover it now.
+func (h objectEvents) Update(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+	q.Add(h.key(e.ObjectNew))
+	if !labelsEqual(e.ObjectOld.Labels, e.ObjectNew.Labels) {
+		h.selectorLocks(q, e.ObjectNew, e.ObjectOld.Labels, e.ObjectNew.Labels)
+	}
+}
+
+// Delete enqueues the object and the selector Locks that covered it.
+func (h objectEvents) Delete(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+	q.Add(h.key(e.Object))
+	h.selectorLocks(q, e.Object, e.Object.Labels)
+}
+
+// Generic enqueues the object.
+func (h objectEvents) Generic(_ context.Context, e event.TypedGenericEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+	q.Add(h.key(e.Object))
+}
+
+// labelsEqual reports whether a and b hold the same labels.
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// lockEvents is the handler of Lock events: requestsOfLock, except for an
+// update of the status alone, which enqueues the Lock's own pass.
+type lockEvents struct{ r *reconciler }
+
+var _ handler.TypedEventHandler[*lockv1alpha1.Lock, request] = lockEvents{}
+
+func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[request], l *lockv1alpha1.Lock) {
+	for _, req := range h.r.requestsOfLock(ctx, l) {
+		q.Add(req)
+	}
+}
+
+// Create enqueues requestsOfLock.
+func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+	h.addAll(ctx, q, e.Object)
+}
+
+// Update enqueues requestsOfLock, or, when only the status changed, the
+// Lock's own pass (requestOf), which checks the status again.
+func (h lockEvents) Update(ctx context.Context, e event.TypedUpdateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+	o, n := e.ObjectOld, e.ObjectNew
+	if o.Generation == n.Generation && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
+		q.Add(requestOf(n))
+		return
+	}
+	h.addAll(ctx, q, n)
+}
+
+// Delete enqueues requestsOfLock.
+func (h lockEvents) Delete(ctx context.Context, e event.TypedDeleteEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+	h.addAll(ctx, q, e.Object)
+}
+
+// Generic enqueues requestsOfLock.
+func (h lockEvents) Generic(ctx context.Context, e event.TypedGenericEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+	h.addAll(ctx, q, e.Object)
+}
