@@ -22,6 +22,7 @@ type Handler struct {
 	guards  []guard // asked in turn (Decide)
 	metrics *Metrics
 	events  events.EventRecorder
+	denials DenialRecorder // nil: lastDenied is not recorded
 	gate    *transport.Gate
 
 	eventLimits EventLimits
@@ -71,15 +72,13 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 // exists (the CRD guard, crd.go); it allows everything else, and answers
 // Errored (so that the API server, with failurePolicy Fail, rejects the
 // delete) when it cannot tell. It writes nothing: the Events of a denial
-// are handed to an asynchronous recorder.
+// and its lastDenied are handed to asynchronous recorders (recordRefusal).
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
 	d := h.decide(ctx, req)
 	h.metrics.observe(req, d.guard, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
-	if len(d.locks) > 0 && h.events != nil && !req.DryRun {
-		recordDenial(h.events, req, d)
-	}
+	h.recordRefusal(req, d)
 	return d.resp
 }
 

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/denials"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/internal/transport"
@@ -79,6 +80,7 @@ func run() error {
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it), putting it on a Lock's namespace before the Lock's create is allowed ("+webhook.CreatePath+"; with or without the peer protocol); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
+	fs.DurationVar(&o.DenialFlushInterval, "denial-flush-interval", denials.DefaultInterval, "How often, at most, this replica writes the status.lastDenied of one Lock: the first refusal of a quiet Lock is written at once, the ones that follow within the interval are added to the count of the next write, so that a delete loop makes one status write per Lock per interval.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
 	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
 	fs.Float64Var(&qps, "kube-api-qps", 500, "Queries per second to the API server, per resource (each resource's client has its own limit). Locks cost about two writes each to converge.")

@@ -28,6 +28,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
+	"github.com/navique/lockguard/internal/denials"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
@@ -107,6 +108,12 @@ type Options struct {
 	// CreateEntry names lockguard's webhook configuration, whose
 	// Lock-create entry the peer protocol requires (CreateEntryOptions).
 	CreateEntry CreateEntryOptions
+
+	// DenialFlushInterval is how often, at most, this replica writes the
+	// status.lastDenied of one Lock (internal/denials): the refusals in
+	// between are added to the count of the next write. Default
+	// denials.DefaultInterval (5s).
+	DenialFlushInterval time.Duration
 
 	// Registerer receives lockguard's own metrics. Default: controller-runtime's
 	// registry, which the metrics endpoint serves.
@@ -237,12 +244,24 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// and remove objects without asking admission about each.
 	// One Gate bounds every path of the webhook server together.
 	gate := transport.NewGate(o.WebhookLimits, handlerMetrics.Refused)
+	// Every replica writes the lastDenied of the refusals it decided,
+	// asynchronously: Locks from the cache, again from the API server
+	// after a conflict.
+	denialMetrics := denials.NewMetrics()
+	if err := denialMetrics.Register(reg); err != nil {
+		return nil, fmt.Errorf("registering the denial metrics: %w", err)
+	}
+	recorder := denials.New(mgr.GetClient(), mgr.GetAPIReader(), denials.Options{Interval: o.DenialFlushInterval, Metrics: denialMetrics})
+	if err := mgr.Add(recorder); err != nil {
+		return nil, fmt.Errorf("adding the denial recorder: %w", err)
+	}
 	opts := []webhook.Option{
 		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
 		webhook.WithServedKinds(servedKinds(kinds, o.Controller.DiscoveryInterval)),
 		webhook.WithMetrics(handlerMetrics),
 		webhook.WithGate(gate),
 		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
+		webhook.WithDenialRecorder(recorder),
 	}
 	// The cascade guard walks owner references over metadata caches that
 	// every replica keeps, fed by kind discovery on every replica.

@@ -1,0 +1,249 @@
+// Package denials writes status.lastDenied on the Locks that refuse
+// requests (LOCK-SPEC rule 14; issue 24's "who tried"): the last refused
+// request (time, user, operation, kind and name of the object) and how
+// many the Lock has refused.
+//
+// Every replica serves the webhook, so every replica runs a Recorder and
+// writes the denials it decided itself, leader or not. The webhook hands
+// each refusal to RecordDenial, which only updates an entry in memory (one
+// per Lock: the last denial and the count not yet written), so the
+// admission path never waits for a write. A loop writes each Lock's
+// entry at most once per Interval: the first refusal of a quiet Lock at
+// once, the ones that follow within Interval together, adding the pending
+// count to the Lock's count as the API server has it. A delete loop makes
+// one status write per Lock per Interval, not one per request.
+//
+// A write is a JSON merge patch of status.lastDenied alone, with the
+// Lock's resourceVersion as a precondition: a conflict (another replica's
+// write, or the reconciler's) reads the Lock again from the API server and
+// tries again, at most MaxAttempts times, so that two replicas add their
+// counts rather than overwrite each other's. The reconciler writes the
+// rest of the status with the same precondition (controller/status.go),
+// so neither writer erases the other's fields.
+//
+// The counts are best-effort: the pending count of a replica that stops
+// before its next write is lost, and a flush that fails MaxAttempts times
+// keeps its count for the next one. Memory is bounded by one entry per
+// Lock that refused something within the last Interval; the entry of a
+// Lock that is gone (or was recreated: another UID) is dropped at its
+// next write. Dry-run requests are never recorded (the webhook does not
+// call RecordDenial for them: the webhook declares sideEffects
+// NoneOnDryRun).
+package denials
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// DefaultInterval is how often, at most, a Lock's lastDenied is written by
+// one replica, by default (lockguard's --denial-flush-interval).
+const DefaultInterval = 5 * time.Second
+
+// MaxAttempts is how many times one flush of a Lock's entry tries to write
+// it, reading the Lock again from the API server after each conflict.
+const MaxAttempts = 5
+
+// maxWritesPerSecond bounds the status writes of one Recorder over every
+// Lock together, so that a refusal that names many Locks (a namespace
+// delete) spreads its writes out; the entries wait, in bounded memory.
+const maxWritesPerSecond = 50
+
+// Options configure a Recorder.
+type Options struct {
+	// Interval is how often, at most, the Recorder writes one Lock's
+	// lastDenied. Default DefaultInterval.
+	Interval time.Duration
+	// Metrics, when set, count the Recorder's writes.
+	Metrics *Metrics
+}
+
+// Recorder keeps the refusals of each Lock in memory and writes them to
+// the Lock's status.lastDenied asynchronously (the package comment).
+// Start runs its writes; it runs on every replica.
+type Recorder struct {
+	writer   client.Client // patches the status; reads Locks from its cache
+	api      client.Reader // reads Locks from the API server after a conflict
+	interval time.Duration
+	metrics  *Metrics
+	limiter  *rate.Limiter
+	now      func() time.Time
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]*entry
+	wake    chan struct{}
+}
+
+// entry is what a Recorder holds for one Lock.
+type entry struct {
+	uid types.UID
+	// last is the last refusal recorded; its Count is unused.
+	last lockv1alpha1.DeniedRequest
+	// pending is how many refusals are not written yet.
+	pending int64
+	// written is when the entry was last written (or given up); zero:
+	// never.
+	written time.Time
+}
+
+// New returns a Recorder that writes Lock status through c (whose reads
+// of Locks may come from a cache) and reads Locks again through api (a
+// reader of the API server) when a write conflicts.
+func New(c client.Client, api client.Reader, o Options) *Recorder {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	return &Recorder{
+		writer:   c,
+		api:      api,
+		interval: o.Interval,
+		metrics:  o.Metrics,
+		limiter:  rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
+		now:      time.Now,
+		entries:  map[types.NamespacedName]*entry{},
+		wake:     make(chan struct{}, 1),
+	}
+}
+
+// RecordDenial records that locks refused the request denied (its Count
+// is ignored: each call counts one refusal per Lock). It only updates
+// memory and never blocks on the API server.
+func (r *Recorder) RecordDenial(locks []lockv1alpha1.Lock, denied lockv1alpha1.DeniedRequest) {
+	if len(locks) == 0 {
+		return
+	}
+	denied = bounded(denied)
+	r.mu.Lock()
+	for i := range locks {
+		key := types.NamespacedName{Namespace: locks[i].Namespace, Name: locks[i].Name}
+		e := r.entries[key]
+		if e == nil || (e.uid != locks[i].UID && locks[i].UID != "") {
+			// New, or a Lock of the same name recreated: its count starts
+			// again.
+			e = &entry{uid: locks[i].UID}
+			r.entries[key] = e
+		}
+		e.last, e.pending = denied, e.pending+1
+	}
+	r.mu.Unlock()
+	r.metrics.recorded(len(locks))
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// bounded is d with its strings cut to the lengths the Lock CRD accepts,
+// so that a long user name never makes the write fail.
+func bounded(d lockv1alpha1.DeniedRequest) lockv1alpha1.DeniedRequest {
+	d.User, d.Operation, d.Kind, d.Name = truncate(d.User, 512), truncate(d.Operation, 16), truncate(d.Kind, 63), truncate(d.Name, 253)
+	return d
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// Pending returns how many Locks have refusals not written yet, and how
+// many entries the Recorder holds in all.
+func (r *Recorder) Pending() (pending, entries int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.entries {
+		if e.pending > 0 {
+			pending++
+		}
+	}
+	return pending, len(r.entries)
+}
+
+// NeedLeaderElection is false: every replica writes the refusals it
+// decided.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+// Start writes the entries that are due until ctx is done.
+func (r *Recorder) Start(ctx context.Context) error {
+	timer := time.NewTimer(r.interval)
+	defer timer.Stop()
+	for {
+		next := r.flush(ctx)
+		if next <= 0 {
+			next = r.interval
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// due is an entry to write: its Lock, and a copy of what to write.
+type due struct {
+	key     types.NamespacedName
+	uid     types.UID
+	last    lockv1alpha1.DeniedRequest
+	pending int64
+}
+
+// flush writes every entry that is due, forgets the entries that have
+// nothing pending and have not been written within the interval, and
+// returns how long until the next entry is due (0: none is).
+func (r *Recorder) flush(ctx context.Context) time.Duration {
+	now := r.now()
+	var todo []due
+	var next time.Duration
+	r.mu.Lock()
+	for key, e := range r.entries {
+		wait := r.interval - now.Sub(e.written)
+		switch {
+		case e.pending == 0 && wait <= 0:
+			delete(r.entries, key)
+		case e.pending == 0:
+		case wait <= 0:
+			todo = append(todo, due{key: key, uid: e.uid, last: e.last, pending: e.pending})
+		case next == 0 || wait < next:
+			next = wait
+		}
+	}
+	r.mu.Unlock()
+	for _, d := range todo {
+		if r.limiter.Wait(ctx) != nil {
+			return 0
+		}
+		gone, err := r.write(ctx, d)
+		r.mu.Lock()
+		if e := r.entries[d.key]; e != nil && e.uid == d.uid {
+			switch {
+			case gone:
+				delete(r.entries, d.key)
+			case err == nil:
+				e.pending -= d.pending
+				e.written = r.now()
+			default:
+				// Kept for the next flush, one interval later.
+				e.written = r.now()
+			}
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.metrics.write(resultFailed)
+		}
+		if next == 0 || r.interval < next {
+			next = r.interval
+		}
+	}
+	return next
+}
