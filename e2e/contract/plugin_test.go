@@ -86,11 +86,11 @@ func TestLockListUnlock(t *testing.T) {
 
 	r = kubectlLock(t, "", "list", "-n", ns)
 	wantTable := "" +
-		"TARGET                  LOCK                    STATUS             REASON\n" +
-		"PostgresCluster/forge   postgrescluster-forge   Active             <none>\n" +
-		"Stack/forge             change-freeze           Active             Change freeze\n" +
-		"Stack/forge             stack-forge             Active             Production environment\n" +
-		"Stack/ghost             ghost                   MissingReference   not created yet\n"
+		"TARGET                  LOCK                    STATUS             LAST DENIED   REASON\n" +
+		"PostgresCluster/forge   postgrescluster-forge   Active             <none>        <none>\n" +
+		"Stack/forge             change-freeze           Active             <none>        Change freeze\n" +
+		"Stack/forge             stack-forge             Active             <none>        Production environment\n" +
+		"Stack/ghost             ghost                   MissingReference   <none>        not created yet\n"
 	if r.err != nil || r.stdout != wantTable {
 		t.Errorf("kubectl lock list: err %v; stdout -want, +got:\n%s", r.err, cmp.Diff(wantTable, r.stdout))
 	}
@@ -103,11 +103,11 @@ func TestLockListUnlock(t *testing.T) {
 		}
 	}
 	wantRows := []string{
-		"NAMESPACE TARGET LOCK STATUS REASON",
-		ns + " PostgresCluster/forge postgrescluster-forge Active <none>",
-		ns + " Stack/forge change-freeze Active Change freeze",
-		ns + " Stack/forge stack-forge Active Production environment",
-		ns + " Stack/ghost ghost MissingReference not created yet",
+		"NAMESPACE TARGET LOCK STATUS LAST DENIED REASON",
+		ns + " PostgresCluster/forge postgrescluster-forge Active <none> <none>",
+		ns + " Stack/forge change-freeze Active <none> Change freeze",
+		ns + " Stack/forge stack-forge Active <none> Production environment",
+		ns + " Stack/ghost ghost MissingReference <none> not created yet",
 	}
 	if diff := cmp.Diff(wantRows, rows); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock list -A: err %v; header and %s's rows -want, +got:\n%s", r.err, ns, diff)

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -28,10 +30,12 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
 		Short: "List what is locked, by which Lock, why, and the Lock's status",
 		Long: `List the Locks of a namespace (or of all with -A): the resource each protects
 (TYPE/NAME, selector:LABELS for a selector Lock, <all> for the whole namespace),
-the Lock, its reason and its status. Status is Active (deleting the target is
-denied), MissingReference (the target does not exist; it is protected as soon
-as it is created), InvalidTarget (the Lock can protect nothing), Pending
-(lockguard has not reported yet) or Deleting.
+the Lock, its status, the last request it refused and its reason. Status is
+Active (deleting the target is denied), MissingReference (the target does not
+exist; it is protected as soon as it is created), InvalidTarget (the Lock can
+protect nothing), Pending (lockguard has not reported yet) or Deleting. LAST
+DENIED is how long ago the Lock last refused a request, the operation and who
+sent it (status.lastDenied; <none> if it never did).
 
 -o json and -o yaml print the Locks themselves, as a List.`,
 		Example: `  # What is locked in the current namespace
@@ -87,7 +91,7 @@ func (o *listOptions) run(ctx context.Context, s Streams) error {
 		}
 		return nil
 	}
-	return printLockTable(s.Out, items, o.allNamespaces)
+	return printLockTable(s.Out, items, o.allNamespaces, time.Now())
 }
 
 // sortLocks orders Locks by namespace, target and name.
@@ -97,13 +101,14 @@ func sortLocks(items []lockv1alpha1.Lock) {
 	})
 }
 
-// printLockTable prints Locks in kubectl's table style.
-func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool) error {
+// printLockTable prints Locks in kubectl's table style, the ages of their
+// last denials as of now.
+func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if namespaces {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "TARGET\tLOCK\tSTATUS\tREASON")
+	fmt.Fprintln(tw, "TARGET\tLOCK\tSTATUS\tLAST DENIED\tREASON")
 	for i := range items {
 		l := &items[i]
 		if namespaces {
@@ -113,9 +118,20 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool) err
 		if reason == "" {
 			reason = "<none>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", scopeString(l), l.Name, lockStatus(l), oneLine(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", scopeString(l), l.Name, lockStatus(l), lastDenied(l, now), oneLine(reason))
 	}
 	return tw.Flush()
+}
+
+// lastDenied is the LAST DENIED cell of l as of now: how long ago it last
+// refused a request, the operation and the user, e.g. "5m DELETE by
+// alice"; <none> if it never did.
+func lastDenied(l *lockv1alpha1.Lock, now time.Time) string {
+	d := l.Status.LastDenied
+	if d == nil {
+		return "<none>"
+	}
+	return fmt.Sprintf("%s %s by %s", duration.HumanDuration(now.Sub(d.Time.Time)), d.Operation, oneLine(d.User))
 }
 
 // oneLine keeps a table row on one line.
