@@ -3,10 +3,12 @@ package contract_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 )
 
@@ -16,7 +18,9 @@ import (
 const quietWindow = 15 * time.Second
 
 // TestQuietCluster: with a steady mix of valid, misspelled, missing and
-// invalid Locks in several namespaces, lockguard writes nothing at all
+// invalid Locks in several namespaces, and selector Locks (tier=db and
+// {}) that count what they cover and have refused a delete (their status
+// carries protected and lastDenied), lockguard writes nothing at all
 // (annotations, Lock status, namespace labels, Events) once they have
 // settled. Its requests are counted in its own transport.
 func TestQuietCluster(t *testing.T) {
@@ -31,9 +35,10 @@ func TestQuietCluster(t *testing.T) {
 	framework.Eventually(t, framework.DefaultTimeout, "every Lock's status written and true", func(ctx context.Context) error {
 		return kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces})
 	})
+	watched := append(slices.Clone(namespaces), quietSelectorLocks(t))
 
 	mine := func(r framework.Request) bool {
-		return r.Write() && (r.InNamespaces(namespaces...) || !strings.Contains(r.Path, "/namespaces/"))
+		return r.Write() && (r.InNamespaces(watched...) || !strings.Contains(r.Path, "/namespaces/"))
 	}
 	// Settled: no write for framework.SettleQuiet (the Events of the last
 	// status changes are sent asynchronously, and retried after 10s).
@@ -60,4 +65,27 @@ func TestQuietCluster(t *testing.T) {
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
 		t.Errorf("LOCK-SPEC rule 13 after the quiet window:\n%v", err)
 	}
+}
+
+// quietSelectorLocks creates a namespace with Stacks db (tier=db) and web,
+// a tier=db and a {} selector Lock, and has a delete of Stack db refused,
+// and returns the namespace once both Locks say what they cover and
+// record the refusal.
+func quietSelectorLocks(t *testing.T) string {
+	t.Helper()
+	ns := kube.NewNamespace(t, "quietsel")
+	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
+	createLabelledStack(t, ns, "web", nil)
+	db := kube.CreateLock(t, newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	all := kube.CreateLock(t, newSelectorLock(ns, "all", lockv1alpha1.LockSelector{}))
+	kube.WaitActive(t, db, all)
+	waitProtected(t, db, protected(1, "Stack", "db"))
+	waitProtected(t, all, protected(2, "Stack", "db", "Stack", "web"))
+	before := time.Now()
+	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "db"), all, db)
+	user := whoAmI(t)
+	for _, l := range []*lockv1alpha1.Lock{db, all} {
+		waitLastDenied(t, l, lockv1alpha1.DeniedRequest{User: user, Operation: "DELETE", Kind: "Stack", Name: "db", Count: 1}, before, time.Now().Add(time.Second))
+	}
+	return ns
 }
