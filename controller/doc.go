@@ -10,7 +10,13 @@
 // the status of those same Locks from the outcome: active once the
 // annotation names them, MissingReference when the target or its kind does
 // not exist, InvalidTarget for a cluster-scoped kind. A Lock whose target
-// is invalid (another group, a Lock) is reconciled on its own, by name.
+// is invalid (another group, a Lock) is reconciled on its own, by name,
+// as is a selector Lock. The status also says what each Lock covers now
+// (status.protected, protected.go), by the webhook's own rule; the events
+// between objects and selector Locks are mapped both ways in proportion
+// to what they change (fanout.go). status.lastDenied is written by every
+// replica (internal/denials), with the same resourceVersion precondition
+// as this package's status writes, so neither erases the other's fields.
 //
 // Targets are watched metadata-only, for every namespaced kind of the
 // core.navique.com group, so that annotations left behind while lockguard was

@@ -21,11 +21,15 @@
 //     would allow, a consistent list of the API server (lists.go, one in
 //     flight per namespace, shared); it fails closed when either cannot
 //     answer;
-//   - metrics.go, audit.go and events.go tell of each decision;
+//   - metrics.go, audit.go, events.go and denials.go tell of each
+//     decision;
 //   - create.go admits Lock CREATEs: the peer announcement and the
 //     namespace guard's label, each when configured.
 //
 // It reads Lock objects, never the core.navique.com/locked annotation, so
 // editing the annotation never unprotects anything. A delete decision
-// writes nothing; a Lock create's admission may label the Lock's namespace.
+// writes nothing itself: a refusal that is not a dry run is handed to
+// asynchronous recorders (denials.go: Events, and the refusing Locks'
+// status.lastDenied through a DenialRecorder); a Lock create's admission
+// may label the Lock's namespace.
 package webhook

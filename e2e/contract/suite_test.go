@@ -7,7 +7,7 @@
 //   - the Lock contract (LOCK-SPEC), each rule once: annotations, cascade,
 //     contract, crdguard, deny, eventnote, failclosed, guardscale,
 //     latecrd, nsguard, observability, oddspecs, peers, quiet, scopeapi,
-//     selector, targets, truth, upgrade;
+//     selector, status, targets, truth, upgrade;
 //   - lockguard's servers against hostile or broken clients (HTTP/2 and
 //     h2c, old TLS versions, oversized and trickled requests, wrong
 //     content types and bodies, unauthenticated and unauthorized metrics
