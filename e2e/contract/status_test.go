@@ -192,18 +192,27 @@ func TestStatusLastDenied(t *testing.T) {
 	waitLastDenied(t, keep, lockv1alpha1.DeniedRequest{User: user, Operation: "DELETE", Kind: "Stack", Name: "forge", Count: 3}, before, time.Now().Add(time.Second))
 }
 
-// TestStatusDryRunWritesNothing: refused dry runs (of the object and of
-// its namespace) leave the Lock exactly as it was: no status write at all.
-func TestStatusDryRunWritesNothing(t *testing.T) {
-	ns := kube.NewNamespace(t, "dryrunstatus")
+// settledLock creates a namespace with Stack forge and Lock keep on it,
+// and returns them once the Lock's status is written (active, covering
+// the Stack), with the Lock as it is then.
+func settledLock(t *testing.T, prefix string) (ns string, keep, settled *lockv1alpha1.Lock) {
+	t.Helper()
+	ns = kube.NewNamespace(t, prefix)
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
-	keep := kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "forge", ""))
+	keep = kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "forge", ""))
 	kube.WaitActive(t, keep)
 	waitProtected(t, keep, protected(1, "Stack", "forge"))
 	settled, err := readLock(t.Context(), keep)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns, keep, settled
+}
+
+// TestStatusDryRunWritesNothing: refused dry runs (of the object and of
+// its namespace) leave the Lock exactly as it was: no status write at all.
+func TestStatusDryRunWritesNothing(t *testing.T) {
+	ns, keep, settled := settledLock(t, "dryrunstatus")
 	for range 5 {
 		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "forge", client.DryRunAll), keep)
 		kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), namespace(ns), client.DryRunAll), webhook.GuardNamespace, framework.NamespaceDenialMessage(ns, keep))
@@ -245,15 +254,7 @@ const burstDeletes = 50
 // the last: 2 + ceil(burst duration / interval) resourceVersions at most
 // (the bound is derived from the burst as measured, not from a speed).
 func TestStatusDenialBurst(t *testing.T) {
-	ns := kube.NewNamespace(t, "burst")
-	kube.CreateObject(t, framework.StackGVK, ns, "forge")
-	keep := kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "forge", ""))
-	kube.WaitActive(t, keep)
-	waitProtected(t, keep, protected(1, "Stack", "forge"))
-	settled, err := readLock(t.Context(), keep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, keep, settled := settledLock(t, "burst")
 	wc, err := client.NewWithWatch(restConfig(t), client.Options{Scheme: kube.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
