@@ -72,3 +72,39 @@ func TestLockIndexSelectors(t *testing.T) {
 		t.Errorf("AnyLiveLocks(0) total %d, %v; want 5 (each selector Lock once, the invalid one not)", total, err)
 	}
 }
+
+// TestSelectorLocksCovering: the names of the live selector Locks that
+// cover an object with any of its labels (a relabelling's old and new),
+// never a targetRef Lock, an invalid one or another namespace's.
+func TestSelectorLocksCovering(t *testing.T) {
+	src := &lockSource{watcher: watch.NewFake(), locks: []lockv1alpha1.Lock{
+		*newLock("forge", "ref", "", "Stack", "forge"),
+		*newSelectorLock("forge", "db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}),
+		*newSelectorLock("forge", "web", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "web"}}),
+		*newSelectorLock("forge", "gateways", lockv1alpha1.LockSelector{Kinds: []string{"Gateway"}}),
+		*newSelectorLock("forge", "bad", lockv1alpha1.LockSelector{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: "Equals"}}}),
+		*newSelectorLock("elsewhere", "all", lockv1alpha1.LockSelector{}),
+	}}
+	index := startIndex(t, src)
+	object := func(tier string) lockv1alpha1.Object {
+		return lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge", Labels: map[string]string{"tier": tier}}
+	}
+	for name, tc := range map[string]struct {
+		objs []lockv1alpha1.Object
+		want []string
+	}{
+		"labelled":   {[]lockv1alpha1.Object{object("db")}, []string{"forge/db"}},
+		"relabelled": {[]lockv1alpha1.Object{object("db"), object("web")}, []string{"forge/db", "forge/web"}},
+		"none":       {[]lockv1alpha1.Object{object("cache")}, nil},
+		"nothing":    {nil, nil},
+	} {
+		var got []string
+		for _, k := range index.SelectorLocksCovering(tc.objs...) {
+			got = append(got, k.String())
+		}
+		slices.Sort(got)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: SelectorLocksCovering(...): -want, +got:\n%s", name, diff)
+		}
+	}
+}
