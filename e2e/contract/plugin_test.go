@@ -44,6 +44,7 @@ func TestLockListUnlock(t *testing.T) {
 	l := getLock(t, ns, "stack-forge")
 	wantSpec := lockv1alpha1.LockSpec{
 		TargetRef: lockv1alpha1.TargetReference{APIVersion: "core.navique.com/v1beta1", Kind: "Stack", Name: "forge"},
+		Level:     lockv1alpha1.LevelCanNotDelete, // the API server's default
 		Reason:    "Production environment",
 	}
 	if diff := cmp.Diff(wantSpec, l.Spec); diff != "" {
@@ -315,7 +316,7 @@ func TestThroughKubectl(t *testing.T) {
 		t.Fatalf("kubectl lock: %v\n%s", err, out)
 	}
 	kube.WantDenied(t, dryRunDelete(t, framework.StackGVK, ns, "forge"), getLock(t, ns, "stack-forge"))
-	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   Active   through kubectl") {
+	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   Active   <none>        through kubectl") {
 		t.Errorf("kubectl lock list: %v\n%s", err, out)
 	}
 	// why is a report: it exits 0 whatever the verdict.
