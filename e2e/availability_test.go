@@ -333,6 +333,20 @@ func Test12LeaderElection(t *testing.T) {
 		wantReview(t, r, deleteReview(t, ha, ""), lock) // deletecollection shape
 		wantReview(t, r, deleteReview(t, free, "free"))
 	}
+	// Each replica records the refusals it decided in the Lock's
+	// status.lastDenied, the leader and the other alike, adding to the
+	// count the other wrote.
+	framework.Eventually(t, framework.DefaultTimeout, "both replicas' refusals counted in lastDenied", func(ctx context.Context) error {
+		var got lockv1alpha1.Lock
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(lock), &got); err != nil {
+			return err
+		}
+		d := got.Status.LastDenied
+		if d == nil || d.Count != int64(2*len(replicas)) || d.User != "e2e" || d.Operation != "DELETE" || d.Kind != "Stack" || d.Name != "ha" {
+			return fmt.Errorf("lastDenied %+v, want %d refusals of the DELETE of Stack ha by e2e", d, 2*len(replicas))
+		}
+		return nil
+	})
 
 	before, err := leaseHolder(t.Context())
 	if err != nil {
