@@ -3,6 +3,7 @@ package webhook
 import (
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -21,26 +22,39 @@ type DenialRecorder interface {
 // because of Locks, by any guard, that is not a dry run, to r.
 func WithDenialRecorder(r DenialRecorder) Option { return func(h *Handler) { h.denials = r } }
 
-// recordRefusal is where every guard's decision goes once made: when d
-// refuses req because of Locks (d.locks), it records the refusal, on the
-// Locks' status (DenialRecorder) and as Events, both asynchronously,
-// unless req is a dry run (the webhook declares sideEffects
-// NoneOnDryRun). A guard added later records its refusals by returning
-// them as a decision with its Locks.
-func (h *Handler) recordRefusal(req Request, d decision) {
-	if len(d.locks) == 0 || d.resp.Allowed || req.DryRun {
+// refusal is a request that Locks refused, as recordRefusal records it.
+type refusal struct {
+	// user sent the request, as the API server authenticated them.
+	user string
+	// operation is the request's: DELETE, or UPDATE for the update guard.
+	operation admissionv1.Operation
+	// kind and name are those of the object the request was for.
+	kind, name string
+	// dryRun: the request changes nothing, and nothing is recorded.
+	dryRun bool
+}
+
+// recordRefusal is the one hook every guard's refusal goes through on
+// its way to the refusing Locks' status.lastDenied: Decide calls it for
+// the delete guards (object, cascade, namespace, CRD), and any other
+// guard's decision calls it with the Locks that refused its request. It
+// hands the refusal to the DenialRecorder, which only updates memory (the
+// write is asynchronous), unless the request is a dry run (the webhook
+// declares sideEffects NoneOnDryRun) or no Lock refused it.
+func (h *Handler) recordRefusal(locks []lockv1alpha1.Lock, r refusal) {
+	if len(locks) == 0 || r.dryRun || h.denials == nil {
 		return
 	}
-	if h.denials != nil {
-		h.denials.RecordDenial(d.locks, lockv1alpha1.DeniedRequest{
-			Time:      metav1.NewTime(time.Now()),
-			User:      req.UserInfo.Username,
-			Operation: string(req.Operation),
-			Kind:      req.Kind.Kind,
-			Name:      targetName(req),
-		})
-	}
-	if h.events != nil {
-		recordDenial(h.events, req, d)
-	}
+	h.denials.RecordDenial(locks, lockv1alpha1.DeniedRequest{
+		Time:      metav1.NewTime(time.Now()),
+		User:      r.user,
+		Operation: string(r.operation),
+		Kind:      r.kind,
+		Name:      r.name,
+	})
+}
+
+// refusalOf is the refusal of req, a request the delete guards decided.
+func refusalOf(req Request) refusal {
+	return refusal{user: req.UserInfo.Username, operation: req.Operation, kind: req.Kind.Kind, name: targetName(req), dryRun: req.DryRun}
 }

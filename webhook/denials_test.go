@@ -80,3 +80,21 @@ func TestRefusalsAreRecorded(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordRefusalOfAnotherGuard: a guard other than the delete guards
+// (the update guard of ReadOnly Locks) records its refusals through the
+// same hook, with its own operation; its dry runs are recorded nowhere.
+func TestRecordRefusalOfAnotherGuard(t *testing.T) {
+	log := &denialLog{}
+	h := NewHandler(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), nil, WithDenialRecorder(log))
+	frozen := []lockv1alpha1.Lock{lock("freeze", "")}
+	h.recordRefusal(frozen, refusal{user: "bob", operation: admissionv1.Update, kind: "Stack", name: "web", dryRun: true})
+	h.recordRefusal(frozen, refusal{user: "bob", operation: admissionv1.Update, kind: "Stack", name: "web"})
+	want := []lockv1alpha1.DeniedRequest{{User: "bob", Operation: "UPDATE", Kind: "Stack", Name: "web"}}
+	if diff := cmp.Diff(want, log.denials, cmpopts.IgnoreFields(lockv1alpha1.DeniedRequest{}, "Time")); diff != "" {
+		t.Errorf("recorded: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{{"freeze"}}, log.locks); diff != "" {
+		t.Errorf("recorded Locks: -want, +got:\n%s", diff)
+	}
+}

@@ -29,7 +29,7 @@
 // It reads Lock objects, never the core.navique.com/locked annotation, so
 // editing the annotation never unprotects anything. A delete decision
 // writes nothing itself: a refusal that is not a dry run is handed to
-// asynchronous recorders (denials.go: Events, and the refusing Locks'
-// status.lastDenied through a DenialRecorder); a Lock create's admission
-// may label the Lock's namespace.
+// asynchronous recorders (events.go: Events; denials.go: the refusing
+// Locks' status.lastDenied, through a DenialRecorder); a Lock create's
+// admission may label the Lock's namespace.
 package webhook

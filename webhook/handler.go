@@ -72,13 +72,18 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 // exists (the CRD guard, crd.go); it allows everything else, and answers
 // Errored (so that the API server, with failurePolicy Fail, rejects the
 // delete) when it cannot tell. It writes nothing: the Events of a denial
-// and its lastDenied are handed to asynchronous recorders (recordRefusal).
+// and its lastDenied (recordRefusal) are handed to asynchronous recorders.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
 	d := h.decide(ctx, req)
 	h.metrics.observe(req, d.guard, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
-	h.recordRefusal(req, d)
+	if !d.resp.Allowed {
+		h.recordRefusal(d.locks, refusalOf(req))
+	}
+	if len(d.locks) > 0 && h.events != nil && !req.DryRun {
+		recordDenial(h.events, req, d)
+	}
 	return d.resp
 }
 
