@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,87 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
+
+// NeedLeaderElection is false: every replica writes the refusals it
+// decided.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+// Start writes the entries that are due until ctx is done.
+func (r *Recorder) Start(ctx context.Context) error {
+	timer := time.NewTimer(r.interval)
+	defer timer.Stop()
+	for {
+		next := r.flush(ctx)
+		if next <= 0 {
+			next = r.interval
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// due is an entry to write: its Lock, and a copy of what to write.
+type due struct {
+	key     types.NamespacedName
+	uid     types.UID
+	last    lockv1alpha1.DeniedRequest
+	pending int64
+}
+
+// flush writes every entry that is due, forgets the entries that have
+// nothing pending and have not been written within the interval, and
+// returns how long until the next entry is due (0: none is).
+func (r *Recorder) flush(ctx context.Context) time.Duration {
+	now := r.now()
+	var todo []due
+	var next time.Duration
+	r.mu.Lock()
+	for key, e := range r.entries {
+		wait := r.interval - now.Sub(e.written)
+		switch {
+		case e.pending == 0 && wait <= 0:
+			delete(r.entries, key)
+		case e.pending == 0:
+		case wait <= 0:
+			todo = append(todo, due{key: key, uid: e.uid, last: e.last, pending: e.pending})
+		case next == 0 || wait < next:
+			next = wait
+		}
+	}
+	r.mu.Unlock()
+	for _, d := range todo {
+		if r.limiter.Wait(ctx) != nil {
+			return 0
+		}
+		gone, err := r.write(ctx, d)
+		r.mu.Lock()
+		if e := r.entries[d.key]; e != nil && e.uid == d.uid {
+			switch {
+			case gone:
+				delete(r.entries, d.key)
+			case err == nil:
+				e.pending -= d.pending
+				e.written = r.now()
+			default:
+				// Kept for the next flush, one interval later.
+				e.written = r.now()
+			}
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.metrics.write(resultFailed)
+		}
+		if next == 0 || r.interval < next {
+			next = r.interval
+		}
+	}
+	return next
+}
 
 // write adds d to the lastDenied of its Lock: it reads the Lock (from the
 // cache first, from the API server after a conflict), and patches
