@@ -23,7 +23,7 @@ import (
 //     old or new labels (their status.protected): M in-memory selector
 //     checks, no API call, at most M+1 requests. Those Locks are enqueued
 //     after protectedRecount, so that a burst of object events in the
-//     namespace costs each of them one pass (O(N) in-memory, protectedBy)
+//     namespace costs each of them one pass (O(N) in-memory, targetWatches.protected)
 //     per protectedRecount, not one per event. An object's other changes
 //     (annotations) enqueue its own pass alone;
 //   - a Lock created, deleted or whose spec changes enqueues its own pass,
@@ -34,7 +34,7 @@ import (
 //     lastDenied write) enqueues its own pass alone.
 
 // protectedRecount is how long after an object event the selector Locks
-// that match it recount what they cover (protectedBy): the events of a
+// that match it recount what they cover (targetWatches.protected): the events of a
 // burst within it make one pass per Lock.
 const protectedRecount = time.Second
 

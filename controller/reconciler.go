@@ -80,7 +80,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 // reconcileLock writes the status of a Lock whose scope is invalid
 // (InvalidTarget, with the reason; it covers nothing), or of a live
 // selector Lock: active once its namespace is guarded, and what it covers
-// (protectedBy). The objects a selector Lock covers get their annotation
+// (targetWatches.protected). The objects a selector Lock covers get their annotation
 // from their own passes (requestsOfLock).
 func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedName) error {
 	var lock lockv1alpha1.Lock
@@ -96,9 +96,12 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	if !lock.HasSelector() {
 		return nil // Its target's pass writes its status.
 	}
-	protected, err := r.protectedBy(ctx, &lock)
-	if err != nil {
-		return err
+	protected := protectedNone()
+	if r.watches != nil {
+		var err error
+		if protected, err = r.watches.protected(ctx, &lock); err != nil {
+			return err
+		}
 	}
 	if r.namespaceGuard {
 		guarded, err := r.ensureNamespaceLabel(ctx, lock.Namespace, true)

@@ -124,6 +124,34 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 	return reqs
 }
 
+// protectedListTimeout bounds the cache reads of one targetWatches.protected.
+const protectedListTimeout = 10 * time.Second
+
+// protected returns the status.protected of the selector Lock lock: the
+// objects of its namespace, of every watched kind (of its kinds, when it
+// names some), that lock.Covers, as the metadata caches hold them.
+//
+// It reads every cached object of those kinds in the namespace: a pass
+// over a selector Lock costs O(N) in-memory checks for N objects there,
+// and makes no API call. Object events bring the Lock back here at most
+// once per protectedRecount (objectEvents), so a burst of creates in
+// a namespace costs each of its M selector Locks one pass per
+// protectedRecount, not one per object.
+func (w *targetWatches) protected(ctx context.Context, lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, protectedListTimeout)
+	defer cancel()
+	var list protectedList
+	err := w.eachIn(ctx, lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
+		if lock.Covers(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
+			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.Name})
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing what Lock %s covers: %w", client.ObjectKeyFromObject(lock), err)
+	}
+	return list.status(), nil
+}
+
 // targetDiscovery watches every kind of the core.navique.com group that
 // discovery serves (readmodel.ServedKind.Watched), at start and then every
 // interval, so that the reconciler sees (and cleans) annotated objects

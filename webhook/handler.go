@@ -7,10 +7,12 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/transport"
 )
 
@@ -108,4 +110,24 @@ func (h *Handler) decide(ctx context.Context, req Request) decision {
 		}
 	}
 	return d
+}
+
+// recordRefusal is the one hook every guard's refusal goes through on
+// its way to the refusing Locks' status.lastDenied: Decide calls it for
+// the delete guards (object, cascade, namespace, CRD), and any other
+// guard's decision calls it with the Locks that refused its request. It
+// hands the refusal to the DenialRecorder, which only updates memory (the
+// write is asynchronous), unless the request is a dry run (the webhook
+// declares sideEffects NoneOnDryRun) or no Lock refused it.
+func (h *Handler) recordRefusal(locks []lockv1alpha1.Lock, r refusal) {
+	if len(locks) == 0 || r.dryRun || h.denials == nil {
+		return
+	}
+	h.denials.RecordDenial(locks, lockv1alpha1.DeniedRequest{
+		Time:      metav1.NewTime(time.Now()),
+		User:      r.user,
+		Operation: string(r.operation),
+		Kind:      r.kind,
+		Name:      r.name,
+	})
 }

@@ -78,3 +78,7 @@ func WithClusterGuards(cache CachedLocks, r LockLister, m KindMapper) Option {
 func WithServedKinds(served func() ([]schema.GroupKind, error)) Option {
 	return func(h *Handler) { h.served = served }
 }
+
+// WithDenialRecorder makes the handler hand every request it refuses
+// because of Locks, by any guard, that is not a dry run, to r.
+func WithDenialRecorder(r DenialRecorder) Option { return func(h *Handler) { h.denials = r } }
