@@ -26,8 +26,10 @@ CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 # helm, built from its Go module like the released binary (its default
 # Capabilities.KubeVersion is the Kubernetes minor of its client-go). Not a
-# dependency of lockguard's module.
-HELM_VERSION := v3.22.0
+# dependency of lockguard's module: hack/tools requires it (the version is
+# read from there), beside lockguard, so that the two share their
+# dependencies' builds.
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v3" {print $$2}' hack/tools/go.mod)
 HELM_KUBE_MINOR := 37
 HELM := $(BIN)/helm-$(HELM_VERSION)
 export LOCKGUARD_HELM := $(HELM)
@@ -311,12 +313,12 @@ clean: ## Remove build output (keeps the cached control plane).
 	rm -rf $(BIN)/release $(BIN)/release-check $(DIST)
 
 $(HELM):
-	GOBIN=$(BIN)/tmp-helm CGO_ENABLED=0 hack/with-progress.sh "helm $(HELM_VERSION)" go install -trimpath -ldflags "-s -w \
+	cd hack/tools && CGO_ENABLED=0 ../with-progress.sh "helm $(HELM_VERSION)" go build -trimpath -ldflags "-s -w \
 	  -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_KUBE_MINOR) \
 	  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_KUBE_MINOR)" \
-	  helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-	mv $(BIN)/tmp-helm/helm $@ && rmdir $(BIN)/tmp-helm
+	  -o $@.tmp helm.sh/helm/v3/cmd/helm
+	mv $@.tmp $@
 
 .PHONY: helm
 helm: $(HELM) ## Build the pinned helm into bin/.
