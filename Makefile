@@ -103,9 +103,10 @@ build: ## Build bin/lockguard and the kubectl plugins bin/kubectl-lock and bin/k
 	CGO_ENABLED=0 hack/with-progress.sh "bin/lockguard" go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/lockguard ./cmd/lockguard
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/ ./cmd/kubectl-lock ./cmd/kubectl-unlock
 
+KUBE_ETCD ?= 1
 .PHONY: kube
-kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS.
-	@for v in $(KUBE_VERSIONS); do hack/kube/build.sh $$v $(KUBE_ASSETS)/v$$v; done
+kube: ## Build and cache etcd, kube-apiserver and kube-controller-manager for every KUBE_VERSIONS (KUBE_ETCD=0: not etcd).
+	@for v in $(KUBE_VERSIONS); do KUBE_ETCD=$(KUBE_ETCD) hack/kube/build.sh $$v $(KUBE_ASSETS)/v$$v; done
 
 $(KUBECTL):
 	hack/kube/build.sh $(KUBECTL_VERSION) $(@D) kubectl
@@ -151,6 +152,10 @@ GO_MODULES := $(patsubst %/,%,$(dir $(shell git ls-files -- go.mod '*/go.mod' 2>
 tidy: ## go mod tidy every module (GO_MODULES).
 	@for m in $(GO_MODULES); do echo "go mod tidy in $$m"; (cd $$m && go mod tidy); done
 
+.PHONY: std
+std: ## Compile the standard library with the flags every build here uses (make test's first step, while modules download).
+	go build std
+
 .PHONY: verify-tidy
 verify-tidy: ## Fail when a go.mod or go.sum of GO_MODULES is not tidy.
 	@for m in $(GO_MODULES); do (cd $$m && go mod tidy -diff) || { echo "$$m: go.mod or go.sum is not tidy: run 'make tidy' and commit"; exit 1; }; done
@@ -166,9 +171,16 @@ lint: ## gofmt and go vet (the tagged suites too: VET_TAGS).
 # tests that install it on a control plane, one per cached Kubernetes
 # version for some (e2e/chart, build tag e2e), run next, with the rest of
 # e2e/chart again (its renders, seconds).
-unit: $(HELM) kubectl prometheus ## go test ./... (unit tests and the in-process suite, two control planes), then e2e/chart with its installs on every cached control plane (build tag e2e).
+unit: unit-packages chart-installs ## go test ./... (unit tests and the in-process suite, two control planes), then e2e/chart with its installs on every cached control plane (build tag e2e).
+
+.PHONY: unit-packages
+unit-packages: $(HELM) kubectl prometheus ## go test ./...: the unit tests and the in-process suite (two control planes of KUBE_VERSION).
 	go vet -tags $(VET_TAGS) ./...
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off $(GO_TEST_FLAGS) -count=1 -timeout $(UNIT_TIMEOUT) ./...
+
+.PHONY: chart-installs
+chart-installs: $(HELM) kubectl prometheus ## e2e/chart with build tag e2e: the chart installed on every cached control plane.
+	go vet -tags $(VET_TAGS) ./e2e/chart/
 	LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 go test -vet=off -tags e2e -timeout $(UNIT_TIMEOUT) $(GO_TEST_FLAGS) -count=1 ./e2e/chart/
 
 .PHONY: monitoring

@@ -5,19 +5,24 @@
 # cached. The records are in bin/test-stages.txt; `hack/test.sh table`
 # prints the last run's table again.
 #
-# Two lanes. The foreground runs its stages in order. The background lane
-# builds what the foreground's first stages do not need yet (helm,
-# controller-gen and helm-docs, Prometheus and promtool, then the control
-# plane of every KUBE_VERSIONS but KUBE_VERSION), one build at a time, while
-# the foreground builds the first control plane and lockguard and runs the
-# suites that need only those; then it runs the unit stage (go test ./...,
-# the longest suite) and the e2e suites of the other versions beside the
-# foreground's suites. A stage that needs
-# another lane's stage waits for it. Two go builds that compile the same
-# packages at the same time would both compile them, so the background lane
-# starts after lint, which compiles the standard library and lockguard's
-# dependencies (through go vet, the test packages' too), and builds nothing
-# the foreground builds.
+# Three lanes, each running its stages in order; a stage that needs another
+# lane's stage waits for it (a wait: step).
+# - fg, the foreground: the critical path. It compiles lockguard's
+#   dependencies (lint's go vet), helm (which shares most of them: hack/tools),
+#   the first control plane, then runs the suites that need only those.
+# - bg, background builds at nice 10: what no fg stage compiles (the
+#   standard library, first and while fg downloads modules; controller-gen
+#   and helm-docs; Prometheus and promtool; the other versions' control
+#   planes, whose Kubernetes libraries are their own versions). At nice 10
+#   they take the CPU the foreground leaves idle (downloads, links, suites
+#   that wait on a control plane) instead of slowing it down.
+# - bt, background tests: go test ./... once the first control plane,
+#   Prometheus and the generated files are ready, then what needs the other
+#   control planes (the chart's installs on every version, the e2e suites of
+#   the other versions), beside the foreground's suites.
+# Two go builds that compile the same packages at the same time would both
+# compile them: bg builds nothing that fg or bt compiles, but the standard
+# library, which fg waits for.
 # TEST_LANES=1 runs every stage in the foreground, in the same order.
 #
 # Environment (the Makefile sets it): KUBE_VERSIONS, KUBE_VERSION,
@@ -77,14 +82,14 @@ cpu_now() {
 }
 
 declare -A ARGS OUTPUTS LANE
-fg=() bg=()
+fg=() bg=() bt=()
 # add LANE NAME OUTPUTS MAKE-ARGS...: plans stage NAME. OUTPUTS ("" for
 # none) are the files a build stage makes: when all exist before it runs,
 # the stage is "cached" (make had nothing to build).
 add() {
   local lane=$1 name=$2
   LANE[$name]=$lane OUTPUTS[$name]=$3; shift 3; ARGS[$name]="$*"
-  if [ "$lane" = bg ]; then bg+=("$name"); else fg+=("$name"); fi
+  case $lane in bg) bg+=("$name") ;; bt) bt+=("$name") ;; *) fg+=("$name") ;; esac
 }
 
 # stage NAME: runs make with the stage's arguments and records it.
@@ -111,12 +116,14 @@ stage() {
 wait_for() {
   local name=$1
   while [ ! -f "$logs/$name.done" ]; do
-    if [ -n "${bg_pid:-}" ] && ! kill -0 "$bg_pid" 2>/dev/null; then
-      [ -f "$logs/$name.done" ] || { echo "test.sh: the background lane stopped before $name" >&2; return 1; }
+    local lane=${LANE[$name]:-fg} pid
+    pid=${lane_pid[$lane]:-}
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      [ -f "$logs/$name.done" ] || { echo "test.sh: the $lane lane stopped before $name" >&2; return 1; }
     fi
     sleep 2
   done
-  if [ "${LANE[$name]:-}" = bg ] && [ "$BASHPID" = "$$" ] && [ -f "$logs/$name.log" ]; then
+  if [ "${LANE[$name]:-fg}" != fg ] && [ "$BASHPID" = "$$" ] && [ -f "$logs/$name.log" ]; then
     echo "=== background stage $name ($(cat "$logs/$name.done")), its output:"
     cat "$logs/$name.log" && rm "$logs/$name.log"
   fi
@@ -141,26 +148,26 @@ read -r -a versions <<< "${KUBE_VERSIONS:?KUBE_VERSIONS must be set (make test s
 first=${KUBE_VERSION:-${versions[0]}}
 others=()
 for v in "${versions[@]}"; do [ "$v" = "$first" ] || others+=("$v"); done
-lanes=${TEST_LANES:-2}
+lanes=${TEST_LANES:-3}
+declare -A lane_pid
 assets=${LOCKGUARD_KUBE_ASSETS:?LOCKGUARD_KUBE_ASSETS must be set (make test sets it)}
-kube_out() { echo "$assets/v$1/kube-apiserver $assets/v$1/kube-controller-manager $assets/etcd"; }
+kube_out() { echo "$assets/v$1/kube-apiserver $assets/v$1/kube-controller-manager"; }
 
-# The plan. Foreground steps in order; background stages in order, each
-# after the foreground stage it names with wait: (the background never waits
-# for anything else).
-add fg verify-tidy "" verify-tidy
+# The plan: each lane's steps in order.
+add bg std "" std
+add fg verify-tidy "" verify-tidy # downloads, while bg compiles std
+fg+=(wait:std)
 add fg lint "" lint
-add bg helm "${TEST_OUTPUTS_helm:-}" helm
+add fg helm "${TEST_OUTPUTS_helm:-}" helm
 add bg codegen-tools "${TEST_OUTPUTS_codegen_tools:-}" controller-gen helm-docs
 add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
-add fg "kube-$first" "$(kube_out "$first") ${TEST_OUTPUTS_kubectl:-}" kube kubectl KUBE_VERSIONS="$first"
+# etcd: built once, with the first version, in the foreground.
+add fg "kube-$first" "$(kube_out "$first") $assets/etcd ${TEST_OUTPUTS_kubectl:-}" kube kubectl KUBE_VERSIONS="$first"
 for v in "${others[@]}"; do
-  bg+=("wait:kube-$first") # etcd: built once, with the first
-  add bg "kube-$v" "$(kube_out "$v")" kube KUBE_VERSIONS="$v"
+  add bg "kube-$v" "$(kube_out "$v")" kube KUBE_VERSIONS="$v" KUBE_ETCD=0
 done
 add fg build "" build
 add fg image-check "" image-check IMAGE_ARCHES=amd64
-fg+=(wait:helm)
 add fg helm-lint "" helm-lint
 fg+=(wait:codegen-tools)
 # It may rewrite the chart's generated files: before any suite reads them.
@@ -170,36 +177,34 @@ add fg chart-e2e "" chart-e2e KUBE_VERSIONS="$first"
 fg+=(wait:prometheus)
 add fg monitoring "" monitoring
 add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
-# make unit (go test ./..., then e2e/chart with build tag e2e): e2e/chart
-# installs the chart on every cached control plane, so after the last one
-# (kubectl and prometheus are built before too).
-bg+=(wait:verify-generated)
-add bg unit "" unit
-# The suites of the other versions follow unit in the background lane,
-# which built their control planes: the foreground's own suites (chaos-short,
-# chart-e2e, e2e on the first version) take about as long as unit, so the
-# lanes end together instead of the foreground running every e2e suite
-# alone while the background lane sits idle (run 4 of docs/test-times.md).
+# go test ./... (the unit tests and the in-process suite on the first
+# version), then, once every control plane is built, the chart's installs
+# on each (e2e/chart, build tag e2e) and the other versions' e2e suites.
+bt+=(wait:verify-generated wait:prometheus)
+add bt unit-packages "" unit-packages
+for v in "${others[@]}"; do bt+=("wait:kube-$v"); done
+add bt chart-installs "" chart-installs
 for v in "${others[@]}"; do
-  add bg "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
+  add bt "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
 done
 
 mkdir -p "$logs"
 rm -f "$logs"/*.done "$logs"/*.log
 {
   echo "begin $(date +%s)"
-  for n in "${fg[@]}" "${bg[@]}"; do
+  for n in "${fg[@]}" "${bg[@]}" "${bt[@]}"; do
     case $n in wait:*) ;; *) echo "plan $n $([ "$lanes" = 1 ] && echo fg || echo "${LANE[$n]}")" ;; esac
   done
 } > "$rec"
 
-bg_pid=
 finish() {
-  local rc=$? f
-  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then
-    kill -- -"$bg_pid" 2>/dev/null || kill "$bg_pid" 2>/dev/null || true
-    wait "$bg_pid" 2>/dev/null || true
-  fi
+  local rc=$? f pid
+  for pid in "${lane_pid[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
   # The output of background stages not shown yet (failed, or stopped).
   for f in "$logs"/*.log; do
     [ -e "$f" ] && { echo "=== background stage $(basename "$f" .log), its output:"; cat "$f"; }
@@ -211,21 +216,28 @@ finish() {
 }
 trap finish EXIT
 
-run "${fg[@]:0:2}" # verify-tidy lint
-if [ "$lanes" = 2 ]; then
-  # Its own process group, so that a failure in the foreground stops it whole.
+# start_lane LANE NICENESS STEP...: runs the lane in the background, in its
+# own process group, so that a failure in the foreground stops it whole.
+start_lane() {
+  local lane=$1 niceness=$2; shift 2
   set -m
   (
-    for step in "${bg[@]}"; do
+    renice -n "$niceness" -p "$BASHPID" > /dev/null
+    for step in "$@"; do
       case $step in
         wait:*) wait_for "${step#wait:}" ;;
         *) PROGRESS_INTERVAL=60 stage "$step" > "$logs/$step.log" 2>&1 ;;
       esac
     done
   ) &
-  bg_pid=$!
+  lane_pid[$lane]=$!
   set +m
+}
+
+if [ "$lanes" != 1 ]; then
+  start_lane bg 10 "${bg[@]}"
+  start_lane bt 0 "${bt[@]}"
 fi
-run "${fg[@]:2}"
-for n in "${bg[@]}"; do case $n in wait:*) ;; *) run "wait:$n" ;; esac; done
-if [ -n "$bg_pid" ]; then wait "$bg_pid"; fi
+run "${fg[@]}"
+for n in "${bg[@]}" "${bt[@]}"; do case $n in wait:*) ;; *) run "wait:$n" ;; esac; done
+for pid in "${lane_pid[@]}"; do wait "$pid"; done
