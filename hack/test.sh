@@ -217,12 +217,13 @@ finish() {
 trap finish EXIT
 
 # start_lane LANE NICENESS STEP...: runs the lane in the background, in its
-# own process group, so that a failure in the foreground stops it whole.
+# own process group, so that a failure in the foreground stops it whole,
+# NICENESS above make test's own.
 start_lane() {
   local lane=$1 niceness=$2; shift 2
   set -m
   (
-    renice -n "$niceness" -p "$BASHPID" > /dev/null
+    renice -n $(($(nice) + niceness)) -p "$BASHPID" > /dev/null
     for step in "$@"; do
       case $step in
         wait:*) wait_for "${step#wait:}" ;;
