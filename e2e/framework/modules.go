@@ -11,8 +11,12 @@ import (
 // Versions of the projects whose CRDs the chart's objects need. Their CRDs
 // are plain YAML in their Go modules, downloaded from the Go module proxy.
 const (
-	// CertManagerModule holds cert-manager's CRDs in deploy/crds.
-	CertManagerModule = "github.com/cert-manager/cert-manager@v1.21.2"
+	// CertManagerModule holds cert-manager's CRDs in deploy/crds. It is the
+	// version hack/certmanager runs (its test checks that they agree):
+	// v1.21.1, whose requirements are at or below lockguard's, so that the
+	// test module shares lockguard's compiled packages (make kind images
+	// use hack/kind/versions.sh's).
+	CertManagerModule = "github.com/cert-manager/cert-manager@v1.21.1"
 	// PrometheusOperatorModule holds the ServiceMonitor CRD in
 	// example/prometheus-operator-crd.
 	PrometheusOperatorModule = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
