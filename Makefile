@@ -153,8 +153,8 @@ tidy: ## go mod tidy every module (GO_MODULES).
 	@for m in $(GO_MODULES); do echo "go mod tidy in $$m"; (cd $$m && go mod tidy); done
 
 .PHONY: std
-std: ## Compile the standard library with the flags every build here uses (make test's first step, while modules download).
-	go build std
+std: ## Compile the standard library packages lockguard's builds and tests import, with the flags every build here uses (make test's first step, while modules download).
+	go build $$(go list -deps -test -tags $(VET_TAGS) -f '{{if .Standard}}{{.ImportPath}}{{end}}' ./... | sort -u)
 
 .PHONY: verify-tidy
 verify-tidy: ## Fail when a go.mod or go.sum of GO_MODULES is not tidy.
