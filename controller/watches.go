@@ -76,7 +76,11 @@ func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 
 // eachIn calls fn with every object of namespace ns, of every watched kind
 // (of kinds only, when not empty), in the metadata caches, read-only (the
-// objects are the cache's). It stops at the first kind that cannot be
+// objects are the cache's). It skips a kind whose cache has not synced: a
+// list would wait for it, and one whose CRD was deleted never syncs (the
+// event handlers that call this would then hold the controller's start
+// until shutdown); the kind's objects bring their selector Locks back when
+// it syncs (objectEvents). It stops at the first kind that cannot be
 // listed and returns its error.
 func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
 	w.mu.Lock()
@@ -88,6 +92,11 @@ func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, f
 	}
 	w.mu.Unlock()
 	for _, k := range watched {
+		if ok, err := w.synced(ctx, k); err != nil {
+			return err
+		} else if !ok {
+			continue
+		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
 		if err := w.cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
