@@ -5,7 +5,7 @@
 # cached. The records are in bin/test-stages.txt; `hack/test.sh table`
 # prints the last run's table again.
 #
-# Three lanes, each running its stages in order; a stage that needs another
+# Four lanes, each running its stages in order; a stage that needs another
 # lane's stage waits for it (a wait: step).
 # - fg, the foreground: the critical path. It compiles lockguard's
 #   dependencies (lint's go vet), helm (which shares most of them: hack/tools),
@@ -17,9 +17,13 @@
 #   they take the CPU the foreground leaves idle (downloads, links, suites
 #   that wait on a control plane) instead of slowing it down.
 # - bt, background tests: go test ./... once the first control plane,
-#   Prometheus and the generated files are ready, then what needs the other
-#   control planes (the chart's installs on every version, the e2e suites of
-#   the other versions), beside the foreground's suites.
+#   Prometheus and the generated files are ready, then the chart's installs
+#   on every version once every control plane is built, beside the
+#   foreground's suites.
+# - bv, the other versions' e2e suites, each as soon as its control plane is
+#   built (by bg; in a warm run, at once), at the foreground's priority: the
+#   e2e suites mostly wait (on leader elections, the garbage collector, a
+#   quiet minute), so a third suite beside the other two costs little wall.
 # Two go builds that compile the same packages at the same time would both
 # compile them: bg builds nothing that fg or bt compiles, but the standard
 # library, which fg waits for.
@@ -82,14 +86,14 @@ cpu_now() {
 }
 
 declare -A ARGS OUTPUTS LANE
-fg=() bg=() bt=()
+fg=() bg=() bt=() bv=()
 # add LANE NAME OUTPUTS MAKE-ARGS...: plans stage NAME. OUTPUTS ("" for
 # none) are the files a build stage makes: when all exist before it runs,
 # the stage is "cached" (make had nothing to build).
 add() {
   local lane=$1 name=$2
   LANE[$name]=$lane OUTPUTS[$name]=$3; shift 3; ARGS[$name]="$*"
-  case $lane in bg) bg+=("$name") ;; bt) bt+=("$name") ;; *) fg+=("$name") ;; esac
+  case $lane in bg) bg+=("$name") ;; bt) bt+=("$name") ;; bv) bv+=("$name") ;; *) fg+=("$name") ;; esac
 }
 
 # stage NAME: runs make with the stage's arguments and records it.
@@ -179,20 +183,23 @@ add fg monitoring "" monitoring
 add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
 # go test ./... (the unit tests and the in-process suite on the first
 # version), then, once every control plane is built, the chart's installs
-# on each (e2e/chart, build tag e2e) and the other versions' e2e suites.
+# on each (e2e/chart, build tag e2e).
 bt+=(wait:verify-generated wait:prometheus)
 add bt unit-packages "" unit-packages
 for v in "${others[@]}"; do bt+=("wait:kube-$v"); done
 add bt chart-installs "" chart-installs
+# The other versions' e2e suites, each once its control plane is built.
+bv+=(wait:verify-generated wait:prometheus)
 for v in "${others[@]}"; do
-  add bt "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
+  bv+=("wait:kube-$v")
+  add bv "e2e-$v" "" e2e KUBE_VERSIONS="$v" KUBE_VERSION="$first"
 done
 
 mkdir -p "$logs"
 rm -f "$logs"/*.done "$logs"/*.log
 {
   echo "begin $(date +%s)"
-  for n in "${fg[@]}" "${bg[@]}" "${bt[@]}"; do
+  for n in "${fg[@]}" "${bg[@]}" "${bt[@]}" "${bv[@]}"; do
     case $n in wait:*) ;; *) echo "plan $n $([ "$lanes" = 1 ] && echo fg || echo "${LANE[$n]}")" ;; esac
   done
 } > "$rec"
@@ -238,7 +245,8 @@ start_lane() {
 if [ "$lanes" != 1 ]; then
   start_lane bg 10 "${bg[@]}"
   start_lane bt 0 "${bt[@]}"
+  start_lane bv 0 "${bv[@]}"
 fi
 run "${fg[@]}"
-for n in "${bg[@]}" "${bt[@]}"; do case $n in wait:*) ;; *) run "wait:$n" ;; esac; done
+for n in "${bg[@]}" "${bt[@]}" "${bv[@]}"; do case $n in wait:*) ;; *) run "wait:$n" ;; esac; done
 for pid in "${lane_pid[@]}"; do wait "$pid"; done
