@@ -30,6 +30,13 @@ func lockIndexOf(tb testing.TB, list *lockv1alpha1.LockList) *readmodel.LockInde
 // lockCacheOf is lockIndexOf, and the cache's Lock informer.
 func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*readmodel.LockIndex, toolscache.SharedIndexInformer) {
 	tb.Helper()
+	return lockCacheWatching(tb, list, nil)
+}
+
+// lockCacheWatching is lockCacheOf whose Lock watch sends what the test
+// sends on watcher (nil: nothing).
+func lockCacheWatching(tb testing.TB, list *lockv1alpha1.LockList, watcher *watch.FakeWatcher) (*readmodel.LockIndex, toolscache.SharedIndexInformer) {
+	tb.Helper()
 	scheme := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(scheme); err != nil {
 		tb.Fatal(err)
@@ -46,7 +53,7 @@ func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*readmodel.LockInd
 		// The informer is controller-runtime's, with its indexers and
 		// transform; only the ListWatch is replaced by an in-memory one.
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(&staticListWatch{list: list}, obj, resync, indexers)
+			return toolscache.NewSharedIndexInformer(&staticListWatch{list: list, watcher: watcher}, obj, resync, indexers)
 		},
 	})
 	if err != nil {
@@ -69,11 +76,18 @@ func lockCacheOf(tb testing.TB, list *lockv1alpha1.LockList) (*readmodel.LockInd
 	return index, inf.(toolscache.SharedIndexInformer)
 }
 
-// staticListWatch lists a fixed LockList and then watches nothing.
-type staticListWatch struct{ list *lockv1alpha1.LockList }
+// staticListWatch lists a fixed LockList and then watches watcher, or
+// nothing when it is nil.
+type staticListWatch struct {
+	list    *lockv1alpha1.LockList
+	watcher *watch.FakeWatcher
+}
 
 func (s *staticListWatch) List(metav1.ListOptions) (runtime.Object, error) { return s.list, nil }
 func (s *staticListWatch) Watch(metav1.ListOptions) (watch.Interface, error) {
+	if s.watcher != nil {
+		return s.watcher, nil
+	}
 	return watch.NewFake(), nil
 }
 

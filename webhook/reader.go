@@ -56,6 +56,21 @@ type SelectorLocks interface {
 	LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error)
 }
 
+// CoveringSelectorLocks finds, in an informer cache, the live selector
+// Locks of a namespace that cover given objects (in lockguard,
+// readmodel.LockIndex). A LockIndex that implements it gives the guards
+// those Locks alone, copied once each, where SelectorLocks copies every
+// selector Lock of the namespace and has each asked again whether it is
+// live (Lock.Covers validates its selector): a decision in a namespace of
+// many selector Locks then costs about what one among as many targetRef
+// Locks does (issue 24).
+type CoveringSelectorLocks interface {
+	// LiveSelectorLocksCovering returns, for each of objs (objects of
+	// namespace ns), copies of the live selector Locks of ns that cover
+	// it (Lock.Covers), in the order of objs.
+	LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error)
+}
+
 // LockIndexFunc adapts a function to a LockIndex.
 type LockIndexFunc func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
 
@@ -101,6 +116,9 @@ type lockReader struct {
 	cached    CachedLocks   // by namespace and kind; nil: the API server's Locks alone
 	fresh     Freshness     // nil: the index may always lack a Lock
 	api       *apiLists     // the API server's Locks; nil: none are read
+	// coverage is the index's, when it has it: what covering reads
+	// rather than selectors.
+	coverage CoveringSelectorLocks
 	// confirm is whether what the index would allow for a target is
 	// confirmed with the API server (false: --cache-only-decisions).
 	confirm bool
@@ -111,6 +129,7 @@ type lockReader struct {
 func newLockReader(index LockIndex, live LockLister) *lockReader {
 	r := &lockReader{index: index, confirm: live != nil}
 	r.selectors, _ = index.(SelectorLocks)
+	r.coverage, _ = index.(CoveringSelectorLocks)
 	if live != nil {
 		r.api = newAPILists(live)
 	}
@@ -142,12 +161,9 @@ func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1a
 func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
-	var selectors []lockv1alpha1.Lock
-	if r.selectors != nil {
-		var err error
-		if selectors, err = r.selectors.LiveSelectorLocksIn(ns); err != nil {
-			return nil, err
-		}
+	selected, err := r.cachedSelectors(ns, objs)
+	if err != nil {
+		return nil, err
 	}
 	found := make([][]lockv1alpha1.Lock, len(objs))
 	cached := false
@@ -156,10 +172,8 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		if err != nil {
 			return nil, err
 		}
-		for j := range selectors {
-			if selectors[j].Covers(o) {
-				locks = append(locks, selectors[j])
-			}
+		if selected != nil {
+			locks = append(locks, selected[i]...)
 		}
 		found[i], cached = locks, cached || len(locks) > 0
 	}
@@ -199,6 +213,31 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 			"namespace", ns, "targets", len(objs), "locks", lagged)
 	}
 	return found, nil
+}
+
+// cachedSelectors returns, for each of objs (objects of namespace ns), the
+// live selector Locks of ns in the index that cover it, in the order of
+// objs; nil when the index keeps no selector Locks.
+func (r *lockReader) cachedSelectors(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	if r.coverage != nil {
+		return r.coverage.LiveSelectorLocksCovering(ns, objs)
+	}
+	if r.selectors == nil {
+		return nil, nil
+	}
+	selectors, err := r.selectors.LiveSelectorLocksIn(ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]lockv1alpha1.Lock, len(objs))
+	for i, o := range objs {
+		for j := range selectors {
+			if selectors[j].Covers(o) {
+				out[i] = append(out[i], selectors[j])
+			}
+		}
+	}
+	return out, nil
 }
 
 // selectorsMayCover returns the live selector Locks of namespace ns that

@@ -163,16 +163,26 @@ func (l *Lock) Live() bool {
 // Covers reports whether the Lock protects o now: the Lock is live, o is a
 // lockable object of the Lock's namespace (Protectable), and o is the
 // Lock's target (group, kind and name) or its selector matches o's kind
-// and labels. A delete of o is denied while a Lock covers it.
+// and labels (Selects). A delete of o is denied while a Lock covers it.
 func (l *Lock) Covers(o Object) bool {
+	return l.Live() && l.Selects(o)
+}
+
+// Selects is Covers without the Lock's liveness: whether o is a lockable
+// object of the Lock's namespace (Protectable) that is the Lock's target or
+// that its selector matches (LockSelector.Matches). It means something only
+// for a live Lock: it is for readers that already know that the Lock is
+// live (the Lock index, which holds live Locks alone), and costs them no
+// parsing, where Live validates the selector each time it is asked.
+func (l *Lock) Selects(o Object) bool {
 	if o.Namespace != l.Namespace || Protectable(schema.GroupKind{Group: o.Group, Kind: o.Kind}) != nil {
 		return false
 	}
 	if s := l.Spec.Selector; s != nil {
-		return l.Live() && s.Matches(o.Kind, o.Labels)
+		return s.Matches(o.Kind, o.Labels)
 	}
-	key, live := l.LiveTarget()
-	return live && key == o.Key()
+	key, err := l.Target()
+	return err == nil && key == o.Key()
 }
 
 // CoversKind reports whether the Lock could cover some object of kind gk

@@ -161,6 +161,9 @@ func TestCovers(t *testing.T) {
 			if tc.coversKindErr && tc.lock.CoversKind(schema.GroupKind{Group: Group, Kind: "Stack"}) {
 				t.Errorf("%s\nCoversKind(Stack) = true for a Lock that is not live", tc.reason)
 			}
+			if tc.lock.Live() && tc.lock.Selects(tc.obj) != tc.covers {
+				t.Errorf("%s\nSelects(%+v) = %v for a live Lock, want Covers' %v", tc.reason, tc.obj, !tc.covers, tc.covers)
+			}
 		})
 	}
 }

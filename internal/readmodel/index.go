@@ -68,6 +68,15 @@ const selectorIndex = "lockguard.selector"
 
 // indexBySelector is the selectorIndex function: a live selector Lock is
 // indexed by its namespace, any other Lock not at all.
+//
+// Whether a Lock is live is decided here once, when the Lock enters the
+// index (Lock.Live validates its selector), not at each decision: the
+// store never changes an object it holds, and replaces it, in every
+// index at once and under its lock, when the Lock changes. So a Lock read
+// from the selector index is live, and covers an object when it selects
+// it (Lock.Selects, which parses nothing). A Lock's update (its status
+// written, say) never takes it out of the index even for a moment: a
+// reader sees the old object or the new one, both in it.
 func indexBySelector(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
 	if !ok || !l.HasSelector() || !l.Live() {
@@ -97,7 +106,7 @@ type LockIndex struct {
 }
 
 // NewLockIndex adds the indexes by target, by target kind and of selector
-// Locks by namespace to the Lock
+// Locks by namespace and by coverage (coverageIndex) to the Lock
 // informer of c and returns it. Call it before c starts. The indexes are
 // on the informer itself, one value per Lock each, where a
 // controller-runtime field index keeps two (the namespace's and all
@@ -111,7 +120,7 @@ func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	if !ok {
 		return nil, fmt.Errorf("the Lock informer is a %T, not a client-go shared index informer", inf)
 	}
-	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector}); err != nil {
+	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector, coverageIndex: indexByCoverage}); err != nil {
 		return nil, fmt.Errorf("indexing Locks by target: %w", err)
 	}
 	return &LockIndex{informer: ii}, nil
@@ -199,11 +208,43 @@ func (x *LockIndex) LiveLocksCovering(o lockv1alpha1.Object) ([]lockv1alpha1.Loc
 	if err != nil {
 		return nil, err
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(selectorIndex, o.Namespace)
-	if err != nil {
-		return nil, fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
+	err = x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) { locks = append(locks, *l.DeepCopy()) })
+	return locks, err
+}
+
+// LiveSelectorLocksCovering returns, for each of objs (objects of namespace
+// ns), copies of the live selector Locks of ns that cover it (Lock.Covers),
+// in the order of objs; or ErrNotSynced before the informer has synced.
+// It reads only the selector Locks that each object's labels could match
+// (coverageIndex), copies only those it returns (each once), and
+// validates no selector: a decision in a namespace of many selector Locks
+// costs about what one among as many targetRef Locks does (issue 24).
+func (x *LockIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
 	}
-	return append(locks, copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.Covers(o) })...), nil
+	out := make([][]lockv1alpha1.Lock, len(objs))
+	var copies map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+	for i, o := range objs {
+		if o.Namespace != ns {
+			continue
+		}
+		err := x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) {
+			c, ok := copies[l]
+			if !ok {
+				if copies == nil {
+					copies = map[*lockv1alpha1.Lock]*lockv1alpha1.Lock{}
+				}
+				c = l.DeepCopy()
+				copies[l] = c
+			}
+			out[i] = append(out[i], *c)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // copyLocksIf returns copies of the Locks among objs that keep accepts,

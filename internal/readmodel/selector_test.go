@@ -54,11 +54,24 @@ func TestLockIndexSelectors(t *testing.T) {
 	if diff := cmp.Diff([]string{"forge/all", "forge/ref"}, names(index.LiveLocksCovering(forge))); diff != "" {
 		t.Errorf("LiveLocksCovering(relabelled forge): -want, +got:\n%s", diff)
 	}
+	web := forge
+	forge.Labels = db
+	gateway := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Gateway", Name: "g"}
+	lock := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Lock", Name: "ref"}
+	each, err := index.LiveSelectorLocksCovering("forge", []lockv1alpha1.Object{forge, web, gateway, lock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]string{{"forge/all", "forge/db"}, {"forge/all"}, {"forge/all", "forge/gateways"}, {}} {
+		if diff := cmp.Diff(want, names(each[i], nil)); diff != "" {
+			t.Errorf("LiveSelectorLocksCovering(forge, ...)[%d]: -want, +got:\n%s", i, diff)
+		}
+	}
 	if diff := cmp.Diff([]string{"forge/all", "forge/db", "forge/gateways"}, names(index.LiveSelectorLocksIn("forge"))); diff != "" {
 		t.Errorf("LiveSelectorLocksIn(forge): -want, +got:\n%s", diff)
 	}
-	gateway := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Gateway"}
-	if diff := cmp.Diff([]string{"elsewhere/all", "forge/all", "forge/db", "forge/gateways"}, names(index.LiveSelectorLocksOfKind(gateway))); diff != "" {
+	gatewayGK := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Gateway"}
+	if diff := cmp.Diff([]string{"elsewhere/all", "forge/all", "forge/db", "forge/gateways"}, names(index.LiveSelectorLocksOfKind(gatewayGK))); diff != "" {
 		t.Errorf("LiveSelectorLocksOfKind(Gateway): -want, +got:\n%s", diff)
 	}
 	stack := schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}

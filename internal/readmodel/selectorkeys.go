@@ -9,27 +9,27 @@ import (
 // SelectorLocksCovering returns the names of the live selector Locks that
 // cover at least one of objs (Lock.Covers), all of one namespace: the same
 // object with its old and new labels, for a relabelling. It copies no
-// Lock and reads only the selector Locks of that namespace; nil before the
-// informer has synced (the Locks' own events come once it has).
+// Lock and reads only the selector Locks the objects' labels could match
+// (coverageIndex); nil before the informer has synced (the Locks' own
+// events come once it has).
 func (x *LockIndex) SelectorLocksCovering(objs ...lockv1alpha1.Object) []types.NamespacedName {
 	if len(objs) == 0 || !x.HasSynced() {
 		return nil
 	}
-	found, err := x.informer.GetIndexer().ByIndex(selectorIndex, objs[0].Namespace)
-	if err != nil {
-		return nil
-	}
 	var keys []types.NamespacedName
-	for _, o := range found {
-		l, ok := o.(*lockv1alpha1.Lock)
-		if !ok {
+	seen := map[*lockv1alpha1.Lock]bool{}
+	for _, obj := range objs {
+		if obj.Namespace != objs[0].Namespace {
 			continue
 		}
-		for _, obj := range objs {
-			if l.Covers(obj) {
+		err := x.eachSelectorLock(obj, func(l *lockv1alpha1.Lock) {
+			if !seen[l] {
+				seen[l] = true
 				keys = append(keys, types.NamespacedName{Namespace: l.Namespace, Name: l.Name})
-				break
 			}
+		})
+		if err != nil {
+			return nil
 		}
 	}
 	return keys

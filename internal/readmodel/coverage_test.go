@@ -1,0 +1,80 @@
+package readmodel
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/watch"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TestCoverageIndex: the selector Locks the coverage index finds for an
+// object are exactly those that cover it (Lock.Covers over every Lock),
+// whatever the selector's shape: matchLabels, In, Exists, NotIn,
+// DoesNotExist, kinds, empty, and several of them at once.
+func TestCoverageIndex(t *testing.T) {
+	req := func(key, op string, values ...string) lockv1alpha1.LabelSelectorRequirement {
+		return lockv1alpha1.LabelSelectorRequirement{Key: key, Operator: op, Values: values}
+	}
+	selectors := map[string]lockv1alpha1.LockSelector{
+		"all":        {},
+		"db":         {MatchLabels: map[string]string{"tier": "db"}},
+		"db-eu":      {MatchLabels: map[string]string{"tier": "db", "region": "eu"}},
+		"db-or-web":  {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpIn, "db", "web")}},
+		"two-in":     {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpIn, "db", "web", "cache"), req("region", lockv1alpha1.SelectorOpIn, "eu")}},
+		"has-tier":   {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpExists)}},
+		"not-web":    {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpNotIn, "web")}},
+		"no-tier":    {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpDoesNotExist)}},
+		"gateways":   {Kinds: []string{"Gateway"}},
+		"db-stacks":  {MatchLabels: map[string]string{"tier": "db"}, Kinds: []string{"Stack"}},
+		"mixed":      {MatchLabels: map[string]string{"team": "a"}, MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("tier", lockv1alpha1.SelectorOpNotIn, "web"), req("region", lockv1alpha1.SelectorOpExists)}},
+		"prefixed":   {MatchLabels: map[string]string{"example.com/tier": "db"}},
+		"in-and-has": {MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{req("region", lockv1alpha1.SelectorOpExists), req("tier", lockv1alpha1.SelectorOpIn, "db")}},
+	}
+	src := &lockSource{watcher: watch.NewFake()}
+	var all []lockv1alpha1.Lock
+	for _, ns := range []string{"forge", "elsewhere"} {
+		for name, s := range selectors {
+			l := newSelectorLock(ns, name, s)
+			src.locks = append(src.locks, *l)
+			all = append(all, *l)
+		}
+	}
+	index := startIndex(t, src)
+	labelSets := []map[string]string{
+		nil,
+		{"tier": "db"},
+		{"tier": "web"},
+		{"tier": "cache", "region": "eu"},
+		{"tier": "db", "region": "eu", "team": "a"},
+		{"region": "us", "team": "a"},
+		{"example.com/tier": "db", "tier": "db"},
+		{"tier": "db", "region": "us"},
+	}
+	for _, kind := range []string{"Stack", "Gateway"} {
+		for _, labels := range labelSets {
+			o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: kind, Name: "o", Labels: labels}
+			var want []string
+			for i := range all {
+				if all[i].Covers(o) {
+					want = append(want, all[i].Name)
+				}
+			}
+			each, err := index.LiveSelectorLocksCovering("forge", []lockv1alpha1.Object{o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, l := range each[0] {
+				got = append(got, l.Name)
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("LiveSelectorLocksCovering(%s labelled %v): -want (Covers), +got:\n%s", kind, labels, diff)
+			}
+		}
+	}
+}
