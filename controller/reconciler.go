@@ -99,7 +99,7 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	protected := protectedNone()
 	if r.watches != nil {
 		var err error
-		if protected, err = r.watches.protected(ctx, &lock); err != nil {
+		if protected, err = r.watches.protected(&lock); err != nil {
 			return err
 		}
 	}
@@ -146,7 +146,7 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	case obs != nil:
 		return ctrl.Result{RequeueAfter: recheck}, r.writeStatuses(ctx, locks, *obs)
 	}
-	if err := r.watches.ensure(kind); err != nil {
+	if err := r.watches.ensure(ctx, kind); err != nil {
 		return ctrl.Result{}, err
 	}
 

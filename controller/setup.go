@@ -7,7 +7,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -132,7 +131,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	}
 	// Target kinds are watched as they are found: the watches need the
 	// controller, and the reconciler adds them.
-	r.watches = &targetWatches{cache: mgr.GetCache(), controller: c, locks: locks, watched: map[schema.GroupResource]readmodel.ServedKind{}}
+	r.watches = newTargetWatches(mgr.GetCache(), c, locks)
 
 	d := &targetDiscovery{kinds: kinds, watches: r.watches, interval: opts.DiscoveryInterval}
 	if err := mgr.Add(d); err != nil {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,18 @@ import (
 // keys it produces carry the Kind as discovery serves it, so that one
 // object is only ever one target: two spellings of a kind can never each
 // have a watch, and so never fight over the same annotation.
+//
+// The reconciler's event handlers read the watched kinds' objects
+// (eachIn: a selector Lock's event enqueues the objects it matches), and
+// a handler must never wait: the controller starts its workers only once
+// every source's handler has taken its initial list, so a handler that
+// waits holds the reconciler's start (until shutdown, when what it waits
+// for never comes). eachIn therefore reads the informers' stores directly,
+// never the cache (whose reads wait for a kind to sync, and one whose CRD
+// was deleted never does), and takes only mu, which is never held across
+// a call that can wait: ensure serialises on adding instead, held across
+// controller.Watch, which waits while the controller starts, that is while
+// the handlers take their initial lists.
 type targetWatches struct {
 	cache      cache.Cache
 	controller controller.TypedController[request]
@@ -35,28 +48,75 @@ type targetWatches struct {
 	// (objectEvents).
 	locks *readmodel.LockIndex
 
+	// adding is held by ensure while it adds a watch; no event handler
+	// takes it.
+	adding sync.Mutex
+	// mu guards watched, and is held only to read or write it.
 	mu      sync.Mutex
-	watched map[schema.GroupResource]readmodel.ServedKind
+	watched map[schema.GroupResource]watchedKind
+}
+
+// newTargetWatches returns the target watches of controller c, over the
+// metadata informers of cache.
+func newTargetWatches(cache cache.Cache, c controller.TypedController[request], locks *readmodel.LockIndex) *targetWatches {
+	return &targetWatches{cache: cache, controller: c, locks: locks, watched: map[schema.GroupResource]watchedKind{}}
+}
+
+// watchedKind is a watched kind and its metadata informer.
+type watchedKind struct {
+	readmodel.ServedKind
+	informer storeInformer
+}
+
+// storeInformer is what a controller-runtime informer is underneath
+// (client-go's shared index informer): whether it has synced, and its
+// store, indexed by namespace (every informer of a controller-runtime
+// cache is).
+type storeInformer interface {
+	HasSynced() bool
+	GetIndexer() toolscache.Indexer
+}
+
+// informer returns the metadata informer of kind k, started if the cache
+// does not have it yet, without waiting for it to sync.
+func (w *targetWatches) informer(ctx context.Context, k readmodel.ServedKind) (storeInformer, error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(k.GVK)
+	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("getting the metadata informer of %s: %w", k.Resource, err)
+	}
+	si, ok := inf.(storeInformer)
+	if !ok {
+		return nil, fmt.Errorf("the metadata informer of %s is a %T, not a client-go shared index informer", k.Resource, inf)
+	}
+	return si, nil
 }
 
 // synced starts the metadata informer of kind k, if the cache does not
 // have it yet, and reports whether it has synced, without waiting.
 func (w *targetWatches) synced(ctx context.Context, k readmodel.ServedKind) (bool, error) {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(k.GVK)
-	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	inf, err := w.informer(ctx, k)
 	if err != nil {
-		return false, fmt.Errorf("getting the metadata informer of %s: %w", k.Resource, err)
+		return false, err
 	}
 	return inf.HasSynced(), nil
 }
 
-// ensure watches the metadata of kind k, if it does not already.
-func (w *targetWatches) ensure(k readmodel.ServedKind) error {
+// ensure watches the metadata of kind k, if it does not already. Before the
+// controller has started, it waits for the start (controller.Watch).
+func (w *targetWatches) ensure(ctx context.Context, k readmodel.ServedKind) error {
+	w.adding.Lock()
+	defer w.adding.Unlock()
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, ok := w.watched[k.Resource]; ok {
+	_, ok := w.watched[k.Resource]
+	w.mu.Unlock()
+	if ok {
 		return nil
+	}
+	inf, err := w.informer(ctx, k)
+	if err != nil {
+		return err
 	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(k.GVK)
@@ -70,21 +130,22 @@ func (w *targetWatches) ensure(k readmodel.ServedKind) error {
 	if err := w.controller.Watch(kindSource[*metav1.PartialObjectMetadata](w.cache, obj, events, changed)); err != nil {
 		return fmt.Errorf("watching %s: %w", k.Resource, err)
 	}
-	w.watched[k.Resource] = k
+	w.mu.Lock()
+	w.watched[k.Resource] = watchedKind{ServedKind: k, informer: inf}
+	w.mu.Unlock()
 	return nil
 }
 
 // eachIn calls fn with every object of namespace ns, of every watched kind
-// (of kinds only, when not empty), in the metadata caches, read-only (the
-// objects are the cache's). It skips a kind whose cache has not synced: a
-// list would wait for it, and one whose CRD was deleted never syncs (the
-// event handlers that call this would then hold the controller's start
-// until shutdown); the kind's objects bring their selector Locks back when
-// it syncs (objectEvents). It stops at the first kind that cannot be
-// listed and returns its error.
-func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
+// (of kinds only, when not empty), in the metadata informers' stores,
+// read-only (the objects are the stores'). It never waits, so that event
+// handlers can call it (targetWatches): it reads the stores themselves,
+// not the cache, and skips a kind whose informer has not synced (one whose
+// CRD was deleted never does); the kind's objects bring their selector
+// Locks back when it syncs (objectEvents).
+func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
 	w.mu.Lock()
-	watched := make([]readmodel.ServedKind, 0, len(w.watched))
+	watched := make([]watchedKind, 0, len(w.watched))
 	for _, k := range w.watched {
 		if len(kinds) == 0 || slices.Contains(kinds, k.GVK.Kind) {
 			watched = append(watched, k)
@@ -92,19 +153,18 @@ func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, f
 	}
 	w.mu.Unlock()
 	for _, k := range watched {
-		if ok, err := w.synced(ctx, k); err != nil {
-			return err
-		} else if !ok {
+		if !k.informer.HasSynced() {
 			continue
 		}
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
-		if err := w.cache.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		objs, err := k.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+		if err != nil {
 			return fmt.Errorf("listing the %s of namespace %s: %w", k.GVK.GroupKind(), ns, err)
 		}
 		gk := k.GVK.GroupKind()
-		for i := range list.Items {
-			fn(gk, &list.Items[i])
+		for _, o := range objs {
+			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+				fn(gk, m)
+			}
 		}
 	}
 	return nil
@@ -115,30 +175,29 @@ func (w *targetWatches) eachIn(ctx context.Context, ns string, kinds []string, f
 // labels): the objects a selector Lock of ns with s covers, or covered
 // while it was live (s cannot change). An invalid selector matches none.
 // It reads every cached object of s's kinds in ns (O(N) in-memory checks
-// for N objects) and returns only those s matches.
+// for N objects) and returns only those s matches. It never waits
+// (eachIn).
 func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha1.LockSelector) []request {
 	if s.Validate() != nil {
 		return nil
 	}
 	var reqs []request
-	err := w.eachIn(ctx, ns, s.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
+	err := w.eachIn(ns, s.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
 		if s.Matches(gk.Kind, o.Labels) {
 			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.Name}})
 		}
 	})
 	if err != nil {
-		// The kind's own events reconcile its objects once it lists.
+		// The kind's own events reconcile its objects.
 		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the objects a selector Lock may cover", "namespace", ns)
 	}
 	return reqs
 }
 
-// protectedListTimeout bounds the cache reads of one targetWatches.protected.
-const protectedListTimeout = 10 * time.Second
-
 // protected returns the status.protected of the selector Lock lock: the
 // objects of its namespace, of every watched kind (of its kinds, when it
-// names some), that lock.Covers, as the metadata caches hold them.
+// names some), that lock.Covers, as the metadata informers hold them (of
+// the kinds whose informers have synced: eachIn).
 //
 // It reads every cached object of those kinds in the namespace: a pass
 // over a selector Lock costs O(N) in-memory checks for N objects there,
@@ -146,11 +205,9 @@ const protectedListTimeout = 10 * time.Second
 // once per protectedRecount (objectEvents), so a burst of creates in
 // a namespace costs each of its M selector Locks one pass per
 // protectedRecount, not one per object.
-func (w *targetWatches) protected(ctx context.Context, lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, error) {
-	ctx, cancel := context.WithTimeout(ctx, protectedListTimeout)
-	defer cancel()
+func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, error) {
 	var list protectedList
-	err := w.eachIn(ctx, lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
+	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
 		if lock.Covers(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
 			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.Name})
 		}
@@ -210,7 +267,7 @@ func (d *targetDiscovery) discover(ctx context.Context) {
 			log.Info("A discovered kind's cache has not synced yet; watching it later", "kind", k.GVK.GroupKind())
 			continue
 		}
-		if err := d.watches.ensure(k); err != nil {
+		if err := d.watches.ensure(ctx, k); err != nil {
 			log.Error(err, "Cannot watch a discovered kind", "kind", k.GVK.GroupKind())
 		}
 	}

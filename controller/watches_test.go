@@ -1,0 +1,216 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
+)
+
+// The kinds of the tests below.
+var (
+	stackKind = readmodel.ServedKind{
+		GVK:      schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"},
+		Resource: schema.GroupResource{Group: lockv1alpha1.Group, Resource: "stacks"}, Namespaced: true, Watchable: true,
+	}
+	pgKind = readmodel.ServedKind{
+		GVK:      schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "PostgresCluster"},
+		Resource: schema.GroupResource{Group: lockv1alpha1.Group, Resource: "postgresclusters"}, Namespaced: true, Watchable: true,
+	}
+)
+
+// metadataInformer is a metadata informer of a fake cache: synced or not
+// (a kind whose CRD was deleted, or whose list fails, never syncs), with
+// the namespace index of controller-runtime's informers.
+type metadataInformer struct {
+	*controllertest.FakeInformer
+	synced  bool
+	indexer toolscache.Indexer
+}
+
+func (i *metadataInformer) HasSynced() bool                { return i.synced }
+func (i *metadataInformer) GetIndexer() toolscache.Indexer { return i.indexer }
+
+// metadataCache is a cache of metadata informers, one per kind, that only
+// hands out its informers: every other call fails the test (the
+// reconciler's event handlers must not wait on the cache).
+type metadataCache struct {
+	cache.Cache
+	t         *testing.T
+	informers map[schema.GroupVersionKind]*metadataInformer
+}
+
+func newMetadataCache(t *testing.T) *metadataCache {
+	return &metadataCache{t: t, informers: map[schema.GroupVersionKind]*metadataInformer{}}
+}
+
+// add gives the cache an informer of kind k, synced or not, holding objs.
+func (c *metadataCache) add(k readmodel.ServedKind, synced bool, objs ...*metav1.PartialObjectMetadata) {
+	indexer := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	for _, o := range objs {
+		if err := indexer.Add(o); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.informers[k.GVK] = &metadataInformer{FakeInformer: controllertest.NewFakeInformer(), synced: synced, indexer: indexer}
+}
+
+func (c *metadataCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
+	inf, ok := c.informers[obj.GetObjectKind().GroupVersionKind()]
+	if !ok {
+		return nil, errors.New("no such informer")
+	}
+	return inf, nil
+}
+
+func (c *metadataCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	c.t.Error("the cache was listed: a list waits for the kind's informer to sync")
+	return errors.New("not listed here")
+}
+
+func (c *metadataCache) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	c.t.Error("the cache was read: a read waits for the kind's informer to sync")
+	return errors.New("not read here")
+}
+
+// startingController is a controller whose Watch, once block is set,
+// waits until release is closed, as controller-runtime's does while the
+// controller starts: its Start holds the lock that Watch takes until every
+// source has synced, that is until the sources' event handlers have taken
+// their initial lists.
+type startingController struct {
+	controller.TypedController[request]
+	mu      sync.Mutex
+	block   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newStartingController() *startingController {
+	return &startingController{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// starting makes the next Watch calls wait for release.
+func (c *startingController) starting() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.block = true
+}
+
+func (c *startingController) Watch(source.TypedSource[request]) error {
+	c.mu.Lock()
+	block := c.block
+	c.mu.Unlock()
+	if block {
+		close(c.entered)
+		<-c.release
+	}
+	return nil
+}
+
+// object returns an object of namespace ns with labels.
+func object(ns, name string, labels map[string]string) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+}
+
+// selectorLockOf returns a selector Lock of namespace ns with s.
+func selectorLockOf(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: lockv1alpha1.LockSpec{Selector: &s}}
+}
+
+// TestLockEventsWhileAWatchIsAdded: the event handler of a selector Lock
+// never waits for a target watch being added. A new leader's controller
+// starts with its sources, and waits, holding the lock that Watch takes,
+// until their event handlers have taken their initial lists; meanwhile
+// kind discovery finds the group's kinds (already synced in the cache that
+// every replica keeps for the cascade guard) and adds their watches. A
+// handler that waited for the watch being added, while the watch waits for
+// the handler, held the reconciler's start until shutdown (chaos-short
+// with selector Locks, issue 24).
+func TestLockEventsWhileAWatchIsAdded(t *testing.T) {
+	c := newMetadataCache(t)
+	c.add(stackKind, true, object("forge", "web", map[string]string{"tier": "db"}), object("forge", "api", nil), object("other", "db", map[string]string{"tier": "db"}))
+	c.add(pgKind, true)
+	ctl := newStartingController()
+	defer close(ctl.release)
+	w := newTargetWatches(c, ctl, nil)
+	if err := w.ensure(t.Context(), stackKind); err != nil {
+		t.Fatal(err)
+	}
+
+	// Discovery adds the PostgresCluster watch while the controller starts.
+	ctl.starting()
+	go func() { _ = w.ensure(t.Context(), pgKind) }()
+	<-ctl.entered
+
+	// The Lock source's handler takes a selector Lock of its initial list.
+	r := &reconciler{watches: w, namespaceGuard: true}
+	q := newQueue()
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		lockEvents{r}.Create(t.Context(), event.TypedCreateEvent[*lockv1alpha1.Lock]{Object: selectorLockOf("forge", "keep-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}), IsInInitialList: true}, q)
+	}()
+	select {
+	case <-handled:
+	case <-time.After(time.Minute):
+		t.Fatal("the Lock event handler still waits, a minute on, for the PostgresCluster watch being added, which waits for the controller's start, which waits for the handler")
+	}
+	want := []request{
+		{Lock: client.ObjectKey{Namespace: "forge", Name: "keep-db"}},
+		{Namespace: "forge"},
+		{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "web"}},
+	}
+	if diff := cmp.Diff(want, drain(q)); diff != "" {
+		t.Errorf("enqueued -want, +got:\n%s", diff)
+	}
+}
+
+// TestEachInReadsSyncedKindsOnly: what a selector Lock covers is read from
+// the informers of the watched kinds that have synced, in the Lock's
+// namespace only; a kind whose informer has not synced (its CRD deleted,
+// its list failing) is skipped, without a read of the cache, which would
+// wait for it.
+func TestEachInReadsSyncedKindsOnly(t *testing.T) {
+	c := newMetadataCache(t)
+	c.add(stackKind, true, object("forge", "web", map[string]string{"tier": "db"}), object("forge", "api", nil), object("other", "db", map[string]string{"tier": "db"}))
+	c.add(pgKind, false, object("forge", "db", map[string]string{"tier": "db"}))
+	w := newTargetWatches(c, newStartingController(), nil)
+	for _, k := range []readmodel.ServedKind{stackKind, pgKind} {
+		if err := w.ensure(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := w.targetsIn(t.Context(), "forge", &lockv1alpha1.LockSelector{})
+	want := []request{
+		{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "api"}},
+		{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "web"}},
+	}
+	sortRequests := cmpopts.SortSlices(func(a, b request) bool { return a.Target.String() < b.Target.String() })
+	if diff := cmp.Diff(want, got, sortRequests); diff != "" {
+		t.Errorf("targetsIn(forge, {}): -want, +got:\n%s", diff)
+	}
+	p, err := w.protected(selectorLockOf("forge", "keep-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&lockv1alpha1.ProtectedStatus{Count: 1, Resources: []lockv1alpha1.ProtectedResource{{Kind: "Stack", Name: "web"}}}, p); diff != "" {
+		t.Errorf("protected(tier=db): -want, +got:\n%s", diff)
+	}
+}
