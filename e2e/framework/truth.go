@@ -69,7 +69,8 @@ type TruthOptions struct {
 // returns one error per violation, joined (nil when none):
 //
 //   - for every Lock whose status says active, a server-side dry-run DELETE
-//     of its target is denied by lockguard naming the Lock;
+//     of its target is denied by lockguard naming the Lock; for a selector
+//     Lock, of each object its status.protected names;
 //   - for every Lock that says it is not active, status.active is present
 //     and false and the Ready condition says why: False, with reason
 //     MissingReference or InvalidTarget and a message;
@@ -141,6 +142,9 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 	if cond.Status != metav1.ConditionTrue || cond.Reason != lockv1alpha1.ReasonActive {
 		return fmt.Errorf("active, but Ready is %s reason %s", cond.Status, cond.Reason)
 	}
+	if l.HasSelector() {
+		return k.checkSelectorTruth(ctx, &l, kinds)
+	}
 	gvk, ok := l.Spec.TargetRef.GroupKind()
 	if ok != nil || gvk.Group != lockv1alpha1.Group {
 		return fmt.Errorf("active with a target outside %s: %+v", lockv1alpha1.Group, l.Spec.TargetRef)
@@ -157,6 +161,30 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 		return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s returned %w, not a denial", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
 	case !deniedBy(err.Error(), l.Name):
 		return fmt.Errorf("active, but the dry-run DELETE of %s %s/%s was denied without naming it: %w", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+	}
+	return nil
+}
+
+// checkSelectorTruth checks the active selector Lock l: a dry-run DELETE
+// of each object its status.protected names is denied naming it.
+func (k *Kube) checkSelectorTruth(ctx context.Context, l *lockv1alpha1.Lock, kinds []servedKind) error {
+	if l.Status.Protected == nil {
+		return errors.New("active, but status.protected is missing")
+	}
+	for _, r := range l.Status.Protected.Resources {
+		gvk, found := lookupKind(kinds, r.Kind)
+		if !found {
+			return fmt.Errorf("active, and status.protected names %s %q, of no served kind", r.Kind, r.Name)
+		}
+		err := k.Client.Delete(ctx, Object(gvk, l.Namespace, r.Name), client.DryRunAll)
+		switch {
+		case err == nil:
+			return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s, which status.protected names, is allowed", r.Kind, l.Namespace, r.Name)
+		case !apierrors.IsForbidden(err):
+			return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s, which status.protected names, returned %w, not a denial", r.Kind, l.Namespace, r.Name, err)
+		case !deniedBy(err.Error(), l.Name):
+			return fmt.Errorf("active, but the dry-run DELETE of %s %s/%s, which status.protected names, was denied without naming it: %w", r.Kind, l.Namespace, r.Name, err)
+		}
 	}
 	return nil
 }
