@@ -23,17 +23,50 @@ func annotationValue(locks []lockv1alpha1.Lock) string {
 	return strings.Join(names, ",")
 }
 
-// annotationPatch is a JSON merge patch that sets LockedAnnotation to value,
-// or removes it when value is "", and touches nothing else. It is written
-// out rather than computed from the cached object: the cache keeps only
-// this annotation of a target, so a diff against it could not tell the
-// target's other annotations apart from absent ones (removing the last
-// cached key would patch "annotations": null and drop them all).
-func annotationPatch(value string) client.Patch {
+// metadataPatch is a JSON merge patch that sets LockedAnnotation to
+// annotation, or removes it when annotation is "", and, when label is set,
+// puts ReadOnlyLabel=true on (*label true) or takes it off (false), and
+// touches nothing else: one write for both, so that a target whose Locks
+// change costs one patch. It is written out rather than computed from the
+// cached object: the cache keeps only this annotation of a target, so a
+// diff against it could not tell the target's other annotations apart
+// from absent ones (removing the last cached key would patch
+// "annotations": null and drop them all).
+func metadataPatch(annotation string, label *bool) client.Patch {
 	var v any
-	if value != "" {
-		v = value
+	if annotation != "" {
+		v = annotation
 	}
-	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{lockv1alpha1.LockedAnnotation: v}}})
+	meta := map[string]any{"annotations": map[string]any{lockv1alpha1.LockedAnnotation: v}}
+	if label != nil {
+		var l any
+		if *label {
+			l = "true"
+		}
+		meta["labels"] = map[string]any{lockv1alpha1.ReadOnlyLabel: l}
+	}
+	data, _ := json.Marshal(map[string]any{"metadata": meta})
 	return client.RawPatch(types.MergePatchType, data)
+}
+
+// readOnlyCovered reports whether any of locks is a ReadOnly Lock: the
+// object they cover must carry ReadOnlyLabel.
+func readOnlyCovered(locks []lockv1alpha1.Lock) bool {
+	for _, l := range locks {
+		if l.Spec.Level == lockv1alpha1.LevelReadOnly {
+			return true
+		}
+	}
+	return false
+}
+
+// labelChange returns the change of ReadOnlyLabel that an object with
+// labels needs when want says whether ReadOnly Locks cover it: nil when
+// none (it carries the label with the value "true" exactly when wanted).
+func labelChange(labels map[string]string, want bool) *bool {
+	v, has := labels[lockv1alpha1.ReadOnlyLabel]
+	if want == (has && v == "true") && (want || !has) {
+		return nil
+	}
+	return &want
 }

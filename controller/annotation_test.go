@@ -26,19 +26,56 @@ func TestAnnotationValue(t *testing.T) {
 	}
 }
 
-// TestAnnotationPatch: the patch names the lock annotation only, so the
-// target's other annotations are never touched.
-func TestAnnotationPatch(t *testing.T) {
-	for value, want := range map[string]string{
-		"a,b": `{"metadata":{"annotations":{"core.navique.com/locked":"a,b"}}}`,
-		"":    `{"metadata":{"annotations":{"core.navique.com/locked":null}}}`,
-	} {
-		data, err := annotationPatch(value).Data(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, string(data)); diff != "" {
-			t.Errorf("annotationPatch(%q): -want, +got:\n%s", value, diff)
-		}
+// TestMetadataPatch: the patch names the lock annotation and, when it
+// changes, the read-only label only, so the target's other annotations
+// and labels are never touched.
+func TestMetadataPatch(t *testing.T) {
+	on, off := true, false
+	cases := map[string]struct {
+		reason     string
+		annotation string
+		label      *bool
+		want       string
+	}{
+		"Set":        {reason: "Locks named, label left alone.", annotation: "a,b", want: `{"metadata":{"annotations":{"core.navique.com/locked":"a,b"}}}`},
+		"Remove":     {reason: "No Lock: the annotation goes.", want: `{"metadata":{"annotations":{"core.navique.com/locked":null}}}`},
+		"LabelOn":    {reason: "A ReadOnly Lock: the label goes on in the same patch.", annotation: "a", label: &on, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a"},"labels":{"core.navique.com/read-only":"true"}}}`},
+		"LabelOff":   {reason: "No ReadOnly Lock any more: the label goes.", annotation: "a", label: &off, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a"},"labels":{"core.navique.com/read-only":null}}}`},
+		"AllRemoved": {reason: "The last Lock, ReadOnly, deleted.", label: &off, want: `{"metadata":{"annotations":{"core.navique.com/locked":null},"labels":{"core.navique.com/read-only":null}}}`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data, err := metadataPatch(tc.annotation, tc.label).Data(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(data)); diff != "" {
+				t.Errorf("%s\nmetadataPatch(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestLabelChange(t *testing.T) {
+	on, off := true, false
+	cases := map[string]struct {
+		reason string
+		labels map[string]string
+		want   bool
+		change *bool
+	}{
+		"WantedThere":     {reason: "Wanted and there: no write.", labels: map[string]string{lockv1alpha1.ReadOnlyLabel: "true"}, want: true},
+		"WantedMissing":   {reason: "Wanted, missing: on.", labels: map[string]string{"tier": "db"}, want: true, change: &on},
+		"WantedWrong":     {reason: "Wanted, another value: set to true.", labels: map[string]string{lockv1alpha1.ReadOnlyLabel: "no"}, want: true, change: &on},
+		"UnwantedThere":   {reason: "Not wanted, there: off.", labels: map[string]string{lockv1alpha1.ReadOnlyLabel: "true"}, change: &off},
+		"UnwantedOdd":     {reason: "Not wanted, any value: off.", labels: map[string]string{lockv1alpha1.ReadOnlyLabel: ""}, change: &off},
+		"UnwantedMissing": {reason: "Not wanted, missing: no write (a quiet cluster of CanNotDelete Locks writes nothing new)."},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.change, labelChange(tc.labels, tc.want)); diff != "" {
+				t.Errorf("%s\nlabelChange(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

@@ -96,13 +96,14 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	if !lock.HasSelector() {
 		return nil // Its target's pass writes its status.
 	}
-	protected := protectedNone()
+	protected, unlabelled := protectedNone(), 0
 	if r.watches != nil {
 		var err error
-		if protected, err = r.watches.protected(&lock); err != nil {
+		if protected, unlabelled, err = r.watches.protected(&lock); err != nil {
 			return err
 		}
 	}
+	frozen := selectorFrozen(protected.Count, unlabelled)
 	if r.namespaceGuard {
 		guarded, err := r.ensureNamespaceLabel(ctx, lock.Namespace, true)
 		if err != nil {
@@ -110,10 +111,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 		}
 		if !guarded {
 			// The namespace watch reconciles the Lock again once labelled.
-			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace).covering(protected))
+			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace).covering(protected).freezing(frozen))
 		}
 	}
-	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected})
+	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected, readOnly: frozen})
 }
 
 // notGuarded is the observation of a Lock whose namespace does not carry
@@ -171,13 +172,20 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		return ctrl.Result{}, err
 	}
 	want := annotationValue(covering)
-	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want {
-		if err := r.client.Patch(ctx, obj, annotationPatch(want)); err != nil {
+	readOnly := readOnlyCovered(covering)
+	label := labelChange(obj.Labels, readOnly)
+	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want || label != nil {
+		// One patch for the annotation and the read-only label.
+		if err := r.client.Patch(ctx, obj, metadataPatch(want, label)); err != nil {
 			// Not found: the target's delete event reconciles it again.
-			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation of %s %s/%s: %w", lockv1alpha1.LockedAnnotation, gk, target.Namespace, target.Name, err))
+			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation and %s label of %s %s/%s: %w",
+				lockv1alpha1.LockedAnnotation, lockv1alpha1.ReadOnlyLabel, gk, target.Namespace, target.Name, err))
 		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want)
+		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want, "readOnly", readOnly)
 	}
+	// The target now carries the label exactly when ReadOnly Locks cover
+	// it: the freeze of its ReadOnly targetRef Locks is in force.
+	frozen := readOnlyObservation{frozen: readOnly}
 	if r.namespaceGuard && len(covering) > 0 {
 		// The namespace's label, ensured here too so that a new Lock turns
 		// active in one pass. covering are live Locks of the namespace, so
@@ -189,10 +197,10 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		}
 		if !guarded {
 			// The namespace watch reconciles the target again once labelled.
-			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace).covering(protectedTarget(target)))
+			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace).covering(protectedTarget(target)).freezing(frozen))
 		}
 	}
-	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protectedTarget(target)})
+	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protectedTarget(target), readOnly: frozen})
 }
 
 // resolveTarget decides what a pass over target can do: annotate the

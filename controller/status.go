@@ -24,6 +24,71 @@ type observation struct {
 	message string // for an active Lock, the message is activeMessage's
 	// protected is what the Lock covers now; nil: nothing.
 	protected *lockv1alpha1.ProtectedStatus
+	// readOnly says whether what the Lock covers carries ReadOnlyLabel,
+	// for the ReadOnly condition of a ReadOnly Lock.
+	readOnly readOnlyObservation
+}
+
+// readOnlyObservation is what the ReadOnly condition of a ReadOnly Lock
+// should say.
+type readOnlyObservation struct {
+	// frozen: every resource the Lock covers carries ReadOnlyLabel, so
+	// their updates reach the update guard (InForce).
+	frozen bool
+	// message of a Pending condition; "" for pendingMessage.
+	message string
+}
+
+// freezing returns obs with readOnly ro.
+func (obs observation) freezing(ro readOnlyObservation) observation {
+	obs.readOnly = ro
+	return obs
+}
+
+// selectorFrozen is the readOnlyObservation of a selector Lock that covers
+// count resources, unlabelled of which do not carry ReadOnlyLabel yet.
+func selectorFrozen(count int32, unlabelled int) readOnlyObservation {
+	if unlabelled == 0 {
+		return readOnlyObservation{frozen: true}
+	}
+	return readOnlyObservation{message: fmt.Sprintf(
+		"%d of the %d resources this Lock covers do not carry the label %s=true yet; their updates are not refused until they do",
+		unlabelled, count, lockv1alpha1.ReadOnlyLabel)}
+}
+
+// pendingMessage is the default message of a Pending ReadOnly condition.
+const pendingMessage = "the resources this Lock covers do not all carry the label " + lockv1alpha1.ReadOnlyLabel + "=true yet; their updates are not refused until they do"
+
+// inForceMessage is the message of an InForce ReadOnly condition.
+const inForceMessage = "updates of the spec and metadata of the resources this Lock covers are refused, except by the principals lockguard exempts; their status can change"
+
+// setReadOnlyCondition sets the ReadOnly condition of lock, a ReadOnly
+// Lock, from obs, or removes it from a Lock of any other level. A Lock
+// whose target does not exist covers nothing, so everything it covers is
+// labelled (InForce: the target is frozen once created and labelled, the
+// window README states); one whose scope is invalid never freezes
+// anything (Pending).
+func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
+	if lock.Spec.Level != lockv1alpha1.LevelReadOnly {
+		meta.RemoveStatusCondition(&lock.Status.Conditions, lockv1alpha1.ConditionReadOnly)
+		return
+	}
+	ro := obs.readOnly
+	switch obs.reason {
+	case lockv1alpha1.ReasonMissingReference:
+		ro = readOnlyObservation{frozen: true}
+	case lockv1alpha1.ReasonInvalidTarget:
+		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
+	}
+	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
+		Message: inForceMessage, ObservedGeneration: lock.Generation}
+	if !ro.frozen {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, lockv1alpha1.ReasonPending, ro.message
+		if c.Message == "" {
+			c.Message = pendingMessage
+		}
+	}
+	meta.SetStatusCondition(&lock.Status.Conditions, c)
 }
 
 // covering returns obs with protected p.
@@ -99,6 +164,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 		Message:            obs.message,
 		ObservedGeneration: lock.Generation,
 	})
+	setReadOnlyCondition(lock, obs)
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil
 	}

@@ -205,17 +205,25 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 // once per protectedRecount (objectEvents), so a burst of creates in
 // a namespace costs each of its M selector Locks one pass per
 // protectedRecount, not one per object.
-func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, error) {
+//
+// It also returns how many of them do not carry ReadOnlyLabel=true (each
+// object's own pass puts it on, when a ReadOnly Lock covers it), for the
+// ReadOnly condition of a ReadOnly Lock.
+func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, int, error) {
 	var list protectedList
+	unlabelled := 0
 	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
 		if lock.Covers(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
 			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.Name})
+			if o.Labels[lockv1alpha1.ReadOnlyLabel] != "true" {
+				unlabelled++
+			}
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing what Lock %s covers: %w", client.ObjectKeyFromObject(lock), err)
+		return nil, 0, fmt.Errorf("listing what Lock %s covers: %w", client.ObjectKeyFromObject(lock), err)
 	}
-	return list.status(), nil
+	return list.status(), unlabelled, nil
 }
 
 // targetDiscovery watches every kind of the core.navique.com group that

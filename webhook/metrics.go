@@ -23,6 +23,7 @@ const (
 // decisions itself. Labels are bounded: no object, Lock or user names.
 type Metrics struct {
 	deniedTotal   *prometheus.CounterVec
+	updateDenied  *prometheus.CounterVec
 	reviewsTotal  *prometheus.CounterVec
 	duration      prometheus.Histogram
 	refused       *prometheus.CounterVec
@@ -37,9 +38,13 @@ func NewMetrics() *Metrics {
 			Name: "lockguard_delete_denied_total",
 			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
+		updateDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_update_denied_total",
+			Help: "UPDATEs (and PATCHes) denied because live ReadOnly Locks cover the object, by namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run updates.",
+		}, []string{"namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
-			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
+			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
 		}, []string{"guard", "decision"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockguard_admission_duration_seconds",
@@ -64,14 +69,14 @@ func NewMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.reviewsTotal, m.duration, m.refused, m.eventsDropped, m.incomplete} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.reviewsTotal, m.duration, m.refused, m.eventsDropped, m.incomplete} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
 	}
 	// Make the decisions visible at zero, so that rate() and alerts on
 	// "errored" work before the first error.
-	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD} {
+	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly} {
 		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}
@@ -108,7 +113,11 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 	m.duration.Observe(took.Seconds())
 	d := decisionOf(resp)
 	m.reviewsTotal.WithLabelValues(guard, d).Inc()
-	if d == DecisionDenied {
+	switch {
+	case d != DecisionDenied:
+	case guard == GuardReadOnly:
+		m.updateDenied.WithLabelValues(req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
+	default:
 		m.deniedTotal.WithLabelValues(guard, req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
 	}
 }

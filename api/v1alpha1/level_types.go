@@ -15,7 +15,8 @@ const (
 	// LevelReadOnly refuses deleting what the Lock protects and also
 	// changing its spec and metadata (UPDATE and PATCH), except by the
 	// principals lockguard is configured to exempt, and except the status
-	// subresource and lockguard's own annotation and label.
+	// subresource and lockguard's own annotation and label (which may be
+	// added, not removed: FrozenChange says exactly what is frozen).
 	LevelReadOnly LockLevel = "ReadOnly"
 )
 

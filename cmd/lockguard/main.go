@@ -79,6 +79,12 @@ func run() error {
 	fs.DurationVar(&o.Peers.TTL, "pending-ttl", 0, "How long a Lock create is remembered and a new replica stays cold; longer than a create request can take (default 2m).")
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it), putting it on a Lock's namespace before the Lock's create is allowed ("+webhook.CreatePath+"; with or without the peer protocol); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
+	readOnlyGuard := fs.Bool("read-only-guard", true, "Serve the update guard of ReadOnly Locks at "+webhook.UpdatePath+": an UPDATE or PATCH of an object a live ReadOnly Lock covers is refused when it changes the object's spec or metadata (not its status, nor lockguard's own annotation and label), unless an exempt principal (lockguard itself, --read-only-exempt) sends it. false when the chart's guards.readOnly.enabled is false.")
+	var exempt []string
+	fs.Func("read-only-exempt", "A principal whose updates ReadOnly Locks never refuse: a username (system:serviceaccount:NAMESPACE:NAME for a ServiceAccount) or group:NAME; repeat the flag or separate entries with commas. lockguard itself is always exempt (it learns its username with a SelfSubjectReview). The chart's readOnly.exemptPrincipals.", func(v string) error {
+		exempt = append(exempt, v)
+		return nil
+	})
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.DenialFlushInterval, "denial-flush-interval", denials.DefaultInterval, "How often, at most, this replica writes the status.lastDenied of one Lock: the first refusal of a quiet Lock is written at once, the ones that follow within the interval are added to the count of the next write, so that a delete loop makes one status write per Lock per interval.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
@@ -91,11 +97,15 @@ func run() error {
 	zapOpts.BindFlags(fs)
 	flag.Parse()
 	o.Controller.DisableNamespaceGuard = !*namespaceGuard
+	o.DisableReadOnlyGuard = !*readOnlyGuard
 	mode, err := webhook.ParseCascadeMode(*cascadeGuard)
 	if err != nil {
 		return err
 	}
 	o.CascadeGuard = mode
+	if o.ReadOnlyExempt, err = webhook.ParseExemptions(exempt); err != nil {
+		return fmt.Errorf("--read-only-exempt: %w", err)
+	}
 	if peersSet(fs) {
 		list, err := peers.ParseList(*peerList)
 		if err != nil {

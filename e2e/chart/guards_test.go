@@ -3,6 +3,7 @@ package chart_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,9 +15,9 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 )
 
-// TestGuardWebhooks checks the namespace and CRD guards' webhook entries and
-// their values: on by default, each turned off by its own value, neither
-// rendered in mode policy (which renders no webhook).
+// TestGuardWebhooks checks the namespace, CRD and update guards' webhook
+// entries and their values: on by default, each turned off by its own
+// value, none rendered in mode policy (which renders no webhook).
 func TestGuardWebhooks(t *testing.T) {
 	requireHelm(t)
 	type entry struct {
@@ -45,15 +46,35 @@ func TestGuardWebhooks(t *testing.T) {
 		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "core-navique-com-group", Expression: "oldObject.spec.group == 'core.navique.com'"}},
 		FailurePolicy:   admissionregistrationv1.Fail,
 	}
+	namespaced := admissionregistrationv1.NamespacedScope
+	update := entry{
+		Name: "update.lockguard.core.navique.com",
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"core.navique.com"}, APIVersions: []string{"*"}, Resources: []string{"*"}, Scope: &namespaced},
+		}},
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"core.navique.com/read-only": "true"}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{
+			{Name: "not-a-lock", Expression: "request.resource.resource != 'locks'"},
+			{Name: "not-exempt", Expression: "!(request.userInfo.username in ['system:serviceaccount:lockguard-system:lockguard', 'system:serviceaccount:navique-system:navique-operator'])"},
+		},
+		FailurePolicy: admissionregistrationv1.Fail,
+	}
+	updateGroups := update
+	updateGroups.MatchConditions = []admissionregistrationv1.MatchCondition{update.MatchConditions[0], {Name: "not-exempt",
+		Expression: "!(request.userInfo.username in ['system:serviceaccount:lockguard-system:lockguard', 'alice']) && !request.userInfo.groups.exists(g, g in ['ops', 'system:masters'])"}}
 	cases := map[string]struct {
 		reason string
 		set    []string
 		want   []entry
 	}{
-		"Default":     {reason: "both guards are on by default", want: []entry{namespace, crd}},
-		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry", set: []string{"guards.namespace.enabled=false"}, want: []entry{crd}},
-		"NoCRD":       {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace}},
-		"None":        {reason: "both off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
+		"Default":     {reason: "every guard is on by default", want: []entry{namespace, crd, update}},
+		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry", set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update}},
+		"NoCRD":       {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update}},
+		"NoReadOnly":  {reason: "guards.readOnly.enabled=false drops the update entry", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd}},
+		"Exempt": {reason: "readOnly.exemptPrincipals: users and group:NAME groups, besides lockguard's own ServiceAccount, skipped by a matchCondition",
+			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups}},
+		"None": {reason: "all off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -68,10 +89,14 @@ func TestGuardWebhooks(t *testing.T) {
 				t.Errorf("last webhook %s at %s, failurePolicy %s; want the Lock create entry at /validate-lock-create, Fail", last.Name, *last.ClientConfig.Service.Path, *last.FailurePolicy)
 			}
 			for _, wh := range vwc.Webhooks[1 : len(vwc.Webhooks)-1] {
+				path := "/validate-delete"
+				if wh.Name == update.Name {
+					path = "/validate-update"
+				}
 				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
-					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != "/validate-delete" {
-					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at /validate-delete",
-						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig)
+					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != path {
+					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at %s",
+						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig, path)
 				}
 				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})
 			}
@@ -125,5 +150,36 @@ func TestCascadeGuardValue(t *testing.T) {
 		if diff := cmp.Diff(base.Object, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard").Object); diff != "" {
 			t.Errorf("guards.cascade=%s: the webhook configuration changed: -default, +got:\n%s", mode, diff)
 		}
+	}
+}
+
+// TestReadOnlyGuardValues: guards.readOnly.enabled and
+// readOnly.exemptPrincipals reach lockguard as --read-only-guard and one
+// --read-only-exempt each.
+func TestReadOnlyGuardValues(t *testing.T) {
+	requireHelm(t)
+	cases := map[string]struct {
+		reason string
+		set    []string
+		want   []string
+	}{
+		"Default":  {reason: "the navique operator's ServiceAccount", want: []string{"--read-only-exempt=system:serviceaccount:navique-system:navique-operator"}},
+		"Off":      {reason: "the guard off, no principals", set: []string{"guards.readOnly.enabled=false"}, want: []string{"--read-only-guard=false"}},
+		"Several":  {reason: "one flag per principal", set: []string{"readOnly.exemptPrincipals={alice,group:ops}"}, want: []string{"--read-only-exempt=alice", "--read-only-exempt=group:ops"}},
+		"NoneSaid": {reason: "an empty list exempts lockguard alone", set: []string{"readOnly.exemptPrincipals=null"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{Set: tc.set}), "Deployment", "lockguard"))
+			var got []string
+			for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--read-only-") {
+					got = append(got, a)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nread-only flags: -want, +got:\n%s", tc.reason, diff)
+			}
+		})
 	}
 }

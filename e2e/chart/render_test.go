@@ -378,6 +378,8 @@ func TestDeployment(t *testing.T) {
 		"metrics-cert-dir":          "/tmp/k8s-webhook-server/serving-certs",
 		"shutdown-delay":            "10s",
 		"cascade-guard":             "Deny",
+		// The chart's default exempt principal of ReadOnly Locks.
+		"read-only-exempt": "system:serviceaccount:navique-system:navique-operator",
 		// The other replicas: the webhook Service's endpoints, verified
 		// for its DNS name (with POD_IP, below).
 		"peer-service":     "lockguard-webhook",

@@ -173,9 +173,9 @@ func TestChartWithCertManager(t *testing.T) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "lockguard"}, &vwc); err != nil {
 			return false, err
 		}
-		// The object guard's webhook, the namespace and CRD guards' and
-		// the Lock create entry of the peer protocol.
-		return len(vwc.Webhooks) == 4 && sameCABundle(&vwc), nil
+		// The object guard's webhook, the namespace, CRD and update
+		// guards' and the Lock create entry of the peer protocol.
+		return len(vwc.Webhooks) == 5 && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
 	}

@@ -109,6 +109,15 @@ type Options struct {
 	// Lock-create entry the peer protocol requires (CreateEntryOptions).
 	CreateEntry CreateEntryOptions
 
+	// DisableReadOnlyGuard leaves the update guard of ReadOnly Locks
+	// (webhook.UpdatePath) unserved: the chart's guards.readOnly.enabled
+	// false, which renders no update entry. Default false: it is served.
+	DisableReadOnlyGuard bool
+	// ReadOnlyExempt are the principals whose updates ReadOnly Locks never
+	// refuse, besides lockguard itself (learned at start with a
+	// SelfSubjectReview); their Self is set by New.
+	ReadOnlyExempt webhook.Exemptions
+
 	// DenialFlushInterval is how often, at most, this replica writes the
 	// status.lastDenied of one Lock (internal/denials): the refusals in
 	// between are added to the count of the next write. Default
@@ -307,6 +316,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, handler)
 	mgr.GetWebhookServer().Register(webhook.CreatePath, webhook.NewCreateHandler(creates))
+	if !o.DisableReadOnlyGuard {
+		// lockguard's own writes are exempt once it knows who it is.
+		self := &selfIdentity{client: mgr.GetClient()}
+		if err := mgr.Add(self); err != nil {
+			return nil, fmt.Errorf("adding the self identity: %w", err)
+		}
+		exempt := o.ReadOnlyExempt
+		exempt.Self = self.Username
+		mgr.GetWebhookServer().Register(webhook.UpdatePath, webhook.NewUpdateHandler(handler, exempt))
+	}
 	if err := controller.Setup(mgr, locks, kinds, o.Controller); err != nil {
 		return nil, err
 	}

@@ -9,20 +9,32 @@ guard, which tells the requests apart by kind.
 - crd: only CustomResourceDefinitions of the core.navique.com group (a
   matchCondition on oldObject, beta and on by default in Kubernetes 1.28 and
   1.29, GA from 1.30): other groups' CRDs never reach lockguard.
-Both fail closed (webhook.failurePolicy): a namespace or CRD that may hold a
-locked object is never deleted because lockguard could not answer.
+- readOnly: the UPDATEs (a PATCH arrives as one) of the main resource of
+  core.navique.com objects (resources: every resource, never its
+  subresources, so the status subresource never reaches lockguard) that lockguard's reconciler labels
+  core.navique.com/read-only=true (objectSelector), that is the objects a
+  ReadOnly Lock covers: every other update of the group never calls
+  lockguard. The API server matches the objectSelector on the old and the
+  new object, so removing the label is seen too. matchConditions skip Locks
+  and the exempt principals (readOnly.exemptPrincipals and lockguard's own
+  ServiceAccount; lockguard checks them again itself). It calls
+  /validate-update.
+The namespace and CRD entries fail closed (webhook.failurePolicy): a
+namespace or CRD that may hold a locked object is never deleted because
+lockguard could not answer; the readOnly entry too: a frozen object is not
+changed because lockguard could not answer.
 */ -}}
 {{- define "lockguard.guardWebhooks" -}}
 {{- $ctx := . }}
-{{- range $guard := list "namespace" "crd" }}
+{{- range $guard := list "namespace" "crd" "readOnly" }}
 {{- if (index $ctx.Values.guards $guard).enabled }}
-- name: {{ $guard }}.lockguard.core.navique.com
+- name: {{ if eq $guard "readOnly" }}update{{ else }}{{ $guard }}{{ end }}.lockguard.core.navique.com
   admissionReviewVersions: ["v1"]
   clientConfig:
     service:
       name: {{ include "lockguard.webhookServiceName" $ctx }}
       namespace: {{ $ctx.Release.Namespace }}
-      path: /validate-delete
+      path: {{ if eq $guard "readOnly" }}/validate-update{{ else }}/validate-delete{{ end }}
       port: {{ $ctx.Values.webhook.servicePort }}
     {{- if not $ctx.Values.certManager.enabled }}
     caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
@@ -41,6 +53,21 @@ locked object is never deleted because lockguard could not answer.
       operations: ["DELETE"]
       resources: ["namespaces"]
       scope: Cluster
+  {{- else if eq $guard "readOnly" }}
+  objectSelector:
+    matchLabels:
+      core.navique.com/read-only: "true"
+  rules:
+    - apiGroups: ["core.navique.com"]
+      apiVersions: ["*"]
+      operations: ["UPDATE"]
+      resources: ["*"]
+      scope: Namespaced
+  matchConditions:
+    - name: not-a-lock
+      expression: "request.resource.resource != 'locks'"
+    - name: not-exempt
+      expression: {{ include "lockguard.notExempt" $ctx | quote }}
   {{- else }}
   rules:
     - apiGroups: ["apiextensions.k8s.io"]
@@ -54,4 +81,27 @@ locked object is never deleted because lockguard could not answer.
   {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{- /*
+lockguard.notExempt is the CEL expression of the update entry's not-exempt
+matchCondition: true unless the request's user is lockguard's own
+ServiceAccount or a user of readOnly.exemptPrincipals, or is in one of its
+group:NAME groups.
+*/ -}}
+{{- define "lockguard.notExempt" -}}
+{{- $users := list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "lockguard.serviceAccountName" .)) }}
+{{- $groups := list }}
+{{- range .Values.readOnly.exemptPrincipals }}
+{{- if hasPrefix "group:" . }}
+{{- $groups = append $groups (trimPrefix "group:" .) }}
+{{- else }}
+{{- $users = append $users . }}
+{{- end }}
+{{- end }}
+{{- $expr := printf "!(request.userInfo.username in ['%s'])" (join "', '" $users) }}
+{{- if $groups }}
+{{- $expr = printf "%s && !request.userInfo.groups.exists(g, g in ['%s'])" $expr (join "', '" $groups) }}
+{{- end }}
+{{- $expr }}
 {{- end }}

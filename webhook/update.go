@@ -1,0 +1,292 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	k8sjson "sigs.k8s.io/json"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
+)
+
+// The update guard of ReadOnly Locks (LOCK-SPEC rules 7 and 16): an UPDATE
+// (a PATCH arrives as one) of a core.navique.com object that a live
+// ReadOnly Lock covers is refused when it changes what ReadOnly freezes
+// (lockv1alpha1.FrozenChange), unless an exempt principal sends it. The
+// chart's update entry sends lockguard only the updates of objects that
+// carry lockv1alpha1.ReadOnlyLabel (objectSelector, matched on the old and
+// the new object) and only of the main resource (resources "*", never the
+// status subresource), so an object under no ReadOnly Lock never waits for
+// lockguard on an update. The guard decides from the Locks, read as every
+// delete guard reads them (lockReader), never from the label.
+
+// UpdatePath is where lockguard serves the UpdateHandler (the chart's
+// update.lockguard.core.navique.com entry).
+const UpdatePath = "/validate-update"
+
+// GuardReadOnly names the update guard in metrics and audit annotations.
+const GuardReadOnly = "readonly"
+
+// ReasonUpdateBlocked is the reason of the Warning Event recorded on an
+// object and on its ReadOnly Locks when lockguard refuses its update.
+const ReasonUpdateBlocked = "UpdateBlocked"
+
+// Exemptions are the principals whose updates the update guard allows
+// whatever the Locks say: lockguard itself (Self), and the users and
+// groups the installation names (--read-only-exempt).
+type Exemptions struct {
+	// Users are exempt usernames, e.g.
+	// system:serviceaccount:navique-system:navique-operator.
+	Users []string
+	// Groups are exempt groups: a request from a member of any is exempt.
+	Groups []string
+	// Self returns lockguard's own username, "" while it is not known
+	// (internal/manager learns it with a SelfSubjectReview); nil: none.
+	Self func() string
+}
+
+// ExemptGroupPrefix marks a group in ParseExemptions' list.
+const ExemptGroupPrefix = "group:"
+
+// ParseExemptions reads the exempt principals of --read-only-exempt: each
+// entry is a username (system:serviceaccount:NAMESPACE:NAME for a
+// ServiceAccount) or group:NAME for a group; entries may also be comma
+// separated. Empty entries are skipped; an entry that is only the group
+// prefix is an error.
+func ParseExemptions(entries []string) (Exemptions, error) {
+	var e Exemptions
+	for _, entry := range entries {
+		for _, p := range strings.Split(entry, ",") {
+			p = strings.TrimSpace(p)
+			switch {
+			case p == "":
+			case strings.HasPrefix(p, ExemptGroupPrefix):
+				g := strings.TrimPrefix(p, ExemptGroupPrefix)
+				if g == "" {
+					return Exemptions{}, fmt.Errorf("exempt principal %q names no group", p)
+				}
+				e.Groups = append(e.Groups, g)
+			default:
+				e.Users = append(e.Users, p)
+			}
+		}
+	}
+	return e, nil
+}
+
+// exempt reports whether the user with groups is exempt.
+func (e Exemptions) exempt(user string, groups []string) bool {
+	if user != "" && slices.Contains(e.Users, user) {
+		return true
+	}
+	if e.Self != nil {
+		if self := e.Self(); self != "" && self == user {
+			return true
+		}
+	}
+	for _, g := range groups {
+		if slices.Contains(e.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// UpdateHandler answers the UPDATEs of objects that ReadOnly Locks may
+// cover (UpdatePath). It shares its Handler's Lock reader, metrics, Events,
+// lastDenied recorder and the webhook server's bounds.
+type UpdateHandler struct {
+	h      *Handler
+	exempt Exemptions
+}
+
+var (
+	_ http.Handler      = &UpdateHandler{}
+	_ admission.Handler = &UpdateHandler{}
+)
+
+// NewUpdateHandler returns the update guard, reading Locks and recording
+// through h, exempting exempt.
+func NewUpdateHandler(h *Handler, exempt Exemptions) *UpdateHandler {
+	return &UpdateHandler{h: h, exempt: exempt}
+}
+
+// ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
+// read within the server's shared bounds (transport.ServeReview) and
+// decoded whole: the decision compares the object with oldObject.
+func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	transport.ServeReview(u.h.gate, w, r, transport.DecodeReview, u.Handle)
+}
+
+// Handle decides one UPDATE (decide), counts it, and hands a refusal to
+// the Events recorder and the lastDenied recorder, unless it is a dry run
+// (which gets the same answer).
+func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	dryRun := req.DryRun != nil && *req.DryRun
+	d := u.decide(ctx, req)
+	r := Request{Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
+		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: dryRun}
+	u.h.metrics.observe(r, GuardReadOnly, d.resp, time.Since(start))
+	d.resp.AuditAnnotations = auditAnnotations(GuardReadOnly, d.resp, d.locks, 0)
+	if !d.resp.Allowed {
+		u.h.recordRefusal(d.locks, refusal{user: r.UserInfo.Username, operation: admissionv1.Update, kind: req.Kind.Kind, name: req.Name, dryRun: dryRun})
+	}
+	if len(d.locks) > 0 && u.h.events != nil && !dryRun {
+		recordUpdateDenial(u.h.events, req, d.locks)
+	}
+	return d.resp
+}
+
+// decide answers req: allowed when it is not an UPDATE of a namespaced,
+// lockable object, when an exempt principal sends it, when it changes
+// nothing ReadOnly freezes (lockv1alpha1.FrozenChange), or when no live
+// ReadOnly Lock covers the object as it was (its old labels: relabelling
+// an object into a ReadOnly selector is allowed, out of one is not);
+// denied otherwise, naming the Locks. It answers Errored (so that the
+// API server, with failurePolicy Fail, refuses the update) when it cannot
+// read the objects or the Locks.
+func (u *UpdateHandler) decide(ctx context.Context, req admission.Request) decision {
+	d := decision{guard: GuardReadOnly}
+	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
+	switch {
+	case req.Operation != admissionv1.Update:
+		d.resp = admission.Allowed("not an UPDATE")
+		return d
+	case lockv1alpha1.Protectable(gk) != nil:
+		d.resp = admission.Allowed(lockv1alpha1.Protectable(gk).Error())
+		return d
+	case req.Namespace == "":
+		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
+		return d
+	case req.SubResource != "":
+		d.resp = admission.Allowed("a subresource is never frozen")
+		return d
+	case u.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
+		d.resp = admission.Allowed("exempt from ReadOnly Locks")
+		return d
+	}
+	var oldObj, newObj map[string]any
+	if err := decodeObject(req.OldObject.Raw, &oldObj); err != nil {
+		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", gk, err))
+		return d
+	}
+	if err := decodeObject(req.Object.Raw, &newObj); err != nil {
+		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", gk, err))
+		return d
+	}
+	field, changed := lockv1alpha1.FrozenChange(oldObj, newObj)
+	if !changed {
+		d.resp = admission.Allowed("")
+		return d
+	}
+	target := keyOf(req.Namespace, gk, req.Name)
+	locks, err := u.h.locks.find(ctx, target.Object(labelsOf(oldObj)))
+	if err != nil {
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
+			gk, req.Namespace, req.Name, err))
+		return d
+	}
+	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
+	if len(locks) == 0 {
+		d.resp = admission.Allowed("")
+		return d
+	}
+	d.resp, d.locks = admission.Denied(UpdateDenialMessage(locks, field)), locks
+	return d
+}
+
+// decodeObject decodes raw, an object of a review, as the API server
+// encodes it; an absent object is an error.
+func decodeObject(raw []byte, into *map[string]any) error {
+	if len(raw) == 0 {
+		return fmt.Errorf("the review carries none")
+	}
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(raw, into); err != nil {
+		return err
+	}
+	if *into == nil {
+		return fmt.Errorf("the review carries null")
+	}
+	return nil
+}
+
+// labelsOf returns the labels of obj, as JSON decodes them; the string
+// ones only.
+func labelsOf(obj map[string]any) map[string]string {
+	meta, _ := obj["metadata"].(map[string]any)
+	raw, _ := meta["labels"].(map[string]any)
+	if len(raw) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(raw))
+	for k, v := range raw {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// UpdateDenialMessage is the message of a refused update: the ReadOnly
+// Locks (sorted names, Go's %v of a []string), the first frozen field the
+// update changes (lockv1alpha1.FrozenChange), the way out, then the Locks'
+// reasons.
+func UpdateDenialMessage(locks []lockv1alpha1.Lock, field string) string {
+	sorted := sortedByName(locks)
+	names := make([]string, 0, len(sorted))
+	var reasons []string
+	for _, l := range sorted {
+		names = append(names, l.Name)
+		if l.Spec.Reason != "" {
+			reasons = append(reasons, l.Name+": "+l.Spec.Reason)
+		}
+	}
+	msg := fmt.Sprintf("resource is read-only under Lock(s) %v (the update changes %s); delete the Lock(s) or set their level to CanNotDelete before changing this resource", names, field)
+	if len(reasons) > 0 {
+		msg += " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return msg
+}
+
+// recordUpdateDenial records an UpdateBlocked Warning Event on the object
+// req updates and on each of its ReadOnly Locks (at most maxNamed),
+// naming the user and the Locks.
+func recordUpdateDenial(rec events.EventRecorder, req admission.Request, locks []lockv1alpha1.Lock) {
+	var meta struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, &meta)
+	target := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name},
+	}
+	target.UID = types.UID(meta.Metadata.UID)
+	locks = sortedByName(locks)
+	locks = locks[:min(len(locks), maxNamed)]
+	names := make([]string, 0, len(locks))
+	for _, l := range locks {
+		names = append(names, l.Name)
+	}
+	user := req.UserInfo.Username
+	rec.Eventf(target, nil, corev1.EventTypeWarning, ReasonUpdateBlocked, "Update",
+		"UPDATE by %s denied: read-only under Lock(s) %s", user, strings.Join(names, ", "))
+	for i := range locks {
+		rec.Eventf(&locks[i], target, corev1.EventTypeWarning, ReasonUpdateBlocked, "Update",
+			"Denied the UPDATE of %s %q by %s", req.Kind.Kind, req.Name, user)
+	}
+}
