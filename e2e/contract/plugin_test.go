@@ -87,11 +87,11 @@ func TestLockListUnlock(t *testing.T) {
 
 	r = kubectlLock(t, "", "list", "-n", ns)
 	wantTable := "" +
-		"TARGET                  LOCK                    STATUS             LAST DENIED   REASON\n" +
-		"PostgresCluster/forge   postgrescluster-forge   Active             <none>        <none>\n" +
-		"Stack/forge             change-freeze           Active             <none>        Change freeze\n" +
-		"Stack/forge             stack-forge             Active             <none>        Production environment\n" +
-		"Stack/ghost             ghost                   MissingReference   <none>        not created yet\n"
+		"SCOPE                   LOCK                    LEVEL          STATUS             PROTECTED   LAST DENIED   REASON\n" +
+		"PostgresCluster/forge   postgrescluster-forge   CanNotDelete   Active             1           <none>        <none>\n" +
+		"Stack/forge             change-freeze           CanNotDelete   Active             1           <none>        Change freeze\n" +
+		"Stack/forge             stack-forge             CanNotDelete   Active             1           <none>        Production environment\n" +
+		"Stack/ghost             ghost                   CanNotDelete   MissingReference   0           <none>        not created yet\n"
 	if r.err != nil || r.stdout != wantTable {
 		t.Errorf("kubectl lock list: err %v; stdout -want, +got:\n%s", r.err, cmp.Diff(wantTable, r.stdout))
 	}
@@ -104,11 +104,11 @@ func TestLockListUnlock(t *testing.T) {
 		}
 	}
 	wantRows := []string{
-		"NAMESPACE TARGET LOCK STATUS LAST DENIED REASON",
-		ns + " PostgresCluster/forge postgrescluster-forge Active <none> <none>",
-		ns + " Stack/forge change-freeze Active <none> Change freeze",
-		ns + " Stack/forge stack-forge Active <none> Production environment",
-		ns + " Stack/ghost ghost MissingReference <none> not created yet",
+		"NAMESPACE SCOPE LOCK LEVEL STATUS PROTECTED LAST DENIED REASON",
+		ns + " PostgresCluster/forge postgrescluster-forge CanNotDelete Active 1 <none> <none>",
+		ns + " Stack/forge change-freeze CanNotDelete Active 1 <none> Change freeze",
+		ns + " Stack/forge stack-forge CanNotDelete Active 1 <none> Production environment",
+		ns + " Stack/ghost ghost CanNotDelete MissingReference 0 <none> not created yet",
 	}
 	if diff := cmp.Diff(wantRows, rows); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock list -A: err %v; header and %s's rows -want, +got:\n%s", r.err, ns, diff)
@@ -261,6 +261,7 @@ func TestLockRefuses(t *testing.T) {
 		{[]string{"stak/forge"}, `the server doesn't have a resource type "stak"`},
 		{[]string{"stack/missing"}, `stacks.core.navique.com "missing" not found`},
 		{[]string{"stack/forge", "--name", "taken"}, `lock.core.navique.com "taken" already exists and protects Stack/other: choose another name with --name`},
+		{[]string{"stack/other", "--name", "taken", "--read-only"}, `lock.core.navique.com "taken" already exists with level CanNotDelete: raise its level (kubectl patch lock taken -n ` + ns + ` --type merge -p '{"spec":{"level":"ReadOnly"}}') or choose another name with --name`},
 		{[]string{"stack/forge", "-o", "wide"}, `unable to match a printer suitable for the output format "wide", allowed formats are: json,yaml`},
 		{[]string{"list", "-o", "name"}, `unable to match a printer suitable for the output format "name", allowed formats are: json,yaml`},
 	} {
@@ -316,7 +317,7 @@ func TestThroughKubectl(t *testing.T) {
 		t.Fatalf("kubectl lock: %v\n%s", err, out)
 	}
 	kube.WantDenied(t, dryRunDelete(t, framework.StackGVK, ns, "forge"), getLock(t, ns, "stack-forge"))
-	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   Active   <none>        through kubectl") {
+	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   CanNotDelete   Active   1           <none>        through kubectl") {
 		t.Errorf("kubectl lock list: %v\n%s", err, out)
 	}
 	// why is a report: it exits 0 whatever the verdict.

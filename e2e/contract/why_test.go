@@ -24,6 +24,7 @@ import (
 type why struct {
 	Target struct {
 		Group, Kind, Namespace, Name string
+		Labels                       map[string]string
 	}
 	Deletion struct {
 		Blocked   bool
@@ -36,7 +37,26 @@ type why struct {
 	Descendants    []whyDescendant
 	Inside         []whyLock
 	ProtectNothing []whyLock
+	Selectors      []whySelector
+	Update         *whyUpdate
 	Notes          []string
+}
+
+type whySelector struct {
+	Name, Selector, Level string
+	Covers                bool
+	Requirements          []whyRequirement
+}
+
+type whyRequirement struct {
+	Requirement, Label string
+	Met                bool
+}
+
+type whyUpdate struct {
+	Frozen, InForce bool
+	Locks           []struct{ Name, Scope, Freeze, Message string }
+	Message         string
 }
 
 type whyLock struct {
@@ -182,7 +202,7 @@ func TestWhyObjects(t *testing.T) {
 	wantText := "DELETE stack.core.navique.com/forge in namespace " + ns + ": denied by lockguard\n" +
 		"  " + framework.DenialMessage(freeze, forge) + "\n" +
 		"\n" +
-		"Directly, the Locks that target it:\n" +
+		"Directly, the Locks that cover it (target it, or select it by its labels):\n" +
 		"LOCK            TARGET        STATUS   REASON\n" +
 		"change-freeze   Stack/forge   Active   <none>\n" +
 		"stack-forge     Stack/forge   Active   Production environment\n" +
@@ -190,6 +210,11 @@ func TestWhyObjects(t *testing.T) {
 		"Through descendants, the locked objects it owns (through ownerReferences):\n" +
 		"DESCENDANT                 OWNED THROUGH   LOCKS\n" +
 		"PostgresCluster/forge-db   Stack/forge     forge-db-lock\n" +
+		"\n" +
+		"Selector Locks: none in namespace " + ns + ".\n" +
+		"\n" +
+		"UPDATE stack.core.navique.com/forge in namespace " + ns + ": not blocked by lockguard\n" +
+		"  no ReadOnly Lock covers it: lockguard never blocks its updates\n" +
 		"\n" +
 		"Deleting it is denied; delete the Lock(s) [change-freeze stack-forge] first (kubectl unlock).\n" +
 		"Without those, its delete would cascade to 1 locked object(s) (Lock(s) [forge-db-lock]), which lockguard's cascade guard denies too.\n"
@@ -200,7 +225,7 @@ func TestWhyObjects(t *testing.T) {
 	// Unlocked: allowed, nothing to say.
 	w = kubectlWhy(t, "stacks.core.navique.com/free", "-n", ns)
 	wantAgree(t, "stack/free", w, dryRunDelete(t, framework.StackGVK, ns, "free"))
-	if w.Deletion.Blocked || len(w.Direct) != 0 || len(w.Descendants) != 0 || len(w.Notes) != 0 {
+	if w.Deletion.Blocked || len(w.Direct) != 0 || len(w.Descendants) != 0 || len(w.Notes) != 0 || len(w.Selectors) != 0 || w.Update == nil || w.Update.Frozen {
 		t.Errorf("why stack/free: %+v", w)
 	}
 
@@ -407,4 +432,82 @@ func installCRD(t *testing.T, group, kind, plural string) {
 		list.SetGroupVersionKind(schema.GroupVersionKind{Group: group, Version: "v1", Kind: kind + "List"})
 		return kube.Client.List(ctx, list)
 	})
+}
+
+// TestWhyReadOnly: for a resource under ReadOnly Locks (one that targets
+// it, one that selects it), kubectl lock why says that its updates are
+// frozen, naming those Locks and not the CanNotDelete one beside them,
+// and kubectl lock list shows each Lock's level. Whether a freeze is in
+// force is the Lock's ReadOnly condition, which lockguard's reconciler
+// writes; why and list report it, so here it is only checked to be one of
+// the two states and to agree between the Locks and the verdict.
+func TestWhyReadOnly(t *testing.T) {
+	inProcess(t)
+	ns := kube.NewNamespace(t, "x")
+	deleteLocksAtEnd(t, ns)
+	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
+	createLabelledStack(t, ns, "web", map[string]string{"tier": "web"})
+	freeze := framework.NewLock(ns, "freeze-db", "Stack", "db", "Change freeze")
+	freeze.Spec.Level = lockv1alpha1.LevelReadOnly
+	tierDB := &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "freeze-tier-db"},
+		Spec:       lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}, Level: lockv1alpha1.LevelReadOnly},
+	}
+	keep := framework.NewLock(ns, "keep-db", "Stack", "db", "")
+	for _, l := range []*lockv1alpha1.Lock{freeze, tierDB, keep} {
+		kube.CreateLock(t, l)
+	}
+	framework.Eventually(t, framework.DefaultTimeout, "the Locks active", func(ctx context.Context) error {
+		for _, l := range []*lockv1alpha1.Lock{freeze, tierDB, keep} {
+			var got lockv1alpha1.Lock
+			if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(l), &got); err != nil {
+				return err
+			}
+			if !got.Status.Active || got.Status.ObservedGeneration != got.Generation {
+				return fmt.Errorf("Lock %s: status %+v", l.Name, got.Status)
+			}
+		}
+		return nil
+	})
+
+	w := kubectlWhy(t, "stack/db", "-n", ns)
+	wantAgree(t, "why stack/db", w, dryRunDelete(t, framework.StackGVK, ns, "db"))
+	if diff := cmp.Diff([]string{ns + "/freeze-db Stack/db Active", ns + "/freeze-tier-db selector:tier=db Active", ns + "/keep-db Stack/db Active"}, lockRows(w.Direct)); diff != "" {
+		t.Errorf("why stack/db: direct Locks -want, +got:\n%s", diff)
+	}
+	var frozen []string
+	inForce := false
+	for _, l := range w.Update.Locks {
+		frozen = append(frozen, l.Name+" "+l.Scope)
+		if l.Freeze != "InForce" && l.Freeze != "Pending" {
+			t.Errorf("why stack/db: Lock %s's freeze is %q, want InForce or Pending", l.Name, l.Freeze)
+		}
+		inForce = inForce || l.Freeze == "InForce"
+	}
+	if diff := cmp.Diff([]string{"freeze-db Stack/db", "freeze-tier-db selector:tier=db"}, frozen); diff != "" || !w.Update.Frozen || w.Update.InForce != inForce {
+		t.Errorf("why stack/db: update %+v; frozen by -want, +got:\n%s", w.Update, diff)
+	}
+	wantSelectors := []whySelector{{Name: "freeze-tier-db", Selector: "selector:tier=db", Level: "ReadOnly", Covers: true,
+		Requirements: []whyRequirement{{Requirement: "tier=db", Label: "tier=db", Met: true}}}}
+	if diff := cmp.Diff(wantSelectors, w.Selectors); diff != "" {
+		t.Errorf("why stack/db: selectors -want, +got:\n%s", diff)
+	}
+	if w = kubectlWhy(t, "stack/web", "-n", ns); w.Update == nil || w.Update.Frozen || len(w.Update.Locks) != 0 {
+		t.Errorf("why stack/web: update %+v, want not frozen", w.Update)
+	}
+
+	r := kubectlLock(t, "", "list", "-n", ns)
+	levels := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")[1:] {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 2 && f[2] == "CanNotDelete":
+			levels[f[1]] = f[2]
+		case len(f) > 4 && f[2] == "ReadOnly" && (f[3] == "(pending)" || f[3]+" "+f[4] == "(in force)"):
+			levels[f[1]] = "ReadOnly"
+		}
+	}
+	if diff := cmp.Diff(map[string]string{"freeze-db": "ReadOnly", "freeze-tier-db": "ReadOnly", "keep-db": "CanNotDelete"}, levels); r.err != nil || diff != "" {
+		t.Errorf("kubectl lock list: err %v; levels -want, +got:\n%s\n%s", r.err, diff, r.stdout)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,15 +28,26 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
 	o := &listOptions{flags: flags}
 	cmd := &cobra.Command{
 		Use:   "list [-A] [-o json|yaml]",
-		Short: "List what is locked, by which Lock, why, and the Lock's status",
-		Long: `List the Locks of a namespace (or of all with -A): the resource each protects
-(TYPE/NAME, selector:LABELS for a selector Lock, <all> for the whole namespace),
-the Lock, its status, the last request it refused and its reason. Status is
-Active (deleting the target is denied), MissingReference (the target does not
-exist; it is protected as soon as it is created), InvalidTarget (the Lock can
-protect nothing), Pending (lockguard has not reported yet) or Deleting. LAST
-DENIED is how long ago the Lock last refused a request, the operation and who
-sent it (status.lastDenied; <none> if it never did).
+		Short: "List what is locked, by which Lock, at which level, why, and the Lock's status",
+		Long: `List the Locks of a namespace (or of all with -A):
+
+  SCOPE        what the Lock covers: Kind/name (Stack/forge) for a targetRef Lock,
+               selector:LABELS (;kinds=... when it names kinds) for a
+               selector Lock, <all> for the whole namespace (--all)
+  LOCK         the Lock's name
+  LEVEL        CanNotDelete (deletion is denied), or ReadOnly (changes to the
+               spec and metadata are denied too) with whether the freeze is in
+               force: "ReadOnly (in force)", or "ReadOnly (pending)" until
+               lockguard reports its ReadOnly condition InForce
+  STATUS       Active (deleting what it covers is denied), MissingReference (the
+               target does not exist; it is protected as soon as it is
+               created), InvalidTarget (the Lock can protect nothing), Pending
+               (lockguard has not reported yet) or Deleting
+  PROTECTED    how many resources the Lock covers now (status.protected.count;
+               <none> until lockguard reports it)
+  LAST DENIED  how long ago the Lock last refused a request, the operation and
+               who sent it (status.lastDenied; <none> if it never did)
+  REASON       the Lock's reason
 
 -o json and -o yaml print the Locks themselves, as a List.`,
 		Example: `  # What is locked in the current namespace
@@ -108,7 +120,7 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool, now
 	if namespaces {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "TARGET\tLOCK\tSTATUS\tLAST DENIED\tREASON")
+	fmt.Fprintln(tw, "SCOPE\tLOCK\tLEVEL\tSTATUS\tPROTECTED\tLAST DENIED\tREASON")
 	for i := range items {
 		l := &items[i]
 		if namespaces {
@@ -118,9 +130,18 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool, now
 		if reason == "" {
 			reason = "<none>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", scopeString(l), l.Name, lockStatus(l), lastDenied(l, now), oneLine(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", scopeString(l), l.Name, levelString(l), lockStatus(l), protectedCount(l), lastDenied(l, now), oneLine(reason))
 	}
 	return tw.Flush()
+}
+
+// protectedCount is the PROTECTED cell of l: how many resources it
+// covers now, <none> until lockguard reports it.
+func protectedCount(l *lockv1alpha1.Lock) string {
+	if l.Status.Protected == nil {
+		return "<none>"
+	}
+	return strconv.Itoa(int(l.Status.Protected.Count))
 }
 
 // lastDenied is the LAST DENIED cell of l as of now: how long ago it last

@@ -33,6 +33,12 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Protect namespace forge and every resource in it
   kubectl lock --all -n forge --reason "Production environment"
 
+  # Freeze the Stack forge: its deletion and changes to its spec and metadata are denied
+  kubectl lock stack/forge -n forge --read-only --reason "Change freeze until Monday"
+
+  # Freeze every resource of namespace forge labelled tier=db
+  kubectl lock --selector tier=db -n forge --read-only --name freeze-db
+
   # What is locked, in every namespace
   kubectl lock list -A
 
@@ -51,6 +57,7 @@ type lockOptions struct {
 	output   string
 	selector string
 	all      bool
+	readOnly bool
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
@@ -59,8 +66,8 @@ type lockOptions struct {
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
-		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--reason TEXT] [--name LOCK]",
-		Short: "Protect a core.navique.com resource against deletion with a Lock",
+		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--reason TEXT] [--name LOCK]",
+		Short: "Protect core.navique.com resources against deletion, or freeze them, with a Lock",
 		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
 until lockguard reports it active: from then on every DELETE of the resource is
 denied until the Lock is deleted (kubectl unlock).
@@ -75,7 +82,20 @@ instead: it protects every core.navique.com resource of the namespace whose
 labels match, including resources created or labelled later, and a resource
 relabelled out of it is no longer protected. --all protects every resource of
 the namespace and the namespace itself. Such a Lock is named after its
-selector (tier-db; all for --all) unless --name is given.`,
+selector (tier-db; all for --all) unless --name is given.
+
+--read-only, with any of these, creates a ReadOnly Lock (spec.level ReadOnly;
+the default level is CanNotDelete): besides deletion, lockguard refuses updates
+and patches of the spec and metadata of what it covers, except by the
+principals the installation exempts (the navique operator's ServiceAccount by
+default); the status subresource stays writable. kubectl lock then also waits
+until lockguard reports the freeze in force (the Lock's ReadOnly condition
+InForce), which it does once every resource the Lock covers carries the
+core.navique.com/read-only label that sends their updates to lockguard.
+
+An existing Lock of the same name and scope is kept as it is: its reason, and
+its level unless --read-only asks for ReadOnly and it is CanNotDelete, which is
+an error (raise its level with kubectl patch, or choose another --name).`,
 		Example: lockExample,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -89,6 +109,7 @@ selector (tier-db; all for --all) unless --name is given.`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml prints the Lock once active.")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Lock the resources of the namespace whose labels match this selector (tier=db,env!=dev), now and later, instead of TYPE/NAME.")
 	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
+	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
 	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
 	return cmd
 }
@@ -131,9 +152,16 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 	}
 	lock := o.newLock(c.namespace, name)
 	lock.Spec.Selector = sel
-	done := fmt.Sprintf("the resources of namespace %s that match %s, now or later, are locked: their deletion is denied until the Lock %s is deleted", c.namespace, o.selector, name)
-	if sel.IsEmpty() {
-		done = fmt.Sprintf("namespace %s and every resource in it are locked: their deletion is denied until the Lock %s is deleted", c.namespace, name)
+	done := func(readOnly bool) string {
+		switch {
+		case sel.IsEmpty() && readOnly:
+			return fmt.Sprintf("namespace %s and every resource in it are locked read-only: deleting any of them, and changing the spec or metadata of its resources (except by exempt principals), is denied until the Lock %s is deleted", c.namespace, name)
+		case sel.IsEmpty():
+			return fmt.Sprintf("namespace %s and every resource in it are locked: their deletion is denied until the Lock %s is deleted", c.namespace, name)
+		case readOnly:
+			return fmt.Sprintf("the resources of namespace %s that match %s, now or later, are locked read-only: their deletion, and changes to their spec and metadata (except by exempt principals), are denied until the Lock %s is deleted", c.namespace, o.selector, name)
+		}
+		return fmt.Sprintf("the resources of namespace %s that match %s, now or later, are locked: their deletion is denied until the Lock %s is deleted", c.namespace, o.selector, name)
 	}
 	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
 		if !sameScope(existing, sel) {
@@ -143,13 +171,19 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 	})
 }
 
-// newLock returns the Lock name in ns with the reason, its scope unset.
+// newLock returns the Lock name in ns with the reason and, with
+// --read-only, the level ReadOnly (without, the level is left to the API
+// server's default, CanNotDelete); its scope unset.
 func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
-	return &lockv1alpha1.Lock{
+	l := &lockv1alpha1.Lock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       lockv1alpha1.LockSpec{Reason: o.reason},
 	}
+	if o.readOnly {
+		l.Spec.Level = lockv1alpha1.LevelReadOnly
+	}
+	return l
 }
 
 func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
@@ -175,7 +209,12 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		Kind:       t.kind(),
 		Name:       t.name,
 	}
-	done := fmt.Sprintf("%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted", t, c.namespace, name)
+	done := func(readOnly bool) string {
+		if readOnly {
+			return fmt.Sprintf("%s in namespace %s is locked read-only: its deletion, and changes to its spec and metadata (except by exempt principals), are denied until the Lock %s is deleted", t, c.namespace, name)
+		}
+		return fmt.Sprintf("%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted", t, c.namespace, name)
+	}
 	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
 		if !targets(existing, t) {
 			return fmt.Errorf("%s %q already exists and protects %s: choose another name with --name",
@@ -186,9 +225,11 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 }
 
 // create creates lock (the same Lock again is not an error: sameScope
-// says whether an existing one of its name is), waits until it is active
-// and prints it, or done.
-func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done string, sameScope func(*lockv1alpha1.Lock) error) error {
+// says whether an existing one of its name is, and a CanNotDelete one
+// when lock is ReadOnly is not), waits until it is active (and, for a
+// ReadOnly Lock, its freeze in force) and prints it, or done of whether
+// it is ReadOnly.
+func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
 	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
 	u, err := toUnstructured(lock)
@@ -214,11 +255,17 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if err := sameScope(existing); err != nil {
 			return err
 		}
+		if err := sameLevel(existing, lock, c.namespace); err != nil {
+			return err
+		}
 		if text {
 			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
 		}
 		if existing.Spec.Reason != o.reason {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's reason %q was kept\n", existing.Spec.Reason)
+		}
+		if levelOf(existing) != levelOf(lock) {
+			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's level %s was kept\n", levelOf(existing))
 		}
 	default:
 		return err
@@ -232,7 +279,18 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		active.ManagedFields = nil // as kubectl prints objects
 		return printObject(s.Out, o.output, active)
 	}
-	fmt.Fprintln(s.Out, done)
+	fmt.Fprintln(s.Out, done(readOnly(active)))
+	return nil
+}
+
+// sameLevel returns an error when the existing Lock is less strict than
+// the one kubectl lock would create: asked for ReadOnly, it is
+// CanNotDelete. A stricter existing Lock is kept (with a warning).
+func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
+	if readOnly(want) && !readOnly(existing) {
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl patch lock %s -n %s --type merge -p '{\"spec\":{\"level\":\"ReadOnly\"}}') or choose another name with --name",
+			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)
+	}
 	return nil
 }
 
@@ -269,7 +327,9 @@ func isCreateRefused(err error) bool {
 
 // waitActive waits until lockguard reports the Lock active for its current
 // generation (status.active and Ready=True), which means a delete of its
-// target is denied. An InvalidTarget Lock fails at once.
+// target is denied, and, for a ReadOnly Lock, its freeze in force
+// (freezeState), which means updates of what it covers are refused too.
+// An InvalidTarget Lock fails at once.
 func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -281,7 +341,9 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 			last = l
 			switch st := lockStatus(l); st {
 			case statusActive:
-				return l, nil
+				if state, _ := freezeState(l); state != freezePending {
+					return l, nil
+				}
 			case lockv1alpha1.ReasonInvalidTarget:
 				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
 			}
@@ -293,6 +355,11 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 		case <-ctx.Done():
 			if last == nil {
 				return nil, fmt.Errorf("waiting for %s/%s: %w", lockGroupResource, name, ctx.Err())
+			}
+			if lockStatus(last) == statusActive {
+				// Active, but the freeze is pending.
+				_, msg := freezeState(last)
+				return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is not in force after %s: %s", lockGroupResource, name, timeout, msg)
 			}
 			return nil, fmt.Errorf("%s/%s is not active after %s: %s (is lockguard running?)", lockGroupResource, name, timeout, describeStatus(last))
 		case <-time.After(200 * time.Millisecond):

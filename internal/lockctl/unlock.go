@@ -38,6 +38,12 @@ func NewUnlockCommand(s Streams) *cobra.Command {
 unless --yes), and wait until lockguard allows the resource's deletion (checked
 with a server-side dry-run DELETE, which deletes nothing).
 
+It deletes only Locks that target TYPE/NAME (spec.targetRef), never a selector
+Lock (kubectl lock --selector or --all), which protects other resources too.
+When selector Locks cover TYPE/NAME, it names them, deletes nothing and fails:
+delete them by name (kubectl delete lock NAME) if nothing else needs them, then
+run kubectl unlock again.
+
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
@@ -70,6 +76,13 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		if targets(&all[i], t) && all[i].DeletionTimestamp == nil {
 			protecting = append(protecting, all[i])
 		}
+	}
+	selectors, err := coveringSelectors(ctx, c, t, all)
+	if err != nil {
+		return err
+	}
+	if len(selectors) > 0 {
+		return refuseSelectors(s, t, c.namespace, selectors, protecting)
 	}
 	if len(protecting) == 0 {
 		fmt.Fprintf(s.ErrOut, "No Locks protect %s in namespace %s.\n", t, c.namespace)
@@ -120,6 +133,63 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		}
 	}
 	return waitDeletable(ctx, s, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t, c.namespace, names)
+}
+
+// coveringSelectors returns the selector Locks among locks that cover t
+// as it is now (Lock.Covers, with its labels: the rule lockguard's guards
+// decide with), sorted; none when t does not exist.
+func coveringSelectors(ctx context.Context, c *clients, t target, locks []lockv1alpha1.Lock) ([]lockv1alpha1.Lock, error) {
+	obj, err := c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace).Get(ctx, t.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	gk := t.mapping.GroupVersionKind.GroupKind()
+	o := lockv1alpha1.Object{Namespace: c.namespace, Group: gk.Group, Kind: gk.Kind, Name: t.name, Labels: obj.GetLabels()}
+	var out []lockv1alpha1.Lock
+	for i := range locks {
+		if locks[i].HasSelector() && locks[i].Covers(o) {
+			out = append(out, locks[i])
+		}
+	}
+	sortLocks(out)
+	return out, nil
+}
+
+// refuseSelectors prints the selector Locks that cover t and returns the
+// error that says kubectl unlock deletes none of them, nor the Locks that
+// target t (protecting), and how to proceed.
+func refuseSelectors(s Streams, t target, ns string, selectors, protecting []lockv1alpha1.Lock) error {
+	fmt.Fprintf(s.Out, "Selector Locks covering %s in namespace %s (they protect other resources too):\n", t, ns)
+	tw := tabwriter.NewWriter(s.Out, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "LOCK\tSCOPE\tLEVEL\tSTATUS\tPROTECTED\tREASON")
+	names := make([]string, 0, len(selectors))
+	for i := range selectors {
+		l := &selectors[i]
+		reason := l.Spec.Reason
+		if reason == "" {
+			reason = "<none>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, scopeString(l), levelString(l), lockStatus(l), protectedCount(l), oneLine(reason))
+		names = append(names, l.Name)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	kept := ""
+	if len(protecting) > 0 {
+		targeting := make([]string, 0, len(protecting))
+		for i := range protecting {
+			targeting = append(targeting, protecting[i].Name)
+		}
+		slices.Sort(targeting)
+		kept = fmt.Sprintf(", not even the Lock(s) %v that target it", targeting)
+	}
+	return fmt.Errorf("no Lock deleted%s: kubectl unlock never deletes a selector Lock, which protects other resources too; "+
+		"if nothing else needs them, delete the selector Lock(s) by name (kubectl delete lock %s -n %s), then run kubectl unlock again",
+		kept, strings.Join(names, " "), ns)
 }
 
 // confirm asks a yes/no question on the streams; only y or yes is yes.

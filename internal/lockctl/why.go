@@ -15,7 +15,7 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-const whyExample = `  # Why can't I delete the Stack forge?
+const whyExample = `  # Why can't I delete (or change) the Stack forge? Which selector Locks match its labels?
   kubectl lock why stack/forge -n forge
 
   # Which Locks would stop deleting the namespace forge, as JSON
@@ -35,19 +35,30 @@ func newWhyCommand(s Streams, flags *Flags) *cobra.Command {
 	o := &whyOptions{flags: flags}
 	cmd := &cobra.Command{
 		Use:   "why TYPE/NAME | namespace/NAME | crd/NAME [-o json|yaml]",
-		Short: "Show which Locks would block deleting a resource, a namespace or a CRD, and how",
+		Short: "Show which Locks would block deleting or changing a resource, a namespace or a CRD, and how",
 		Long: `Show what lockguard decides for a DELETE of TYPE/NAME (a core.navique.com resource
 in the namespace of -n), of a namespace or of a core.navique.com
 CustomResourceDefinition, and which Locks decide it:
 
-- directly: the live Locks that target the resource. The verdict is computed by
-  lockguard's own webhook code, run on the Locks listed from the API server;
+- directly: the live Locks that cover the resource: those that target it and
+  the selector Locks whose selectors match its labels. The verdict is computed
+  by lockguard's own webhook code, run on the Locks listed from the API server;
 - through descendants: the locked objects of core.navique.com in its namespace
   that it owns, transitively, through ownerReferences, which the garbage
   collector would delete with it (as lockguard's cascade guard walks them:
   when one is locked, the verdict is the cascade guard's denial);
 - inside it: for a namespace, its live Locks whose targets exist; for a CRD, the
   live Locks on existing objects of its kind (for the Lock CRD, every live Lock).
+
+For a resource, it also shows every live selector Lock of its namespace with
+whether it covers the resource and why: each requirement of its selector, met
+or not, next to the resource's label; and what happens to an UPDATE or PATCH of
+the resource: under a ReadOnly Lock, its spec and metadata are frozen (refused
+except for the principals the installation exempts; the status subresource stays
+writable) once the freeze is in force, which the Lock's ReadOnly condition says
+(InForce or Pending); under no ReadOnly Lock, lockguard never blocks its updates.
+Which Locks cover the resource is decided by the rule lockguard's guards and
+reconciler use (Lock.Covers).
 
 It deletes nothing and writes nothing. It exits 0 whatever the verdict; it
 fails only when the lookup does.`,
@@ -113,6 +124,14 @@ type whyReport struct {
 	// whose targets do not exist: they protect nothing until the target is
 	// created.
 	ProtectNothing []whyLock `json:"protectNothing"`
+	// Selectors are the live selector Locks of the resource's namespace,
+	// each with whether it covers the resource and its requirements, met
+	// or not by the resource's labels (a resource only; empty otherwise).
+	Selectors []whySelector `json:"selectors"`
+	// Update is what lockguard does with an UPDATE or PATCH of the
+	// resource's spec and metadata: refused under a ReadOnly Lock (a
+	// resource only; absent otherwise).
+	Update *whyUpdate `json:"update,omitempty"`
 	// Notes explain the verdict in sentences.
 	Notes []string `json:"notes"`
 }
@@ -123,6 +142,8 @@ type whyTarget struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
+	// Labels are a resource's labels, which selector Locks match.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // whyDecision is lockguard's answer to a DELETE.

@@ -147,6 +147,7 @@ func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk
 		Descendants:    []whyDescendant{},
 		Inside:         []whyLock{},
 		ProtectNothing: []whyLock{},
+		Selectors:      []whySelector{},
 		Notes:          []string{},
 	}
 	for i := range locks {

@@ -52,7 +52,7 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 		return nil, err
 	}
 	r := &whyReport{
-		Target:   whyTarget{Group: gvk.Group, Kind: gvk.Kind, Namespace: c.namespace, Name: t.name},
+		Target:   whyTarget{Group: gvk.Group, Kind: gvk.Kind, Namespace: c.namespace, Name: t.name, Labels: obj.GetLabels()},
 		Deletion: decisionOf(resp, decidedByWebhook),
 		Direct:   []whyLock{},
 		Inside:   []whyLock{},
@@ -60,6 +60,9 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 	for i := range direct {
 		r.Direct = append(r.Direct, newWhyLock(&direct[i]))
 	}
+	self := lockv1alpha1.Object{Namespace: c.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: t.name, Labels: obj.GetLabels()}
+	r.Selectors = selectorVerdicts(locks, self)
+	r.Update = updateVerdict(locks, self)
 	r.Descendants, err = d.descendants(ctx, obj.GetUID())
 	if err != nil {
 		return nil, err
@@ -89,6 +92,7 @@ func lockedBy(locks []lockv1alpha1.Lock, t target) []string {
 // webhook's by construction rather than re-derived.
 type decider struct {
 	namespace string
+	locks     []lockv1alpha1.Lock // the namespace's Locks, as listed
 	byTarget  map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock
 	selectors []lockv1alpha1.Lock // the live selector Locks
 	graph     *listGraph
@@ -97,7 +101,7 @@ type decider struct {
 // newDecider indexes the live Locks of a namespace by target, and keeps
 // its live selector Locks apart, as lockguard's index does.
 func newDecider(namespace string, locks []lockv1alpha1.Lock, graph *listGraph) *decider {
-	d := &decider{namespace: namespace, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph}
+	d := &decider{namespace: namespace, locks: locks, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph}
 	for i := range locks {
 		if key, ok := locks[i].LiveTarget(); ok {
 			d.byTarget[key] = append(d.byTarget[key], locks[i])
@@ -136,11 +140,7 @@ func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name 
 		return admission.Response{}, nil, err
 	}
 	self := lockv1alpha1.TargetKey{Namespace: d.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: name}
-	var found []lockv1alpha1.Lock
 	index := webhook.LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-		if key == self {
-			found = slices.Clone(d.byTarget[key])
-		}
 		return slices.Clone(d.byTarget[key]), nil
 	})
 	var opts []webhook.Option
@@ -148,13 +148,7 @@ func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name 
 		opts = append(opts, webhook.WithCascadeGuard(d.graph, webhook.CascadeDeny, webhook.CascadeLimits{}))
 	}
 	resp := webhook.NewHandler(deciderIndex{index, d}, nil, opts...).Decide(ctx, req)
-	for i := range d.selectors {
-		if d.selectors[i].Covers(self.Object(req.OldObject.Metadata.Labels)) {
-			found = append(found, d.selectors[i])
-		}
-	}
-	slices.SortFunc(found, func(a, b lockv1alpha1.Lock) int { return strings.Compare(a.Name, b.Name) })
-	return resp, found, nil
+	return resp, covering(d.locks, self.Object(req.OldObject.Metadata.Labels)), nil
 }
 
 // node is an object of the group in the namespace, as the owner graph

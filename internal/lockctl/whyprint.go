@@ -44,9 +44,9 @@ func (r *whyReport) print(w io.Writer) error {
 	if r.Target.Namespace != "" {
 		fmt.Fprintln(w)
 		if len(r.Direct) == 0 {
-			fmt.Fprintln(w, "Directly: no live Lock targets it.")
+			fmt.Fprintln(w, "Directly: no live Lock covers it.")
 		} else {
-			fmt.Fprintln(w, "Directly, the Locks that target it:")
+			fmt.Fprintln(w, "Directly, the Locks that cover it (target it, or select it by its labels):")
 			if err := printWhyLocks(w, r.Direct, false); err != nil {
 				return err
 			}
@@ -62,6 +62,16 @@ func (r *whyReport) print(w io.Writer) error {
 				fmt.Fprintf(tw, "%s/%s\t%s\t%s\n", d.Kind, d.Name, strings.Join(d.OwnerPath, " > "), strings.Join(d.Locks, ","))
 			}
 			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(w)
+		if err := r.printSelectors(w); err != nil {
+			return err
+		}
+		if r.Update != nil {
+			fmt.Fprintln(w)
+			if err := r.printUpdate(w); err != nil {
 				return err
 			}
 		}
@@ -91,6 +101,44 @@ func (r *whyReport) print(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// printSelectors prints the selector verdicts of a resource.
+func (r *whyReport) printSelectors(w io.Writer) error {
+	if len(r.Selectors) == 0 {
+		fmt.Fprintf(w, "Selector Locks: none in namespace %s.\n", r.Target.Namespace)
+		return nil
+	}
+	fmt.Fprintf(w, "Selector Locks of namespace %s, against its labels (%s):\n", r.Target.Namespace, labelsString(r.Target.Labels))
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "LOCK\tSELECTOR\tLEVEL\tCOVERS\tREQUIREMENTS")
+	for _, sel := range r.Selectors {
+		covers := "no"
+		if sel.Covers {
+			covers = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", sel.Name, sel.Selector, sel.Level, covers, requirementsString(sel.Requirements))
+	}
+	return tw.Flush()
+}
+
+// printUpdate prints the update verdict of a resource.
+func (r *whyReport) printUpdate(w io.Writer) error {
+	fmt.Fprintf(w, "UPDATE %s: %s\n", r.Target, r.Update.verdict())
+	fmt.Fprintf(w, "  %s\n", r.Update.Message)
+	if len(r.Update.Locks) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "LOCK\tSCOPE\tFREEZE\tMESSAGE")
+	for _, l := range r.Update.Locks {
+		msg := l.Message
+		if msg == "" {
+			msg = "<none>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, l.Scope, l.Freeze, oneLine(msg))
+	}
+	return tw.Flush()
 }
 
 // printWhyLocks prints Locks as a table, with their namespace if

@@ -1,0 +1,63 @@
+package lockctl
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// Freeze states of a ReadOnly Lock (freezeState): its ReadOnly condition's
+// reasons, as lockguard writes them.
+const (
+	freezeInForce = lockv1alpha1.ReasonInForce
+	freezePending = lockv1alpha1.ReasonPending
+)
+
+// levelOf returns the Lock's level: spec.level, CanNotDelete when unset
+// (the API server's default).
+func levelOf(l *lockv1alpha1.Lock) lockv1alpha1.LockLevel {
+	if l.Spec.Level == "" {
+		return lockv1alpha1.LevelCanNotDelete
+	}
+	return l.Spec.Level
+}
+
+// readOnly reports whether l is a ReadOnly Lock.
+func readOnly(l *lockv1alpha1.Lock) bool {
+	return levelOf(l) == lockv1alpha1.LevelReadOnly
+}
+
+// freezeState says whether the freeze of a ReadOnly Lock is in force, as
+// its ReadOnly condition does: freezeInForce when the condition is True
+// for the Lock's current generation, freezePending otherwise (False, or
+// not reported yet for this generation), with the condition's message
+// (or what is missing). It returns "" for a Lock that is not ReadOnly.
+func freezeState(l *lockv1alpha1.Lock) (state, message string) {
+	if !readOnly(l) {
+		return "", ""
+	}
+	c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReadOnly)
+	switch {
+	case c == nil:
+		return freezePending, "lockguard has not reported the Lock's ReadOnly condition (a lockguard without ReadOnly Locks never does)"
+	case l.Status.ObservedGeneration < l.Generation || (c.ObservedGeneration != 0 && c.ObservedGeneration < l.Generation):
+		return freezePending, "lockguard has not reported the ReadOnly condition for the Lock's current generation yet"
+	case c.Status == metav1.ConditionTrue:
+		return freezeInForce, c.Message
+	}
+	return freezePending, c.Message
+}
+
+// levelString is the LEVEL cell of kubectl lock list: CanNotDelete, or
+// ReadOnly with whether its freeze is in force: "ReadOnly (in force)" or
+// "ReadOnly (pending)".
+func levelString(l *lockv1alpha1.Lock) string {
+	switch state, _ := freezeState(l); state {
+	case freezeInForce:
+		return "ReadOnly (in force)"
+	case freezePending:
+		return "ReadOnly (pending)"
+	}
+	return string(levelOf(l))
+}
