@@ -206,7 +206,7 @@ func TestEachInReadsSyncedKindsOnly(t *testing.T) {
 	if diff := cmp.Diff(want, got, sortRequests); diff != "" {
 		t.Errorf("targetsIn(forge, {}): -want, +got:\n%s", diff)
 	}
-	p, err := w.protected(selectorLockOf("forge", "keep-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	p, _, err := w.protected(selectorLockOf("forge", "keep-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
 	if err != nil {
 		t.Fatal(err)
 	}

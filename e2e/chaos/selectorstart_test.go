@@ -50,7 +50,7 @@ func TestStartsWithSelectorLocks(t *testing.T) {
 		for _, gvk := range []schema.GroupVersionKind{framework.StackGVK, framework.PostgresClusterGVK} {
 			u := framework.Object(gvk, ns, fmt.Sprintf("o-%d", i))
 			if i%2 == 0 {
-				u.SetLabels(map[string]string{tierLabel: "db"})
+				u.SetLabels(map[string]string{"tier": "db"})
 				want++
 			}
 			if err := k.Client.Create(t.Context(), u); err != nil {
@@ -67,7 +67,7 @@ func TestStartsWithSelectorLocks(t *testing.T) {
 	// the creates need none.
 	const selectorLocks = 40
 	for i := range selectorLocks {
-		s := lockv1alpha1.LockSelector{MatchLabels: map[string]string{tierLabel: "db"}}
+		s := lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}
 		if i%4 == 0 {
 			s = lockv1alpha1.LockSelector{}
 		}
