@@ -1,0 +1,257 @@
+//go:build unverified
+
+// Written for issue 24 and never run yet (build tag unverified keeps it out
+// of every suite until it has passed on both versions).
+
+package contract_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/webhook"
+)
+
+// naviqueOperator is the chart's default exempt principal
+// (readOnly.exemptPrincipals), which the suite's webhook configuration
+// renders.
+const naviqueOperator = "system:serviceaccount:navique-system:navique-operator"
+
+// TestReadOnly: a ReadOnly Lock (LOCK-SPEC rules 7 and 16) labels what it
+// covers and says so (ReadOnly condition InForce, after Pending if the
+// reconciler was seen before the labels), then refuses a person's spec
+// change (UPDATE and PATCH, dry run alike) and label removal, naming the
+// Lock, while the same change by the exempt navique operator and a status
+// update go through; setting the level back to CanNotDelete lifts the
+// freeze and removes the label and the condition.
+func TestReadOnly(t *testing.T) {
+	ns := kube.NewNamespace(t, "readonly")
+	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
+	frozen := newSelectorLock(ns, "freeze", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}})
+	frozen.Spec.Level, frozen.Spec.Reason = lockv1alpha1.LevelReadOnly, "change window"
+	created := time.Now()
+	frozen = kube.CreateLock(t, frozen)
+	seen := waitReadOnly(t, frozen, lockv1alpha1.ReasonInForce)
+	t.Logf("ReadOnly InForce %s after the Lock's create (conditions seen: %v)", time.Since(created).Round(time.Millisecond), seen)
+	for _, r := range seen[:len(seen)-1] {
+		if r != lockv1alpha1.ReasonPending {
+			t.Errorf("ReadOnly condition went through %v; want only Pending before InForce", seen)
+		}
+	}
+	waitLabel(t, ns, "db", true)
+
+	specChange := func(c client.Client, opts ...client.UpdateOption) error {
+		u, err := kube.GetObject(t.Context(), framework.StackGVK, ns, "db")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(u.Object, "large", "spec", "size"); err != nil {
+			t.Fatal(err)
+		}
+		return c.Update(t.Context(), u, opts...)
+	}
+	want := webhook.UpdateDenialMessage([]lockv1alpha1.Lock{*frozen}, "spec")
+	t.Run("PersonRefused", func(t *testing.T) {
+		wantRefused(t, specChange(kube.Client), want)
+		wantRefused(t, specChange(kube.Client, client.DryRunAll), want)
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":"huge"}}`))
+		wantRefused(t, kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, "db"), patch), want)
+	})
+	t.Run("LabelRemovalRefused", func(t *testing.T) {
+		for _, label := range []string{"tier", lockv1alpha1.ReadOnlyLabel} {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+label+`":null}}}`))
+			err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, "db"), patch)
+			wantRefused(t, err, webhook.UpdateDenialMessage([]lockv1alpha1.Lock{*frozen}, "metadata.labels["+label+"]"))
+		}
+	})
+	t.Run("StatusAllowed", func(t *testing.T) {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Ready"}}`))
+		if err := kube.Client.Status().Patch(t.Context(), framework.Object(framework.StackGVK, ns, "db"), patch); err != nil {
+			t.Errorf("status update of a ReadOnly object: %v; want it allowed", err)
+		}
+	})
+	t.Run("ExemptAllowed", func(t *testing.T) {
+		if err := specChange(impersonate(t, ns, naviqueOperator)); err != nil {
+			t.Errorf("the same spec change by the exempt %s: %v; want it allowed", naviqueOperator, err)
+		}
+	})
+	t.Run("Denials", func(t *testing.T) {
+		l, err := readLock(t.Context(), frozen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, framework.DefaultTimeout, "the refused update in lastDenied", func(ctx context.Context) error {
+			if l, err = readLock(ctx, frozen); err != nil {
+				return err
+			}
+			if d := l.Status.LastDenied; d == nil || d.Operation != "UPDATE" || d.Kind != "Stack" || d.Name != "db" {
+				return fmt.Errorf("lastDenied %+v, want an UPDATE of Stack db", d)
+			}
+			return nil
+		})
+	})
+	t.Run("BackToCanNotDelete", func(t *testing.T) {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"level":"CanNotDelete"}}`))
+		if err := kube.Client.Patch(t.Context(), frozen.DeepCopy(), patch); err != nil {
+			t.Fatal(err)
+		}
+		waitLabel(t, ns, "db", false)
+		framework.Eventually(t, framework.DefaultTimeout, "no ReadOnly condition", func(ctx context.Context) error {
+			l, err := readLock(ctx, frozen)
+			if err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReadOnly); c != nil {
+				return fmt.Errorf("condition %+v", c)
+			}
+			return nil
+		})
+		framework.Eventually(t, framework.DefaultTimeout, "a person's spec change allowed", func(context.Context) error {
+			return specChange(kube.Client)
+		})
+		kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "db", client.DryRunAll), frozen)
+	})
+}
+
+// TestReadOnlyNeverAsked: an object under no ReadOnly Lock (none, or a
+// CanNotDelete Lock) is updated without any call to lockguard: its update
+// guard's review count does not move (LOCK-SPEC rule 7).
+func TestReadOnlyNeverAsked(t *testing.T) {
+	inProcess(t)
+	ns := kube.NewNamespace(t, "roquiet")
+	kube.CreateObject(t, framework.StackGVK, ns, "free")
+	kube.CreateObject(t, framework.StackGVK, ns, "kept")
+	kube.WaitActive(t, kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "kept", "")))
+	before := readOnlyReviews(t)
+	for _, name := range []string{"free", "kept"} {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"size":"large"},"metadata":{"labels":{"tier":"web"}}}`))
+		if err := kube.Client.Patch(t.Context(), framework.Object(framework.StackGVK, ns, name), patch); err != nil {
+			t.Fatalf("updating Stack %s: %v", name, err)
+		}
+	}
+	if after := readOnlyReviews(t); after != before {
+		t.Errorf("lockguard answered %v update reviews for objects under no ReadOnly Lock; want none", after-before)
+	}
+}
+
+// waitReadOnly waits until Lock l's ReadOnly condition has reason, and
+// returns the reasons it saw on the way, in order, without repeats.
+func waitReadOnly(t *testing.T, l *lockv1alpha1.Lock, reason string) []string {
+	t.Helper()
+	var seen []string
+	framework.Eventually(t, framework.DefaultTimeout, "ReadOnly "+reason, func(ctx context.Context) error {
+		got, err := readLock(ctx, l)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReadOnly)
+		if c == nil {
+			return fmt.Errorf("no ReadOnly condition")
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != c.Reason {
+			seen = append(seen, c.Reason)
+		}
+		if c.Reason != reason {
+			return fmt.Errorf("ReadOnly %s: %s", c.Reason, c.Message)
+		}
+		return nil
+	})
+	return seen
+}
+
+// waitLabel waits until Stack ns/name carries ReadOnlyLabel=true (want)
+// or does not.
+func waitLabel(t *testing.T, ns, name string, want bool) {
+	t.Helper()
+	framework.Eventually(t, framework.DefaultTimeout, fmt.Sprintf("Stack %s labelled %s: %t", name, lockv1alpha1.ReadOnlyLabel, want), func(ctx context.Context) error {
+		u, err := kube.GetObject(ctx, framework.StackGVK, ns, name)
+		if err != nil {
+			return err
+		}
+		if got := u.GetLabels()[lockv1alpha1.ReadOnlyLabel] == "true"; got != want {
+			return fmt.Errorf("labels %v", u.GetLabels())
+		}
+		return nil
+	})
+}
+
+// wantRefused checks that err is the update guard's refusal with message.
+func wantRefused(t *testing.T, err error, message string) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), message) {
+		t.Errorf("update error %v; want Forbidden: %s", err, message)
+	}
+}
+
+// impersonate returns a client of the suite's API server acting as user
+// (a ServiceAccount, in its groups), which may update Stacks in ns.
+func impersonate(t *testing.T, ns, user string) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stack-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"stacks"}, Verbs: []string{"get", "update", "patch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stack-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := kube.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(restConfig(t))
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RBAC takes effect once the authorizer's cache has the binding.
+	framework.Eventually(t, framework.DefaultTimeout, user+" can read Stacks", func(ctx context.Context) error {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(framework.StackGVK)
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, u)
+	})
+	return c
+}
+
+// readOnlyReviews is the number of updates the update guard of the
+// lockguard in this process has answered.
+func readOnlyReviews(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != "lockguard_admission_reviews_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "guard" && l.GetValue() == webhook.GuardReadOnly {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
