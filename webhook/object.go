@@ -99,16 +99,26 @@ func targetName(req Request) string {
 // DenialMessage is the message of a denied delete: the contract's sentence
 // naming every Lock (sorted, Go's %v of a []string), then the Locks' reasons.
 func DenialMessage(locks []lockv1alpha1.Lock) string {
+	names, reasons := namesAndReasons(locks)
+	return withReasons(fmt.Sprintf("resource is protected by Lock(s) %v; delete the Lock(s) before deleting this resource", names), reasons)
+}
+
+// namesAndReasons returns the names of locks, sorted, and "name: reason"
+// for each of them that gives a reason, in the same order.
+func namesAndReasons(locks []lockv1alpha1.Lock) (names, reasons []string) {
 	sorted := sortedByName(locks)
-	names := make([]string, 0, len(sorted))
-	var reasons []string
+	names = make([]string, 0, len(sorted))
 	for _, l := range sorted {
 		names = append(names, l.Name)
 		if l.Spec.Reason != "" {
 			reasons = append(reasons, l.Name+": "+l.Spec.Reason)
 		}
 	}
-	msg := fmt.Sprintf("resource is protected by Lock(s) %v; delete the Lock(s) before deleting this resource", names)
+	return names, reasons
+}
+
+// withReasons appends the Locks' reasons to a denial message, if any.
+func withReasons(msg string, reasons []string) string {
 	if len(reasons) > 0 {
 		msg += " (" + strings.Join(reasons, "; ") + ")"
 	}

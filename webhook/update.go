@@ -245,20 +245,8 @@ func labelsOf(obj map[string]any) map[string]string {
 // update changes (lockv1alpha1.FrozenChange), the way out, then the Locks'
 // reasons.
 func UpdateDenialMessage(locks []lockv1alpha1.Lock, field string) string {
-	sorted := sortedByName(locks)
-	names := make([]string, 0, len(sorted))
-	var reasons []string
-	for _, l := range sorted {
-		names = append(names, l.Name)
-		if l.Spec.Reason != "" {
-			reasons = append(reasons, l.Name+": "+l.Spec.Reason)
-		}
-	}
-	msg := fmt.Sprintf("resource is read-only under Lock(s) %v (the update changes %s); delete the Lock(s) or set their level to CanNotDelete before changing this resource", names, field)
-	if len(reasons) > 0 {
-		msg += " (" + strings.Join(reasons, "; ") + ")"
-	}
-	return msg
+	names, reasons := namesAndReasons(locks)
+	return withReasons(fmt.Sprintf("resource is read-only under Lock(s) %v (the update changes %s); delete the Lock(s) or set their level to CanNotDelete before changing this resource", names, field), reasons)
 }
 
 // recordUpdateDenial records an UpdateBlocked Warning Event on the object
