@@ -31,7 +31,8 @@ func (f *freshness) Confirmed(reason string) { f.confirmed = append(f.confirmed,
 
 // TestFreshness: with a Freshness, a delete the index would allow is
 // confirmed with the API server only when the Freshness says the index may
-// lack a Lock of its target, and the Freshness is asked before the index
+// lack a Lock of its target (even when the index denies, so that the
+// denial names every Lock), and the Freshness is asked before the index
 // (a marker is removed only after the index holds its Lock).
 func TestFreshness(t *testing.T) {
 	s := lockScheme(t)
@@ -39,6 +40,7 @@ func TestFreshness(t *testing.T) {
 	cases := map[string]struct {
 		reason        string
 		mayLack       bool
+		indexed       bool // the index has Lock "old"
 		want          []string
 		wantConfirmed []string
 	}{
@@ -47,6 +49,18 @@ func TestFreshness(t *testing.T) {
 			mayLack:       true,
 			want:          []string{"new"},
 			wantConfirmed: []string{"marker"},
+		},
+		"MayLackWhileIndexDenies": {
+			reason:        "A pending create of a target the index already has a Lock of: the denial names both Locks, each once (LOCK-SPEC rule 14; found by Test14PendingAcrossReplicas under load).",
+			mayLack:       true,
+			indexed:       true,
+			want:          []string{"old", "new"},
+			wantConfirmed: []string{"marker"},
+		},
+		"IndexDeniesCannotLack": {
+			reason:  "No pending create: the index's Lock denies, no read.",
+			indexed: true,
+			want:    []string{"old"},
 		},
 		"CannotLack": {
 			reason: "No pending create and a warm replica: allowed from the index, no read (the API server's Lock stands for one the proof says cannot exist).",
@@ -58,9 +72,16 @@ func TestFreshness(t *testing.T) {
 			var calls []string
 			index := LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				calls = append(calls, "index")
+				if tc.indexed {
+					return []lockv1alpha1.Lock{*newLock("forge", "old", "", "Stack", "forge")}, nil
+				}
 				return nil, nil
 			})
-			api := fake.NewClientBuilder().WithScheme(s).WithObjects(client.Object(newLock("forge", "new", "", "Stack", "forge"))).Build()
+			stored := []client.Object{newLock("forge", "new", "", "Stack", "forge")}
+			if tc.indexed {
+				stored = append(stored, newLock("forge", "old", "", "Stack", "forge"))
+			}
+			api := fake.NewClientBuilder().WithScheme(s).WithObjects(stored...).Build()
 			f := &freshness{mayLack: tc.mayLack, calls: &calls}
 			h := NewHandler(index, api, WithFreshness(f))
 			locks, err := h.locks.find(context.Background(), key.Object(nil))

@@ -153,10 +153,11 @@ func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1a
 
 // covering returns the live Locks that cover each of objs (Lock.Covers:
 // its targetRef Locks and the selector Locks of ns its labels match), the
-// distinct objects of namespace ns, in the order of objs: from the index
-// when it has any of them; otherwise, when the handler confirms and the
-// Freshness (asked first) says that the index may lack one, from a list of
-// the namespace's Locks read from the API server. It returns an error when
+// distinct objects of namespace ns, in the order of objs: from the index,
+// and, when the handler confirms and the Freshness (asked first) says that
+// the index may lack one, from a list of the namespace's Locks read from
+// the API server too (without a Freshness, only when the index has none of
+// them). It returns an error when
 // the index cannot answer or the API server cannot be read.
 func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	// Before the index: see Freshness.MayLack.
@@ -177,7 +178,13 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		}
 		found[i], cached = locks, cached || len(locks) > 0
 	}
-	if cached || !r.confirm || !mayLack {
+	// A denial names every Lock that covers the object (LOCK-SPEC rule
+	// 14): when the Freshness says the index may lack a Lock of one of
+	// objs (a create it was told of and has not seen), the API server is
+	// read even if the index already denies. Without a Freshness, the
+	// index's Locks deny at once: reading on every denial would let a
+	// delete loop cost a list each.
+	if !r.confirm || !mayLack || (cached && r.fresh == nil) {
 		return found, nil
 	}
 	if r.fresh != nil {
@@ -195,14 +202,14 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	for i := range all {
 		l := &all[i]
 		if target, live := l.LiveTarget(); live {
-			if j, ok := index[target]; ok {
+			if j, ok := index[target]; ok && !hasLock(found[j], l.Name) {
 				found[j] = append(found[j], *l.DeepCopy())
 				lagged++
 			}
 			continue
 		}
 		for j, o := range objs {
-			if l.HasSelector() && l.Covers(o) {
+			if l.HasSelector() && l.Covers(o) && !hasLock(found[j], l.Name) {
 				found[j] = append(found[j], *l.DeepCopy())
 				lagged++
 			}
@@ -213,6 +220,12 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 			"namespace", ns, "targets", len(objs), "locks", lagged)
 	}
 	return found, nil
+}
+
+// hasLock reports whether locks (Locks of one namespace) has the Lock
+// named name.
+func hasLock(locks []lockv1alpha1.Lock, name string) bool {
+	return slices.ContainsFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Name == name })
 }
 
 // cachedSelectors returns, for each of objs (objects of namespace ns), the
