@@ -58,6 +58,12 @@ func TestReadOnlyCondition(t *testing.T) {
 			obs:    observation{reason: lockv1alpha1.ReasonInvalidTarget},
 			want:   &cond{metav1.ConditionFalse, lockv1alpha1.ReasonPending, "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"},
 		},
+		"GuardDisabled": {
+			reason: "Without an update guard nothing is frozen, labelled or not: never InForce (--read-only-guard=false).",
+			level:  lockv1alpha1.LevelReadOnly,
+			obs:    observation{active: true, reason: lockv1alpha1.ReasonActive, readOnly: readOnlyObservation{frozen: true, guardOff: true}},
+			want:   &cond{metav1.ConditionFalse, lockv1alpha1.ReasonGuardDisabled, guardOffMessage},
+		},
 		"CanNotDelete": {
 			reason: "Back to CanNotDelete: the condition goes.",
 			level:  lockv1alpha1.LevelCanNotDelete,

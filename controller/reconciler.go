@@ -63,6 +63,9 @@ type reconciler struct {
 	// pending, when set, keeps a namespace's label while a Lock create in
 	// it is pending (Options.Pending).
 	pending PendingLocks
+	// readOnlyGuard: lockguard serves the update guard, so a ReadOnly
+	// Lock's freeze can be in force (Options.DisableReadOnlyGuard).
+	readOnlyGuard bool
 }
 
 // Reconcile brings the target of req (or the Lock of req) in line with the

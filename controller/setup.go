@@ -39,6 +39,10 @@ type Options struct {
 	// so that a namespace is guarded from the moment a Lock's create
 	// returns. Default nil: the label follows the cached Locks alone.
 	Pending PendingLocks
+	// DisableReadOnlyGuard says that lockguard serves no update guard
+	// (--read-only-guard=false): a ReadOnly Lock's ReadOnly condition then
+	// says GuardDisabled, never InForce. Default false.
+	DisableReadOnlyGuard bool
 }
 
 // PendingLocks tells whether a namespace has Lock creates admitted that
@@ -103,6 +107,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 
 		namespaceGuard: !opts.DisableNamespaceGuard,
 		pending:        opts.Pending,
+		readOnlyGuard:  !opts.DisableReadOnlyGuard,
 	}
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").

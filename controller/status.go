@@ -37,6 +37,9 @@ type readOnlyObservation struct {
 	frozen bool
 	// message of a Pending condition; "" for pendingMessage.
 	message string
+	// guardOff: lockguard serves no update guard (Options.DisableReadOnlyGuard),
+	// so nothing is frozen whatever the labels say (GuardDisabled).
+	guardOff bool
 }
 
 // freezing returns obs with readOnly ro.
@@ -58,6 +61,9 @@ func selectorFrozen(count int32, unlabelled int) readOnlyObservation {
 
 // pendingMessage is the default message of a Pending ReadOnly condition.
 const pendingMessage = "the resources this Lock covers do not all carry the label " + lockv1alpha1.ReadOnlyLabel + "=true yet; their updates are not refused until they do"
+
+// guardOffMessage is the message of a GuardDisabled ReadOnly condition.
+const guardOffMessage = "lockguard runs without its update guard (the chart's guards.readOnly.enabled=false, --read-only-guard=false): updates of the resources this Lock covers are not refused; deleting them is still denied"
 
 // inForceMessage is the message of an InForce ReadOnly condition.
 const inForceMessage = "updates of the spec and metadata of the resources this Lock covers are refused, except by the principals lockguard exempts; their status can change"
@@ -82,7 +88,10 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
 		Message: inForceMessage, ObservedGeneration: lock.Generation}
-	if !ro.frozen {
+	switch {
+	case obs.readOnly.guardOff:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, lockv1alpha1.ReasonGuardDisabled, guardOffMessage
+	case !ro.frozen:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, lockv1alpha1.ReasonPending, ro.message
 		if c.Message == "" {
 			c.Message = pendingMessage
@@ -164,6 +173,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 		Message:            obs.message,
 		ObservedGeneration: lock.Generation,
 	})
+	obs.readOnly.guardOff = !r.readOnlyGuard
 	setReadOnlyCondition(lock, obs)
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil

@@ -31,8 +31,9 @@ const ReadOnlyLabel = Group + "/read-only"
 // ConditionReadOnly is the condition of a ReadOnly Lock that says whether
 // the freeze is in force: True (reason InForce) once every resource the
 // Lock covers carries ReadOnlyLabel, so that the API server sends their
-// updates to lockguard; False (reason Pending) before that. A CanNotDelete
-// Lock has no such condition.
+// updates to lockguard; False (reason Pending) before that, or (reason
+// GuardDisabled) when the lockguard that reports it serves no update guard.
+// A CanNotDelete Lock has no such condition.
 const ConditionReadOnly = "ReadOnly"
 
 // Reasons of ConditionReadOnly.
@@ -43,6 +44,11 @@ const (
 	// ReasonPending means some resource the Lock covers does not carry
 	// ReadOnlyLabel yet: its updates are not refused until it does.
 	ReasonPending = "Pending"
+	// ReasonGuardDisabled means lockguard runs without its update guard
+	// (the chart's guards.readOnly.enabled=false, --read-only-guard=false):
+	// updates of what the Lock covers are not refused at all; its deletion
+	// is still denied.
+	ReasonGuardDisabled = "GuardDisabled"
 )
 
 // MaxProtectedNames is how many names status.protected lists at most.

@@ -376,7 +376,8 @@ func InvalidStatus(message string) LockStatus {
 }
 
 // WaitLockStatus waits until the Lock's status is exactly want, computed
-// for its current generation.
+// for its current generation, with no condition but Ready (and, for a
+// ReadOnly Lock, its ReadOnly condition, which want does not compare).
 func (k *Kube) WaitLockStatus(t *testing.T, l *lockv1alpha1.Lock, want LockStatus) {
 	t.Helper()
 	Eventually(t, DefaultTimeout, fmt.Sprintf("status of Lock %s", l.Name), func(ctx context.Context) error {
@@ -395,8 +396,11 @@ func (k *Kube) WaitLockStatus(t *testing.T, l *lockv1alpha1.Lock, want LockStatu
 		if got.Status.ObservedGeneration != got.Generation || cond.ObservedGeneration != got.Generation {
 			return fmt.Errorf("status observed generation %d, condition %d, want %d", got.Status.ObservedGeneration, cond.ObservedGeneration, got.Generation)
 		}
-		if len(got.Status.Conditions) != 1 {
-			return fmt.Errorf("conditions %+v, want only Ready", got.Status.Conditions)
+		// Ready, and the ReadOnly condition of a ReadOnly Lock, no other.
+		for _, c := range got.Status.Conditions {
+			if c.Type != lockv1alpha1.ConditionReady && (c.Type != lockv1alpha1.ConditionReadOnly || got.Spec.Level != lockv1alpha1.LevelReadOnly) {
+				return fmt.Errorf("conditions %+v, want only Ready (and ReadOnly for a ReadOnly Lock)", got.Status.Conditions)
+			}
 		}
 		return nil
 	})

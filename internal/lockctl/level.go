@@ -12,6 +12,8 @@ import (
 const (
 	freezeInForce = lockv1alpha1.ReasonInForce
 	freezePending = lockv1alpha1.ReasonPending
+	// freezeOff: lockguard serves no update guard; nothing is frozen.
+	freezeOff = lockv1alpha1.ReasonGuardDisabled
 )
 
 // levelOf returns the Lock's level: spec.level, CanNotDelete when unset
@@ -30,7 +32,8 @@ func readOnly(l *lockv1alpha1.Lock) bool {
 
 // freezeState says whether the freeze of a ReadOnly Lock is in force, as
 // its ReadOnly condition does: freezeInForce when the condition is True
-// for the Lock's current generation, freezePending otherwise (False, or
+// for the Lock's current generation, freezeOff when it is False because
+// lockguard serves no update guard, freezePending otherwise (False, or
 // not reported yet for this generation), with the condition's message
 // (or what is missing). It returns "" for a Lock that is not ReadOnly.
 func freezeState(l *lockv1alpha1.Lock) (state, message string) {
@@ -45,19 +48,23 @@ func freezeState(l *lockv1alpha1.Lock) (state, message string) {
 		return freezePending, "lockguard has not reported the ReadOnly condition for the Lock's current generation yet"
 	case c.Status == metav1.ConditionTrue:
 		return freezeInForce, c.Message
+	case c.Reason == lockv1alpha1.ReasonGuardDisabled:
+		return freezeOff, c.Message
 	}
 	return freezePending, c.Message
 }
 
 // levelString is the LEVEL cell of kubectl lock list: CanNotDelete, or
 // ReadOnly with whether its freeze is in force: "ReadOnly (in force)" or
-// "ReadOnly (pending)".
+// "ReadOnly (pending)", or "ReadOnly (guard disabled)".
 func levelString(l *lockv1alpha1.Lock) string {
 	switch state, _ := freezeState(l); state {
 	case freezeInForce:
 		return "ReadOnly (in force)"
 	case freezePending:
 		return "ReadOnly (pending)"
+	case freezeOff:
+		return "ReadOnly (guard disabled)"
 	}
 	return string(levelOf(l))
 }

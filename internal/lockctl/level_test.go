@@ -48,6 +48,11 @@ func TestFreezeState(t *testing.T) {
 			lock:   lock(lockv1alpha1.LevelReadOnly, 1, 1, readOnlyCond(metav1.ConditionFalse, lockv1alpha1.ReasonPending, 1)),
 			want:   result{State: freezePending, Message: "Pending message", Level: "ReadOnly (pending)"},
 		},
+		"GuardDisabled": {
+			reason: "ReadOnly=False because lockguard serves no update guard: never in force, and said so.",
+			lock:   lock(lockv1alpha1.LevelReadOnly, 1, 1, readOnlyCond(metav1.ConditionFalse, lockv1alpha1.ReasonGuardDisabled, 1)),
+			want:   result{State: freezeOff, Message: "GuardDisabled message", Level: "ReadOnly (guard disabled)"},
+		},
 		"NotReported": {
 			reason: "A ReadOnly Lock without the condition is pending: a lockguard without ReadOnly never reports it.",
 			lock:   lock(lockv1alpha1.LevelReadOnly, 1, 1),

@@ -329,7 +329,8 @@ func isCreateRefused(err error) bool {
 // generation (status.active and Ready=True), which means a delete of its
 // target is denied, and, for a ReadOnly Lock, its freeze in force
 // (freezeState), which means updates of what it covers are refused too.
-// An InvalidTarget Lock fails at once.
+// An InvalidTarget Lock fails at once, and so does a ReadOnly Lock whose
+// lockguard serves no update guard (it would never be in force).
 func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -341,7 +342,11 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 			last = l
 			switch st := lockStatus(l); st {
 			case statusActive:
-				if state, _ := freezeState(l); state != freezePending {
+				switch state, msg := freezeState(l); state {
+				case freezeOff:
+					return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is never in force: %s", lockGroupResource, name, msg)
+				case freezePending:
+				default:
 					return l, nil
 				}
 			case lockv1alpha1.ReasonInvalidTarget:

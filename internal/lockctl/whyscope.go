@@ -58,6 +58,9 @@ type whyUpdate struct {
 	// InForce is true when the freeze is in force: one of Locks reports
 	// its ReadOnly condition InForce for its current generation.
 	InForce bool `json:"inForce"`
+	// GuardDisabled is true when every Lock of Locks reports that its
+	// lockguard serves no update guard: nothing refuses the updates.
+	GuardDisabled bool `json:"guardDisabled,omitempty"`
 	// Locks are the live ReadOnly Locks that cover the resource, sorted by
 	// name.
 	Locks []whyFreeze `json:"locks"`
@@ -169,6 +172,7 @@ func labelOf(lbls map[string]string, key string) string {
 func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate {
 	u := &whyUpdate{Locks: []whyFreeze{}}
 	var names, inForce []string
+	off := 0
 	for _, l := range covering(locks, o) {
 		if !readOnly(&l) {
 			continue
@@ -176,17 +180,24 @@ func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate 
 		state, msg := freezeState(&l)
 		u.Locks = append(u.Locks, whyFreeze{Name: l.Name, Scope: scopeString(&l), Freeze: state, Message: msg})
 		names = append(names, l.Name)
-		if state == freezeInForce {
+		switch state {
+		case freezeInForce:
 			inForce = append(inForce, l.Name)
+		case freezeOff:
+			off++
 		}
 	}
 	u.Frozen, u.InForce = len(names) > 0, len(inForce) > 0
+	u.GuardDisabled = u.Frozen && off == len(names)
 	switch {
 	case !u.Frozen:
 		u.Message = "no ReadOnly Lock covers it: lockguard never blocks its updates"
 	case u.InForce:
 		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it and the freeze is in force (%v): updates and patches of its spec and metadata are refused, "+
 			"except by the principals the installation exempts (the navique operator's ServiceAccount by default); its status subresource stays writable", names, inForce)
+	case u.GuardDisabled:
+		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but lockguard serves no update guard (the chart's guards.readOnly.enabled=false): "+
+			"its updates are not refused; deleting it is still denied", names)
 	default:
 		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): "+
 			"its updates are not refused until it is; then updates and patches of its spec and metadata are refused, "+
@@ -200,6 +211,8 @@ func (u *whyUpdate) verdict() string {
 	switch {
 	case u.InForce:
 		return "spec and metadata frozen by lockguard (in force)"
+	case u.GuardDisabled:
+		return "not blocked by lockguard (its update guard is disabled)"
 	case u.Frozen:
 		return "frozen by lockguard once in force (pending)"
 	}

@@ -326,6 +326,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		exempt.Self = self.Username
 		mgr.GetWebhookServer().Register(webhook.UpdatePath, webhook.NewUpdateHandler(handler, exempt))
 	}
+	// The status says GuardDisabled, never InForce, when no update guard
+	// serves.
+	o.Controller.DisableReadOnlyGuard = o.DisableReadOnlyGuard
 	if err := controller.Setup(mgr, locks, kinds, o.Controller); err != nil {
 		return nil, err
 	}
