@@ -1,7 +1,4 @@
-//go:build e2e && unverified
-
-// Written for issue 24 and never run yet (build tag unverified keeps it out
-// of every suite until it has passed on both versions).
+//go:build e2e
 
 package e2e
 
@@ -13,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -103,11 +99,11 @@ func Test14SelectorPendingAcrossReplicas(t *testing.T) {
 		target := fmt.Sprintf("w-%d", i)
 		for _, ns := range []string{selAB, selBA} {
 			sel := lockv1alpha1.LockSelector{MatchLabels: map[string]string{pendingSelectorLabel: target}}
-			lockThenDelete("selector", newSelectorLock(ns, "l-"+target, sel), target)
+			lockThenDelete("selector", framework.NewSelectorLock(ns, "l-"+target, sel), target)
 		}
 		target = fmt.Sprintf("e-%d", i)
 		for _, ns := range []string{allAB, allBA} {
-			l := newSelectorLock(ns, fmt.Sprintf("all-%d", i), lockv1alpha1.LockSelector{})
+			l := framework.NewSelectorLock(ns, fmt.Sprintf("all-%d", i), lockv1alpha1.LockSelector{})
 			lockThenDelete("{}", l, target)
 			if err := kube.Client.Delete(t.Context(), l); err != nil {
 				t.Fatalf("deleting Lock %s/%s: %v", ns, l.Name, err)
@@ -124,10 +120,4 @@ func Test14SelectorPendingAcrossReplicas(t *testing.T) {
 	report(t, "Test14 (selector Locks): %d Lock creates, each followed at once by the delete of an object it covers on the other replica: selector: %d denied, %d slipped through; {}: %d denied, %d slipped through; confirmations by reason over both replicas: marker %.0f, cold %.0f",
 		4*iterations, denied["selector"], slipped["selector"], denied["{}"], slipped["{}"],
 		after[peers.ReasonMarker]-before[peers.ReasonMarker], after[peers.ReasonCold]-before[peers.ReasonCold])
-}
-
-// newSelectorLock returns a selector Lock named name in ns; not yet
-// created.
-func newSelectorLock(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
-	return &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: lockv1alpha1.LockSpec{Selector: &s}}
 }

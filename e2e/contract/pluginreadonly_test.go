@@ -1,8 +1,3 @@
-//go:build unverified
-
-// Written for issue 24 and never run yet (build tag unverified keeps it out
-// of every suite until it has passed on both versions).
-
 package contract_test
 
 import (

@@ -3,7 +3,6 @@ package contract_test
 import (
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -13,14 +12,6 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/webhook"
 )
-
-// newSelectorLock returns a selector Lock named name in ns; not yet created.
-func newSelectorLock(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
-	return &lockv1alpha1.Lock{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       lockv1alpha1.LockSpec{Selector: &s},
-	}
-}
 
 // createLabelledStack creates Stack name in ns with labels.
 func createLabelledStack(t *testing.T, ns, name string, labels map[string]string) {
@@ -54,9 +45,9 @@ func TestSelectorAnnotations(t *testing.T) {
 	ns := kube.NewNamespace(t, "selector")
 	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
 	createLabelledStack(t, ns, "web", map[string]string{"tier": "web"})
-	all := newSelectorLock(ns, "all", lockv1alpha1.LockSelector{})
-	db := newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}})
-	lockOfLocks := newSelectorLock(ns, "locks", lockv1alpha1.LockSelector{Kinds: []string{"Lock"}})
+	all := framework.NewSelectorLock(ns, "all", lockv1alpha1.LockSelector{})
+	db := framework.NewSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}})
+	lockOfLocks := framework.NewSelectorLock(ns, "locks", lockv1alpha1.LockSelector{Kinds: []string{"Lock"}})
 	for _, l := range []*lockv1alpha1.Lock{all, db, lockOfLocks} {
 		if err := kube.Client.Create(t.Context(), l); err != nil {
 			t.Fatalf("creating Lock %s: %v", l.Name, err)
@@ -93,7 +84,7 @@ func TestSelectorGuards(t *testing.T) {
 	createLabelledStack(t, ns, "db", map[string]string{"tier": "db"})
 	createLabelledStack(t, ns, "web", nil)
 	kube.CreateObject(t, framework.PostgresClusterGVK, ns, "pg")
-	all := kube.CreateLock(t, newSelectorLock(ns, "all", lockv1alpha1.LockSelector{}))
+	all := kube.CreateLock(t, framework.NewSelectorLock(ns, "all", lockv1alpha1.LockSelector{}))
 	// Created before the Lock is active: the deletes must be denied from
 	// the create on.
 	createLabelledStack(t, ns, "later", nil)
@@ -108,7 +99,7 @@ func TestSelectorGuards(t *testing.T) {
 	kube.WaitActive(t, all)
 	kube.DeleteLock(t, all)
 
-	db := kube.CreateLock(t, newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	db := kube.CreateLock(t, framework.NewSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
 	kube.WaitActive(t, db)
 	kube.WaitDenied(t, framework.StackGVK, ns, "db", db)
 	relabel(t, ns, "later", "db")
@@ -132,7 +123,7 @@ func TestSelectorGuards(t *testing.T) {
 	if err := kube.Client.Create(t.Context(), w); err != nil {
 		t.Fatal(err)
 	}
-	widgets := kube.CreateLock(t, newSelectorLock(wns, "db-widgets", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}, Kinds: []string{kind}}))
+	widgets := kube.CreateLock(t, framework.NewSelectorLock(wns, "db-widgets", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}, Kinds: []string{kind}}))
 	kube.WaitActive(t, widgets)
 	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), framework.CRD(crd), client.DryRunAll), webhook.GuardCRD, framework.CRDDenialMessage(widgets))
 	kube.MustExist(t, framework.CRDGVK, "", crd)

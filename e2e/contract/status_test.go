@@ -92,7 +92,7 @@ func TestStatusProtected(t *testing.T) {
 	keep := kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "web", ""))
 	ghost := kube.CreateLock(t, framework.NewLock(ns, "ghost", "Stack", "nothing", ""))
 	hold := kube.CreateLock(t, framework.NewLock(ns, "hold", "Stack", "held", ""))
-	db := kube.CreateLock(t, newSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
+	db := kube.CreateLock(t, framework.NewSelectorLock(ns, "tier-db", lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}))
 	kube.WaitActive(t, keep, hold, db)
 	waitProtected(t, keep, protected(1, "Stack", "web"))
 	waitProtected(t, ghost, protected(0))

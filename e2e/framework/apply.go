@@ -72,3 +72,10 @@ func NewLock(ns, name, kind, target, reason string) *lockv1alpha1.Lock {
 		},
 	}
 }
+
+// NewSelectorLock returns a Lock named name in ns of the resources of ns
+// that selector s matches (an empty s: all of them, and ns itself); not
+// yet created.
+func NewSelectorLock(ns, name string, s lockv1alpha1.LockSelector) *lockv1alpha1.Lock {
+	return &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: lockv1alpha1.LockSpec{Selector: &s}}
+}
