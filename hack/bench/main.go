@@ -81,7 +81,7 @@ type options struct {
 }
 
 // sections are the report's sections, in the order they run.
-var sections = []string{"handler", "webhook", "api", "window", "convergence", "memory", "modes", "cascade"}
+var sections = []string{"handler", "webhook", "api", "window", "convergence", "memory", "modes", "cascade", "selectors"}
 
 // checkOnly returns an error naming the first section of -only that is
 // not one of sections.
@@ -181,6 +181,12 @@ func run(ctx context.Context, o options) error {
 	}
 	if r.failure == "" && o.want("cascade") {
 		if err := runCascade(ctx, o, r); err != nil {
+			r.failure = err.Error()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	}
+	if r.failure == "" && o.want("selectors") {
+		if err := runSelectors(ctx, o, r); err != nil {
 			r.failure = err.Error()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 		}

@@ -44,6 +44,7 @@ type report struct {
 	growTook    time.Duration
 	modes       []*modesRun
 	cascade     *measure.CascadeResult
+	selectors   *measure.SelectorsResult
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what
@@ -168,6 +169,7 @@ func (r *report) markdown() string {
 	w("## Targets\n\n| # | target | measured | result |\n|---|---|---|---|\n")
 	r.summary(w)
 	r.modesSummary(w)
+	r.selectorsSummary(w)
 	w("\n")
 	r.handlerSection(w)
 	r.webhookSection(w)
@@ -177,6 +179,7 @@ func (r *report) markdown() string {
 	r.windowSection(w)
 	r.cascadeSection(w)
 	r.modesSection(w)
+	r.selectorsSection(w)
 	b.WriteString(notes)
 	return b.String()
 }
