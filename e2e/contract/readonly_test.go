@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -60,7 +57,7 @@ func TestReadOnly(t *testing.T) {
 		}
 		return c.Update(t.Context(), u, opts...)
 	}
-	person := impersonate(t, ns, "jane@example.com")
+	person := kube.Impersonate(t, restConfig(t), ns, "db", "jane@example.com")
 	want := webhook.UpdateDenialMessage([]lockv1alpha1.Lock{*frozen}, "spec")
 	t.Run("PersonRefused", func(t *testing.T) {
 		wantRefused(t, specChange(person), want)
@@ -82,7 +79,7 @@ func TestReadOnly(t *testing.T) {
 		}
 	})
 	t.Run("ExemptAllowed", func(t *testing.T) {
-		if err := specChange(impersonate(t, ns, naviqueOperator, "system:serviceaccounts")); err != nil {
+		if err := specChange(kube.Impersonate(t, restConfig(t), ns, "db", naviqueOperator, "system:serviceaccounts")); err != nil {
 			t.Errorf("the same spec change by the exempt %s: %v; want it allowed", naviqueOperator, err)
 		}
 	})
@@ -192,36 +189,6 @@ func wantRefused(t *testing.T, err error, message string) {
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), message) {
 		t.Errorf("update error %v; want Forbidden: %s", err, message)
 	}
-}
-
-// impersonate returns a client of the suite's API server acting as user
-// in groups, which may get, update and patch Stacks and their status in ns (a Role and
-// RoleBinding of ns). The suite's own client is the identity lockguard
-// runs as in this process, which ReadOnly Locks exempt: a person's update
-// must come from another user.
-func impersonate(t *testing.T, ns, user string, groups ...string) client.Client {
-	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "stack-writer-"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"stacks", "stacks/status"}, Verbs: []string{"get", "update", "patch"}}}}
-	if err := kube.Client.Create(t.Context(), role); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
-	if err := kube.Client.Create(t.Context(), binding); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(restConfig(t))
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	c, _ := framework.WarningClient(t, cfg)
-	// RBAC takes effect once the authorizer's cache has the binding.
-	framework.Eventually(t, framework.DefaultTimeout, user+" can read Stacks", func(ctx context.Context) error {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(framework.StackGVK)
-		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, u)
-	})
-	return c
 }
 
 // readOnlyReviews is the number of updates the update guard of the

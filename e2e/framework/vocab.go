@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -517,3 +518,32 @@ func (k *Kube) Kubectl(t *testing.T, stdin string, args ...string) KubectlResult
 // deletedFromNamespace matches the end of a deletion line of newer kubectl
 // (1.37): `<kind> "<name>" deleted from <namespace> namespace`.
 var deletedFromNamespace = regexp.MustCompile(`" deleted from [a-z0-9.-]+ namespace`)
+
+// Impersonate returns a client of cfg's API server acting as user in
+// groups (and system:authenticated), which may get, update and patch
+// Stacks and their status in ns (a Role and RoleBinding of ns, made with
+// k's admin client), once it can read Stack ns/stack. Where lockguard's
+// own identity is the admin's (in-process suites), a person's update must
+// come from such a client: lockguard exempts itself from ReadOnly Locks.
+func (k *Kube) Impersonate(t *testing.T, cfg *rest.Config, ns, stack, user string, groups ...string) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "stack-writer-"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"stacks", "stacks/status"}, Verbs: []string{"get", "update", "patch"}}}}
+	if err := k.Client.Create(t.Context(), role); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	if err := k.Client.Create(t.Context(), binding); err != nil {
+		t.Fatal(err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	c, _ := WarningClient(t, cfg)
+	// RBAC takes effect once the authorizer's cache has the binding.
+	Eventually(t, DefaultTimeout, user+" can read Stacks", func(ctx context.Context) error {
+		return c.Get(ctx, client.ObjectKey{Namespace: ns, Name: stack}, Object(StackGVK, ns, stack))
+	})
+	return c
+}
