@@ -11,20 +11,29 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// freshness is a Freshness that answers mayLack for every target and
-// records, in calls, the order of its questions and of the index's.
+// freshness is a Freshness and PendingCreates that answers mayLack (for
+// reason "cold", or "marker" when pending) and pending for every target,
+// and records, in calls, the order of its questions and of the index's.
 type freshness struct {
-	mayLack   bool
-	calls     *[]string
-	confirmed []string
+	mayLack, pending bool
+	calls            *[]string
+	confirmed        []string
 }
 
 func (f *freshness) MayLack(lockv1alpha1.TargetKey) (string, bool) {
 	*f.calls = append(*f.calls, "freshness")
-	if f.mayLack {
+	switch {
+	case f.mayLack && f.pending:
 		return "marker", true
+	case f.mayLack:
+		return "cold", true
 	}
 	return "", false
+}
+
+func (f *freshness) PendingCreate(lockv1alpha1.TargetKey) bool {
+	*f.calls = append(*f.calls, "pending")
+	return f.pending
 }
 
 func (f *freshness) Confirmed(reason string) { f.confirmed = append(f.confirmed, reason) }
@@ -38,29 +47,45 @@ func TestFreshness(t *testing.T) {
 	s := lockScheme(t)
 	key := lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge"}
 	cases := map[string]struct {
-		reason        string
-		mayLack       bool
-		indexed       bool // the index has Lock "old"
-		want          []string
-		wantConfirmed []string
+		reason           string
+		mayLack, pending bool
+		indexed          bool // the index has Lock "old"
+		want             []string
+		wantConfirmed    []string
+		wantCalls        []string
 	}{
 		"MayLack": {
 			reason:        "A pending create of the target: the API server's Lock is found.",
 			mayLack:       true,
+			pending:       true,
 			want:          []string{"new"},
 			wantConfirmed: []string{"marker"},
 		},
-		"MayLackWhileIndexDenies": {
+		"Cold": {
+			reason:        "A cold replica, nothing in the index: the API server's Lock is found.",
+			mayLack:       true,
+			want:          []string{"new"},
+			wantConfirmed: []string{"cold"},
+		},
+		"PendingWhileIndexDenies": {
 			reason:        "A pending create of a target the index already has a Lock of: the denial names both Locks, each once (LOCK-SPEC rule 14; found by Test14PendingAcrossReplicas under load).",
 			mayLack:       true,
+			pending:       true,
 			indexed:       true,
 			want:          []string{"old", "new"},
 			wantConfirmed: []string{"marker"},
 		},
-		"IndexDeniesCannotLack": {
-			reason:  "No pending create: the index's Lock denies, no read.",
+		"ColdWhileIndexDenies": {
+			reason:  "A cold replica whose index denies, no create pending: denied from the index, no read (a cold replica must not list the namespace for every denial; TestReadyMeansFresh).",
+			mayLack: true,
 			indexed: true,
 			want:    []string{"old"},
+		},
+		"IndexDeniesCannotLack": {
+			reason:    "No pending create, warm: the index's Lock denies, no read.",
+			indexed:   true,
+			want:      []string{"old"},
+			wantCalls: []string{"freshness", "index"},
 		},
 		"CannotLack": {
 			reason: "No pending create and a warm replica: allowed from the index, no read (the API server's Lock stands for one the proof says cannot exist).",
@@ -82,7 +107,7 @@ func TestFreshness(t *testing.T) {
 				stored = append(stored, newLock("forge", "old", "", "Stack", "forge"))
 			}
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(stored...).Build()
-			f := &freshness{mayLack: tc.mayLack, calls: &calls}
+			f := &freshness{mayLack: tc.mayLack, pending: tc.pending, calls: &calls}
 			h := NewHandler(index, api, WithFreshness(f))
 			locks, err := h.locks.find(context.Background(), key.Object(nil))
 			if err != nil {
@@ -98,7 +123,14 @@ func TestFreshness(t *testing.T) {
 			if diff := cmp.Diff(tc.wantConfirmed, f.confirmed); diff != "" {
 				t.Errorf("%s\nconfirmations: -want, +got:\n%s", tc.reason, diff)
 			}
-			if diff := cmp.Diff([]string{"freshness", "index"}, calls); diff != "" {
+			wantCalls := tc.wantCalls
+			if wantCalls == nil {
+				wantCalls = []string{"freshness", "index"}
+				if tc.mayLack {
+					wantCalls = []string{"freshness", "pending", "index"}
+				}
+			}
+			if diff := cmp.Diff(wantCalls, calls); diff != "" {
 				t.Errorf("order of the questions: -want, +got:\n%s", diff)
 			}
 		})

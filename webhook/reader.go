@@ -109,6 +109,17 @@ type Freshness interface {
 	Confirmed(reason string)
 }
 
+// PendingCreates is a Freshness that also tells, of one target, whether a
+// Lock create of it was admitted and the index may not have delivered it
+// yet (in lockguard, internal/peers: a pending marker), whether or not the
+// replica is warm. Where the index already has a Lock of the target, the
+// delete is denied either way; the API server is read only then, so that
+// the denial names every Lock (LOCK-SPEC rule 14). Like MayLack, it is
+// asked before the index.
+type PendingCreates interface {
+	PendingCreate(key lockv1alpha1.TargetKey) bool
+}
+
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
 	index     LockIndex     // by target
@@ -156,12 +167,13 @@ func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1a
 // distinct objects of namespace ns, in the order of objs: from the index,
 // and, when the handler confirms and the Freshness (asked first) says that
 // the index may lack one, from a list of the namespace's Locks read from
-// the API server too (without a Freshness, only when the index has none of
-// them). It returns an error when
+// the API server too: when the index has none of them, or when a create of
+// a Lock of one of them is pending (PendingCreates). It returns an error when
 // the index cannot answer or the API server cannot be read.
 func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
+	pending := mayLack && r.pendingCreate(objs)
 	selected, err := r.cachedSelectors(ns, objs)
 	if err != nil {
 		return nil, err
@@ -179,12 +191,12 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		found[i], cached = locks, cached || len(locks) > 0
 	}
 	// A denial names every Lock that covers the object (LOCK-SPEC rule
-	// 14): when the Freshness says the index may lack a Lock of one of
-	// objs (a create it was told of and has not seen), the API server is
-	// read even if the index already denies. Without a Freshness, the
-	// index's Locks deny at once: reading on every denial would let a
+	// 14): when a create of a Lock of one of objs is pending
+	// (PendingCreates), the API server is read even if the index already
+	// denies. Otherwise the index's Locks deny at once: reading on every
+	// denial (of a cold replica, or without a Freshness) would let a
 	// delete loop cost a list each.
-	if !r.confirm || !mayLack || (cached && r.fresh == nil) {
+	if !r.confirm || !mayLack || (cached && !pending) {
 		return found, nil
 	}
 	if r.fresh != nil {
@@ -295,6 +307,21 @@ func (r *lockReader) mayLack(objs []lockv1alpha1.Object) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// pendingCreate reports whether the Freshness (a PendingCreates) has a
+// Lock create of one of objs pending.
+func (r *lockReader) pendingCreate(objs []lockv1alpha1.Object) bool {
+	p, ok := r.fresh.(PendingCreates)
+	if !ok {
+		return false
+	}
+	for _, o := range objs {
+		if p.PendingCreate(o.Key()) {
+			return true
+		}
+	}
+	return false
 }
 
 // lockScope is the Locks a namespace or CRD decision reads: the live Locks

@@ -20,6 +20,14 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
+// The peer protocol's replica is the webhook's Freshness, and tells it of
+// pending Lock creates of a target even where the index already denies,
+// so that denials name every Lock.
+var (
+	_ webhook.Freshness      = (*peers.Peers)(nil)
+	_ webhook.PendingCreates = (*peers.Peers)(nil)
+)
+
 // PeerOptions say how the replicas of lockguard tell each other of Lock
 // creates (internal/peers), so that each decides the deletes its cache
 // would allow from the cache alone when it can prove it complete. With

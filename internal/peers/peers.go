@@ -146,6 +146,10 @@ func (p *Peers) register(r prometheus.Registerer) error {
 // MayLack is the webhook's question (webhook.Freshness): Tracker.MayLack.
 func (p *Peers) MayLack(key lockv1alpha1.TargetKey) (string, bool) { return p.t.MayLack(key) }
 
+// PendingCreate reports whether a Lock create of key is pending on this
+// replica (Tracker.PendingCreate): webhook.PendingCreates.
+func (p *Peers) PendingCreate(key lockv1alpha1.TargetKey) bool { return p.t.PendingCreate(key) }
+
 // PendingIn reports whether a Lock create in namespace ns is pending on
 // this replica (Tracker.PendingIn).
 func (p *Peers) PendingIn(ns string) bool { return p.t.PendingIn(ns) }

@@ -162,6 +162,14 @@ func (t *Tracker) MayLack(key lockv1alpha1.TargetKey) (string, bool) {
 	return "", false
 }
 
+// PendingCreate reports whether this replica holds a pending marker of a
+// Lock create of key, warm or not.
+func (t *Tracker) PendingCreate(key lockv1alpha1.TargetKey) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.markers.has(key)
+}
+
 // PendingIn reports whether this replica holds a pending marker of a Lock
 // create in namespace ns: a create admitted (by any replica that told this
 // one) whose Lock the cache has not delivered yet. The reconciler keeps

@@ -92,6 +92,9 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 	if _, may := tr.MayLack(key("b")); may {
 		t.Fatal("a marker of a must not make b's deletes confirmed")
 	}
+	if !tr.PendingCreate(key("a")) || tr.PendingCreate(key("b")) {
+		t.Fatal("PendingCreate: want true for a only")
+	}
 	// Two creates on one target: the target stays marked until both are
 	// delivered.
 	tr.Mark(ann("u2", "a"))
@@ -105,6 +108,9 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 	tr.Observe("u2")
 	if _, may := tr.MayLack(key("a")); may {
 		t.Fatal("both delivered: a must be decided from the cache")
+	}
+	if tr.PendingCreate(key("a")) {
+		t.Fatal("PendingCreate(a) after both markers were delivered: want false")
 	}
 	if tr.PendingIn("ns") {
 		t.Fatal("PendingIn(ns) after both markers were delivered: want false (the namespace label follows the cache again)")
