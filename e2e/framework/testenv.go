@@ -299,6 +299,33 @@ func StartForMain(suite string) (env *Env, skip string, err error) {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago:
 // the harness's one free-port helper.
 func FreePort() (int, error) {
+	for range 100 {
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		handedOut.Lock()
+		taken := handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if !taken {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free loopback port that this process has not handed out before")
+}
+
+// handedOut are the ports FreePort has returned in this process: the
+// kernel may offer a port again once its probe is closed, before the
+// process it was meant for has bound it (a replica's metrics server once
+// took its own webhook port).
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePort returns a port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
