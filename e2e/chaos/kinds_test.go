@@ -106,9 +106,10 @@ type kindCounts struct {
 	violations atomic.Int64
 	// bySelector counts the locked requests for which a selector Lock was
 	// among the Locks that protected (or froze) the object, and
-	// selectorDenied those of them lockguard denied.
+	// selectorDenied those of them lockguard denied (a subset).
 	bySelector, selectorDenied atomic.Int64
 	// byReadOnly counts the locked requests for which a ReadOnly Lock was
-	// among them, and readOnlyDenied those of them lockguard denied.
+	// among them, and readOnlyDenied those of them lockguard denied (a
+	// subset).
 	byReadOnly, readOnlyDenied atomic.Int64
 }

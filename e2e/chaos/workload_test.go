@@ -932,17 +932,15 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 func countScope(k *kindCounts, locks []*lockRec, denied bool) {
 	sel := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.sel != nil })
 	ro := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.readOnly })
-	switch {
-	case sel && denied:
-		k.selectorDenied.Add(1)
-	case sel:
-		k.bySelector.Add(1)
+	sent, ros := &k.bySelector, &k.byReadOnly
+	if denied {
+		sent, ros = &k.selectorDenied, &k.readOnlyDenied
 	}
-	switch {
-	case ro && denied:
-		k.readOnlyDenied.Add(1)
-	case ro:
-		k.byReadOnly.Add(1)
+	if sel {
+		sent.Add(1)
+	}
+	if ro {
+		ros.Add(1)
 	}
 }
 
