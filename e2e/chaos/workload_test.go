@@ -932,15 +932,15 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 func countScope(k *kindCounts, locks []*lockRec, denied bool) {
 	sel := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.sel != nil })
 	ro := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.readOnly })
-	sent, ros := &k.bySelector, &k.byReadOnly
+	selCount, roCount := &k.bySelector, &k.byReadOnly
 	if denied {
-		sent, ros = &k.selectorDenied, &k.readOnlyDenied
+		selCount, roCount = &k.selectorDenied, &k.readOnlyDenied
 	}
 	if sel {
-		sent.Add(1)
+		selCount.Add(1)
 	}
 	if ro {
-		ros.Add(1)
+		roCount.Add(1)
 	}
 }
 
@@ -1151,6 +1151,9 @@ func jsonValue(v any) string {
 // go through when no ReadOnly Lock covers the object.
 func (w *worker) update(ctx context.Context, relabel bool) {
 	t := w.targets[w.rng.IntN(len(w.targets))]
+	if frozen := w.frozenTargets(); len(frozen) > 0 && w.rng.IntN(2) == 0 {
+		t = frozen[w.rng.IntN(len(frozen))] // Half of the updates try a frozen one.
+	}
 	if !w.observe(ctx, t) || t.uid == "" || !t.labelDoubtSince.IsZero() {
 		return
 	}
@@ -1247,6 +1250,18 @@ func (w *worker) update(ctx context.Context, relabel bool) {
 		w.n.relabels.Add(1)
 		w.relabelled(t, newLabel)
 	}
+}
+
+// frozenTargets returns the targets a live ReadOnly Lock of the worker
+// covers.
+func (w *worker) frozenTargets() []*target {
+	var out []*target
+	for _, t := range w.targets {
+		if slices.ContainsFunc(w.locksOn(t, live), func(l *lockRec) bool { return l.readOnly }) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // relabelled records that t's setLabel changed to label: the selector
