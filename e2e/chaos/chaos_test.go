@@ -17,8 +17,10 @@ package chaos
 // webhooks instead would make every delete need both replicas' approval,
 // which is not how a Deployment behind a Service behaves.
 //
-// Clients, one per namespace, keep creating and deleting Locks and trying
-// to delete locked and unlocked objects in every way of the table in
+// Clients, one per namespace, keep creating and deleting Locks (by
+// targetRef and by selector, CanNotDelete and ReadOnly), moving objects in
+// and out of the selectors, updating objects that ReadOnly Locks freeze,
+// and trying to delete locked and unlocked objects in every way of the table in
 // kinds_test.go: directly, as dry runs, through another served version, by
 // deletecollection (real and dry run) and through garbage collection of an
 // owner. Meanwhile the run SIGKILLs replicas (one, both, or the leader),
@@ -61,6 +63,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -404,6 +407,10 @@ func TestChaos(t *testing.T) {
 			n.lockCreates.Load(), n.lockDeletes.Load(), n.annotations.Load(), set.Front.Conns.Load(), set.Front.Refused.Load()),
 		fmt.Sprintf("chaos: objects that went after their Lock's create was answered but before the Lock protected them (a delete admitted before the Lock existed, completed after; not a violation) %d",
 			n.lateDeletes.Load()),
+		fmt.Sprintf("chaos: Locks with a selector (on %s, never the empty one) %d, with level ReadOnly %d; objects relabelled in or out of selectors %d",
+			setLabel, n.selectorLocks.Load(), n.readOnlyLocks.Load(), n.relabels.Load()),
+		fmt.Sprintf("chaos: updates of objects under no ReadOnly Lock %d (%d refused by a Lock already gone); under a ReadOnly Lock not yet read in force or an object not yet labelled %d (%d refused; either answer is right)",
+			n.updateFree.Load(), n.updateStale.Load(), n.updatePending.Load(), n.updatePendingDenied.Load()),
 	}
 	run.summary = append(run.summary, kindTable(&n)...)
 	run.summary = append(run.summary, big.summary())
@@ -447,15 +454,20 @@ func TestChaos(t *testing.T) {
 
 // kindTable returns the summary's table of the counts by delete kind.
 func kindTable(n *counts) []string {
-	out := []string{fmt.Sprintf("chaos: %-32s %8s %8s %8s %8s %8s %10s", "delete kind", "sent", "locked", "denied", "allowed", "errors", "violations")}
+	out := []string{fmt.Sprintf("chaos: %-32s %8s %8s %8s %8s %8s %10s %12s %12s", "delete kind", "sent", "locked", "denied", "allowed", "errors", "violations", "selector", "ReadOnly")}
 	for k := range deleteKind(len(kinds)) {
 		c := &n.byKind[k]
 		if k == kindNone && c.violations.Load() == 0 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("chaos:   %-30s %8d %8d %8d %8d %8d %10d", k, c.sent.Load(), c.locked.Load(), c.denied.Load(), c.allowed.Load(), c.errors.Load(), c.violations.Load()))
+		out = append(out, fmt.Sprintf("chaos:   %-30s %8d %8d %8d %8d %8d %10d %12s %12s", k, c.sent.Load(), c.locked.Load(), c.denied.Load(), c.allowed.Load(), c.errors.Load(), c.violations.Load(),
+			fmt.Sprintf("%d/%d", c.selectorDenied.Load(), c.bySelector.Load()),
+			fmt.Sprintf("%d/%d", c.readOnlyDenied.Load(), c.byReadOnly.Load())))
 	}
-	return append(out, "chaos:   (locked: sent while a Lock the client had seen protected an object it would delete; an owner delete's denied and allowed are its own answer, the locked child must survive either way)")
+	return append(out,
+		"chaos:   (locked: sent while a Lock the client had seen protected an object it would delete; an owner delete's denied and allowed are its own answer, the locked child must survive either way;",
+		"chaos:    for the update kinds, sent while a ReadOnly Lock the client had seen, and read in force for its generation, covered an object that carried the read-only label;",
+		"chaos:    selector and ReadOnly: denied/locked of the locked requests with a selector Lock, a ReadOnly Lock, among the Locks)")
 }
 
 func convergedText(d time.Duration) string {
@@ -513,7 +525,7 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.
 	blind := func() []string {
 		var out []string
 		for k := range numKinds {
-			if !kinds[k].harmless && n.byKind[k].violations.Load() == 0 {
+			if !kinds[k].harmless && !kinds[k].update && n.byKind[k].violations.Load() == 0 {
 				out = append(out, k.String())
 			}
 		}
@@ -530,7 +542,7 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.
 	}
 	var caught []string
 	for k := range numKinds {
-		if kinds[k].harmless {
+		if kinds[k].harmless || kinds[k].update {
 			continue // Nothing to catch.
 		}
 		caught = append(caught, fmt.Sprintf("%s %d", k, n.byKind[k].violations.Load()))
@@ -578,7 +590,7 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.
 		}
 	}
 	logf("self-test: namespaces gone after %s in all", time.Since(began).Round(100*time.Millisecond))
-	return fmt.Sprintf("chaos: checker self-test, before lockguard is installed: every delete kind caught deleting a locked object within %s (violations seen: %s; an Orphan owner delete deletes no locked object even without lockguard)",
+	return fmt.Sprintf("chaos: checker self-test, before lockguard is installed: every delete kind caught deleting a locked object within %s (violations seen: %s; an Orphan owner delete deletes no locked object even without lockguard; the update kinds are not self-tested: without lockguard no ReadOnly Lock is ever in force)",
 		took.Round(100*time.Millisecond), strings.Join(caught, ", "))
 }
 
@@ -761,38 +773,21 @@ func (h *harness) waitServed(gen int, timeout time.Duration) error {
 }
 
 // check returns what is not (yet) as the contract says: each Lock's status
-// from its target, and each target's lock annotation from the live Locks.
+// from what it covers (a targetRef Lock its target; a selector Lock the
+// objects whose labels and kind its selector matches, counted in
+// status.protected), a ReadOnly Lock's ReadOnly condition (InForce for its
+// generation, once every object it covers carries the read-only label;
+// Pending for an invalid target), and each object's lock annotation (the
+// live Locks that cover it) and read-only label (present exactly when a
+// live ReadOnly Lock covers it).
 func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error) {
 	var problems []string
 	for _, w := range workers {
-		var locks lockv1alpha1.LockList
-		if err := h.admin.List(ctx, &locks, client.InNamespace(w.ns)); err != nil {
-			return nil, err
+		type object struct {
+			gvk  schema.GroupVersionKind
+			meta metav1.PartialObjectMetadata
 		}
-		protecting := map[string][]string{} // kind/name -> Lock names
-		for _, l := range locks.Items {
-			if l.DeletionTimestamp != nil {
-				continue
-			}
-			gv, err := schema.ParseGroupVersion(orDefault(l.Spec.TargetRef.APIVersion, lockv1alpha1.DefaultTargetAPIVersion))
-			valid := err == nil && gv.Group == lockv1alpha1.Group && l.Spec.TargetRef.Kind != "Lock"
-			want := lockStatus{Reason: lockv1alpha1.ReasonInvalidTarget, Ready: metav1.ConditionFalse}
-			if valid {
-				key := l.Spec.TargetRef.Kind + "/" + l.Spec.TargetRef.Name
-				protecting[key] = append(protecting[key], l.Name)
-				exists, err := h.exists(ctx, w.ns, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
-				if err != nil {
-					return nil, err
-				}
-				want = lockStatus{Reason: lockv1alpha1.ReasonMissingReference, Ready: metav1.ConditionFalse}
-				if exists {
-					want = lockStatus{Active: true, Reason: lockv1alpha1.ReasonActive, Ready: metav1.ConditionTrue}
-				}
-			}
-			if got := statusOf(&l); got != want {
-				problems = append(problems, fmt.Sprintf("Lock %s/%s on %s %s: status %+v, want %+v", w.ns, l.Name, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name, got, want))
-			}
-		}
+		var objects []object
 		for _, gvk := range []schema.GroupVersionKind{stackGVK, pgGVK} {
 			var list metav1.PartialObjectMetadataList
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -800,13 +795,83 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 				return nil, err
 			}
 			for _, o := range list.Items {
-				names := protecting[gvk.Kind+"/"+o.Name]
-				slices.Sort(names)
-				want := strings.Join(names, ",")
-				got, ok := o.Annotations[lockv1alpha1.LockedAnnotation]
-				if got != want || (want == "" && ok) {
-					problems = append(problems, fmt.Sprintf("%s %s/%s: annotation %q (set %v), want %q", gvk.Kind, w.ns, o.Name, got, ok, want))
+				objects = append(objects, object{gvk: gvk, meta: o})
+			}
+		}
+		var locks lockv1alpha1.LockList
+		if err := h.admin.List(ctx, &locks, client.InNamespace(w.ns)); err != nil {
+			return nil, err
+		}
+		protecting := map[string][]string{} // kind/name -> Lock names
+		frozen := map[string]bool{}         // kind/name -> a ReadOnly Lock covers it
+		for _, l := range locks.Items {
+			if l.DeletionTimestamp != nil {
+				continue
+			}
+			readOnly := l.Spec.Level == lockv1alpha1.LevelReadOnly
+			var want lockStatus
+			if sel := l.Spec.Selector; sel != nil {
+				labels, err := metav1.LabelSelectorAsSelector(sel.LabelSelector())
+				if err != nil {
+					return nil, fmt.Errorf("Lock %s/%s: %w", w.ns, l.Name, err)
 				}
+				var count int32
+				for _, o := range objects {
+					if (len(sel.Kinds) > 0 && !slices.Contains(sel.Kinds, o.gvk.Kind)) || !labels.Matches(k8slabels.Set(o.meta.Labels)) {
+						continue
+					}
+					count++
+					key := o.gvk.Kind + "/" + o.meta.Name
+					protecting[key] = append(protecting[key], l.Name)
+					frozen[key] = frozen[key] || readOnly
+				}
+				want = lockStatus{Active: true, Reason: lockv1alpha1.ReasonActive, Ready: metav1.ConditionTrue, Protected: count}
+				if readOnly {
+					want.ReadOnly, want.ReadOnlyReason = metav1.ConditionTrue, lockv1alpha1.ReasonInForce
+				}
+				if got := statusOf(&l); got != want {
+					problems = append(problems, fmt.Sprintf("Lock %s/%s (selector %s, %s): status %+v, want %+v", w.ns, l.Name, sel, orDefault(string(l.Spec.Level), "CanNotDelete"), got, want))
+				}
+				continue
+			}
+			gv, err := schema.ParseGroupVersion(orDefault(l.Spec.TargetRef.APIVersion, lockv1alpha1.DefaultTargetAPIVersion))
+			valid := err == nil && gv.Group == lockv1alpha1.Group && l.Spec.TargetRef.Kind != "Lock"
+			want = lockStatus{Reason: lockv1alpha1.ReasonInvalidTarget, Ready: metav1.ConditionFalse}
+			if readOnly {
+				want.ReadOnly, want.ReadOnlyReason = metav1.ConditionFalse, lockv1alpha1.ReasonPending
+			}
+			if valid {
+				key := l.Spec.TargetRef.Kind + "/" + l.Spec.TargetRef.Name
+				protecting[key] = append(protecting[key], l.Name)
+				frozen[key] = frozen[key] || readOnly
+				exists, err := h.exists(ctx, w.ns, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
+				if err != nil {
+					return nil, err
+				}
+				want = lockStatus{Reason: lockv1alpha1.ReasonMissingReference, Ready: metav1.ConditionFalse}
+				if exists {
+					want = lockStatus{Active: true, Reason: lockv1alpha1.ReasonActive, Ready: metav1.ConditionTrue, Protected: 1}
+				}
+				if readOnly {
+					want.ReadOnly, want.ReadOnlyReason = metav1.ConditionTrue, lockv1alpha1.ReasonInForce
+				}
+			}
+			if got := statusOf(&l); got != want {
+				problems = append(problems, fmt.Sprintf("Lock %s/%s on %s %s (%s): status %+v, want %+v", w.ns, l.Name, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name, orDefault(string(l.Spec.Level), "CanNotDelete"), got, want))
+			}
+		}
+		for _, o := range objects {
+			key := o.gvk.Kind + "/" + o.meta.Name
+			names := protecting[key]
+			slices.Sort(names)
+			want := strings.Join(names, ",")
+			got, ok := o.meta.Annotations[lockv1alpha1.LockedAnnotation]
+			if got != want || (want == "" && ok) {
+				problems = append(problems, fmt.Sprintf("%s %s/%s: annotation %q (set %v), want %q", o.gvk.Kind, w.ns, o.meta.Name, got, ok, want))
+			}
+			gotRO, okRO := o.meta.Labels[lockv1alpha1.ReadOnlyLabel]
+			if frozen[key] != (gotRO == "true") || (!frozen[key] && okRO) {
+				problems = append(problems, fmt.Sprintf("%s %s/%s: label %s=%q (set %v), want it set to true %v (labels %v)", o.gvk.Kind, w.ns, o.meta.Name, lockv1alpha1.ReadOnlyLabel, gotRO, okRO, frozen[key], o.meta.Labels))
 			}
 		}
 	}
@@ -826,16 +891,33 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 	return problems, nil
 }
 
+// lockStatus is what check compares of a Lock's status.
 type lockStatus struct {
 	Active bool
 	Ready  metav1.ConditionStatus
 	Reason string
+	// Protected is status.protected.count.
+	Protected int32
+	// ReadOnly and ReadOnlyReason are the ReadOnly condition's status and
+	// reason ("" when it has none, as a CanNotDelete Lock must), if the
+	// condition is for the Lock's generation.
+	ReadOnly       metav1.ConditionStatus
+	ReadOnlyReason string
 }
 
 func statusOf(l *lockv1alpha1.Lock) lockStatus {
 	s := lockStatus{Active: l.Status.Active}
 	if c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady); c != nil {
 		s.Ready, s.Reason = c.Status, c.Reason
+	}
+	if p := l.Status.Protected; p != nil {
+		s.Protected = p.Count
+	}
+	if c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReadOnly); c != nil {
+		s.ReadOnly, s.ReadOnlyReason = c.Status, c.Reason
+		if c.ObservedGeneration != l.Generation {
+			s.ReadOnlyReason += fmt.Sprintf(" (for generation %d of %d)", c.ObservedGeneration, l.Generation)
+		}
 	}
 	return s
 }

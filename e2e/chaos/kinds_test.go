@@ -4,7 +4,8 @@ package chaos
 
 import "sync/atomic"
 
-// A deleteKind is one way a client asks for an object to be deleted. The
+// A deleteKind is one way a client asks for an object to be deleted (or,
+// for the update kinds, changed under a ReadOnly Lock). The
 // checker holds every kind to the same invariant: a request that would
 // delete (or, as a dry run, would have deleted) an object that a live Lock
 // protects must be denied, and that object must still be there, the same
@@ -30,6 +31,9 @@ const (
 	kindOwnerBackground                      // DELETE of a locked object's owner, propagation Background (rule 6)
 	kindOwnerForeground                      // the same, propagation Foreground
 	kindOwnerOrphan                          // the same, propagation Orphan: the child is never deleted
+	kindUpdate                               // UPDATE of the spec of an object a ReadOnly Lock covers (rule 16)
+	kindDryRunUpdate                         // the same as a server-side dry run
+	kindRelabel                              // UPDATE of the selector label of an object a ReadOnly Lock covers: relabelling it out is refused too
 	numKinds
 
 	// kindNone stands for no request of the client's: an object that
@@ -50,6 +54,13 @@ var kinds = [numKinds + 1]struct {
 	// harmless marks a kind that deletes no locked object even with no
 	// guard at all (Orphan leaves the child): the self-test cannot catch it.
 	harmless bool
+	// update marks the kinds that change an object a ReadOnly Lock freezes
+	// rather than delete it. The checker holds them to rule 16: once the
+	// Lock's ReadOnly condition says InForce for its generation and the
+	// object carries the read-only label, the update must be refused. The
+	// self-test cannot catch them: without lockguard no Lock is ever in
+	// force.
+	update bool
 }{
 	kindDelete:             {name: "delete"},
 	kindDeleteOtherVersion: {name: "delete through v1beta1"},
@@ -63,6 +74,9 @@ var kinds = [numKinds + 1]struct {
 	kindOwnerBackground:    {name: "owner delete, Background", owner: true},
 	kindOwnerForeground:    {name: "owner delete, Foreground", owner: true},
 	kindOwnerOrphan:        {name: "owner delete, Orphan", owner: true, harmless: true},
+	kindUpdate:             {name: "spec update under ReadOnly", update: true},
+	kindDryRunUpdate:       {name: "dry-run spec update, ReadOnly", dryRun: true, update: true},
+	kindRelabel:            {name: "relabel under ReadOnly", update: true},
 	kindNone:               {name: "no request of the client's"},
 }
 
@@ -90,4 +104,12 @@ type kindCounts struct {
 	// violations counts the locked objects deleted, the locked requests
 	// allowed, and the objects a dry run deleted.
 	violations atomic.Int64
+	// bySelector counts the locked requests for which a selector Lock was
+	// among the Locks that protected (or froze) the object, and
+	// selectorDenied those of them lockguard denied (a subset).
+	bySelector, selectorDenied atomic.Int64
+	// byReadOnly counts the locked requests for which a ReadOnly Lock was
+	// among them, and readOnlyDenied those of them lockguard denied (a
+	// subset).
+	byReadOnly, readOnlyDenied atomic.Int64
 }

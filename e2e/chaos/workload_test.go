@@ -13,6 +13,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -48,6 +49,23 @@ func isDenial(err error) bool {
 	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), denialPrefix)
 }
 
+// updateDenialPrefix starts the API server's error for an update that
+// lockguard refused under a ReadOnly Lock (LOCK-SPEC rule 16).
+const updateDenialPrefix = `admission webhook "update.lockguard.core.navique.com" denied the request: resource is read-only under Lock(s) [`
+
+// isUpdateDenial reports whether err is lockguard's refusal of an update.
+func isUpdateDenial(err error) bool {
+	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), updateDenialPrefix)
+}
+
+// setLabel is the label the workload's selector Locks select on: each
+// worker sets it on its own objects, to one of setValues or none, and
+// moves objects in and out of its selectors by changing it.
+const setLabel = "chaos.navique.com/set"
+
+// setValues are the values of setLabel a selector Lock selects.
+var setValues = []string{"a", "b"}
+
 // cascadeDenial is in the API server's error for an owner delete denied
 // by rule 6's cascade guard (LOCK-SPEC: the message starts with it).
 const cascadeDenial = `denied the request: resource would cascade-delete resources protected by Lock(s) [`
@@ -78,8 +96,24 @@ type counts struct {
 	cascadeDenials atomic.Int64
 	lockCreates    atomic.Int64
 	lockDeletes    atomic.Int64
-	annotations    atomic.Int64 // hand edits of the lock annotation
-	slowestUnlock  atomic.Int64 // longest time an unlocked target waited for its delete, ns
+	// selectorLocks and readOnlyLocks count the Lock creates with a
+	// selector, and with level ReadOnly.
+	selectorLocks, readOnlyLocks atomic.Int64
+	// relabels counts the changes of setLabel that went through (objects
+	// moved in or out of selectors).
+	relabels atomic.Int64
+	// updateFree counts the updates (spec or label) of objects no ReadOnly
+	// Lock of the client's froze, and updateStale those of them refused (by
+	// a ReadOnly Lock already deleted or relabelled out of: a cache
+	// catching up).
+	updateFree, updateStale atomic.Int64
+	// updatePending counts the updates of objects a ReadOnly Lock covered
+	// that was not (seen) in force yet, or that did not carry the
+	// read-only label yet; updatePendingDenied those of them refused. Both
+	// answers are right.
+	updatePending, updatePendingDenied atomic.Int64
+	annotations                        atomic.Int64 // hand edits of the lock annotation
+	slowestUnlock                      atomic.Int64 // longest time an unlocked target waited for its delete, ns
 	// lateDeletes counts objects seen after their Lock's create was
 	// answered that went before the Lock protected them (see observe): a
 	// delete admitted before the Lock existed completed after.
@@ -116,24 +150,88 @@ const (
 
 // lockRec is a Lock a worker created.
 type lockRec struct {
-	name   string
+	name string
+	// target is a targetRef Lock's target; nil for a selector Lock.
 	target *target
-	state  lockState
+	// sel is a selector Lock's selector; nil for a targetRef Lock.
+	sel *selectorRec
+	// readOnly: the Lock's level is ReadOnly (it never changes).
+	readOnly bool
+	state    lockState
 	// acked is when the client saw the Lock exist (the create's answer).
 	acked time.Time
-	// seenUID is the UID of the target the client saw exist after acked:
-	// from then on, until the client deletes the Lock, that object must
-	// exist.
-	seenUID types.UID
-	// sawUID is the UID of the target the client first saw after acked,
-	// protected or not yet.
-	sawUID  types.UID
+	// seenUID is, for each object the Lock covers, the UID of the object
+	// the client saw exist after acked, covered: from then on, until the
+	// client deletes the Lock or moves the object out of its selector, that
+	// object must exist.
+	seenUID map[*target]types.UID
+	// sawUID is, for each object the Lock covers, the UID of the object the
+	// client first saw after acked, protected or not yet.
+	sawUID  map[*target]types.UID
 	invalid bool // targets another group: never protects
 }
 
-// forget drops what the Lock saw of its target, once a violation on it
-// is counted.
-func (l *lockRec) forget() { l.seenUID, l.sawUID = "", "" }
+// newLockRec returns the record of a Lock about to be created.
+func newLockRec(name string, t *target, sel *selectorRec, readOnly bool) *lockRec {
+	return &lockRec{name: name, target: t, sel: sel, readOnly: readOnly, state: creating,
+		seenUID: map[*target]types.UID{}, sawUID: map[*target]types.UID{}}
+}
+
+// forget drops what the Lock saw of t, once a violation on it is counted,
+// or once t left its selector (or may have).
+func (l *lockRec) forget(t *target) {
+	delete(l.seenUID, t)
+	delete(l.sawUID, t)
+}
+
+// covers reports whether the Lock covers t, as far as the client knows:
+// its target, or an object whose setLabel its selector matches, when no
+// change of that label with an unknown outcome may still be under way.
+func (l *lockRec) covers(t *target) bool {
+	switch {
+	case l.invalid:
+		return false
+	case l.sel == nil:
+		return l.target == t
+	default:
+		return t.labelDoubtSince.IsZero() && l.sel.matches(t)
+	}
+}
+
+// selectorRec is a selector Lock's selector: the objects whose setLabel
+// is value, of kinds (any kind when empty). It never covers the
+// namespace (only the empty selector does, which the workload does not
+// use: it would hold back the namespace-wide requests of the other
+// workers' tests and the settling at the end).
+type selectorRec struct {
+	value string
+	kinds []string
+	// expression: the selector says it with matchExpressions (In) rather
+	// than matchLabels.
+	expression bool
+}
+
+func (s *selectorRec) matches(t *target) bool {
+	return t.label == s.value && (len(s.kinds) == 0 || slices.Contains(s.kinds, t.gvk.Kind))
+}
+
+// spec returns the Lock's selector.
+func (s *selectorRec) spec() *lockv1alpha1.LockSelector {
+	out := &lockv1alpha1.LockSelector{Kinds: s.kinds}
+	if s.expression {
+		out.MatchExpressions = []lockv1alpha1.LabelSelectorRequirement{{Key: setLabel, Operator: lockv1alpha1.SelectorOpIn, Values: []string{s.value}}}
+	} else {
+		out.MatchLabels = map[string]string{setLabel: s.value}
+	}
+	return out
+}
+
+func (s *selectorRec) String() string {
+	if len(s.kinds) > 0 {
+		return fmt.Sprintf("%s=%s %v", setLabel, s.value, s.kinds)
+	}
+	return setLabel + "=" + s.value
+}
 
 // target is an object a worker may lock and delete.
 type target struct {
@@ -155,6 +253,19 @@ type target struct {
 	// with an error that does not say whether it happened: the request may
 	// still be in flight, admitted, for up to inFlightFor.
 	doubtSince time.Time
+	// label is the object's setLabel ("" for none), as the client set or
+	// last read it; labelSince is when it took that value (the answer to
+	// its create or relabel, or the read that found it).
+	label      string
+	labelSince time.Time
+	// labelDoubtSince is when a create or relabel of the object was last
+	// answered with an error that does not say whether it happened: until
+	// a read more than inFlightFor later, its label is unknown and no
+	// selector Lock is known to cover it. Zero when the label is known.
+	labelDoubtSince time.Time
+	// readOnlyLabel: the object carried lockguard's read-only label when
+	// last read.
+	readOnlyLabel bool
 }
 
 func (t *target) String() string { return t.gvk.Kind + "/" + t.name }
@@ -174,6 +285,19 @@ func (t *target) undisturbed(now time.Time) bool {
 // object is sent after its Locks: if it ever completes, that is a
 // violation, so it casts no doubt.)
 func (t *target) doubt() { t.doubtSince = time.Now() }
+
+// doubtLabel records that a create or relabel of t was answered with an
+// error that does not say whether it happened: which selector Locks cover
+// it is unknown until a read more than inFlightFor later, and what they
+// saw of it is dropped (an object that leaves a selector may go).
+func (w *worker) doubtLabel(t *target) {
+	t.labelDoubtSince = time.Now()
+	for _, l := range w.locks {
+		if l.sel != nil {
+			l.forget(t)
+		}
+	}
+}
 
 // worker is one client, alone in its namespace, so that it knows every
 // Lock there and when it saw it.
@@ -212,15 +336,33 @@ func (w *worker) object(t *target, gvk schema.GroupVersionKind) *unstructured.Un
 	return u
 }
 
-// locksOn returns the worker's Locks on t in state s.
+// locksOn returns the worker's Locks in state s that cover t.
 func (w *worker) locksOn(t *target, s lockState) []*lockRec {
 	var out []*lockRec
 	for _, l := range w.locks {
-		if l.target == t && l.state == s && !l.invalid {
+		if l.state == s && l.covers(t) {
 			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// observeLock observes what Lock l may cover: its target, or every object
+// of the worker for a selector Lock. It returns false when the API server
+// does not answer.
+func (w *worker) observeLock(ctx context.Context, l *lockRec) bool {
+	if l.invalid {
+		return true
+	}
+	if l.sel == nil {
+		return w.observe(ctx, l.target)
+	}
+	for _, t := range w.targets {
+		if !w.observe(ctx, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // run works until ctx ends.
@@ -244,14 +386,18 @@ func (w *worker) step(ctx context.Context) {
 		w.lockThenDelete(ctx)
 	case r < 0.45:
 		w.deleteLock(ctx)
-	case r < 0.88:
+	case r < 0.73:
 		w.deleteTarget(ctx)
-	case r < 0.92:
+	case r < 0.77:
 		w.deleteCollection(ctx)
-	case r < 0.95:
+	case r < 0.80:
 		w.cascade(ctx)
-	default:
+	case r < 0.83:
 		w.editAnnotation(ctx)
+	case r < 0.88:
+		w.update(ctx, false)
+	default:
+		w.update(ctx, true)
 	}
 }
 
@@ -269,7 +415,7 @@ func (w *worker) resolveErr(ctx context.Context) error {
 			switch {
 			case err == nil && l.state == creating:
 				l.state, l.acked = live, time.Now()
-				w.observe(ctx, l.target)
+				w.observeLock(ctx, l)
 			case err == nil:
 				l.state = live // The delete did not happen; acked is unchanged.
 			case apierrors.IsNotFound(err):
@@ -309,6 +455,7 @@ func (w *worker) resolveErr(ctx context.Context) error {
 func (w *worker) observe(ctx context.Context, t *target) bool {
 	u := w.object(t, t.gvk)
 	err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u)
+	now := time.Now()
 	var uid, ownerRef types.UID
 	var annotated []string
 	switch {
@@ -335,32 +482,82 @@ func (w *worker) observe(ctx context.Context, t *target) bool {
 		}
 		probe := *t
 		probe.ownerRef = ownerRef
-		return ownerRead == 1 && probe.undisturbed(l.acked)
+		// A selector Lock covers the object from when both the Lock and
+		// its label were there.
+		start := l.acked
+		if l.sel != nil && t.labelSince.After(start) {
+			start = t.labelSince
+		}
+		return ownerRead == 1 && probe.undisturbed(start)
 	}
-	for _, l := range w.locksOn(t, live) {
-		if l.seenUID != "" && l.seenUID != uid {
-			now := "is gone"
+	// The Locks that covered the object as the client knew it (its label
+	// before this read): the one that went, if it went.
+	covered := w.locksOn(t, live)
+	for _, l := range covered {
+		if l.seenUID[t] != "" && l.seenUID[t] != uid {
+			gone := "is gone"
 			if uid != "" {
-				now = "was replaced by uid " + string(uid)
+				gone = "was replaced by uid " + string(uid)
 			}
-			w.violation(t.lastKind, "%s %s (uid %s) %s while Lock %s protected it (created and seen %s ago, seen the object after that); the last request that could have removed it: %s",
-				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID, now, l.name, time.Since(l.acked).Round(time.Millisecond), t.lastKind)
+			w.violation(t.lastKind, "%s %s (uid %s, %s) %s while Lock %s protected it (created and seen %s ago, seen the object after that); the last request that could have removed it: %s",
+				t.gvk.Kind, w.ns+"/"+t.name, l.seenUID[t], labelText(t.label), gone, l.describe(), time.Since(l.acked).Round(time.Millisecond), t.lastKind)
 			for _, other := range w.locksOn(t, live) {
-				other.forget() // Counted once.
+				other.forget(t) // Counted once.
 			}
 		}
-		if l.seenUID == "" && l.sawUID != "" && l.sawUID != uid {
+		if l.seenUID[t] == "" && l.sawUID[t] != "" && l.sawUID[t] != uid {
 			w.n.lateDeletes.Add(1)
 			w.logf("%s %s (uid %s), seen after Lock %s's create was answered but before the Lock protected it, is gone: the last request that could have removed it: %s",
-				t.gvk.Kind, w.ns+"/"+t.name, l.sawUID, l.name, t.lastKind)
+				t.gvk.Kind, w.ns+"/"+t.name, l.sawUID[t], l.name, t.lastKind)
 		}
-		l.sawUID = uid
-		if l.seenUID == "" && uid != "" && protects(l) {
-			l.seenUID = uid
+		l.sawUID[t] = uid
+	}
+	// The label as read: only the client changes it, so it is the one the
+	// client knows, unless a change of it with an unknown outcome may
+	// still be under way.
+	if err == nil {
+		t.readOnlyLabel = u.GetLabels()[lockv1alpha1.ReadOnlyLabel] == "true"
+		label := u.GetLabels()[setLabel]
+		if t.labelDoubtSince.IsZero() || now.Sub(t.labelDoubtSince) > inFlightFor {
+			if !t.labelDoubtSince.IsZero() || label != t.label {
+				t.labelSince = now
+			}
+			t.label, t.labelDoubtSince = label, time.Time{}
+		}
+	} else {
+		t.readOnlyLabel = false
+	}
+	for _, l := range covered {
+		if !l.covers(t) {
+			l.forget(t) // It left the selector.
+		}
+	}
+	for _, l := range w.locksOn(t, live) {
+		if l.seenUID[t] == "" && uid != "" && protects(l) {
+			l.seenUID[t] = uid
 		}
 	}
 	t.uid, t.ownerRef = uid, ownerRef
 	return true
+}
+
+// describe names the Lock and what it covers, for a violation's message.
+func (l *lockRec) describe() string {
+	level := ""
+	if l.readOnly {
+		level = ", ReadOnly"
+	}
+	if l.sel != nil {
+		return fmt.Sprintf("%s (selector %s%s)", l.name, l.sel, level)
+	}
+	return fmt.Sprintf("%s (targetRef%s)", l.name, level)
+}
+
+func labelText(label string) string {
+	if label == "" {
+		return "no " + setLabel
+	}
+	return setLabel + "=" + label
 }
 
 func (w *worker) violation(kind deleteKind, format string, args ...any) {
@@ -393,7 +590,22 @@ func (w *worker) ensureTargets(ctx context.Context) {
 		if t.owner != nil && t.owner.uid != "" {
 			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: stackGVK.GroupVersion().String(), Kind: "Stack", Name: t.owner.name, UID: t.owner.uid}})
 		}
-		if err := w.c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+		// Created in a selector two times in three: a selector Lock covers
+		// it from its create.
+		label := ""
+		if r := w.rng.IntN(3); r < len(setValues) {
+			label = setValues[r]
+			u.SetLabels(map[string]string{setLabel: label})
+		}
+		err := w.c.Create(ctx, u)
+		switch {
+		case err == nil:
+			t.label, t.labelSince = label, time.Now()
+		case apierrors.IsAlreadyExists(err):
+			// Some create of the client's whose answer was lost made it:
+			// the read below finds its label.
+		default:
+			w.doubtLabel(t)
 			continue
 		}
 		w.observe(ctx, t)
@@ -401,16 +613,26 @@ func (w *worker) ensureTargets(ctx context.Context) {
 	}
 }
 
+// maxSelectorLocks bounds a worker's selector Locks (live or with an
+// unknown outcome), so that some of its objects stay unlocked.
+const maxSelectorLocks = 2
+
 // createLock creates a Lock on a random target (at most two per target),
 // through either served version of its apiVersion; one in ten targets
-// another group and never protects anything.
+// another group and never protects anything. One in three is a selector
+// Lock instead; one in three of either has level ReadOnly.
 func (w *worker) createLock(ctx context.Context) {
+	readOnly := w.rng.IntN(3) == 0
+	if w.rng.IntN(3) == 0 {
+		w.createSelectorLock(ctx, readOnly)
+		return
+	}
 	t := w.targets[w.rng.IntN(len(w.targets))]
 	if len(w.locksOn(t, live)) >= 2 {
 		return
 	}
 	w.seq++
-	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
+	l := newLockRec(fmt.Sprintf("lock-%d", w.seq), t, nil, readOnly)
 	ref := lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}
 	switch r := w.rng.IntN(10); {
 	case r == 0:
@@ -420,10 +642,13 @@ func (w *worker) createLock(ctx context.Context) {
 	}
 	lock := &lockv1alpha1.Lock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
-		Spec:       lockv1alpha1.LockSpec{TargetRef: ref, Reason: "chaos"},
+		Spec:       lockv1alpha1.LockSpec{TargetRef: ref, Reason: "chaos", Level: l.level()},
 	}
 	w.locks = append(w.locks, l)
 	w.n.lockCreates.Add(1)
+	if readOnly {
+		w.n.readOnlyLocks.Add(1)
+	}
 	if err := w.c.Create(ctx, lock); err != nil {
 		return // Unknown: resolve reads it.
 	}
@@ -434,37 +659,116 @@ func (w *worker) createLock(ctx context.Context) {
 	}
 }
 
+// level returns the Lock's spec.level.
+func (l *lockRec) level() lockv1alpha1.LockLevel {
+	if l.readOnly {
+		return lockv1alpha1.LevelReadOnly
+	}
+	return lockv1alpha1.LevelCanNotDelete
+}
+
+// createSelectorLock creates a selector Lock on one of setValues (at
+// most maxSelectorLocks), a quarter of them limited to one kind, half
+// written with matchExpressions.
+func (w *worker) createSelectorLock(ctx context.Context, readOnly bool) {
+	if w.selectorLocks() >= maxSelectorLocks {
+		return
+	}
+	sel := &selectorRec{value: setValues[w.rng.IntN(len(setValues))], expression: w.rng.IntN(2) == 0}
+	if w.rng.IntN(4) == 0 {
+		sel.kinds = []string{[]string{stackGVK.Kind, pgGVK.Kind}[w.rng.IntN(2)]}
+	}
+	if l := w.createSelectorLockOn(ctx, sel, readOnly); l.state == live {
+		w.observeLock(ctx, l)
+	}
+}
+
+// selectorLocks returns how many selector Locks the worker has, live or
+// with an unknown outcome.
+func (w *worker) selectorLocks() int {
+	n := 0
+	for _, l := range w.locks {
+		if l.sel != nil && l.state != gone {
+			n++
+		}
+	}
+	return n
+}
+
+// createSelectorLockOn creates a selector Lock with sel and returns its
+// record, live when the create was answered; it sends no other request.
+func (w *worker) createSelectorLockOn(ctx context.Context, sel *selectorRec, readOnly bool) *lockRec {
+	w.seq++
+	l := newLockRec(fmt.Sprintf("sel-%d", w.seq), nil, sel, readOnly)
+	lock := &lockv1alpha1.Lock{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
+		Spec:       lockv1alpha1.LockSpec{Selector: sel.spec(), Reason: "chaos", Level: l.level()},
+	}
+	w.locks = append(w.locks, l)
+	w.n.lockCreates.Add(1)
+	w.n.selectorLocks.Add(1)
+	if readOnly {
+		w.n.readOnlyLocks.Add(1)
+	}
+	if err := w.c.Create(ctx, lock); err != nil {
+		return l // Unknown: resolve reads it.
+	}
+	l.state, l.acked = live, time.Now()
+	for _, t := range w.targets {
+		if l.covers(t) {
+			t.unlockedSince = time.Time{}
+		}
+	}
+	return l
+}
+
 // lockThenDelete locks an existing, unlocked target and sends its delete
 // the moment the Lock's create is answered, without another request in
 // between: the delete must be denied even though lockguard's caches may
-// not have seen the Lock yet.
+// not have seen the Lock yet. The Lock is a selector Lock on the target's
+// label a third of the time, when it has one (rule 15: the same
+// strictness right after the create); ReadOnly a third of the time.
 func (w *worker) lockThenDelete(ctx context.Context) {
 	t := w.targets[w.rng.IntN(len(w.targets))]
 	if locks, known := w.classify(t); len(locks) > 0 || !known {
 		return
 	}
-	if !w.observe(ctx, t) || (t.owner != nil && !w.observe(ctx, t.owner)) || t.uid == "" {
+	if !w.observe(ctx, t) || (t.owner != nil && !w.observe(ctx, t.owner)) || t.uid == "" || !t.labelDoubtSince.IsZero() {
 		return
+	}
+	if locks, known := w.classify(t); len(locks) > 0 || !known {
+		return // The read found it labelled into a selector.
 	}
 	undisturbed := t.undisturbed(time.Now())
-	w.seq++
-	l := &lockRec{name: fmt.Sprintf("lock-%d", w.seq), target: t, state: creating}
-	lock := &lockv1alpha1.Lock{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
-		Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}},
+	readOnly := w.rng.IntN(3) == 0
+	var l *lockRec
+	if t.label != "" && w.rng.IntN(3) == 0 && w.selectorLocks() < maxSelectorLocks {
+		if l = w.createSelectorLockOn(ctx, &selectorRec{value: t.label}, readOnly); l.state != live {
+			return
+		}
+	} else {
+		w.seq++
+		l = newLockRec(fmt.Sprintf("lock-%d", w.seq), t, nil, readOnly)
+		lock := &lockv1alpha1.Lock{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
+			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}, Level: l.level()},
+		}
+		w.locks = append(w.locks, l)
+		w.n.lockCreates.Add(1)
+		if readOnly {
+			w.n.readOnlyLocks.Add(1)
+		}
+		if err := w.c.Create(ctx, lock); err != nil {
+			return
+		}
+		l.state, l.acked = live, time.Now()
 	}
-	w.locks = append(w.locks, l)
-	w.n.lockCreates.Add(1)
-	if err := w.c.Create(ctx, lock); err != nil {
-		return
-	}
-	l.state, l.acked = live, time.Now()
 	if undisturbed {
 		// No delete admitted before the Lock can be under way for the
 		// object the client read just before creating it: from now on it
 		// must stay, even if the delete's answer is lost (an error),
 		// which observe below then catches.
-		l.seenUID = t.uid
+		l.seenUID[t] = t.uid
 	}
 	t.unlockedSince = time.Time{}
 	uid := t.uid
@@ -488,7 +792,7 @@ func (w *worker) deleteLock(ctx context.Context) {
 		return
 	}
 	l := candidates[w.rng.IntN(len(candidates))]
-	if !l.invalid && !w.observe(ctx, l.target) {
+	if !w.observeLock(ctx, l) {
 		return
 	}
 	l.state = deleting
@@ -499,10 +803,20 @@ func (w *worker) deleteLock(ctx context.Context) {
 	}
 }
 
-// classify returns the target's live Locks, and whether the worker knows
-// them all (no create or delete of a Lock on it has an unknown outcome).
+// classify returns the Locks that cover the target, and whether the
+// worker knows them all: no create or delete of a Lock that may cover it
+// has an unknown outcome, and, if it has selector Locks, the target's
+// label is known.
 func (w *worker) classify(t *target) ([]*lockRec, bool) {
-	return w.locksOn(t, live), len(w.locksOn(t, creating)) == 0 && len(w.locksOn(t, deleting)) == 0
+	known := len(w.locksOn(t, creating)) == 0 && len(w.locksOn(t, deleting)) == 0
+	if !t.labelDoubtSince.IsZero() {
+		for _, l := range w.locks {
+			if l.sel != nil && l.state != gone {
+				known = false
+			}
+		}
+	}
+	return w.locksOn(t, live), known
 }
 
 // pick returns a target to delete: one whose unlocked delete is pending,
@@ -559,16 +873,17 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 	locked := len(locks) > 0
 	if locked {
 		k.locked.Add(1)
+		countScope(k, locks, false)
 	} else {
 		w.n.unlockedTries.Add(1)
 	}
 	switch {
 	case err == nil && locked:
 		k.allowed.Add(1)
-		w.violation(kind, "a %s of %s %s was allowed while Locks %v protected it", kind, t.gvk.Kind, w.ns+"/"+t.name, seen(locks, sent))
+		w.violation(kind, "a %s of %s %s (%s) was allowed while Locks %v protected it", kind, t.gvk.Kind, w.ns+"/"+t.name, labelText(t.label), seen(locks, sent))
 		if !dryRun {
 			for _, l := range locks {
-				l.forget() // Counted once.
+				l.forget(t) // Counted once.
 			}
 			t.uid = ""
 		}
@@ -583,6 +898,7 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 	case isDenial(err):
 		if locked {
 			k.denied.Add(1)
+			countScope(k, locks, true)
 		} else {
 			w.n.staleDenials.Add(1)
 			w.pending(t, dryRun)
@@ -611,11 +927,28 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 	}
 }
 
+// countScope counts a locked request of kind k by the kinds of Locks
+// that protected it: sent (denied false) or denied.
+func countScope(k *kindCounts, locks []*lockRec, denied bool) {
+	sel := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.sel != nil })
+	ro := slices.ContainsFunc(locks, func(l *lockRec) bool { return l.readOnly })
+	selCount, roCount := &k.bySelector, &k.byReadOnly
+	if denied {
+		selCount, roCount = &k.selectorDenied, &k.readOnlyDenied
+	}
+	if sel {
+		selCount.Add(1)
+	}
+	if ro {
+		roCount.Add(1)
+	}
+}
+
 // seen names the Locks and how long before sent the client saw each.
 func seen(locks []*lockRec, sent time.Time) []string {
 	names := make([]string, 0, len(locks))
 	for _, l := range locks {
-		names = append(names, fmt.Sprintf("%s (seen %s before)", l.name, sent.Sub(l.acked).Round(time.Millisecond)))
+		names = append(names, fmt.Sprintf("%s (seen %s before)", l.describe(), sent.Sub(l.acked).Round(time.Millisecond)))
 	}
 	return names
 }
@@ -681,8 +1014,13 @@ func (w *worker) deleteCollection(ctx context.Context) {
 		}
 		w.sending(m.t, kind)
 	}
+	var lockedBy []*lockRec
+	for _, m := range locked {
+		lockedBy = append(lockedBy, m.locks...)
+	}
 	if len(locked) > 0 {
 		k.locked.Add(1)
+		countScope(k, lockedBy, false)
 	} else {
 		w.n.unlockedTries.Add(1)
 	}
@@ -693,9 +1031,9 @@ func (w *worker) deleteCollection(ctx context.Context) {
 	case err == nil && len(locked) > 0:
 		k.allowed.Add(1)
 		for _, m := range locked {
-			w.violation(kind, "a %s of %s in %s was allowed while Locks %v protected %s (uid %s)", kind, gvk.Kind, w.ns, seen(m.locks, sent), m.t.name, m.uid)
+			w.violation(kind, "a %s of %s in %s was allowed while Locks %v protected %s (uid %s, %s)", kind, gvk.Kind, w.ns, seen(m.locks, sent), m.t.name, m.uid, labelText(m.t.label))
 			for _, l := range m.locks {
-				l.forget() // Counted once.
+				l.forget(m.t) // Counted once.
 			}
 		}
 	case err == nil:
@@ -703,6 +1041,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 	case isDenial(err):
 		if len(locked) > 0 {
 			k.denied.Add(1)
+			countScope(k, lockedBy, true)
 		} else {
 			w.n.staleDenials.Add(1)
 		}
@@ -753,6 +1092,7 @@ func (w *worker) cascade(ctx context.Context) {
 		k := &w.n.byKind[kindCascade]
 		k.sent.Add(1)
 		k.locked.Add(1)
+		countScope(k, childLocks, false)
 		w.sending(t.owner, kindCascade)
 		err := w.c.Delete(ctx, w.object(t.owner, stackGVK), client.Preconditions{UID: &t.owner.uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		// The owner itself is unlocked: judge it as such (its errors count
@@ -765,6 +1105,7 @@ func (w *worker) cascade(ctx context.Context) {
 			t.owner.uid, t.owner.unlockedSince = "", time.Time{}
 		case isCascadeDenial(err):
 			k.denied.Add(1)
+			countScope(k, childLocks, true)
 		case isDenial(err):
 			w.n.staleDenials.Add(1)
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
@@ -799,6 +1140,156 @@ func jsonValue(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%q", v)
+}
+
+// update sends an UPDATE of a random target: a change of its spec (a
+// third of them as a server-side dry run) or, with relabel, of its
+// setLabel, which moves it in or out of the selectors. Under a ReadOnly
+// Lock of the client's that the client read in force for its generation,
+// of an object that carries the read-only label, the update must be
+// refused (rule 16; relabelling out of a ReadOnly selector too); it must
+// go through when no ReadOnly Lock covers the object.
+func (w *worker) update(ctx context.Context, relabel bool) {
+	t := w.targets[w.rng.IntN(len(w.targets))]
+	if frozen := w.frozenTargets(); len(frozen) > 0 && w.rng.IntN(2) == 0 {
+		t = frozen[w.rng.IntN(len(frozen))] // Half of the updates try a frozen one.
+	}
+	if !w.observe(ctx, t) || t.uid == "" || !t.labelDoubtSince.IsZero() {
+		return
+	}
+	locks, known := w.classify(t)
+	if !known {
+		return
+	}
+	var frozen []*lockRec
+	inForce := false
+	for _, l := range locks {
+		if !l.readOnly {
+			continue
+		}
+		frozen = append(frozen, l)
+		ok, err := w.inForce(ctx, l)
+		if err != nil {
+			return
+		}
+		inForce = inForce || ok
+	}
+	// The object as it is now (after the Locks' status): the update sends
+	// it back changed, at this resourceVersion.
+	u := w.object(t, t.gvk)
+	if err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil || u.GetUID() != t.uid || u.GetLabels()[setLabel] != t.label {
+		return // Gone, replaced or relabelled: observe tells.
+	}
+	labelled := u.GetLabels()[lockv1alpha1.ReadOnlyLabel] == "true"
+	kind := kindUpdate
+	var opts []client.UpdateOption
+	newLabel := t.label
+	if relabel {
+		kind = kindRelabel
+		for newLabel == t.label {
+			newLabel = []string{"", setValues[0], setValues[1]}[w.rng.IntN(3)]
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if newLabel == "" {
+			delete(labels, setLabel)
+		} else {
+			labels[setLabel] = newLabel
+		}
+		u.SetLabels(labels)
+	} else {
+		if w.rng.IntN(3) == 0 {
+			kind = kindDryRunUpdate
+			opts = append(opts, client.DryRunAll)
+		}
+		size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
+		if err := unstructured.SetNestedField(u.Object, size+1, "spec", "size"); err != nil {
+			return
+		}
+	}
+	k := &w.n.byKind[kind]
+	k.sent.Add(1)
+	mustRefuse := inForce && labelled
+	switch {
+	case mustRefuse:
+		k.locked.Add(1)
+		countScope(k, frozen, false)
+	case len(frozen) > 0:
+		w.n.updatePending.Add(1)
+	default:
+		w.n.updateFree.Add(1)
+	}
+	sent := time.Now()
+	err := w.c.Update(ctx, u, opts...)
+	switch {
+	case err == nil && mustRefuse:
+		k.allowed.Add(1)
+		w.violation(kind, "a %s of %s %s (uid %s, %s, labelled %s=true) was allowed while ReadOnly Locks %v, read in force, froze it",
+			kind, t.gvk.Kind, w.ns+"/"+t.name, t.uid, labelText(t.label), lockv1alpha1.ReadOnlyLabel, seen(frozen, sent))
+	case isUpdateDenial(err):
+		switch {
+		case mustRefuse:
+			k.denied.Add(1)
+			countScope(k, frozen, true)
+		case len(frozen) > 0:
+			w.n.updatePendingDenied.Add(1)
+		default:
+			w.n.updateStale.Add(1)
+		}
+		return
+	case err != nil:
+		k.errors.Add(1)
+		if relabel && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			w.doubtLabel(t) // It may still happen.
+		}
+		return
+	}
+	if relabel {
+		w.n.relabels.Add(1)
+		w.relabelled(t, newLabel)
+	}
+}
+
+// frozenTargets returns the targets a live ReadOnly Lock of the worker
+// covers.
+func (w *worker) frozenTargets() []*target {
+	var out []*target
+	for _, t := range w.targets {
+		if slices.ContainsFunc(w.locksOn(t, live), func(l *lockRec) bool { return l.readOnly }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// relabelled records that t's setLabel changed to label: the selector
+// Locks it left forget it, those it entered cover it from now on.
+func (w *worker) relabelled(t *target, label string) {
+	before := w.locksOn(t, live)
+	t.label, t.labelSince = label, time.Now()
+	for _, l := range before {
+		if !l.covers(t) {
+			l.forget(t)
+		}
+	}
+	for _, l := range w.locksOn(t, live) {
+		if l.sel != nil {
+			t.unlockedSince = time.Time{} // Locked now: nothing to wait for.
+		}
+	}
+}
+
+// inForce reads Lock l and reports whether its ReadOnly condition says
+// InForce for its generation while it is active.
+func (w *worker) inForce(ctx context.Context, l *lockRec) (bool, error) {
+	var lock lockv1alpha1.Lock
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: l.name}, &lock); err != nil {
+		return false, err
+	}
+	c := meta.FindStatusCondition(lock.Status.Conditions, lockv1alpha1.ConditionReadOnly)
+	return lock.Status.Active && c != nil && c.Status == metav1.ConditionTrue && c.Reason == lockv1alpha1.ReasonInForce && c.ObservedGeneration == lock.Generation, nil
 }
 
 // holdsAnyOf reports whether the client has a Lock (live, or with an
