@@ -3,6 +3,7 @@ package measure
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,20 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/webhook"
 )
+
+// DeleteRounds is how many rounds MeasureSelectors splits its deletes
+// into.
+const DeleteRounds = 5
+
+// MedianRatio is the median of RoundRatios.
+func (r *SelectorsResult) MedianRatio() float64 {
+	rs := slices.Clone(r.RoundRatios)
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.Sort(rs)
+	return rs[len(rs)/2]
+}
 
 // SelectorsResult is what MeasureSelectors measured (issue 24): the cost
 // of selector Locks to a delete they do not cover, and of the update
@@ -25,6 +40,11 @@ type SelectorsResult struct {
 	// unlocked Stack of each namespace through kube-apiserver and
 	// lockguard's webhook (allowed), interleaved one by one.
 	TargetRef, Selector Latencies
+	// RoundRatios are the p99 ratios, selector over targetRef, of each
+	// round of DeleteRounds (the deletes split evenly): the p99 of a
+	// round is a few samples, so one round's ratio is noise on a shared
+	// machine, and the target reads their median.
+	RoundRatios []float64
 	// UpdateOn and UpdateOff are merge patches of the spec of an unlocked
 	// Stack, with the chart's update entry installed and without it
 	// (guards.readOnly.enabled=false), in alternating rounds.
@@ -103,18 +123,24 @@ func (c *Cluster) MeasureSelectors(ctx context.Context, binary string, locks, de
 		}
 	}
 	r := &SelectorsResult{Locks: locks, Rounds: rounds}
-	for range deletes {
-		for _, ns := range []string{refNS, selNS} {
-			d, err := dryRun(ns, "free")
-			if err != nil {
-				return nil, fmt.Errorf("dry-run delete of unlocked Stack %s/free: %w", ns, err)
-			}
-			if ns == refNS {
-				r.TargetRef.Add(d)
-			} else {
-				r.Selector.Add(d)
+	for range DeleteRounds {
+		var ref, sel Latencies
+		for range deletes / DeleteRounds {
+			for _, ns := range []string{refNS, selNS} {
+				d, err := dryRun(ns, "free")
+				if err != nil {
+					return nil, fmt.Errorf("dry-run delete of unlocked Stack %s/free: %w", ns, err)
+				}
+				if ns == refNS {
+					ref.Add(d)
+				} else {
+					sel.Add(d)
+				}
 			}
 		}
+		r.RoundRatios = append(r.RoundRatios, float64(sel.Quantile(0.99))/float64(max(ref.Quantile(0.99), 1)))
+		r.TargetRef.Merge(&ref)
+		r.Selector.Merge(&sel)
 	}
 	if err := c.updateRounds(ctx, cl, lg, r, refNS, updates); err != nil {
 		return nil, err
