@@ -15,20 +15,11 @@ import (
 // plane of its own: the decision time for an owner of many dependents and
 // the memory of the metadata caches every replica keeps for it.
 func runCascade(ctx context.Context, o options, r *report) error {
-	var logs io.Writer
-	if o.verbose {
-		logs = os.Stderr
-	}
-	step("Cascade guard: starting etcd and kube-apiserver")
-	c, err := measure.StartCluster(ctx, logs)
+	c, err := sectionCluster(ctx, o, "Cascade guard")
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
-	if err := c.InstallWebhook(ctx); err != nil {
-		return err
-	}
-	c.LockguardArgs = strings.Fields(o.args)
 	n := o.n(10000, 1000)
 	step("Cascade guard: an owner of %d Stacks; lockguard off and on, not leading", n)
 	res, err := c.MeasureCascade(ctx, o.lockguard, n, o.n(50, 10))
@@ -37,6 +28,27 @@ func runCascade(ctx context.Context, o options, r *report) error {
 	}
 	r.cascade = res
 	return nil
+}
+
+// sectionCluster starts a control plane of a section's own (etcd and
+// kube-apiserver, logging to stderr with -v), with lockguard's webhook
+// configuration installed and -args for the lockguard it will start.
+func sectionCluster(ctx context.Context, o options, section string) (*measure.Cluster, error) {
+	var logs io.Writer
+	if o.verbose {
+		logs = os.Stderr
+	}
+	step("%s: starting etcd and kube-apiserver", section)
+	c, err := measure.StartCluster(ctx, logs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.InstallWebhook(ctx); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	c.LockguardArgs = strings.Fields(o.args)
+	return c, nil
 }
 
 // cascadeSection writes the cascade guard's measurements.

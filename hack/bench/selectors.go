@@ -3,11 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"strings"
-
-	"github.com/navique/lockguard/hack/bench/measure"
 )
 
 // runSelectors measures issue 24's targets on a control plane of its own:
@@ -15,20 +11,11 @@ import (
 // targetRef Locks, and an UPDATE of an object no ReadOnly Lock covers with
 // and without the update guard's webhook entry.
 func runSelectors(ctx context.Context, o options, r *report) error {
-	var logs io.Writer
-	if o.verbose {
-		logs = os.Stderr
-	}
-	step("Selector Locks and the update guard: starting etcd and kube-apiserver")
-	c, err := measure.StartCluster(ctx, logs)
+	c, err := sectionCluster(ctx, o, "Selector Locks and the update guard")
 	if err != nil {
 		return err
 	}
 	defer c.Stop()
-	if err := c.InstallWebhook(ctx); err != nil {
-		return err
-	}
-	c.LockguardArgs = strings.Fields(o.args)
 	locks := 100
 	step("Selector Locks: %d targetRef and %d selector Locks, allowed dry-run DELETEs interleaved; UPDATEs with and without the update entry", locks, locks)
 	res, err := c.MeasureSelectors(ctx, o.lockguard, locks, o.n(2000, 300), 4, o.n(500, 100))
