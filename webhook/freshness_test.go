@@ -2,11 +2,13 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -50,6 +52,7 @@ func TestFreshness(t *testing.T) {
 		reason           string
 		mayLack, pending bool
 		indexed          bool // the index has Lock "old"
+		apiDown          bool // every List fails
 		want             []string
 		wantConfirmed    []string
 		wantCalls        []string
@@ -73,6 +76,15 @@ func TestFreshness(t *testing.T) {
 			pending:       true,
 			indexed:       true,
 			want:          []string{"old", "new"},
+			wantConfirmed: []string{"marker"},
+		},
+		"PendingWhileIndexDeniesAPIDown": {
+			reason:        "A pending create, the index denies, the API server cannot be read: denied from the index, not failed (the read would only add a name).",
+			mayLack:       true,
+			pending:       true,
+			indexed:       true,
+			apiDown:       true,
+			want:          []string{"old"},
 			wantConfirmed: []string{"marker"},
 		},
 		"ColdWhileIndexDenies": {
@@ -106,7 +118,13 @@ func TestFreshness(t *testing.T) {
 			if tc.indexed {
 				stored = append(stored, newLock("forge", "old", "", "Stack", "forge"))
 			}
-			api := fake.NewClientBuilder().WithScheme(s).WithObjects(stored...).Build()
+			b := fake.NewClientBuilder().WithScheme(s).WithObjects(stored...)
+			if tc.apiDown {
+				b = b.WithInterceptorFuncs(interceptor.Funcs{List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+					return errors.New("connection refused")
+				}})
+			}
+			api := b.Build()
 			f := &freshness{mayLack: tc.mayLack, pending: tc.pending, calls: &calls}
 			h := NewHandler(index, api, WithFreshness(f))
 			locks, err := h.locks.find(context.Background(), key.Object(nil))

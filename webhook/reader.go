@@ -203,6 +203,11 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		r.fresh.Confirmed(reason)
 	}
 	all, err := r.api.namespace(ctx, ns)
+	if err != nil && cached {
+		// The index's Locks deny already; the read only adds names.
+		ctrl.LoggerFrom(ctx).V(1).Info("Denied from the Lock cache alone: reading the pending Lock from the API server failed", "namespace", ns, "error", err.Error())
+		return found, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the Locks of namespace %s from the API server: %w", ns, err)
 	}
