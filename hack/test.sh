@@ -11,29 +11,32 @@
 #   dependencies (lint's go vet), helm (which shares most of them: hack/tools),
 #   the first control plane and Prometheus with promtool, then runs the
 #   suites that need only those.
-# - bg, background builds at nice 10: what no fg stage compiles (the
-#   standard library, first and while fg downloads modules; controller-gen
-#   and helm-docs; the other versions' control planes, whose Kubernetes
-#   libraries are their own versions). At nice 10 they take the CPU the
-#   foreground leaves idle (downloads, links, suites that wait on a control
-#   plane) instead of slowing it down. The other control planes come before
-#   Prometheus could: they are the longest build a cold run has, and the
-#   last suites wait for them (in a cold run of b8c9f2f, Prometheus built
-#   first at nice 10 took 26 minutes of wall, and the 1.29.15 control plane
-#   started only at 32 minutes).
+# - bg, background builds: what no fg stage compiles (the standard library,
+#   first and while fg downloads modules; controller-gen and helm-docs; the
+#   other versions' control planes, whose Kubernetes libraries are their
+#   own versions), then the compile of chart-e2e's module (cert-manager;
+#   after lint and the first control plane, which compile the packages it
+#   shares with lockguard and kube-apiserver). At
+#   the foreground's priority (TEST_BG_NICE, 0): a cold run is bound by CPU
+#   (about 70 minutes of it on 2 cores), so the lanes should share the
+#   cores and end together. With the background at nice 10 the other
+#   control plane got the CPU only once the foreground's suites ran, and
+#   the run ended with it and its suites (a cold run of 83f29b9: the
+#   1.29.15 control plane took 41 minutes of wall for 18 of CPU, and the
+#   run ended 13 minutes after the foreground).
 # - bt, background tests: go test ./... once the first control plane,
 #   Prometheus and the generated files are ready, then the chart's installs
 #   on every version once every control plane is built, beside the
 #   foreground's suites.
 # - bv, at the foreground's priority: the chart on cert-manager (chart-e2e,
-#   whose module's compile is most of its time), then the other versions'
-#   e2e suites, each once its control plane is built (by bg; in a warm run,
-#   at once). The e2e suites mostly wait (on leader elections, the garbage
+#   its module compiled by bg already), then the other versions' e2e
+#   suites, each once its control plane is built (by bg; in a warm run, at
+#   once). The e2e suites mostly wait (on leader elections, the garbage
 #   collector, a quiet minute), so a third suite beside the other two costs
 #   little wall.
 # Two go builds that compile the same packages at the same time would both
 # compile them: bg builds nothing that fg or bt compiles, but the standard
-# library, which fg waits for.
+# library, which fg waits for, and chart-e2e's module, which waits for fg.
 # TEST_LANES=1 runs every stage in the foreground, in the same order.
 #
 # Environment (the Makefile sets it): KUBE_VERSIONS, KUBE_VERSION,
@@ -176,6 +179,10 @@ add fg "kube-$first" "$(kube_out "$first") $assets/etcd ${TEST_OUTPUTS_kubectl:-
 for v in "${others[@]}"; do
   add bg "kube-$v" "$(kube_out "$v")" kube KUBE_VERSIONS="$v" KUBE_ETCD=0
 done
+# After lint and the first control plane, which compile the packages it
+# shares with lockguard and kube-apiserver.
+bg+=(wait:lint "wait:kube-$first")
+add bg chart-e2e-build "" chart-e2e-build
 add fg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
 add fg build "" build
 add fg image-check "" image-check IMAGE_ARCHES=amd64
@@ -195,7 +202,7 @@ for v in "${others[@]}"; do bt+=("wait:kube-$v"); done
 add bt chart-installs "" chart-installs
 # chart-e2e, then the other versions' e2e suites, each once its control
 # plane is built.
-bv+=(wait:verify-generated wait:prometheus)
+bv+=(wait:verify-generated wait:prometheus wait:chart-e2e-build)
 add bv chart-e2e "" chart-e2e KUBE_VERSIONS="$first"
 for v in "${others[@]}"; do
   bv+=("wait:kube-$v")
@@ -250,7 +257,7 @@ start_lane() {
 }
 
 if [ "$lanes" != 1 ]; then
-  start_lane bg 10 "${bg[@]}"
+  start_lane bg "${TEST_BG_NICE:-0}" "${bg[@]}"
   start_lane bt 0 "${bt[@]}"
   start_lane bv 0 "${bv[@]}"
 fi
