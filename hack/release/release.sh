@@ -52,7 +52,11 @@ for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64;
   if [ "$os" = windows ]; then pkgs=(./cmd/kubectl-lock ./cmd/kubectl-unlock) ext=.zip exe=.exe; fi
   step "building ${pkgs[*]} for $platform"
   mkdir -p "$out"
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS= go build -trimpath -buildvcs=false \
+  # GOFLAGS fixed, whatever the environment says: the compiler flags of
+  # make's builds (GO_GCFLAGS: no DWARF, the binaries are stripped anyway;
+  # the output does not depend on -c), so that linux/amd64 reuses the
+  # packages make build and make test compiled.
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS='"-gcflags=all=-dwarf=false -c=1"' go build -trimpath -buildvcs=false \
     -ldflags "-s -w -X main.version=$version" -o "$out/" "${pkgs[@]}"
   if [ "$os" != windows ]; then
     "$tool" archive -mtime "$epoch" -o "$dist/lockguard_${version}_${os}_$arch$ext" "$out/lockguard"
