@@ -8,35 +8,35 @@
 # Four lanes, each running its stages in order; a stage that needs another
 # lane's stage waits for it (a wait: step).
 # - fg, the foreground: the critical path. It compiles lockguard's
-#   dependencies (lint's go vet), helm (which shares most of them: hack/tools),
-#   the first control plane and Prometheus with promtool, then runs the
-#   suites that need only those.
+#   dependencies (lint's go vet) and the first control plane, then runs the
+#   suites that need only those, helm and Prometheus.
 # - bg, background builds: what no fg stage compiles (the standard library,
 #   first and while fg downloads modules; controller-gen and helm-docs; the
 #   other versions' control planes, whose Kubernetes libraries are their
-#   own versions), then the compile of chart-e2e's module (cert-manager;
-#   after lint and the first control plane, which compile the packages it
-#   shares with lockguard and kube-apiserver). At
-#   the foreground's priority (TEST_BG_NICE, 0): a cold run is bound by CPU
-#   (about 70 minutes of it on 2 cores), so the lanes should share the
-#   cores and end together. With the background at nice 10 the other
-#   control plane got the CPU only once the foreground's suites ran, and
-#   the run ended with it and its suites (a cold run of 83f29b9: the
-#   1.29.15 control plane took 41 minutes of wall for 18 of CPU, and the
-#   run ended 13 minutes after the foreground).
+#   own versions), then, once lint has compiled what they share with
+#   lockguard, helm (hack/tools) and Prometheus with promtool, beside the
+#   first control plane; last chart-e2e's module (cert-manager), once the
+#   first control plane is built too. At the foreground's priority
+#   (TEST_BG_NICE, 0): a cold run is bound by CPU (about 80 minutes of it
+#   on 2 cores), so the lanes should share the cores and end together.
+#   With the background at nice 10 the other control plane got the CPU
+#   only once the foreground's suites ran, and the run ended with it and
+#   its suites (a cold run of 83f29b9: the 1.29.15 control plane took 41
+#   minutes of wall for 18 of CPU, and the run ended 13 minutes after the
+#   foreground).
 # - bt, background tests: go test ./... once the first control plane,
 #   Prometheus and the generated files are ready, then the chart's installs
 #   on every version once every control plane is built, beside the
 #   foreground's suites.
-# - bv, at the foreground's priority: the chart on cert-manager (chart-e2e,
-#   its module compiled by bg already), then the other versions' e2e
-#   suites, each once its control plane is built (by bg; in a warm run, at
-#   once). The e2e suites mostly wait (on leader elections, the garbage
-#   collector, a quiet minute), so a third suite beside the other two costs
-#   little wall.
+# - bv: the chart on cert-manager (chart-e2e, its module compiled by bg
+#   already), then the other versions' e2e suites, each once its control
+#   plane is built (by bg; in a warm run, at once). The e2e suites mostly
+#   wait (on leader elections, the garbage collector, a quiet minute), so a
+#   third suite beside the other two costs little wall.
 # Two go builds that compile the same packages at the same time would both
-# compile them: bg builds nothing that fg or bt compiles, but the standard
-# library, which fg waits for, and chart-e2e's module, which waits for fg.
+# compile them: bg compiles nothing that fg or bt compiles at the same
+# time (fg waits for bg's standard library; helm and chart-e2e's module
+# wait for the fg stages that compile what they share).
 # TEST_LANES=1 runs every stage in the foreground, in the same order.
 #
 # Environment (the Makefile sets it): KUBE_VERSIONS, KUBE_VERSION,
@@ -172,26 +172,32 @@ add bg std "" std
 add fg verify-tidy "" verify-tidy # downloads, while bg compiles std
 fg+=(wait:std)
 add fg lint "" lint
-add fg helm "${TEST_OUTPUTS_helm:-}" helm
 add bg codegen-tools "${TEST_OUTPUTS_codegen_tools:-}" controller-gen helm-docs
 # etcd: built once, with the first version, in the foreground.
 add fg "kube-$first" "$(kube_out "$first") $assets/etcd ${TEST_OUTPUTS_kubectl:-}" kube kubectl KUBE_VERSIONS="$first"
 for v in "${others[@]}"; do
   add bg "kube-$v" "$(kube_out "$v")" kube KUBE_VERSIONS="$v" KUBE_ETCD=0
 done
-# After lint and the first control plane, which compile the packages it
-# shares with lockguard and kube-apiserver.
-bg+=(wait:lint "wait:kube-$first")
+# helm once lint has compiled the packages it shares with lockguard
+# (hack/tools), and Prometheus, which shares none, both beside the first
+# control plane rather than after it; chart-e2e's module once lint and the
+# first control plane have compiled what it shares with them.
+bg+=(wait:lint)
+add bg helm "${TEST_OUTPUTS_helm:-}" helm
+add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
+bg+=("wait:kube-$first")
 add bg chart-e2e-build "" chart-e2e-build
-add fg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
 add fg build "" build
 add fg image-check "" image-check IMAGE_ARCHES=amd64
+fg+=(wait:helm)
 add fg helm-lint "" helm-lint
 fg+=(wait:codegen-tools)
 # It may rewrite the chart's generated files: before any suite reads them.
 add fg verify-generated "" verify-generated
 add fg chaos-short "" chaos-short KUBE_VERSIONS="$first"
-add fg monitoring "" monitoring
+fg+=(wait:prometheus)
+# The rules only: go test ./... (unit-packages) checks the dashboard.
+add fg monitoring "" monitoring-rules
 add fg "e2e-$first" "" e2e KUBE_VERSIONS="$first" KUBE_VERSION="$first"
 # go test ./... (the unit tests and the in-process suite on the first
 # version), then, once every control plane is built, the chart's installs
