@@ -21,6 +21,8 @@ SHELL := /usr/bin/env bash
 # shorter too (docs/test-times.md). Stack traces need neither. `make unit
 # GO_GCFLAGS=` builds with DWARF, for a debugger.
 GO_GCFLAGS ?= "-gcflags=all=-dwarf=false -c=1"
+# hack/release/release.sh builds with these compiler flags and no others.
+export GO_GCFLAGS
 export CGO_ENABLED = 0
 export GOFLAGS := $(strip $(filter-out -trimpath,$(GOFLAGS)) -trimpath $(GO_GCFLAGS))
 

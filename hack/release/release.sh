@@ -14,13 +14,14 @@
 # tag and labels and the krew manifests all take it from here. Every
 # archive and image is the same bytes on every run of the same commit:
 # -trimpath, no VCS stamp, and the commit's time on every file.
-# Needs HELM and CYCLONEDX_GOMOD (the Makefile's pinned builds). The
+# Needs HELM and CYCLONEDX_GOMOD (the Makefile's pinned builds) and
+# GO_GCFLAGS (the Makefile's compiler flags; it may be empty). The
 # binaries are kept in RELEASE_BUILD (default bin/release/VERSION), so a
 # second run relinks nothing.
 set -euo pipefail
 version=${1:?usage: release.sh VERSION DIST}
 dist=${2:?usage: release.sh VERSION DIST}
-: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}"
+: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}" "${GO_GCFLAGS?GO_GCFLAGS: the compiler flags of the Makefile}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 semver='^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$'
@@ -52,11 +53,11 @@ for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64;
   if [ "$os" = windows ]; then pkgs=(./cmd/kubectl-lock ./cmd/kubectl-unlock) ext=.zip exe=.exe; fi
   step "building ${pkgs[*]} for $platform"
   mkdir -p "$out"
-  # GOFLAGS fixed, whatever the environment says: the compiler flags of
-  # make's builds (GO_GCFLAGS: no DWARF, the binaries are stripped anyway;
-  # the output does not depend on -c), so that linux/amd64 reuses the
-  # packages make build and make test compiled.
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS='"-gcflags=all=-dwarf=false -c=1"' go build -trimpath -buildvcs=false \
+  # GOFLAGS fixed, whatever else the environment says: the compiler flags
+  # of make's builds (GO_GCFLAGS: no DWARF, the binaries are stripped
+  # anyway; the output does not depend on -c), so that linux/amd64 reuses
+  # the packages make build and make test compiled.
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS=$GO_GCFLAGS go build -trimpath -buildvcs=false \
     -ldflags "-s -w -X main.version=$version" -o "$out/" "${pkgs[@]}"
   if [ "$os" != windows ]; then
     "$tool" archive -mtime "$epoch" -o "$dist/lockguard_${version}_${os}_$arch$ext" "$out/lockguard"
