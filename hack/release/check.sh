@@ -4,7 +4,7 @@
 # way users get it:
 #   - SHA256SUMS verifies (sha256sum -c) and lists every file;
 #   - a second build from scratch (fresh binaries, WORK/dist2) gives the
-#     same bytes for every binary archive, image, krew manifest and SBOM,
+#     same bytes for every file: archives, images, chart, manifests, SBOMs,
 #     and no binary holds a path of this machine (-trimpath);
 #   - krew (KREW, built from its Go module) installs both plugins from
 #     their manifests and the host's archive into a temporary KREW_ROOT,
@@ -49,11 +49,7 @@ while read -r sum name; do
     same=$((same + 1))
     continue
   fi
-  case $name in
-    # helm package stamps the time of packaging on the chart's files.
-    lockguard-*.tgz) echo "release-check: note: $name differs between the builds (helm package's file times)" ;;
-    *) fail "$name differs between two builds of the same commit: sha256 $sum, then ${other:-missing}" ;;
-  esac
+  fail "$name differs between two builds of the same commit: sha256 $sum, then ${other:-missing}"
 done <"$dist/SHA256SUMS"
 step "$same files byte-identical in both builds"
 for b in "bin/release/$version"/*/* "$work/build2"/*/*; do

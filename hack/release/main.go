@@ -1,12 +1,13 @@
 // Command release writes the parts of a lockguard release whose bytes must
 // not depend on when or where it runs (make release, hack/release/release.sh):
 // the binary archives, the krew plugin manifests, the OCI image archives,
-// SHA256SUMS and the release notes. It uses the standard library only, so
+// the packaged chart's file times, SHA256SUMS and the release notes. It uses the standard library only, so
 // it adds nothing to lockguard's module.
 //
 //	release archive -o OUT.tar.gz|OUT.zip -mtime UNIX FILE...
 //	release krew -name lock -bin kubectl-lock -version V -url BASE -o lock.yaml ARCHIVE...
 //	release image -repo REPO -tag TAG -version V -mtime UNIX -o PREFIX ARCH=BINARY...
+//	release retime -mtime UNIX CHART.tgz
 //	release sums -dir DIST
 //	release notes -version V -changelog CHANGELOG.md -o NOTES.md
 package main
@@ -29,6 +30,8 @@ func main() {
 		err = krewCmd(args)
 	case "image":
 		err = imageCmd(args)
+	case "retime":
+		err = retimeCmd(args)
 	case "sums":
 		err = sumsCmd(args)
 	case "notes":
@@ -43,7 +46,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: release archive|krew|image|sums|notes [flags] (see hack/release/main.go)")
+	fmt.Fprintln(os.Stderr, "usage: release archive|krew|image|retime|sums|notes [flags] (see hack/release/main.go)")
 	os.Exit(2)
 }
 

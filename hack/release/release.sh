@@ -11,8 +11,8 @@
 #   RELEASE_NOTES.md, SHA256SUMS
 # VERSION is the one source of the version: the binaries' --version, the
 # chart's version and appVersion (so the image tag, X.Y.Z), the image's
-# tag and labels and the krew manifests all take it from here. Every
-# archive and image is the same bytes on every run of the same commit:
+# tag and labels and the krew manifests all take it from here. Every file
+# (archives, images, the chart) is the same bytes on every run of a commit:
 # -trimpath, no VCS stamp, and the commit's time on every file.
 # Needs HELM and CYCLONEDX_GOMOD (the Makefile's pinned builds) and
 # GO_GCFLAGS (the Makefile's compiler flags; it may be empty). The
@@ -93,6 +93,9 @@ cp -r $chart "$tmp/lockguard"
 sed -i "s|image: $image_repo:.*|image: $image_repo:$chart_version|" "$tmp/lockguard/Chart.yaml"
 HELM_CACHE_HOME=$tmp/cache HELM_CONFIG_HOME=$tmp/config HELM_DATA_HOME=$tmp/data \
   "$HELM" package "$tmp/lockguard" --version "$chart_version" --app-version "$chart_version" -d "$dist" >/dev/null
+# helm package stamps the time of packaging on every file: the commit's
+# time instead, so the chart is the same bytes on every run too.
+"$tool" retime -mtime "$epoch" "$dist/lockguard-$chart_version.tgz"
 packaged=$("$HELM" show chart "$dist/lockguard-$chart_version.tgz")
 for want in "version: $chart_version" "appVersion: $chart_version" "image: $image_repo:$chart_version"; do
   grep -qF -- "$want" <<<"$packaged" || { echo "release.sh: the packaged Chart.yaml lacks '$want'" >&2; exit 1; }

@@ -180,3 +180,84 @@ func TestBuildImageIsReproducible(t *testing.T) {
 		t.Errorf("config %s: want user 65532:65532 and entrypoint /lockguard", a.config.data)
 	}
 }
+
+func TestRetime(t *testing.T) {
+	// A chart as helm package writes it: the time of packaging on every
+	// entry, an owner, a gzip comment.
+	pack := func(now time.Time) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Header.Comment = "Helm"
+		zw.Header.ModTime = now
+		tw := tar.NewWriter(zw)
+		for _, f := range []struct{ name, data string }{{"lockguard/Chart.yaml", "name: lockguard\n"}, {"lockguard/templates/deployment.yaml", "kind: Deployment\n"}} {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: now, AccessTime: now, Uname: "builder", Uid: 1000}); err != nil {
+				t.Fatal(err)
+			}
+			tw.Write([]byte(f.data))
+		}
+		tw.Close()
+		zw.Close()
+		return buf.Bytes()
+	}
+	mtime := time.Unix(1700000000, 0).UTC()
+	first, err := retime(pack(time.Unix(1800000000, 0)), mtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := retime(pack(time.Unix(1800000042, 0)), mtime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, second) {
+		t.Fatal("retime of two packagings at different times: different bytes")
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !zr.ModTime.IsZero() || zr.Comment != "Helm" {
+		t.Errorf("gzip header: time %v, comment %q; want none and Helm", zr.ModTime, zr.Comment)
+	}
+	type entry struct {
+		Name  string
+		Mode  int64
+		Data  string
+		MTime int64
+		Owner string
+	}
+	var got []entry
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		got = append(got, entry{h.Name, h.Mode, string(b), h.ModTime.Unix(), h.Uname})
+	}
+	want := []entry{
+		{"lockguard/Chart.yaml", 0o644, "name: lockguard\n", mtime.Unix(), ""},
+		{"lockguard/templates/deployment.yaml", 0o644, "kind: Deployment\n", mtime.Unix(), ""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("retime: entries -want +got:\n%s", diff)
+	}
+
+	// Not a tar.gz, or a link in it: an error, and nothing written.
+	if _, err := retime([]byte("not gzip"), mtime); err == nil {
+		t.Error("retime of bytes that are not gzip: no error")
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "lockguard/x", Linkname: "/etc/passwd"})
+	tw.Close()
+	zw.Close()
+	if _, err := retime(buf.Bytes(), mtime); err == nil || !strings.Contains(err.Error(), "files and directories only") {
+		t.Errorf("retime of a symlink entry: %v; want an error naming files and directories only", err)
+	}
+}
