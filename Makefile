@@ -377,6 +377,11 @@ release-check: $(HELM) $(CYCLONEDX_GOMOD) $(KREW) kubectl ## Build the release R
 	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) KREW=$(KREW) KUBECTL=$(KUBECTL) \
 	  hack/release/check.sh $(RELEASE_CHECK_VERSION) $(BIN)/release-check
 
+.PHONY: release-check-engine
+release-check-engine: ## make release-check with a Docker engine (started if needed, root): docker load and run the image archive, containerd imports every archive as kind load image-archive does (not in CI: no engine there).
+	hack/kind/dockerd.sh
+	RELEASE_CHECK_ENGINE=1 $(MAKE) release-check
+
 .PHONY: chart
 chart: manifests $(HELM) $(HELM_DOCS) ## Render deploy/lockguard.yaml (the plain manifest) and the chart's README.md (helm-docs, from values.yaml) from the chart.
 	hack/chart/render.sh $(HELM) $(CHART) > deploy/lockguard.yaml.tmp && mv deploy/lockguard.yaml.tmp deploy/lockguard.yaml

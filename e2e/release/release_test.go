@@ -151,8 +151,8 @@ var platforms = []struct{ os, arch string }{
 // TestVersionsAgree checks that every place the release names its version
 // names the same one: the binaries (--version on this platform, the
 // stamped string on the others), the chart's version, appVersion and
-// Artifact Hub image, the rendered manifest's image, the krew manifests
-// and the image's name and labels.
+// Artifact Hub image, the rendered manifest's image, the krew manifests,
+// the release notes and the image's name and labels.
 func TestVersionsAgree(t *testing.T) {
 	r := releaseUnderTest(t)
 	image := r.repo + ":" + r.chart
@@ -244,6 +244,13 @@ func TestVersionsAgree(t *testing.T) {
 			if want := "_" + p.Selector.MatchLabels["os"] + "_" + p.Selector.MatchLabels["arch"] + "."; !strings.Contains(name, want) {
 				t.Errorf("%s.yaml: the platform %v downloads %s", plugin, p.Selector.MatchLabels, name)
 			}
+		}
+	}
+
+	notes := string(r.read(t, "RELEASE_NOTES.md"))
+	for _, want := range []string{"# lockguard " + r.version + "\n", "lockguard-" + r.chart + ".tgz", "image `" + image + "`", "lockguard-image_" + r.version + "_linux_amd64.tar"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("RELEASE_NOTES.md does not name %q", want)
 		}
 	}
 }

@@ -9,7 +9,7 @@
 //	release image -repo REPO -tag TAG -version V -mtime UNIX -o PREFIX ARCH=BINARY...
 //	release retime -mtime UNIX CHART.tgz
 //	release sums -dir DIST
-//	release notes -version V -changelog CHANGELOG.md -o NOTES.md
+//	release notes -version V -image REPO -changelog CHANGELOG.md -o NOTES.md
 package main
 
 import (

@@ -15,12 +15,13 @@ func notesCmd(args []string) error {
 	fs := flags("notes")
 	version := fs.String("version", "", "the release, vX.Y.Z")
 	changelog := fs.String("changelog", "CHANGELOG.md", "the changelog (Keep a Changelog)")
+	image := fs.String("image", "", "the image's repository (the chart's image.repository), e.g. ghcr.io/navique/lockguard")
 	out := fs.String("o", "", "the notes to write")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *version == "" || *out == "" {
-		return errors.New("notes: want -version and -o")
+	if *version == "" || *image == "" || *out == "" {
+		return errors.New("notes: want -version, -image and -o")
 	}
 	text, err := os.ReadFile(*changelog)
 	if err != nil {
@@ -42,23 +43,24 @@ func notesCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(*out, []byte(notes(*version, entry, since, log)), 0o644)
+	return os.WriteFile(*out, []byte(notes(*version, *image, entry, since, log)), 0o644)
 }
 
-// notes returns the release notes from the changelog's entry and git log's
-// lines of the commits since the tag since ("" when there is none).
-func notes(version string, entry changelogEntry, since, log string) string {
+// notes returns the release notes of the image repository image from the
+// changelog's entry and git log's lines of the commits since the tag since
+// ("" when there is none).
+func notes(version, image string, entry changelogEntry, since, log string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# lockguard %s\n\n", version)
 	fmt.Fprintf(&b, "## Changes\n\nFrom CHANGELOG.md (%s):\n\n%s\n\n", entry.heading, entry.body)
 	fmt.Fprintf(&b, "## Install\n\n"+
 		"- The chart: `helm install lockguard lockguard-%[1]s.tgz --namespace lockguard-system --create-namespace`"+
-		" (image `ghcr.io/navique/lockguard:%[1]s`), or `kubectl apply --server-side -f lockguard.yaml`.\n"+
+		" (image `%[3]s:%[1]s`), or `kubectl apply --server-side -f lockguard.yaml`.\n"+
 		"- The image without a registry: `docker load -i lockguard-image_%[2]s_linux_amd64.tar`"+
 		" or `kind load image-archive lockguard-image_%[2]s_linux_amd64.tar`; `lockguard-image_%[2]s.oci.tar` holds amd64 and arm64 behind one index.\n"+
 		"- The kubectl plugins: `kubectl krew install --manifest=lock.yaml` and `--manifest=unlock.yaml`.\n"+
 		"- Check the files with `sha256sum -c SHA256SUMS`; each binary and image has a CycloneDX SBOM (`*.cdx.json`).\n\n",
-		strings.TrimPrefix(version, "v"), version)
+		strings.TrimPrefix(version, "v"), version, image)
 	commits := strings.Count(log, "\n")
 	if since == "" {
 		fmt.Fprintf(&b, "## Commits (%d; no earlier release)\n\n", commits)

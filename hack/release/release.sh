@@ -103,6 +103,6 @@ done
 hack/chart/render.sh "$HELM" "$dist/lockguard-$chart_version.tgz" >"$dist/lockguard.yaml"
 
 step "release notes"
-"$tool" notes -version "$version" -changelog CHANGELOG.md -o "$dist/RELEASE_NOTES.md"
+"$tool" notes -version "$version" -image "$image_repo" -changelog CHANGELOG.md -o "$dist/RELEASE_NOTES.md"
 "$tool" sums -dir "$dist"
 step "$dist: $(ls "$dist" | wc -l) files, $(du -sh "$dist" | cut -f1)"
