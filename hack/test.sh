@@ -15,8 +15,10 @@
 #   other versions' control planes, whose Kubernetes libraries are their
 #   own versions), then, once lint has compiled what they share with
 #   lockguard, helm (hack/tools) and Prometheus with promtool, beside the
-#   first control plane; last chart-e2e's module (cert-manager), once the
-#   first control plane is built too. At the foreground's priority
+#   first control plane; then chart-e2e's module (cert-manager), once the
+#   first control plane is built too; last, at nice 19, the release's
+#   packages for its other platforms (release-compile), for make
+#   release-check. At the foreground's priority
 #   (TEST_BG_NICE, 0): a cold run is bound by CPU (about 80 minutes of it
 #   on 2 cores), so the lanes should share the cores and end together.
 #   With the background at nice 10 the other control plane got the CPU
@@ -187,6 +189,12 @@ add bg helm "${TEST_OUTPUTS_helm:-}" helm
 add bg prometheus "${TEST_OUTPUTS_prometheus:-}" prometheus
 bg+=("wait:kube-$first")
 add bg chart-e2e-build "" chart-e2e-build
+# Last, the release's other platforms (make release-check, after make test
+# in .ci/run, then only links), at the lowest priority: on the CPU the
+# suites leave idle while they wait on the API server. After build, which
+# compiles linux/amd64's.
+bg+=(wait:build)
+add bg release-compile "" release-compile RELEASE_COMPILE_NICE=19
 add fg build "" build
 add fg image-check "" image-check IMAGE_ARCHES=amd64
 fg+=(wait:helm)

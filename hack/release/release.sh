@@ -18,12 +18,50 @@
 # GO_GCFLAGS (the Makefile's compiler flags; it may be empty). The
 # binaries are kept in RELEASE_BUILD (default bin/release/VERSION), so a
 # second run relinks nothing.
+#
+# release.sh compile (make release-compile) compiles every platform's
+# packages into the Go build cache with the same flags, linking and writing
+# nothing, so that a later release or release-check only links: make test
+# does it in its background lane, at the lowest priority.
 set -euo pipefail
-version=${1:?usage: release.sh VERSION DIST}
-dist=${2:?usage: release.sh VERSION DIST}
-: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}" "${GO_GCFLAGS?GO_GCFLAGS: the compiler flags of the Makefile}"
+: "${GO_GCFLAGS?GO_GCFLAGS: the compiler flags of the Makefile}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
+
+# The platforms of a release, and the packages built for each.
+platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
+packages() {
+  case $1 in
+    windows/*) echo ./cmd/kubectl-lock ./cmd/kubectl-unlock ;;
+    *) echo ./cmd/lockguard ./cmd/kubectl-lock ./cmd/kubectl-unlock ;;
+  esac
+}
+# go_release OS/ARCH GO-SUBCOMMAND ARGS...: the go command with the release's
+# settings. GOFLAGS fixed, whatever else the environment says: the compiler
+# flags of make's builds (GO_GCFLAGS: no DWARF, the binaries are stripped
+# anyway; the output does not depend on -c), so that linux/amd64 reuses the
+# packages make build and make test compiled.
+go_release() {
+  local platform=$1 cmd=$2
+  shift 2
+  CGO_ENABLED=0 GOOS=${platform%/*} GOARCH=${platform#*/} GOFLAGS=$GO_GCFLAGS go "$cmd" -trimpath -buildvcs=false "$@"
+}
+
+if [ "${1:-}" = compile ]; then
+  for platform in "${platforms[@]}"; do
+    start=$SECONDS
+    # go list -export compiles each package as go build does (the same
+    # cache entries) and links nothing.
+    # shellcheck disable=SC2046 # packages() is a list of words
+    go_release "$platform" list -export -deps -f '' $(packages "$platform") >/dev/null
+    echo "release compile: $platform in $((SECONDS - start))s"
+  done
+  exit 0
+fi
+
+version=${1:?usage: release.sh VERSION DIST, or release.sh compile}
+dist=${2:?usage: release.sh VERSION DIST, or release.sh compile}
+: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}"
 semver='^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$'
 [[ $version =~ $semver ]] || { echo "release.sh: VERSION=$version is not vX.Y.Z or vX.Y.Z-PRE" >&2; exit 2; }
 chart_version=${version#v}
@@ -45,20 +83,15 @@ go build -o "$tool" ./hack/release
 
 # The binaries, cross-built (the Go build cache keeps each platform's
 # packages), their archives and SBOMs.
-for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64; do
+for platform in "${platforms[@]}"; do
   os=${platform%/*} arch=${platform#*/}
   out=$build/${os}_$arch
-  pkgs=(./cmd/lockguard ./cmd/kubectl-lock ./cmd/kubectl-unlock)
+  read -r -a pkgs <<<"$(packages "$platform")"
   ext=.tar.gz exe=
-  if [ "$os" = windows ]; then pkgs=(./cmd/kubectl-lock ./cmd/kubectl-unlock) ext=.zip exe=.exe; fi
+  if [ "$os" = windows ]; then ext=.zip exe=.exe; fi
   step "building ${pkgs[*]} for $platform"
   mkdir -p "$out"
-  # GOFLAGS fixed, whatever else the environment says: the compiler flags
-  # of make's builds (GO_GCFLAGS: no DWARF, the binaries are stripped
-  # anyway; the output does not depend on -c), so that linux/amd64 reuses
-  # the packages make build and make test compiled.
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch GOFLAGS=$GO_GCFLAGS go build -trimpath -buildvcs=false \
-    -ldflags "-s -w -X main.version=$version" -o "$out/" "${pkgs[@]}"
+  go_release "$platform" build -ldflags "-s -w -X main.version=$version" -o "$out/" "${pkgs[@]}"
   if [ "$os" != windows ]; then
     "$tool" archive -mtime "$epoch" -o "$dist/lockguard_${version}_${os}_$arch$ext" "$out/lockguard"
   fi
