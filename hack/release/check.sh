@@ -9,6 +9,9 @@
 #   - krew (KREW, built from its Go module) installs both plugins from
 #     their manifests and the host's archive into a temporary KREW_ROOT,
 #     and kubectl runs them (kubectl lock --help, --version);
+#   - where a Docker engine answers (RELEASE_CHECK_ENGINE=1 requires one):
+#     docker load, inspect and run of the image archive, and containerd's
+#     import of every image archive, as kind load image-archive runs it;
 #   - e2e/release (go test -tags release): versions agree everywhere,
 #     the images' layouts, helm install of the packaged chart on a local
 #     control plane renders the chart directory's objects, and every SBOM
