@@ -82,8 +82,9 @@ KREW := $(BIN)/krew-$(KREW_VERSION)
 # twice under bin/release-check.
 DIST ?= dist
 RELEASE_CHECK_VERSION ?= v0.0.0-check
-# make test compiles the release's platforms (make release-compile) in its
-# background lane at this niceness: only on CPU the suites leave idle.
+# The niceness of make release-compile (the release's platforms compiled
+# into the Go build cache): make test's background lane sets 19, so that it
+# runs on the CPU the suites leave idle.
 RELEASE_COMPILE_NICE ?= 0
 
 IMG ?= ghcr.io/navique/lockguard:dev
