@@ -1,8 +1,8 @@
 // Command release writes the parts of a lockguard release whose bytes must
 // not depend on when or where it runs (make release, hack/release/release.sh):
 // the binary archives, the krew plugin manifests, the OCI image archives,
-// the packaged chart's file times, SHA256SUMS and the release notes. It uses the standard library only, so
-// it adds nothing to lockguard's module.
+// the packaged chart's file times, SHA256SUMS and the release notes. It uses
+// the standard library only, so it adds nothing to lockguard's module.
 //
 //	release archive -o OUT.tar.gz|OUT.zip -mtime UNIX FILE...
 //	release krew -name lock -bin kubectl-lock -version V -url BASE -o lock.yaml ARCHIVE...
