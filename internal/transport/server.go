@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +24,11 @@ const (
 	// under the chart's memory limit, and are far more than the API
 	// servers and the other replicas open.
 	DefaultMaxConnections = 1024
+	// DefaultMaxConnectionsPerSource bounds the connections from one
+	// source address: half of DefaultMaxConnections, so that one client
+	// never holds more than half, and the other half is open to the
+	// others without taking a connection from anyone.
+	DefaultMaxConnectionsPerSource = DefaultMaxConnections / 2
 	// DefaultMaxHeaderBytes bounds a request's header (Go's default is
 	// 1 MiB): the API server's and the replicas' are well under 1 KiB.
 	DefaultMaxHeaderBytes = 32 << 10
@@ -33,6 +37,11 @@ const (
 	// idle connection stays open (http.DefaultTransport's keep-alive).
 	ReadHeaderTimeout = 32 * time.Second
 	IdleTimeout       = 90 * time.Second
+	// ReadTimeout bounds the read of a whole request, from its first
+	// byte, on every path: without it net/http reads a body with no
+	// deadline. A Gate sets its own (the review's timeout) when its
+	// handler starts.
+	ReadTimeout = ReadHeaderTimeout
 )
 
 // ServerOptions configure a Server. Zero counts take the defaults above.
@@ -43,15 +52,18 @@ type ServerOptions struct {
 	// TLSOpts set up the server's tls.Config (certificate, versions,
 	// protocols, client certificates).
 	TLSOpts []func(*tls.Config)
-	// MaxConnections, MaxHeaderBytes: see their defaults.
-	MaxConnections, MaxHeaderBytes int
+	// MaxConnections, MaxConnectionsPerSource, MaxHeaderBytes: see their
+	// defaults.
+	MaxConnections, MaxConnectionsPerSource, MaxHeaderBytes int
 }
 
 // Server is lockguard's webhook server: controller-runtime's registration
 // of paths (its mux, instrumented with controller_runtime_webhook_*
 // metrics), served by an http.Server that bounds what comes before a
 // handler: connections, header bytes, and the time of the handshake and
-// the header. Handlers bound their bodies with a Gate.
+// the header and of every request, answers given before a body was read
+// (which close the connection), and the connections of each source
+// address (fairListener). Handlers bound their bodies with a Gate.
 type Server struct {
 	// Server gives Register and WebhookMux; its Start is never called.
 	ctrlwebhook.Server
@@ -66,6 +78,10 @@ func NewServer(o ServerOptions) *Server {
 	if o.MaxConnections <= 0 {
 		o.MaxConnections = DefaultMaxConnections
 	}
+	if o.MaxConnectionsPerSource <= 0 {
+		o.MaxConnectionsPerSource = DefaultMaxConnectionsPerSource
+	}
+	o.MaxConnectionsPerSource = min(o.MaxConnectionsPerSource, o.MaxConnections)
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -89,13 +105,15 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln = tls.NewListener(limitListener(ln, s.o.MaxConnections), cfg)
+	ln = tls.NewListener(fairListen(ln, s.o.MaxConnections, s.o.MaxConnectionsPerSource), cfg)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		Handler:           s.WebhookMux(),
+		Handler:           closeEarlyAnswers(s.WebhookMux()),
 		MaxHeaderBytes:    s.o.MaxHeaderBytes,
 		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       IdleTimeout,
+		ConnState:         trackState,
 	}
 	done := make(chan struct{})
 	go func() {
@@ -108,7 +126,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	log.Info("Serving the webhook server", "host", s.o.Host, "port", s.o.Port,
-		"maxConnections", s.o.MaxConnections, "maxHeaderBytes", s.o.MaxHeaderBytes)
+		"maxConnections", s.o.MaxConnections, "maxConnectionsPerSource", s.o.MaxConnectionsPerSource, "maxHeaderBytes", s.o.MaxHeaderBytes)
 	s.started.Store(true)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
@@ -134,48 +152,4 @@ func (s *Server) StartedChecker() healthz.Checker {
 		}
 		return conn.Close()
 	}
-}
-
-// limitListener accepts at most n connections open at once: Accept waits
-// for one to close.
-func limitListener(l net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
-}
-
-type limitedListener struct {
-	net.Listener
-	sem       chan struct{}
-	done      chan struct{}
-	closeOnce sync.Once
-}
-
-func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitedListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

@@ -27,7 +27,8 @@ func freePort(t *testing.T) int {
 // TestServerBoundsConnectionsAndHeaders: a header over MaxHeaderBytes
 // (plus the 4 KiB net/http allows beyond it) is refused (431) without
 // reaching a handler, and past MaxConnections open
-// connections the next is not served until one closes.
+// connections from one source the next is closed at once: it is served
+// once one of them closes.
 func TestServerBoundsConnectionsAndHeaders(t *testing.T) {
 	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
 	if err != nil {
@@ -98,7 +99,7 @@ func TestServerBoundsConnectionsAndHeaders(t *testing.T) {
 	if got := get(b, ""); !strings.Contains(got, " 200 ") {
 		t.Fatalf("second connection: %q", got)
 	}
-	// The third waits in the accept queue: its TLS handshake cannot end.
+	// The third is closed at once: its TLS handshake cannot end.
 	raw, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		t.Fatal(err)

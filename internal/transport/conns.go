@@ -1,0 +1,174 @@
+package transport
+
+import (
+	"crypto/tls"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// fairListener accepts every connection at once and decides whom to
+// serve, so that no client can keep another waiting in the kernel's
+// accept queue: a source address holding perSource connections has its
+// next one closed; when max are open, a new connection from a source
+// holding fewer than the source holding the most (by two or more) takes
+// the place of one of that source's, and any other is closed. The API
+// servers call from a few addresses: whoever holds the slots from other
+// addresses, each API server keeps a share of them (max divided among the
+// sources, at most perSource each), and a connection it opens is served
+// at once.
+type fairListener struct {
+	net.Listener
+	max, perSource int
+
+	mu      sync.Mutex
+	total   int
+	sources map[string][]*fairConn // by source address, oldest first
+}
+
+// fairListen returns a fairListener of l.
+func fairListen(l net.Listener, max, perSource int) *fairListener {
+	return &fairListener{Listener: l, max: max, perSource: perSource, sources: map[string][]*fairConn{}}
+}
+
+// Accept returns the next connection admitted; it closes those refused.
+func (l *fairListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		fc, evicted := l.admit(c)
+		if evicted != nil {
+			_ = evicted.Conn.Close()
+		}
+		if fc != nil {
+			return fc, nil
+		}
+		_ = c.Close()
+	}
+}
+
+// admit counts c in, or returns nil when c must be closed; evicted, when
+// not nil, is a connection of the source holding the most, counted out
+// already, to close in c's favour.
+func (l *fairListener) admit(c net.Conn) (admitted, evicted *fairConn) {
+	src := sourceOf(c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mine := len(l.sources[src])
+	if mine >= l.perSource {
+		return nil, nil
+	}
+	if l.total >= l.max {
+		var most []*fairConn
+		for _, conns := range l.sources {
+			if len(conns) > len(most) {
+				most = conns
+			}
+		}
+		// Taking one from a source with one more than c's would only
+		// swap which of the two holds more.
+		if len(most) < mine+2 {
+			return nil, nil
+		}
+		evicted = victim(most)
+		l.remove(evicted)
+	}
+	admitted = &fairConn{Conn: c, l: l, source: src}
+	l.sources[src] = append(l.sources[src], admitted)
+	l.total++
+	return admitted, evicted
+}
+
+// victim picks the connection of conns to close: the oldest idle one (no
+// request on it), else the oldest still in its handshake or first
+// header, else the oldest.
+func victim(conns []*fairConn) *fairConn {
+	for _, want := range []http.ConnState{http.StateIdle, http.StateNew} {
+		for _, c := range conns {
+			if http.ConnState(c.state.Load()) == want {
+				return c
+			}
+		}
+	}
+	return conns[0]
+}
+
+// remove counts c out; it must be counted in. l.mu is held.
+func (l *fairListener) remove(c *fairConn) {
+	conns := l.sources[c.source]
+	for i, o := range conns {
+		if o == c {
+			conns = append(conns[:i], conns[i+1:]...)
+			break
+		}
+	}
+	if len(conns) == 0 {
+		delete(l.sources, c.source)
+	} else {
+		l.sources[c.source] = conns
+	}
+	l.total--
+	c.out = true
+}
+
+// release counts c out when it closes, unless it was evicted.
+func (l *fairListener) release(c *fairConn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !c.out {
+		l.remove(c)
+	}
+}
+
+// open returns how many connections are counted in, and from how many
+// sources.
+func (l *fairListener) open() (conns, sources int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total, len(l.sources)
+}
+
+// sourceOf is the address c comes from, without its port.
+func sourceOf(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return c.RemoteAddr().String()
+	}
+	return host
+}
+
+// fairConn is a connection a fairListener counts.
+type fairConn struct {
+	net.Conn
+	l      *fairListener
+	source string
+	// state is its http.ConnState, as the server reports it (trackState).
+	state atomic.Int32
+	// out is set, under l.mu, once it is no longer counted.
+	out  bool
+	once sync.Once
+}
+
+// Close closes the connection and counts it out.
+func (c *fairConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c) })
+	return err
+}
+
+// trackState is an http.Server's ConnState: it keeps each fairConn's
+// state, for victim.
+func trackState(c net.Conn, st http.ConnState) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if fc, ok := c.(*fairConn); ok {
+		fc.state.Store(int32(st))
+	}
+}
