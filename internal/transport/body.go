@@ -10,10 +10,11 @@ import (
 )
 
 // Body buffers come in size classes, powers of two from minBodyBuffer to
-// the first one over MaxReviewSize, each with a pool: a review's body is
-// read into a buffer that doubles only when the bytes that arrived fill it,
-// so a client that declares megabytes and sends one byte holds
-// minBodyBuffer, never what it declared.
+// the first one over MaxReviewSize: a review's body is read into a buffer
+// that doubles only when the bytes that arrived fill it, so a client that
+// declares megabytes and sends one byte holds minBodyBuffer, never what it
+// declared. A buffer a body no longer needs is kept for the next body of
+// its class, and stays charged to the budget while kept.
 const (
 	minBodyShift  = 12 // 4 KiB
 	minBodyBuffer = 1 << minBodyShift
@@ -23,19 +24,8 @@ const (
 // of two over MaxReviewSize+1 (the extra byte tells a body over the limit).
 var bodyClasses = bits.Len(uint(MaxReviewSize)) - minBodyShift + 1
 
-var bodyPools = make([]sync.Pool, bodyClasses)
-
-// getBuffer returns a buffer of size class c (length minBodyBuffer<<c).
-func getBuffer(c int) *[]byte {
-	if b, ok := bodyPools[c].Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, minBodyBuffer<<c)
-	return &b
-}
-
-// putBuffer returns b, of size class c, to its pool.
-func putBuffer(c int, b *[]byte) { bodyPools[c].Put(b) }
+// classSize is the capacity of the buffers of size class c.
+func classSize(c int) int64 { return int64(minBodyBuffer) << c }
 
 // ErrTooLarge is wrapped by the error of a body over its limit.
 var ErrTooLarge = errors.New("request entity is too large")
@@ -47,14 +37,23 @@ func tooLarge(limit int64) error { return fmt.Errorf("%w; limit is %d bytes", Er
 // flight would exceed the server's budget.
 var ErrBudget = errors.New("too many review bytes in flight; retry later")
 
-// byteBudget bounds the bytes of body buffers held at once by the reviews
-// in flight. The zero value has no room; a nil *byteBudget is unbounded.
+// byteBudget bounds the memory of request bodies: the capacity of every
+// buffer, in use or kept for reuse, and what decoding a body copies out of
+// it while its request is served. The zero value has no room; a nil
+// *byteBudget is unbounded and keeps no buffers.
 type byteBudget struct {
 	max  int64
 	used atomic.Int64
+
+	mu sync.Mutex
+	// kept are the buffers kept for reuse, by size class; keptBytes
+	// their capacity (counted in used).
+	kept      [][]*[]byte
+	keptBytes int64
 }
 
-// take reserves n bytes, or reports that they would exceed the budget.
+// take reserves n bytes, letting go of kept buffers (largest first) if
+// that makes room, or reports that they would exceed the budget.
 func (b *byteBudget) take(n int64) bool {
 	if b == nil {
 		return true
@@ -62,12 +61,31 @@ func (b *byteBudget) take(n int64) bool {
 	for {
 		used := b.used.Load()
 		if used+n > b.max {
+			if b.letGo() {
+				continue
+			}
 			return false
 		}
 		if b.used.CompareAndSwap(used, used+n) {
 			return true
 		}
 	}
+}
+
+// letGo gives up the largest kept buffer, and reports whether it had one.
+func (b *byteBudget) letGo() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for c := len(b.kept) - 1; c >= 0; c-- {
+		if n := len(b.kept[c]); n > 0 {
+			b.kept[c][n-1] = nil
+			b.kept[c] = b.kept[c][:n-1]
+			b.keptBytes -= classSize(c)
+			b.used.Add(-classSize(c))
+			return true
+		}
+	}
+	return false
 }
 
 // give returns n bytes to the budget.
@@ -77,42 +95,108 @@ func (b *byteBudget) give(n int64) {
 	}
 }
 
-// Body is a request's body in a pooled buffer: Bytes until Release.
+// get returns a buffer of size class c, charged: a kept one, or a new
+// one if the budget has room for it.
+func (b *byteBudget) get(c int) (*[]byte, bool) {
+	if b != nil {
+		b.mu.Lock()
+		if c < len(b.kept) && len(b.kept[c]) > 0 {
+			n := len(b.kept[c])
+			buf := b.kept[c][n-1]
+			b.kept[c][n-1] = nil
+			b.kept[c] = b.kept[c][:n-1]
+			b.keptBytes -= classSize(c)
+			b.mu.Unlock()
+			return buf, true
+		}
+		b.mu.Unlock()
+	}
+	if !b.take(classSize(c)) {
+		return nil, false
+	}
+	buf := make([]byte, classSize(c))
+	return &buf, true
+}
+
+// put keeps buf, of size class c, for reuse, still charged.
+func (b *byteBudget) put(c int, buf *[]byte) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kept == nil {
+		b.kept = make([][]*[]byte, bodyClasses)
+	}
+	b.kept[c] = append(b.kept[c], buf)
+	b.keptBytes += classSize(c)
+}
+
+// inUse is what the budget counts beyond the buffers it keeps.
+func (b *byteBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used.Load() - b.keptBytes
+}
+
+// Body is a request's body in a buffer charged to the budget: Bytes until
+// Release (or dropBuffer).
 type Body struct {
 	buf    *[]byte
 	class  int
 	n      int
 	budget *byteBudget
+	// decoded is what charge reserved, returned by Release.
+	decoded int64
 }
 
 // Bytes returns the body; it is valid until Release.
 func (b *Body) Bytes() []byte { return (*b.buf)[:b.n] }
 
-// Release returns the buffer to its pool and its bytes to the budget.
-func (b *Body) Release() {
+// charge reserves n more bytes of the budget until Release, for what
+// decoding the body copies out of it; it reports whether they fit.
+func (b *Body) charge(n int64) bool {
+	if !b.budget.take(n) {
+		return false
+	}
+	b.decoded += n
+	return true
+}
+
+// dropBuffer gives up the buffer (Bytes is then invalid), keeping what
+// charge reserved until Release.
+func (b *Body) dropBuffer() {
 	if b.buf == nil {
 		return
 	}
-	putBuffer(b.class, b.buf)
-	b.budget.give(int64(minBodyBuffer) << b.class)
+	b.budget.put(b.class, b.buf)
 	b.buf = nil
+}
+
+// Release gives up the buffer and returns what charge reserved.
+func (b *Body) Release() {
+	b.dropBuffer()
+	b.budget.give(b.decoded)
+	b.decoded = 0
 }
 
 // readBody reads a request body of at most limit (at most MaxReviewSize)
 // bytes into a pooled buffer that grows (doubling) only as bytes arrive,
 // whatever length the client declares: a Content-Length over limit is
 // refused at once, one under it is only a claim. Each buffer it holds is
-// taken from budget first; when budget has no room it returns ErrBudget.
+// charged to budget first (a kept one is already); when budget has no
+// room it returns ErrBudget.
 // The caller must Release the body.
 func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget) (*Body, error) {
 	limit = min(limit, MaxReviewSize)
 	if contentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	if !budget.take(minBodyBuffer) {
+	first, ok := budget.get(0)
+	if !ok {
 		return nil, ErrBudget
 	}
-	b := &Body{buf: getBuffer(0), budget: budget}
+	b := &Body{buf: first, budget: budget}
 	r = io.LimitReader(r, limit+1)
 	for {
 		buf := *b.buf
@@ -121,15 +205,13 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget) (*Bod
 				b.Release()
 				return nil, tooLarge(limit)
 			}
-			size := int64(len(buf)) * 2
-			if !budget.take(size) {
+			next, ok := budget.get(b.class + 1)
+			if !ok {
 				b.Release()
 				return nil, ErrBudget
 			}
-			next := getBuffer(b.class + 1)
 			copy(*next, buf)
-			putBuffer(b.class, b.buf)
-			budget.give(int64(len(buf)))
+			budget.put(b.class, b.buf)
 			b.buf, b.class = next, b.class+1
 			buf = *next
 		}

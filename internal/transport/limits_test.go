@@ -26,7 +26,8 @@ func (r *trickle) Read(p []byte) (int, error) {
 }
 
 // TestReadBody: the buffer follows the bytes that arrive, not the length
-// the client declares, and every byte it holds comes from the budget.
+// the client declares, and every byte it holds comes from the budget:
+// the buffers it kept for reuse too.
 func TestReadBody(t *testing.T) {
 	cases := map[string]struct {
 		reason        string
@@ -71,8 +72,8 @@ func TestReadBody(t *testing.T) {
 				t.Fatalf("%s\nreadBody(...): error %v, want %v", tc.reason, err, tc.wantErr)
 			}
 			if err != nil {
-				if used := budget.used.Load(); used != 0 {
-					t.Errorf("%s\nreadBody(...) failed holding %d bytes of the budget, want 0", tc.reason, used)
+				if used := budget.inUse(); used != 0 {
+					t.Errorf("%s\nreadBody(...) failed holding %d bytes of the budget beyond the buffers it keeps, want 0", tc.reason, used)
 				}
 				return
 			}
@@ -82,12 +83,15 @@ func TestReadBody(t *testing.T) {
 			if got := cap(*b.buf); got != tc.wantCap {
 				t.Errorf("%s\nreadBody(...): buffer of %d bytes, want %d", tc.reason, got, tc.wantCap)
 			}
-			if used := budget.used.Load(); used != int64(tc.wantCap) {
-				t.Errorf("%s\nreadBody(...): budget used %d, want the buffer's %d", tc.reason, used, tc.wantCap)
+			if used := budget.inUse(); used != int64(tc.wantCap) {
+				t.Errorf("%s\nreadBody(...): budget used %d beyond the buffers it keeps, want the buffer's %d", tc.reason, used, tc.wantCap)
+			}
+			if used := budget.used.Load(); used > tc.budget {
+				t.Errorf("%s\nreadBody(...): budget used %d, over its %d", tc.reason, used, tc.budget)
 			}
 			b.Release()
-			if used := budget.used.Load(); used != 0 {
-				t.Errorf("%s\nafter Release: budget used %d, want 0", tc.reason, used)
+			if used := budget.inUse(); used != 0 {
+				t.Errorf("%s\nafter Release: budget used %d beyond the buffers it keeps, want 0", tc.reason, used)
 			}
 		})
 	}

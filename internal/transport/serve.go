@@ -94,14 +94,24 @@ func checkContentType(ct string) error {
 // JSON, as controller-runtime's admission.Webhook does, within g's bounds
 // (Serve, at most MaxReviewSize bytes): decode turns the body into a
 // request R (copying what it keeps: the buffer goes back before decide
-// runs) and its UID, decide answers it. A body that does not decode is
+// runs, and the copy, taken to be at most the body's length, is charged
+// to the byte budget until the answer is written: 429 if it does not fit)
+// and its UID, decide answers it. A body that does not decode is
 // answered 400; a panic in decide is answered as an error and counted in
 // controller-runtime's webhook panic metric.
 func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 	decode func([]byte) (R, types.UID, error), decide func(context.Context, R) admission.Response) {
 	g.Serve(w, r, MaxReviewSize, func(ctx context.Context, body *Body) {
+		// What decoding copies out of the body (an update's two objects)
+		// is at most the body's length, counted until the answer is
+		// written; the buffer is given up before decide runs.
+		if !body.charge(int64(len(body.Bytes()))) {
+			g.refuse(RefusedBufferedBytes)
+			http.Error(w, ErrBudget.Error(), http.StatusTooManyRequests)
+			return
+		}
 		req, uid, err := decode(body.Bytes())
-		body.Release()
+		body.dropBuffer()
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return

@@ -1,0 +1,67 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// TestDecodedCopiesCounted: while a review is decided, what its decoding
+// copied out of the body (an update's objects) is still counted against
+// the byte budget; the budget is whole again once the answer is written
+// (issue 36, item 5).
+func TestDecodedCopiesCounted(t *testing.T) {
+	g := NewGate(Limits{MaxBufferedBytes: 1 << 20}, nil)
+	object := `{"metadata":{"name":"` + string(bytes.Repeat([]byte("x"), 100<<10)) + `"}}`
+	review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","operation":"UPDATE","object":` +
+		object + `,"oldObject":` + object + `}}`
+	var during int64
+	decide := func(_ context.Context, req admission.Request) admission.Response {
+		during = g.budget.inUse()
+		return admission.Allowed("")
+	}
+	r := httptest.NewRequest(http.MethodPost, "/validate-update", bytes.NewBufferString(review))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	ServeReview(g, w, r, func(b []byte) (admission.Request, types.UID, error) { return DecodeReview(b) }, decide)
+	if w.Code != http.StatusOK {
+		t.Fatalf("ServeReview: HTTP %d %s", w.Code, w.Body)
+	}
+	if decoded := int64(2 * len(object)); during < decoded {
+		t.Errorf("ServeReview(...): the budget held %d bytes while deciding a review whose decoded objects are %d bytes", during, decoded)
+	}
+	if used := g.budget.inUse(); used != 0 {
+		t.Errorf("ServeReview(...) returned holding %d bytes of the budget beyond the buffers it keeps, want 0", used)
+	}
+}
+
+// TestKeptBuffersCounted: a buffer kept for reuse after its body is
+// released stays charged to the budget at its capacity, and is let go
+// when a body needs the room (issue 36, item 5).
+func TestKeptBuffersCounted(t *testing.T) {
+	// Growing to 1 MiB holds the 512 KiB buffer and the 1 MiB one at once.
+	budget := &byteBudget{max: 2 << 20}
+	data := bytes.Repeat([]byte("x"), 600<<10) // a 1 MiB buffer
+	b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release()
+	if used, keptAll := budget.used.Load(), int64(2<<20-minBodyBuffer); used != keptAll {
+		t.Errorf("after Release: budget used %d, want the kept buffers counted: %d (one of every class up to 1 MiB)", used, keptAll)
+	}
+	// A body of the same size again: the kept buffers make room.
+	b, err = readBody(bytes.NewReader(data), -1, MaxReviewSize, budget)
+	if err != nil {
+		t.Fatalf("a second body of %d bytes within a 2 MiB budget: %v", len(data), err)
+	}
+	if got := cap(*b.buf); got != 1<<20 {
+		t.Errorf("second body: buffer of %d bytes, want %d", got, 1<<20)
+	}
+	b.Release()
+}
