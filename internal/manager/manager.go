@@ -53,9 +53,9 @@ type Options struct {
 	// on every path together, and the bytes their bodies hold; zero fields
 	// take transport's defaults.
 	WebhookLimits transport.Limits
-	// WebhookMaxConnections bounds the connections the webhook server
-	// holds at once; zero: transport.DefaultMaxConnections.
-	WebhookMaxConnections int
+	// WebhookConnections bound the connections the webhook server holds
+	// at once, in all and per source address; zero: transport's defaults.
+	WebhookConnections transport.ConnectionLimits
 
 	// MetricsAddr is the metrics endpoint's address; "0" disables it.
 	// Default "0".
@@ -195,10 +195,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			NewInformer: readmodel.NewInformer,
 		},
 		WebhookServer: transport.NewServer(transport.ServerOptions{
-			Host:           o.WebhookHost,
-			Port:           o.WebhookPort,
-			TLSOpts:        append(tlsOpts, certs.WithCertificate(certWatcher)),
-			MaxConnections: o.WebhookMaxConnections,
+			Host:        o.WebhookHost,
+			Port:        o.WebhookPort,
+			TLSOpts:     append(tlsOpts, certs.WithCertificate(certWatcher)),
+			Connections: o.WebhookConnections,
 		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        orDefault(o.ProbeAddr, "0"),

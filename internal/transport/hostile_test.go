@@ -164,7 +164,7 @@ func TestEarlyAnswersClose(t *testing.T) {
 // source out: a new connection from 127.0.0.1 is served at once while
 // 127.0.0.2 holds all of MaxConnections (issue 36, item 1).
 func TestConnectionsFairlyShared(t *testing.T) {
-	addr := testServer(t, ServerOptions{MaxConnections: 4}, func(s *Server) {
+	addr := testServer(t, ServerOptions{Connections: ConnectionLimits{Max: 4}}, func(s *Server) {
 		s.Register("/ok", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	})
 	var hostile []net.Conn

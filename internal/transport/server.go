@@ -52,9 +52,24 @@ type ServerOptions struct {
 	// TLSOpts set up the server's tls.Config (certificate, versions,
 	// protocols, client certificates).
 	TLSOpts []func(*tls.Config)
-	// MaxConnections, MaxConnectionsPerSource, MaxHeaderBytes: see their
-	// defaults.
-	MaxConnections, MaxConnectionsPerSource, MaxHeaderBytes int
+	// Connections bound the connections held at once.
+	Connections ConnectionLimits
+	// MaxHeaderBytes: see DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+}
+
+// ConnectionLimits bound the connections a Server holds at once. Zero
+// counts take the defaults.
+type ConnectionLimits struct {
+	// Max bounds them all: when Max are open, a new connection from a
+	// source address holding fewer (by two or more) than the source
+	// holding the most is served in place of one of that source's (its
+	// oldest idle, else the oldest in its handshake or header, else its
+	// oldest), and any other is closed. Default DefaultMaxConnections.
+	Max int
+	// PerSource bounds those of one source address: its next one is
+	// closed. Default DefaultMaxConnectionsPerSource, at most Max.
+	PerSource int
 }
 
 // Server is lockguard's webhook server: controller-runtime's registration
@@ -75,13 +90,13 @@ var _ ctrlwebhook.Server = &Server{}
 
 // NewServer returns a Server of o.
 func NewServer(o ServerOptions) *Server {
-	if o.MaxConnections <= 0 {
-		o.MaxConnections = DefaultMaxConnections
+	if o.Connections.Max <= 0 {
+		o.Connections.Max = DefaultMaxConnections
 	}
-	if o.MaxConnectionsPerSource <= 0 {
-		o.MaxConnectionsPerSource = DefaultMaxConnectionsPerSource
+	if o.Connections.PerSource <= 0 {
+		o.Connections.PerSource = DefaultMaxConnectionsPerSource
 	}
-	o.MaxConnectionsPerSource = min(o.MaxConnectionsPerSource, o.MaxConnections)
+	o.Connections.PerSource = min(o.Connections.PerSource, o.Connections.Max)
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
@@ -105,7 +120,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln = tls.NewListener(fairListen(ln, s.o.MaxConnections, s.o.MaxConnectionsPerSource), cfg)
+	ln = tls.NewListener(fairListen(ln, s.o.Connections.Max, s.o.Connections.PerSource), cfg)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		Handler:           closeEarlyAnswers(s.WebhookMux()),
@@ -126,7 +141,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	log.Info("Serving the webhook server", "host", s.o.Host, "port", s.o.Port,
-		"maxConnections", s.o.MaxConnections, "maxConnectionsPerSource", s.o.MaxConnectionsPerSource, "maxHeaderBytes", s.o.MaxHeaderBytes)
+		"maxConnections", s.o.Connections.Max, "maxConnectionsPerSource", s.o.Connections.PerSource, "maxHeaderBytes", s.o.MaxHeaderBytes)
 	s.started.Store(true)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

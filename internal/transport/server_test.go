@@ -39,7 +39,7 @@ func TestServerBoundsConnectionsAndHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := freePort(t)
-	s := NewServer(ServerOptions{Host: "127.0.0.1", Port: port, MaxConnections: 2,
+	s := NewServer(ServerOptions{Host: "127.0.0.1", Port: port, Connections: ConnectionLimits{Max: 2},
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}})
 	reached := 0
 	s.Register("/ok", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { reached++ }))
