@@ -220,15 +220,17 @@ E2E_FIRST_VERSION_ONLY ?= ^(TestSlowBodies|TestForgedCRDReviews|Test14IdentityLe
 # The in-process suite (e2e/contract: the Lock contract, hostile clients,
 # the kubectl plugin) runs on KUBE_VERSION in `make unit` (go test ./...);
 # here it runs on the other KUBE_VERSIONS, next to the suite of the binary
-# (e2e/, build tag e2e) on every one, but for E2E_FIRST_VERSION_ONLY.
+# (e2e/, build tag e2e) on every one, but for E2E_FIRST_VERSION_ONLY, and
+# the binary under hostile clients (e2e/hostile, build tag e2e) on every one.
 e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the in-process suite, on every KUBE_VERSIONS (e2e/README.md).
-	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/contract/
+	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/hostile/ ./e2e/contract/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
-	  pkgs=./e2e/; skip='^$$'; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/contract/"; skip='$(E2E_FIRST_VERSION_ONLY)'; fi; \
+	  pkgs="./e2e/ ./e2e/hostile/"; skip='^$$'; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/hostile/ ./e2e/contract/"; skip='$(E2E_FIRST_VERSION_ONLY)'; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
+	    LOCKGUARD_HOSTILE_REPORT=$(BIN)/hostile-report-$$v.txt \
 	    go test -vet=off -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -skip "$$skip" $$pkgs; \
-	  cat $(BIN)/e2e-report-$$v.txt; \
+	  cat $(BIN)/e2e-report-$$v.txt $(BIN)/hostile-report-$$v.txt; \
 	done
 
 .PHONY: e2e-record
