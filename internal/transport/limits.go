@@ -4,8 +4,10 @@
 // bounds them all together: reviews and calls in flight, the bytes their
 // bodies hold (each buffer growing with the bytes that arrive, never with
 // what a client declares), and how long a body may take (the review's own
-// timeout). Server bounds what comes before a handler: connections, header
-// bytes and time.
+// timeout). Server bounds what comes before a handler: connections (in
+// all, and fairly shared among source addresses), header bytes and time,
+// and closes the connection of any request answered before its body was
+// read.
 package transport
 
 import (
@@ -45,9 +47,11 @@ type Limits struct {
 	// DefaultMaxInFlight.
 	MaxInFlight int
 	// MaxBufferedBytes bounds the bytes of the body buffers of all the
-	// reviews in flight; a review whose body does not fit is answered 429.
-	// Each buffer grows with the bytes that arrived, never with what the
-	// client declares. Default DefaultMaxBufferedBytes.
+	// reviews in flight, at their capacity, with the buffers kept for
+	// reuse and what decoding a review copies out of its body (until its
+	// answer is written); a review whose body does not fit is answered
+	// 429. Each buffer grows with the bytes that arrived, never with what
+	// the client declares. Default DefaultMaxBufferedBytes.
 	MaxBufferedBytes int64
 }
 
