@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -45,8 +47,9 @@ const (
 	// connection the server does not accept (its slots are full) gives
 	// up.
 	dialTimeout = 5 * time.Second
-	// headerPad is the header line each half header sends, unfinished.
-	headerPad = 30 << 10
+	// headerPad is the header line each half header sends, unfinished:
+	// as much as the server reads before it answers 431.
+	headerPad = transport.DefaultMaxHeaderBytes
 )
 
 // unreadPaths are the paths whose answer comes before the body is read:
@@ -89,17 +92,17 @@ func TestConnectionFlood(t *testing.T) {
 	t.Run("HalfHeaders", func(t *testing.T) {
 		// Half a header holds a connection until ReadHeaderTimeout (32 s):
 		// the two addresses hold every slot the server has, each with
-		// nearly as much header as the server reads (32 KiB).
+		// as much header as the server reads.
 		checks := prepareChecks(t, "headers")
-		before := heap(t)
+		before := memory(t)
 		head := "POST " + webhook.Path + " HTTP/1.1\r\nHost: lockguard\r\nX-Pad: " + strings.Repeat("a", headerPad)
 		holders := flood(t, []string{"127.0.0.3", "127.0.0.4"}, func(int) string { return head })
 		defer holders.close()
 		checks.run(t)
-		during := heap(t)
+		during := memory(t)
 		open := holders.stillOpen()
-		report(t, "%d connections from 127.0.0.3 and 127.0.0.4 sending a header of 30 KiB, unfinished: %d accepted (%d not accepted within %s), %d still open after the checks; lockguard's Go heap %.1f MiB before, %.1f MiB after the checks",
-			floodConns, len(holders.conns), holders.notAccepted, dialTimeout, open, before/(1<<20), during/(1<<20))
+		report(t, "%d connections from 127.0.0.3 and 127.0.0.4 sending a header of %d KiB, unfinished: %d accepted (%d not accepted within %s), %d still open after the checks; lockguard before and after the checks: %s, %s",
+			floodConns, headerPad>>10, len(holders.conns), holders.notAccepted, dialTimeout, open, before, during)
 		// 512 per address (--webhook-max-connections-per-source), less
 		// those that gave way to the connections of the checks.
 		if open < 1000 {
@@ -238,6 +241,7 @@ type floodSet struct {
 func flood(t *testing.T, from []string, head func(i int) string) *floodSet {
 	t.Helper()
 	cfg := target.tls.Clone()
+	cfg.ServerName = target.lg.Webhook.Host
 	var (
 		mu  sync.Mutex
 		fs  floodSet
@@ -269,6 +273,9 @@ func flood(t *testing.T, from []string, head func(i int) string) *floodSet {
 				raw.Close()
 				return
 			case err != nil:
+				if fs.refused == 0 {
+					t.Logf("a connection from %s closed during its handshake: %v", from[i%len(from)], err)
+				}
 				fs.refused++
 				raw.Close()
 				return
@@ -362,12 +369,24 @@ func statusCounts(answers []string) string {
 	return strings.Join(out, ", ")
 }
 
-// heap is lockguard's Go heap (go_memstats_heap_alloc_bytes), in bytes.
-func heap(t *testing.T) float64 {
+// memory says how much memory lockguard holds: its Go heap
+// (go_memstats_heap_alloc_bytes, with the garbage not collected yet), its
+// goroutines' stacks and its resident set.
+func memory(t *testing.T) string {
 	t.Helper()
 	m, err := target.lg.Metrics(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m["go_memstats_heap_alloc_bytes"]
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", target.lg.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rss := "?"
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			rss = strings.TrimSpace(v)
+		}
+	}
+	return fmt.Sprintf("heap %.1f MiB, stacks %.1f MiB, RSS %s", m["go_memstats_heap_alloc_bytes"]/(1<<20), m["go_memstats_stack_inuse_bytes"]/(1<<20), rss)
 }
