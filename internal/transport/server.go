@@ -19,10 +19,10 @@ import (
 // Defaults of ServerOptions.
 const (
 	// DefaultMaxConnections bounds the connections the webhook server
-	// holds at once; more wait in the kernel's accept queue. Each costs
-	// some tens of KiB (TLS and HTTP buffers, a goroutine): 1024 hold well
-	// under the chart's memory limit, and are far more than the API
-	// servers and the other replicas open.
+	// holds at once (ConnectionLimits.Max). Each costs some tens of KiB
+	// (TLS and HTTP buffers, a goroutine, a header): 1024 hold well under
+	// the chart's memory limit (docs/limits.md), and are far more than
+	// the API servers and the other replicas open.
 	DefaultMaxConnections = 1024
 	// DefaultMaxConnectionsPerSource bounds the connections from one
 	// source address: half of DefaultMaxConnections, so that one client
