@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,8 @@ var target struct {
 	version string
 	// binary is the path of the lockguard binary.
 	binary string
+	// pprof serves its /debug/pprof/ endpoints.
+	pprof string
 }
 
 // kube is the harness's vocabulary for the control plane's admin.
@@ -161,8 +164,16 @@ func setup(env *framework.Env) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The profiler, on loopback, to collect garbage before the heap is
+	// measured (heapAfterGC).
+	pprofPort, err := framework.FreePort()
+	if err != nil {
+		return "", err
+	}
+	target.pprof = "127.0.0.1:" + strconv.Itoa(pprofPort)
 	lg, err := framework.StartLockguard(framework.LockguardOptions{
 		Binary: binary, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Metrics: true, Logs: logs,
+		Args: []string{"--pprof-bind-address=" + target.pprof},
 	})
 	if err != nil {
 		return logPath, err
