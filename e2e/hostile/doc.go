@@ -1,9 +1,12 @@
 // Package hostile holds black-box tests of the built lockguard binary
 // against a real control plane under attack by clients that reach its
-// webhook port without credentials: each scenario is one file (today
-// connections.go's: clients that hold connections to jam the port),
-// sharing the setup of main_test.go (one control plane, one replica
-// installed as the chart renders it, calling the binary directly).
+// webhook port without credentials: each scenario is one file
+// (connections_test.go: clients that hold connections to jam the port;
+// stalled_test.go: bodies stalled to hold memory), sharing the setup of
+// main_test.go (one control plane, one replica installed as the chart
+// renders it and called by the API server directly, its metrics and
+// profiler on loopback). Add a scenario (forged reviews, a Lease
+// deleter) as a file of its own.
 //
 // The tests are behind the e2e build tag:
 //
