@@ -18,7 +18,7 @@ SHELL := /usr/bin/env bash
 # concurrency (-c, 2 there by default) only adds work. lockguard's packages
 # in an empty GOCACHE, on a quiet 2-core machine: 609 s of CPU with DWARF,
 # 505-513 s without, 461 s without and with -c=1, whose wall time was
-# shorter too (docs/test-times.md). Stack traces need neither. `make unit
+# shorter too (docs/history/test-times.md). Stack traces need neither. `make unit
 # GO_GCFLAGS=` builds with DWARF, for a debugger.
 GO_GCFLAGS ?= "-gcflags=all=-dwarf=false -c=1"
 # hack/release/release.sh builds with these compiler flags and no others.

@@ -89,7 +89,7 @@ func (r *report) modesSection(w writer) {
 		return
 	}
 	w("## 8. Admission modes side by side (issues 12 and 13)\n\n")
-	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. The other confirmations issue 13 measured beside these modes, and why the default is what it is: [confirming-read.md](confirming-read.md).\n\n")
+	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. The other confirmations issue 13 measured beside these modes, and why the default is what it is: [confirming-read.md](history/confirming-read.md).\n\n")
 	for _, run := range r.modes {
 		w("### Kubernetes %s\n\n", run.version)
 		if run.failure != "" {
