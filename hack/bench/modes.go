@@ -104,7 +104,7 @@ func (r *report) modesSection(w writer) {
 		closedLoopTable(w, d)
 		windowTable(w, d)
 		if g := d.NamespaceGuard; g != nil {
-			w("Namespace guard (issue 12, LOCK-SPEC rule 11), lockguard default flags: server-side dry-run DELETEs of a namespace through the API server, one at a time, the three cases interleaved, %d each (after one warm-up), under the same background load. *Unguarded*: a namespace with no Lock, which the webhook entry's `objectSelector` does not send to lockguard (the baseline). *Denied*: %d Locks, each on an existing Stack. *Allowed*: %d Locks whose targets do not exist (every target is checked, then the API server's Locks confirm).\n\n",
+			w("Namespace guard (issue 12, [contract.md](contract.md) rule 11), lockguard default flags: server-side dry-run DELETEs of a namespace through the API server, one at a time, the three cases interleaved, %d each (after one warm-up), under the same background load. *Unguarded*: a namespace with no Lock, which the webhook entry's `objectSelector` does not send to lockguard (the baseline). *Denied*: %d Locks, each on an existing Stack. *Allowed*: %d Locks whose targets do not exist (every target is checked, then the API server's Locks confirm).\n\n",
 				g.Unguarded.Len(), g.Locks, g.Locks)
 			w("| namespace | p50 | p99 | max | p50 ÷ unguarded |\n|---|---|---|---|---|\n")
 			for _, k := range []struct {
