@@ -104,8 +104,9 @@ install its Helm chart (lockguard-VERSION.tgz of the same release).`
 var krewTemplate = template.Must(template.New("krew").Funcs(template.FuncMap{
 	"indent":  func(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") },
 	"caveats": func() string { return caveats },
-}).Parse(`# The krew plugin manifest of kubectl {{.Name}} {{.Version}}, written by make release:
-#   kubectl krew install --manifest={{.Name}}.yaml
+}).Parse(`# The krew plugin manifest of kubectl {{.Name}} {{.Version}}, written by make release;
+# in the release's directory, with your platform's archive (as the README says):
+#   kubectl krew install --manifest={{.Name}}.yaml --archive=kubectl-lock_{{.Version}}_OS_ARCH.tar.gz
 apiVersion: krew.googlecontainertools.github.com/v1alpha2
 kind: Plugin
 metadata:
