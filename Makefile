@@ -18,7 +18,7 @@ SHELL := /usr/bin/env bash
 # concurrency (-c, 2 there by default) only adds work. lockguard's packages
 # in an empty GOCACHE, on a quiet 2-core machine: 609 s of CPU with DWARF,
 # 505-513 s without, 461 s without and with -c=1, whose wall time was
-# shorter too (docs/test-times.md). Stack traces need neither. `make unit
+# shorter too (docs/history/test-times.md). Stack traces need neither. `make unit
 # GO_GCFLAGS=` builds with DWARF, for a debugger.
 GO_GCFLAGS ?= "-gcflags=all=-dwarf=false -c=1"
 # hack/release/release.sh builds with these compiler flags and no others.
@@ -374,9 +374,17 @@ $(KREW):
 	  -ldflags "-s -w -X sigs.k8s.io/krew/internal/version.gitTag=$(KREW_VERSION)" sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
 	mv $(BIN)/tmp-krew/krew $@ && rmdir $(BIN)/tmp-krew
 
+# make release's VERSION: the one given (on the command line or in the
+# environment), or none, for a dev release. VERSION's default above (git
+# describe) is make build's, not a release's. The version is checked
+# first (seconds), the tools built after (minutes on a new clone).
+RELEASE_VERSION = $(if $(filter command environment override,$(origin VERSION)),$(VERSION))
+
 .PHONY: release
-release: $(HELM) $(CYCLONEDX_GOMOD) ## Write the release VERSION (vX.Y.Z) into DIST (dist/): archives, krew manifests, chart, images, SBOMs, SHA256SUMS, notes (hack/release/release.sh).
-	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) hack/release/release.sh $(VERSION) $(DIST)
+release: ## Write a release into DIST (dist/): VERSION=vX.Y.Z (the chart's version), or with no VERSION a dev release vX.Y.Z-dev.gCOMMIT; archives, krew manifests, chart, images, SBOMs, SHA256SUMS, notes (hack/release/release.sh).
+	hack/release/release.sh check "$(RELEASE_VERSION)"
+	$(MAKE) --no-print-directory $(HELM) $(CYCLONEDX_GOMOD)
+	HELM=$(HELM) CYCLONEDX_GOMOD=$(CYCLONEDX_GOMOD) hack/release/release.sh "$(RELEASE_VERSION)" $(DIST)
 
 .PHONY: release-compile
 release-compile: ## Compile the release's packages for every platform into the Go build cache, linking nothing (make test's background lane at nice 19), so make release and release-check only link.

@@ -119,7 +119,9 @@ type LockStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions of the Lock. Ready is True when the Lock is active, and
-	// False with reason MissingReference or InvalidTarget otherwise.
+	// False with reason MissingReference, InvalidTarget or
+	// NamespaceNotGuarded otherwise. A ReadOnly Lock also has ReadOnly:
+	// True (InForce), or False (Pending or GuardDisabled).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -136,10 +138,15 @@ type LockStatus struct {
 	LastDenied *DeniedRequest `json:"lastDenied,omitempty"`
 }
 
-// Lock protects another core.navique.com resource in its namespace against
-// deletion, like an Azure CanNotDelete lock. While a live Lock targets a
-// resource, every DELETE of that resource is rejected at admission. Delete
-// the Lock to lift the protection.
+// Lock protects core.navique.com resources of its namespace against
+// accidental deletion, like an Azure resource lock: spec.targetRef names
+// one resource, or spec.selector selects resources by label (selector: {}
+// is the whole namespace, itself included). While a live Lock covers a
+// resource, every DELETE of it is refused at admission, and so is the
+// DELETE of an owner whose cascade would delete it, of its namespace and of
+// its kind's CRD. With level ReadOnly, updates of its spec and metadata are
+// refused too. Delete the Lock to lift the protection. The rules are
+// docs/contract.md in lockguard's repository.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

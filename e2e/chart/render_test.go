@@ -932,7 +932,7 @@ func TestNetworkPolicy(t *testing.T) {
 // TestChartMetadata checks that Chart.yaml's Artifact Hub annotations say
 // what the chart does: the image it deploys by default, the CRD it ships
 // (the example is checked by the API server in TestInstall), and
-// well-formed change entries.
+// well-formed change entries, and the license (Apache-2.0, as LICENSE).
 func TestChartMetadata(t *testing.T) {
 	requireHelm(t)
 	meta := chartMetadata(t)
@@ -985,8 +985,8 @@ func TestChartMetadata(t *testing.T) {
 			t.Errorf("artifacthub.io/changes entry %+v: want a kind Artifact Hub knows and a description", c)
 		}
 	}
-	if _, ok := meta.Annotations["artifacthub.io/license"]; ok {
-		t.Errorf("artifacthub.io/license is set, but the repository has no license file")
+	if license, err := os.ReadFile(repoFile(t, "LICENSE")); err != nil || !strings.Contains(string(license), "Apache License") || meta.Annotations["artifacthub.io/license"] != "Apache-2.0" {
+		t.Errorf("artifacthub.io/license is %q; want Apache-2.0, the repository's LICENSE (%v)", meta.Annotations["artifacthub.io/license"], err)
 	}
 }
 

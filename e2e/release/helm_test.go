@@ -5,7 +5,9 @@ package release_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +21,10 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 )
 
-// TestHelmInstall installs the packaged chart with helm install, with its
-// default values, on a real kube-apiserver (with cert-manager's CRDs, as a
-// cluster with cert-manager has), and checks that the release holds the
+// TestHelmInstall installs the packaged chart with the README's commands
+// (installAsREADME), with its default values, on a real kube-apiserver
+// (with cert-manager's CRDs, as a cluster with cert-manager has), and
+// checks that the release holds the
 // objects that the chart directory renders (helm template) for the same
 // release, but for the version labels, which name the release's version;
 // that every one of them, and the Lock CRD, exists on the API server; and
@@ -57,8 +60,8 @@ func TestHelmInstall(t *testing.T) {
 		return objs
 	}
 	start := time.Now()
-	helm("install", release, r.path("lockguard-"+r.chart+".tgz"), "--create-namespace")
-	t.Logf("helm install lockguard-%s.tgz: %v", r.chart, time.Since(start).Round(time.Millisecond))
+	installAsREADME(t, r, kubeconfig)
+	t.Logf("the README's install commands, lockguard-%s.tgz: %v", r.chart, time.Since(start).Round(time.Millisecond))
 	installed := append(helm("get", "manifest", release), helm("get", "hooks", release)...)
 
 	kubeVersion, apiVersions, err := framework.Capabilities(env.Config)
@@ -110,6 +113,58 @@ func TestHelmInstall(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKey{Name: "locks.core.navique.com"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 		t.Errorf("the Lock CRD (the chart's crds/): %v", err)
+	}
+}
+
+// installAsREADME runs the README's chart commands as they stand there
+// (make release-check writes them into the file LOCKGUARD_RELEASE_INSTALL)
+// in the release's directory, with VERSION set as the README asks, the
+// pinned helm and kubectl and the control plane's kubeconfig, up to
+// kubectl rollout status: the control plane has no nodes, so no pod ever
+// starts (make e2e-kind runs the image).
+func installAsREADME(t *testing.T, r release, kubeconfig string) {
+	t.Helper()
+	file := os.Getenv("LOCKGUARD_RELEASE_INSTALL")
+	if file == "" {
+		t.Fatal("set LOCKGUARD_RELEASE_INSTALL to the README's chart commands (make release-check does)")
+	}
+	block, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script []string
+	for _, line := range strings.Split(strings.TrimSpace(string(block)), "\n") {
+		if strings.Contains(line, "rollout status") {
+			break
+		}
+		script = append(script, line)
+	}
+	if !slices.ContainsFunc(script, func(l string) bool { return strings.HasPrefix(l, "helm install ") }) {
+		t.Fatalf("%s: no helm install before rollout status:\n%s", file, block)
+	}
+	helm, err := framework.HelmPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, target := range map[string]string{"helm": helm, "kubectl": kubectl} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(t.Context(), "bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd.Dir = r.dist
+	// Only these tools, and helm kept away from $HOME.
+	cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin", "HOME=" + dir, "KUBECONFIG=" + kubeconfig, "VERSION=" + r.version,
+		"HELM_CACHE_HOME=" + filepath.Join(dir, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(dir, "config"), "HELM_DATA_HOME=" + filepath.Join(dir, "data")}
+	out, err := cmd.CombinedOutput()
+	t.Logf("the README's chart commands, up to rollout status:\n%s\n%s", strings.Join(script, "\n"), out)
+	if err != nil {
+		t.Fatalf("the README's chart commands: %v", err)
 	}
 }
 

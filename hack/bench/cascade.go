@@ -57,7 +57,7 @@ func (r *report) cascadeSection(w writer) {
 	if c == nil {
 		return
 	}
-	w("## Cascade guard (LOCK-SPEC rule 6)\n\n")
+	w("## Cascade guard (contract rule 6)\n\n")
 	w("A control plane of its own: an owner Stack with %d dependent Stacks (ownerReferences, one level), and a Stack that owns nothing. The lockguard binary runs while another identity holds the leader Lease, so that it never leads: its reconciler's watches stay off, and only the cascade guard's metadata caches (readmodel.OwnerIndex, on every replica) hold the objects.\n\n", c.Descendants)
 	w("Server-side dry-run DELETEs through kube-apiserver and lockguard's webhook, %d of each, interleaved (medians):\n\n", c.Rounds)
 	w("| delete | median | ÷ leaf |\n|---|---|---|\n")

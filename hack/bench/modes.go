@@ -89,7 +89,7 @@ func (r *report) modesSection(w writer) {
 		return
 	}
 	w("## 8. Admission modes side by side (issues 12 and 13)\n\n")
-	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. The other confirmations issue 13 measured beside these modes, and why the default is what it is: [confirming-read.md](confirming-read.md).\n\n")
+	w("Issue 13's table, in `make bench`: allowed DELETEs of unlocked Stacks with no admission, the seed's ValidatingAdmissionPolicy (the annotation), the lockguard binary with its default flags and with `--cache-only-decisions` (each its own process, both running throughout, each mode's namespaces selected by its own webhook configuration), in namespaces holding L other Locks (on Stacks that do not exist), under a background write load; modes and L interleaved in the same run. Each version on a control plane of its own, one after the other. The other confirmations issue 13 measured beside these modes, and why the default is what it is: [confirming-read.md](history/confirming-read.md).\n\n")
 	for _, run := range r.modes {
 		w("### Kubernetes %s\n\n", run.version)
 		if run.failure != "" {
@@ -104,7 +104,7 @@ func (r *report) modesSection(w writer) {
 		closedLoopTable(w, d)
 		windowTable(w, d)
 		if g := d.NamespaceGuard; g != nil {
-			w("Namespace guard (issue 12, LOCK-SPEC rule 11), lockguard default flags: server-side dry-run DELETEs of a namespace through the API server, one at a time, the three cases interleaved, %d each (after one warm-up), under the same background load. *Unguarded*: a namespace with no Lock, which the webhook entry's `objectSelector` does not send to lockguard (the baseline). *Denied*: %d Locks, each on an existing Stack. *Allowed*: %d Locks whose targets do not exist (every target is checked, then the API server's Locks confirm).\n\n",
+			w("Namespace guard (issue 12, [contract.md](contract.md) rule 11), lockguard default flags: server-side dry-run DELETEs of a namespace through the API server, one at a time, the three cases interleaved, %d each (after one warm-up), under the same background load. *Unguarded*: a namespace with no Lock, which the webhook entry's `objectSelector` does not send to lockguard (the baseline). *Denied*: %d Locks, each on an existing Stack. *Allowed*: %d Locks whose targets do not exist (every target is checked, then the API server's Locks confirm).\n\n",
 				g.Unguarded.Len(), g.Locks, g.Locks)
 			w("| namespace | p50 | p99 | max | p50 ÷ unguarded |\n|---|---|---|---|---|\n")
 			for _, k := range []struct {

@@ -49,7 +49,7 @@ type report struct {
 
 // modesNote is the header's sentence on issue 13's measurements: what
 // make bench keeps of them, and where the others are.
-const modesNote = "Issue 13's table of the four admission modes (no admission, the seed VAP, lockguard default and cache-only, at 0, 100 and 1,000 other Locks) is section 8, on each version of `-modes-versions` (`make bench`: 1.37.2 and 1.29.15). Issue 13's other measurements (allowed deletes through candidate confirmations that did not ship, and the reads behind them) are not part of `make bench`: their results, and the commit whose code reruns them, are in [confirming-read.md](confirming-read.md)."
+const modesNote = "Issue 13's table of the four admission modes (no admission, the seed VAP, lockguard default and cache-only, at 0, 100 and 1,000 other Locks) is section 8, on each version of `-modes-versions` (`make bench`: 1.37.2 and 1.29.15). Issue 13's other measurements (allowed deletes through candidate confirmations that did not ship, and the reads behind them) are not part of `make bench`: their results, and the commit whose code reruns them, are in [confirming-read.md](history/confirming-read.md)."
 
 // handlerResults are the parsed Go benchmark lines.
 type handlerResults struct {
@@ -509,7 +509,7 @@ under load, where they also wait for the namespace's read in flight
 the namespace's Locks. Denied deletes are not affected (the cache decides
 them). Issue 13 measured cheaper confirmations side by side on both
 versions; its tables and the recommendation (a quorum GET of one object per
-target) are in [confirming-read.md](confirming-read.md). Meanwhile
+target) are in [confirming-read.md](history/confirming-read.md). Meanwhile
 ` + "`--cache-only-decisions`" + ` gives the latency of the cache-only rows, with the
 window measured in section 6.
 

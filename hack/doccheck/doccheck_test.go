@@ -17,6 +17,7 @@ var checked = []string{
 	"README.md",
 	"CHANGELOG.md",
 	"docs/*.md",
+	"docs/history/*.md",
 	"e2e/README.md",
 	"deploy/chart/lockguard/README.md",
 }

@@ -7,14 +7,16 @@
 #     same bytes for every file: archives, images, chart, manifests, SBOMs,
 #     and no binary holds a path of this machine (-trimpath);
 #   - krew (KREW, built from its Go module) installs both plugins from
-#     their manifests and the host's archive into a temporary KREW_ROOT,
-#     and kubectl runs them (kubectl lock --help, --version);
+#     their manifests and the host's archive into a temporary KREW_ROOT
+#     with the README's krew commands, as they stand there, and kubectl
+#     runs them (kubectl lock --help, --version);
 #   - where a Docker engine answers (RELEASE_CHECK_ENGINE=1 requires one):
 #     docker load, inspect and run of the image archive, and containerd's
 #     import of every image archive, as kind load image-archive runs it;
 #   - e2e/release (go test -tags release): versions agree everywhere,
-#     the images' layouts, helm install of the packaged chart on a local
-#     control plane renders the chart directory's objects, and every SBOM
+#     the images' layouts, the README's chart commands (helm install of the
+#     packaged chart) on a local control plane give the chart directory's
+#     objects, and every SBOM
 #     lists the module's direct dependencies that its binary links, with
 #     their versions.
 # Needs HELM, CYCLONEDX_GOMOD, KREW and KUBECTL (the Makefile's pinned builds).
@@ -36,6 +38,12 @@ goos=$(go env GOOS) goarch=$(go env GOARCH)
 
 step "make release VERSION=$version DIST=$dist"
 hack/release/release.sh "$version" "$dist"
+# The README's install commands, as users copy them (the release notes
+# repeat them): run below, the krew block here and the chart block in
+# e2e/release.
+for block in krew chart; do
+  bin/release/release-tool readme -block $block >"$work/readme-$block.sh" || fail "README.md: no $block commands"
+done
 
 step "SHA256SUMS"
 (cd "$dist" && sha256sum --quiet --strict -c SHA256SUMS) || fail "sha256sum -c SHA256SUMS"
@@ -67,13 +75,15 @@ export KREW_ROOT=$work/krew KREW_NO_UPGRADE_CHECK=1
 mkdir -p "$work/path"
 ln -s "$KREW" "$work/path/kubectl-krew"
 ln -s "$KUBECTL" "$work/path/kubectl"
-archive=$dist/kubectl-lock_${version}_${goos}_$goarch.tar.gz
 (
-  # Only krew's bin and kubectl: no other kubectl-lock on PATH.
+  # Only krew's bin and kubectl: no other kubectl-lock on PATH. The
+  # README's commands, in the release's directory, with the variables it
+  # asks for.
   export PATH=$KREW_ROOT/bin:$work/path:/usr/bin:/bin
-  for plugin in lock unlock; do
-    kubectl krew install --manifest="$dist/$plugin.yaml" --archive="$archive" </dev/null
-  done
+  echo "release-check: the README's krew commands:"
+  cat "$work/readme-krew.sh"
+  (cd "$dist" && VERSION=$version OS=$goos ARCH=$goarch bash -euo pipefail "$work/readme-krew.sh" </dev/null) ||
+    fail "the README's krew commands"
   # (kubectl krew list wants the default index, which needs the network.)
   for plugin in lock unlock; do
     [ -f "$KREW_ROOT/receipts/$plugin.yaml" ] || fail "krew has no receipt of $plugin"
@@ -128,7 +138,7 @@ fi
 step "e2e/release: versions, images, helm install on a control plane, SBOMs"
 go vet -tags e2e,chaos,release ./e2e/release/
 rc=0
-LOCKGUARD_RELEASE_DIST=$dist LOCKGUARD_RELEASE_VERSION=$version LOCKGUARD_REQUIRE_KUBE=1 \
+LOCKGUARD_RELEASE_DIST=$dist LOCKGUARD_RELEASE_VERSION=$version LOCKGUARD_RELEASE_INSTALL=$work/readme-chart.sh LOCKGUARD_REQUIRE_KUBE=1 \
   go test -tags release -count=1 -v ./e2e/release/ >"$work/e2e-release.log" 2>&1 || rc=$?
 grep -vE '^=== (RUN|PAUSE|CONT)' "$work/e2e-release.log" || true
 [ $rc = 0 ] || fail "e2e/release (log: $work/e2e-release.log)"

@@ -79,17 +79,22 @@ type krewPlatform struct {
 var plugins = map[string]krewPlugin{
 	"lock": {
 		Short: "Protect resources against deletion with lockguard",
-		Description: `Creates a lockguard Lock on a core.navique.com resource and waits until
-lockguard enforces it, so that every DELETE of the resource is denied
-until the Lock is removed. Also lists what is locked (kubectl lock list)
-and says which Locks would block a delete (kubectl lock why).
-kubectl unlock (its own plugin, "unlock") removes Locks.`,
+		Description: `Creates a lockguard Lock and returns once lockguard enforces it: on
+one core.navique.com resource (kubectl lock TYPE/NAME), or on the
+resources of a namespace selected by label, now or later (--selector;
+--all for the whole namespace). A Lock denies their deletes
+(CanNotDelete), or their changes too (--read-only: ReadOnly). Also
+lists the Locks (kubectl lock list) and says why a delete is denied
+(kubectl lock why). kubectl unlock (its own plugin, "unlock") removes
+Locks.`,
 	},
 	"unlock": {
 		Short: "Remove lockguard Locks protecting a resource",
-		Description: `Deletes the lockguard Locks that protect a core.navique.com resource
-against deletion, after showing them and asking (or with --yes).
-kubectl lock (its own plugin, "lock") creates them.`,
+		Description: `Deletes the lockguard Locks that target a core.navique.com resource,
+after showing them and asking (or with --yes), and returns once its
+delete is no longer denied by them. It never deletes a selector Lock,
+which protects other resources too: it names it instead. kubectl lock
+(its own plugin, "lock") creates Locks.`,
 	},
 }
 
@@ -99,8 +104,9 @@ install its Helm chart (lockguard-VERSION.tgz of the same release).`
 var krewTemplate = template.Must(template.New("krew").Funcs(template.FuncMap{
 	"indent":  func(s string) string { return "    " + strings.ReplaceAll(s, "\n", "\n    ") },
 	"caveats": func() string { return caveats },
-}).Parse(`# The krew plugin manifest of kubectl {{.Name}} {{.Version}}, written by make release:
-#   kubectl krew install --manifest={{.Name}}.yaml
+}).Parse(`# The krew plugin manifest of kubectl {{.Name}} {{.Version}}, written by make release;
+# in the release's directory, with your platform's archive (as the README says):
+#   kubectl krew install --manifest={{.Name}}.yaml --archive=kubectl-lock_{{.Version}}_OS_ARCH.tar.gz
 apiVersion: krew.googlecontainertools.github.com/v1alpha2
 kind: Plugin
 metadata:

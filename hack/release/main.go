@@ -9,7 +9,9 @@
 //	release image -repo REPO -tag TAG -version V -mtime UNIX -o PREFIX ARCH=BINARY...
 //	release retime -mtime UNIX CHART.tgz
 //	release sums -dir DIST
-//	release notes -version V -image REPO -changelog CHANGELOG.md -o NOTES.md
+//	release notes -version V -image REPO -changelog CHANGELOG.md -readme README.md -o NOTES.md
+//	release readme -block chart|krew [-readme README.md]
+//	release version [-version V] [-chart Chart.yaml] [-changelog CHANGELOG.md]
 package main
 
 import (
@@ -36,6 +38,10 @@ func main() {
 		err = sumsCmd(args)
 	case "notes":
 		err = notesCmd(args)
+	case "version":
+		err = versionCmd(args)
+	case "readme":
+		err = readmeCmd(args)
 	default:
 		usage()
 	}
@@ -46,7 +52,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: release archive|krew|image|retime|sums|notes [flags] (see hack/release/main.go)")
+	fmt.Fprintln(os.Stderr, "usage: release archive|krew|image|retime|sums|notes|version|readme [flags] (see hack/release/main.go)")
 	os.Exit(2)
 }
 

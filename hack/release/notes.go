@@ -16,6 +16,7 @@ func notesCmd(args []string) error {
 	version := fs.String("version", "", "the release, vX.Y.Z")
 	changelog := fs.String("changelog", "CHANGELOG.md", "the changelog (Keep a Changelog)")
 	image := fs.String("image", "", "the image's repository (the chart's image.repository), e.g. ghcr.io/navique/lockguard")
+	readme := fs.String("readme", "README.md", "the README, whose install commands the notes repeat")
 	out := fs.String("o", "", "the notes to write")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -26,6 +27,17 @@ func notesCmd(args []string) error {
 	text, err := os.ReadFile(*changelog)
 	if err != nil {
 		return err
+	}
+	readmeText, err := os.ReadFile(*readme)
+	if err != nil {
+		return err
+	}
+	var install installCommands
+	if install.chart, err = readmeBlock(string(readmeText), "chart"); err != nil {
+		return fmt.Errorf("%s: %w", *readme, err)
+	}
+	if install.krew, err = readmeBlock(string(readmeText), "krew"); err != nil {
+		return fmt.Errorf("%s: %w", *readme, err)
 	}
 	entry, err := topEntry(string(text), *version)
 	if err != nil {
@@ -43,24 +55,37 @@ func notesCmd(args []string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(*out, []byte(notes(*version, *image, entry, since, log)), 0o644)
+	return os.WriteFile(*out, []byte(notes(*version, *image, entry, install, since, log)), 0o644)
+}
+
+// installCommands are the README's install commands (its blocks chart and
+// krew), which the notes repeat as they stand: one install story.
+type installCommands struct {
+	chart, krew string
 }
 
 // notes returns the release notes of the image repository image from the
-// changelog's entry and git log's lines of the commits since the tag since
-// ("" when there is none).
-func notes(version, image string, entry changelogEntry, since, log string) string {
+// changelog's entry, the README's install commands and git log's lines of
+// the commits since the tag since ("" when there is none).
+func notes(version, image string, entry changelogEntry, install installCommands, since, log string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# lockguard %s\n\n", version)
+	if strings.Contains(version, "-dev.") {
+		b.WriteString("A dev release, built by `make release` from a commit: not a published release.\n\n")
+	}
 	fmt.Fprintf(&b, "## Changes\n\nFrom CHANGELOG.md (%s):\n\n%s\n\n", entry.heading, entry.body)
 	fmt.Fprintf(&b, "## Install\n\n"+
-		"- The chart: `helm install lockguard lockguard-%[1]s.tgz --namespace lockguard-system --create-namespace`"+
-		" (image `%[3]s:%[1]s`), or `kubectl apply --server-side -f lockguard.yaml`.\n"+
-		"- The image without a registry: `docker load -i lockguard-image_%[2]s_linux_amd64.tar`"+
-		" or `kind load image-archive lockguard-image_%[2]s_linux_amd64.tar`; `lockguard-image_%[2]s.oci.tar` holds amd64 and arm64 behind one index.\n"+
-		"- The kubectl plugins: `kubectl krew install --manifest=lock.yaml` and `--manifest=unlock.yaml`.\n"+
-		"- Check the files with `sha256sum -c SHA256SUMS`; each binary and image has a CycloneDX SBOM (`*.cdx.json`).\n\n",
-		strings.TrimPrefix(version, "v"), version, image)
+		"As the README says, in the directory of this release's files (check them first with `sha256sum -c SHA256SUMS`), with\n\n"+
+		"```sh\nexport VERSION=%[2]s OS=linux ARCH=amd64   # this release; your platform: OS linux or darwin, ARCH amd64 or arm64\n```\n\n"+
+		"The image `%[3]s:%[1]s` is in the release, not in a registry: `kind load image-archive lockguard-image_%[2]s_linux_amd64.tar`"+
+		" or `docker load -i lockguard-image_%[2]s_linux_amd64.tar`; `lockguard-image_%[2]s.oci.tar` holds amd64 and arm64 behind one index,"+
+		" to copy into your registry (then add `--set image.repository=REGISTRY/lockguard` to `helm install`).\n\n"+
+		"The chart, `lockguard-%[1]s.tgz` (without Helm: `kubectl apply --server-side -f lockguard.yaml`):\n\n"+
+		"```sh\n%[4]s```\n\n"+
+		"The kubectl plugins, with krew (or put `kubectl-lock` and `kubectl-unlock` from the archive on your `PATH`):\n\n"+
+		"```sh\n%[5]s```\n\n"+
+		"Each binary and image has a CycloneDX SBOM (`*.cdx.json`).\n\n",
+		strings.TrimPrefix(version, "v"), version, image, install.chart, install.krew)
 	commits := strings.Count(log, "\n")
 	if since == "" {
 		fmt.Fprintf(&b, "## Commits (%d; no earlier release)\n\n", commits)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # release.sh VERSION DIST: writes lockguard's release VERSION (vX.Y.Z or
-# vX.Y.Z-PRE) into DIST, emptied first (make release):
+# vX.Y.Z-PRE; empty: a dev release vX.Y.Z-dev.gCOMMIT, X.Y.Z the chart's
+# version) into DIST, emptied first (make release):
 #   lockguard_VERSION_OS_ARCH.tar.gz              linux, darwin; amd64, arm64
 #   kubectl-lock_VERSION_OS_ARCH.tar.gz|.zip      the same and windows/amd64: kubectl-lock and kubectl-unlock
 #   lock.yaml, unlock.yaml                        krew manifests of the two plugins (same archives)
@@ -18,6 +19,10 @@
 # GO_GCFLAGS (the Makefile's compiler flags; it may be empty). The
 # binaries are kept in RELEASE_BUILD (default bin/release/VERSION), so a
 # second run relinks nothing.
+#
+# release.sh check VERSION (make release, first) resolves and checks the
+# version (hack/release version: vX.Y.Z must be the chart's version and
+# have its changelog entry) in seconds, before the tools are built.
 #
 # release.sh compile (make release-compile) compiles every platform's
 # packages into the Go build cache with the same flags, linking and writing
@@ -59,13 +64,23 @@ if [ "${1:-}" = compile ]; then
   exit 0
 fi
 
-version=${1:?usage: release.sh VERSION DIST, or release.sh compile}
-dist=${2:?usage: release.sh VERSION DIST, or release.sh compile}
-: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}"
-semver='^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$'
-[[ $version =~ $semver ]] || { echo "release.sh: VERSION=$version is not vX.Y.Z or vX.Y.Z-PRE" >&2; exit 2; }
-chart_version=${version#v}
+usage="usage: release.sh VERSION DIST (VERSION empty: a dev release), release.sh check VERSION, or release.sh compile"
+[ $# = 2 ] || { echo "$usage" >&2; exit 2; }
 chart=deploy/chart/lockguard
+# The release tool (hack/release, standard library only: seconds to build)
+# resolves the version first, so that a VERSION that cannot be released
+# fails before anything else is built.
+tool=bin/release/release-tool
+mkdir -p bin/release
+go build -o "$tool" ./hack/release
+if [ "$1" = check ]; then
+  "$tool" version ${2:+-version "$2"} -chart $chart/Chart.yaml -changelog CHANGELOG.md >/dev/null
+  exit 0
+fi
+version=$("$tool" version ${1:+-version "$1"} -chart $chart/Chart.yaml -changelog CHANGELOG.md)
+dist=$2
+: "${HELM:?HELM: the pinned helm}" "${CYCLONEDX_GOMOD:?CYCLONEDX_GOMOD: the pinned cyclonedx-gomod}"
+chart_version=${version#v}
 epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 build=${RELEASE_BUILD:-bin/release/$version}
 url=https://github.com/navique/lockguard/releases/download/$version
@@ -78,8 +93,6 @@ step() { echo "release: $* ($((SECONDS - start))s)"; }
 rm -rf "$dist"
 mkdir -p "$dist" "$build"
 dist=$(cd "$dist" && pwd)
-tool=$build/release-tool
-go build -o "$tool" ./hack/release
 
 # The binaries, cross-built (the Go build cache keeps each platform's
 # packages), their archives and SBOMs.
@@ -136,6 +149,7 @@ done
 hack/chart/render.sh "$HELM" "$dist/lockguard-$chart_version.tgz" >"$dist/lockguard.yaml"
 
 step "release notes"
-"$tool" notes -version "$version" -image "$image_repo" -changelog CHANGELOG.md -o "$dist/RELEASE_NOTES.md"
+"$tool" notes -version "$version" -image "$image_repo" -changelog CHANGELOG.md -readme README.md -o "$dist/RELEASE_NOTES.md"
 "$tool" sums -dir "$dist"
-step "$dist: $(ls "$dist" | wc -l) files, $(du -sh "$dist" | cut -f1)"
+step "$version in $dist: $(ls "$dist" | wc -l) files, $(du -sh "$dist" | cut -f1)"
+case $version in *-dev.*) echo "release: $version is a dev release (make release VERSION=vX.Y.Z builds a release)" ;; esac
