@@ -27,6 +27,10 @@ type observation struct {
 	// readOnly says whether what the Lock covers carries ReadOnlyLabel,
 	// for the ReadOnly condition of a ReadOnly Lock.
 	readOnly readOnlyObservation
+	// live: an InvalidTarget Lock that is live all the same (a selector
+	// Lock with a kind not served as written: selectorkinds.go), so it
+	// freezes what it covers, as readOnly says.
+	live bool
 }
 
 // readOnlyObservation is what the ReadOnly condition of a ReadOnly Lock
@@ -73,7 +77,7 @@ const inForceMessage = "updates of the spec and metadata of the resources this L
 // whose target does not exist covers nothing, so everything it covers is
 // labelled (InForce: the target is frozen once created and labelled, the
 // window README states); one whose scope is invalid never freezes
-// anything (Pending).
+// anything (Pending), unless it is live all the same (obs.live).
 func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	if lock.Spec.Level != lockv1alpha1.LevelReadOnly {
 		meta.RemoveStatusCondition(&lock.Status.Conditions, lockv1alpha1.ConditionReadOnly)
@@ -84,6 +88,9 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	case lockv1alpha1.ReasonMissingReference:
 		ro = readOnlyObservation{frozen: true}
 	case lockv1alpha1.ReasonInvalidTarget:
+		if obs.live {
+			break
+		}
 		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
