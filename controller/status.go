@@ -67,7 +67,7 @@ func selectorFrozen(count int32, unlabelled int) readOnlyObservation {
 const pendingMessage = "the resources this Lock covers do not all carry the label " + lockv1alpha1.ReadOnlyLabel + "=true yet; their updates are not refused until they do"
 
 // guardOffMessage is the message of a GuardDisabled ReadOnly condition.
-const guardOffMessage = "lockguard runs without its update guard (the chart's guards.readOnly.enabled=false, --read-only-guard=false): updates of the resources this Lock covers are not refused; deleting them is still denied"
+const guardOffMessage = "lockguard runs without its update guard (the chart's mode policy or guards.readOnly.enabled=false: --read-only-guard=false): updates of the resources this Lock covers are not refused; deleting them is still denied"
 
 // inForceMessage is the message of an InForce ReadOnly condition.
 const inForceMessage = "updates of the spec and metadata of the resources this Lock covers are refused, except by the principals lockguard exempts; their status can change"
