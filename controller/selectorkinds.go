@@ -55,10 +55,10 @@ func selectorKinds(kinds *readmodel.Kinds, s *lockv1alpha1.LockSelector) (string
 	if len(problems) == 0 {
 		return "", 0, nil
 	}
-	msg := "selector.kinds: " + strings.Join(problems, "; ") + ". This Lock is not active while one of its kinds is not served as written"
+	msg := "selector.kinds: " + strings.Join(problems, "; ") + " (this Lock is not active while one of its kinds is not served as written"
 	if len(problems) < len(s.Kinds) {
-		msg += " (the resources of its other kinds that it matches stay protected: status.protected)"
+		msg += ", though the resources of its other kinds that it matches stay protected: status.protected"
 	}
-	msg += "; the selector cannot be changed: create a Lock whose kinds are spelled as " + apiResourcesHint + " lists them, then delete this one"
+	msg += "; the selector cannot be changed: create a Lock whose kinds are spelled as " + apiResourcesHint + " lists them, then delete this one)"
 	return msg, recheck, nil
 }

@@ -25,9 +25,9 @@ func TestSelectorKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const fix = "; the selector cannot be changed: create a Lock whose kinds are spelled as kubectl api-resources --api-group=core.navique.com lists them, then delete this one"
-	const inactive = ". This Lock is not active while one of its kinds is not served as written"
-	const rest = " (the resources of its other kinds that it matches stay protected: status.protected)"
+	const fix = "; the selector cannot be changed: create a Lock whose kinds are spelled as kubectl api-resources --api-group=core.navique.com lists them, then delete this one)"
+	const inactive = " (this Lock is not active while one of its kinds is not served as written"
+	const rest = ", though the resources of its other kinds that it matches stay protected: status.protected"
 	cases := map[string]struct {
 		reason  string
 		kinds   []string
