@@ -58,6 +58,12 @@ func TestReadOnlyCondition(t *testing.T) {
 			obs:    observation{reason: lockv1alpha1.ReasonInvalidTarget},
 			want:   &cond{metav1.ConditionFalse, lockv1alpha1.ReasonPending, "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"},
 		},
+		"InvalidButLive": {
+			reason: "A selector Lock with a kind not served as written is InvalidTarget but still freezes what its served kinds match (docs/contract.md rule 13).",
+			level:  lockv1alpha1.LevelReadOnly,
+			obs:    observation{reason: lockv1alpha1.ReasonInvalidTarget, readOnly: selectorFrozen(1, 0), live: true},
+			want:   &cond{metav1.ConditionTrue, lockv1alpha1.ReasonInForce, inForceMessage},
+		},
 		"GuardDisabled": {
 			reason: "Without an update guard nothing is frozen, labelled or not: never InForce (--read-only-guard=false).",
 			level:  lockv1alpha1.LevelReadOnly,

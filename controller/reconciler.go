@@ -75,7 +75,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 		return r.reconcileNamespace(ctx, req.Namespace)
 	}
 	if req.Lock.Name != "" {
-		return ctrl.Result{}, r.reconcileLock(ctx, req.Lock)
+		return r.reconcileLock(ctx, req.Lock)
 	}
 	return r.reconcileTarget(ctx, req.Target)
 }
@@ -83,41 +83,54 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 // reconcileLock writes the status of a Lock whose scope is invalid
 // (InvalidTarget, with the reason; it covers nothing), or of a live
 // selector Lock: active once its namespace is guarded, and what it covers
-// (targetWatches.protected). The objects a selector Lock covers get their annotation
-// from their own passes (requestsOfLock).
-func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedName) error {
+// (targetWatches.protected); InvalidTarget, with what it still covers,
+// while one of its kinds is not served as written (selectorKinds: checked
+// again after the returned delay). The objects a selector Lock covers get
+// their annotation from their own passes (requestsOfLock).
+func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedName) (ctrl.Result, error) {
 	var lock lockv1alpha1.Lock
 	if err := r.client.Get(ctx, name, &lock); err != nil {
-		return client.IgnoreNotFound(err)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if lock.DeletionTimestamp != nil {
-		return nil // It is going away.
+		return ctrl.Result{}, nil // It is going away.
 	}
 	if err := lock.Scope(); err != nil {
-		return r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
+		return ctrl.Result{}, r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
 	}
 	if !lock.HasSelector() {
-		return nil // Its target's pass writes its status.
+		return ctrl.Result{}, nil // Its target's pass writes its status.
+	}
+	unserved, recheck, err := selectorKinds(r.kinds, lock.Spec.Selector)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	protected, unlabelled := protectedNone(), 0
 	if r.watches != nil {
-		var err error
 		if protected, unlabelled, err = r.watches.protected(&lock); err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 	}
 	frozen := selectorFrozen(protected.Count, unlabelled)
+	obs := observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected, readOnly: frozen}
 	if r.namespaceGuard {
+		// The Lock is live, unserved kinds or not: the namespace guard
+		// counts it.
 		guarded, err := r.ensureNamespaceLabel(ctx, lock.Namespace, true)
 		if err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 		if !guarded {
 			// The namespace watch reconciles the Lock again once labelled.
-			return r.writeStatus(ctx, &lock, notGuarded(lock.Namespace).covering(protected).freezing(frozen))
+			obs = notGuarded(lock.Namespace).covering(protected).freezing(frozen)
 		}
 	}
-	return r.writeStatus(ctx, &lock, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected, readOnly: frozen})
+	if unserved != "" {
+		// Not active, whatever else holds; it still covers what it
+		// covers (selectorkinds.go).
+		obs = observation{reason: lockv1alpha1.ReasonInvalidTarget, message: unserved, protected: protected, readOnly: frozen, live: true}
+	}
+	return ctrl.Result{RequeueAfter: recheck}, r.writeStatus(ctx, &lock, obs)
 }
 
 // notGuarded is the observation of a Lock whose namespace does not carry
@@ -208,26 +221,28 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 
 // resolveTarget decides what a pass over target can do: annotate the
 // target, of the returned served kind, or, when the group serves no kind
-// spelled exactly as target's, tell its Locks obs (and check again after
-// recheck, when that is not zero). Only an exact spelling resolves, so a
-// Lock is active only where a DELETE of the served kind finds it in the
-// Lock index.
+// spelled exactly as target's (readmodel.Kinds.Lockable, the resolution
+// selector kinds share: selectorKinds), tell its Locks obs (and check
+// again after recheck, when that is not zero). Only an exact spelling
+// resolves, so a Lock is active only where a DELETE of the served kind
+// finds it in the Lock index.
 func resolveTarget(kinds *readmodel.Kinds, target lockv1alpha1.TargetKey) (readmodel.ServedKind, *observation, time.Duration, error) {
 	gk := target.GroupKind()
-	kind, err := kinds.Lookup(target.Kind)
+	kind, err := kinds.Lockable(target.Kind)
 	var misspelled *readmodel.MisspelledKindError
+	var clusterScoped *readmodel.ClusterScopedKindError
 	switch {
 	case errors.As(err, &misspelled):
 		// Rechecked: a kind spelled like this may be installed later.
-		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: misspelled.Error()}, unservedKindRecheck, nil
+		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: fmt.Sprintf(
+			"%s (targetRef cannot be changed: create a Lock of kind %s, then delete this one)", misspelled, misspelled.Served)}, unservedKindRecheck, nil
 	case errors.Is(err, readmodel.ErrKindNotServed):
 		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
 			"no kind %s is served by the API server; the Lock becomes active when the kind is installed and %s %q exists", gk, target.Kind, target.Name)}, unservedKindRecheck, nil
+	case errors.As(err, &clusterScoped):
+		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget, message: clusterScoped.Error()}, 0, nil
 	case err != nil:
 		return readmodel.ServedKind{}, nil, 0, fmt.Errorf("resolving kind %s: %w", gk, err)
-	case !kind.Namespaced:
-		return readmodel.ServedKind{}, &observation{reason: lockv1alpha1.ReasonInvalidTarget,
-			message: fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace", gk)}, 0, nil
 	}
 	return kind, nil, 0, nil
 }

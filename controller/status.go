@@ -27,6 +27,10 @@ type observation struct {
 	// readOnly says whether what the Lock covers carries ReadOnlyLabel,
 	// for the ReadOnly condition of a ReadOnly Lock.
 	readOnly readOnlyObservation
+	// live: an InvalidTarget Lock that is live all the same (a selector
+	// Lock with a kind not served as written: selectorkinds.go), so it
+	// freezes what it covers, as readOnly says.
+	live bool
 }
 
 // readOnlyObservation is what the ReadOnly condition of a ReadOnly Lock
@@ -63,7 +67,7 @@ func selectorFrozen(count int32, unlabelled int) readOnlyObservation {
 const pendingMessage = "the resources this Lock covers do not all carry the label " + lockv1alpha1.ReadOnlyLabel + "=true yet; their updates are not refused until they do"
 
 // guardOffMessage is the message of a GuardDisabled ReadOnly condition.
-const guardOffMessage = "lockguard runs without its update guard (the chart's guards.readOnly.enabled=false, --read-only-guard=false): updates of the resources this Lock covers are not refused; deleting them is still denied"
+const guardOffMessage = "lockguard runs without its update guard (the chart's mode policy or guards.readOnly.enabled=false: --read-only-guard=false): updates of the resources this Lock covers are not refused; deleting them is still denied"
 
 // inForceMessage is the message of an InForce ReadOnly condition.
 const inForceMessage = "updates of the spec and metadata of the resources this Lock covers are refused, except by the principals lockguard exempts; their status can change"
@@ -73,7 +77,7 @@ const inForceMessage = "updates of the spec and metadata of the resources this L
 // whose target does not exist covers nothing, so everything it covers is
 // labelled (InForce: the target is frozen once created and labelled, the
 // window README states); one whose scope is invalid never freezes
-// anything (Pending).
+// anything (Pending), unless it is live all the same (obs.live).
 func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	if lock.Spec.Level != lockv1alpha1.LevelReadOnly {
 		meta.RemoveStatusCondition(&lock.Status.Conditions, lockv1alpha1.ConditionReadOnly)
@@ -84,6 +88,9 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	case lockv1alpha1.ReasonMissingReference:
 		ro = readOnlyObservation{frozen: true}
 	case lockv1alpha1.ReasonInvalidTarget:
+		if obs.live {
+			break
+		}
 		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,

@@ -155,7 +155,9 @@ func TestCascadeGuardValue(t *testing.T) {
 
 // TestReadOnlyGuardValues: guards.readOnly.enabled and
 // readOnly.exemptPrincipals reach lockguard as --read-only-guard and one
-// --read-only-exempt each.
+// --read-only-exempt each; mode policy, which renders no update entry,
+// tells lockguard that no update guard serves (its ReadOnly Locks then say
+// GuardDisabled, never InForce: docs/contract.md rule 16).
 func TestReadOnlyGuardValues(t *testing.T) {
 	requireHelm(t)
 	cases := map[string]struct {
@@ -163,6 +165,8 @@ func TestReadOnlyGuardValues(t *testing.T) {
 		set    []string
 		want   []string
 	}{
+		"Policy":   {reason: "mode policy: no webhook, so no update guard, whatever guards.readOnly.enabled says", set: []string{"mode=policy"}, want: []string{"--read-only-guard=false"}},
+		"Both":     {reason: "mode both keeps the webhook, and the update guard", set: []string{"mode=both"}, want: []string{"--read-only-exempt=system:serviceaccount:navique-system:navique-operator"}},
 		"Default":  {reason: "the navique operator's ServiceAccount", want: []string{"--read-only-exempt=system:serviceaccount:navique-system:navique-operator"}},
 		"Off":      {reason: "the guard off, no principals", set: []string{"guards.readOnly.enabled=false"}, want: []string{"--read-only-guard=false"}},
 		"Several":  {reason: "one flag per principal", set: []string{"readOnly.exemptPrincipals={alice,group:ops}"}, want: []string{"--read-only-exempt=alice", "--read-only-exempt=group:ops"}},
@@ -170,7 +174,7 @@ func TestReadOnlyGuardValues(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{Set: tc.set}), "Deployment", "lockguard"))
+			d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{Set: tc.set, APIVersions: []string{vapCapability}}), "Deployment", "lockguard"))
 			var got []string
 			for _, a := range d.Spec.Template.Spec.Containers[0].Args {
 				if strings.HasPrefix(a, "--read-only-") {

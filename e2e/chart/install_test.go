@@ -214,6 +214,7 @@ func testInstall(t *testing.T, version string) {
 
 	if policyCapable {
 		t.Run("PolicyDeniesLockedDeletes", func(t *testing.T) { testPolicy(ctx, t, c, kubeVersion, apiVersions) })
+		t.Run("PolicyReadOnlyGuardDisabled", func(t *testing.T) { testPolicyReadOnly(ctx, t, env, kubeVersion, apiVersions) })
 	}
 }
 

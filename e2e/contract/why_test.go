@@ -54,9 +54,12 @@ type whyRequirement struct {
 }
 
 type whyUpdate struct {
-	Frozen, InForce bool
-	Locks           []struct{ Name, Scope, Freeze, Message string }
-	Message         string
+	Frozen, InForce, GuardDisabled bool
+	User                           string
+	Asked, Refused                 bool
+	Answer                         string
+	Locks                          []struct{ Name, Scope, Freeze, Message string }
+	Message                        string
 }
 
 type whyLock struct {

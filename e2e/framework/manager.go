@@ -53,6 +53,9 @@ type ManagerOptions struct {
 	Wrap transport.WrapperFunc
 	// Controller are the reconcilers' options.
 	Controller controller.Options
+	// DisableReadOnlyGuard serves no update guard, as --read-only-guard=false
+	// (the chart's mode policy, or guards.readOnly.enabled=false) does.
+	DisableReadOnlyGuard bool
 }
 
 // StartManager starts lockguard's manager in-process and returns once its
@@ -82,6 +85,8 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 		MetricsAddr:   m.Metrics,
 		MetricsSecure: true,
 		Controller:    o.Controller,
+		// As cmd/lockguard maps --read-only-guard.
+		DisableReadOnlyGuard: o.DisableReadOnlyGuard,
 		// The only replica: the peer protocol's standalone mode.
 		Peers: manager.PeerOptions{Standalone: true},
 		// The webhook configuration of InstallChart, pointed at wh.

@@ -171,6 +171,12 @@ func (k *Kube) checkSelectorTruth(ctx context.Context, l *lockv1alpha1.Lock, kin
 	if l.Status.Protected == nil {
 		return errors.New("active, but status.protected is missing")
 	}
+	for _, kind := range l.Spec.Selector.Kinds {
+		// A DELETE carries the kind as served: only that spelling matches.
+		if !slices.ContainsFunc(kinds, func(k servedKind) bool { return k.gvk.Kind == kind }) {
+			return fmt.Errorf("active, but its selector names kind %q, which %s does not serve as written: no DELETE matches it", kind, lockv1alpha1.Group)
+		}
+	}
 	for _, r := range l.Status.Protected.Resources {
 		gvk, found := lookupKind(kinds, r.Kind)
 		if !found {

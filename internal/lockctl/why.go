@@ -56,11 +56,15 @@ or not, next to the resource's label; and what happens to an UPDATE or PATCH of
 the resource: under a ReadOnly Lock, its spec and metadata are frozen (refused
 except for the principals the installation exempts; the status subresource stays
 writable) once the freeze is in force, which the Lock's ReadOnly condition says
-(InForce or Pending); under no ReadOnly Lock, lockguard never blocks its updates.
+(InForce, Pending or GuardDisabled); whether lockguard refuses your update is
+the API server's answer to a server-side dry-run PATCH of its metadata as you
+(it changes nothing), which lockguard's update guard decides with your identity
+and the installation's exemptions; under no ReadOnly Lock, lockguard never
+blocks its updates.
 Which Locks cover the resource is decided by the rule lockguard's guards and
 reconciler use (Lock.Covers).
 
-It deletes nothing and writes nothing. It exits 0 whatever the verdict; it
+It deletes nothing and writes nothing (the PATCH is a dry run). It exits 0 whatever the verdict; it
 fails only when the lookup does.`,
 		Example:       whyExample,
 		Args:          cobra.ExactArgs(1),

@@ -63,6 +63,11 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 	self := lockv1alpha1.Object{Namespace: c.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: t.name, Labels: obj.GetLabels()}
 	r.Selectors = selectorVerdicts(locks, self)
 	r.Update = updateVerdict(locks, self)
+	if r.Update.Frozen {
+		if err := probeUpdate(ctx, c, t.mapping.Resource, obj, r.Update); err != nil {
+			return nil, err
+		}
+	}
 	r.Descendants, err = d.descendants(ctx, obj.GetUID())
 	if err != nil {
 		return nil, err

@@ -126,6 +126,9 @@ func (r *whyReport) printSelectors(w io.Writer) error {
 func (r *whyReport) printUpdate(w io.Writer) error {
 	fmt.Fprintf(w, "UPDATE %s: %s\n", r.Target, r.Update.verdict())
 	fmt.Fprintf(w, "  %s\n", r.Update.Message)
+	if a := r.Update.Answer; a != "" && a != "allowed" {
+		fmt.Fprintf(w, "  the API server's answer: %s\n", oneLine(a))
+	}
 	if len(r.Update.Locks) == 0 {
 		return nil
 	}

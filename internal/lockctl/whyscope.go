@@ -45,10 +45,12 @@ type whyRequirement struct {
 }
 
 // whyUpdate is what lockguard does with an UPDATE or PATCH of a resource's
-// spec and metadata (LOCK-SPEC rules 7 and 16). Unlike the DELETE verdict
-// it is not lockguard's webhook code run by the plugin: it is read from
-// the Locks that cover the resource (Lock.Covers), their level and their
-// ReadOnly condition.
+// spec and metadata (LOCK-SPEC rules 7 and 16). Which ReadOnly Locks cover
+// the resource, and their freeze, are read from the Locks (Lock.Covers,
+// their level and their ReadOnly condition); whether lockguard refuses the
+// asking user's update is the API server's answer to that user's
+// server-side dry-run PATCH, which lockguard's update guard decides with
+// the user's identity and the installation's exemptions (probeUpdate).
 type whyUpdate struct {
 	// Frozen is true when a live ReadOnly Lock covers the resource: once
 	// the freeze is in force, lockguard refuses updates and patches of its
@@ -61,6 +63,21 @@ type whyUpdate struct {
 	// GuardDisabled is true when every Lock of Locks reports that its
 	// lockguard serves no update guard: nothing refuses the updates.
 	GuardDisabled bool `json:"guardDisabled,omitempty"`
+	// User is who asked, as the API server authenticates the plugin's
+	// credentials (a SelfSubjectReview); "" when it does not tell.
+	User string `json:"user,omitempty"`
+	// Asked is true when a ReadOnly Lock covers the resource, so that why
+	// sent a server-side dry-run PATCH of its metadata as User (it changes
+	// nothing) to learn whether lockguard refuses User's updates.
+	Asked bool `json:"asked"`
+	// Refused is true when lockguard refuses User's updates of the
+	// resource's spec and metadata now: its update guard denied the dry
+	// run, or did not answer (the API server then refuses, failurePolicy
+	// Fail).
+	Refused bool `json:"refused"`
+	// Answer is the API server's answer to the dry run: "allowed", or its
+	// error.
+	Answer string `json:"answer,omitempty"`
 	// Locks are the live ReadOnly Locks that cover the resource, sorted by
 	// name.
 	Locks []whyFreeze `json:"locks"`
@@ -196,7 +213,7 @@ func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate 
 		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it and the freeze is in force (%v): updates and patches of its spec and metadata are refused, "+
 			"except by the principals the installation exempts (the navique operator's ServiceAccount by default); its status subresource stays writable", names, inForce)
 	case u.GuardDisabled:
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but lockguard serves no update guard (the chart's guards.readOnly.enabled=false): "+
+		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but lockguard serves no update guard (the chart's mode policy or guards.readOnly.enabled=false): "+
 			"its updates are not refused; deleting it is still denied", names)
 	default:
 		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): "+
@@ -208,7 +225,17 @@ func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate 
 
 // verdict is the update verdict in a few words.
 func (u *whyUpdate) verdict() string {
+	who := "you"
+	if u.User != "" {
+		who = u.User
+	}
 	switch {
+	case u.Asked && u.Refused:
+		return "refused by lockguard for " + who
+	case u.Asked && u.Answer == "allowed":
+		return "not refused by lockguard for " + who
+	case u.Asked:
+		return "unknown for " + who + " (the dry run failed before lockguard decided)"
 	case u.InForce:
 		return "spec and metadata frozen by lockguard (in force)"
 	case u.GuardDisabled:

@@ -2,6 +2,7 @@ package lockctl
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -176,5 +177,58 @@ func TestWhyPrintScope(t *testing.T) {
 		"not-legacy   selector:env=prod,!legacy,tier in (cache,db)   Pending   Stack/db is not labelled yet\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("printSelectors, printUpdate: -want, +got:\n%s", diff)
+	}
+}
+
+// TestUpdateAnswer: the update verdict for the asking user is the API
+// server's answer to their dry-run PATCH: allowed (an exempt principal),
+// denied by lockguard's update guard, refused because lockguard does not
+// answer, or failed before lockguard decided (RBAC).
+func TestUpdateAnswer(t *testing.T) {
+	if updateDenialPrefix != "resource is read-only under Lock(s) " {
+		t.Fatalf("updateDenialPrefix %q, not how webhook.UpdateDenialMessage begins", updateDenialPrefix)
+	}
+	db := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "db", Labels: map[string]string{"tier": "db", "env": "prod"}}
+	denied := errors.New(`admission webhook "update.lockguard.core.navique.com" denied the request: resource is read-only under Lock(s) [freeze-db not-legacy] (the update changes metadata.annotations[kubectl-lock.core.navique.com/why]); delete the Lock(s) or set their level to CanNotDelete before changing this resource`)
+	down := errors.New(`Internal error occurred: failed calling webhook "update.lockguard.core.navique.com": failed to call webhook: connection refused`)
+	rbac := errors.New(`stacks.core.navique.com "db" is forbidden: User "bob" cannot patch resource "stacks" in API group "core.navique.com" in the namespace "forge"`)
+	type answer struct {
+		Refused         bool
+		Answer, Verdict string
+		Message         string
+	}
+	cases := map[string]struct {
+		reason string
+		user   string
+		err    error
+		want   answer
+	}{
+		"Exempt": {reason: "the operator's dry run is allowed: exempt", user: "system:serviceaccount:navique-system:navique-operator",
+			want: answer{Answer: "allowed", Verdict: "not refused by lockguard for system:serviceaccount:navique-system:navique-operator",
+				Message: "ReadOnly Lock(s) [freeze-db not-legacy] cover it and the freeze is in force, but lockguard does not refuse system:serviceaccount:navique-system:navique-operator's updates: " +
+					"a server-side dry-run PATCH of its metadata as system:serviceaccount:navique-system:navique-operator was allowed " +
+					"(a principal the installation exempts, such as the navique operator's ServiceAccount by default, or no update guard serves)"}},
+		"Refused": {reason: "a person's dry run is denied by the update guard", user: "jane", err: denied,
+			want: answer{Refused: true, Answer: denied.Error(), Verdict: "refused by lockguard for jane",
+				Message: "ReadOnly Lock(s) [freeze-db not-legacy] cover it and lockguard refuses jane's updates and patches of its spec and metadata " +
+					"(a server-side dry-run PATCH of its metadata as jane was denied by lockguard's update guard); its status subresource stays writable"}},
+		"Down": {reason: "lockguard does not answer: the API server refuses (failurePolicy Fail)", err: down,
+			want: answer{Refused: true, Answer: down.Error(), Verdict: "refused by lockguard for you",
+				Message: "ReadOnly Lock(s) [freeze-db not-legacy] cover it, and lockguard does not answer now: the API server refuses your updates of its spec and metadata " +
+					"(failurePolicy Fail) until it does (a server-side dry-run PATCH of its metadata as you failed)"}},
+		"RBAC": {reason: "RBAC refuses the PATCH before lockguard is asked: unknown, not refused by lockguard", user: "bob", err: rbac,
+			want: answer{Answer: rbac.Error(), Verdict: "unknown for bob (the dry run failed before lockguard decided)",
+				Message: "ReadOnly Lock(s) [freeze-db not-legacy] cover it; whether lockguard refuses bob's updates is not known: " +
+					"a server-side dry-run PATCH of its metadata as bob failed before lockguard decided"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			u := updateVerdict(whyLocks(), db)
+			u.answer(tc.user, tc.err)
+			got := answer{Refused: u.Refused, Answer: u.Answer, Verdict: u.verdict(), Message: u.Message}
+			if diff := cmp.Diff(tc.want, got); diff != "" || !u.Asked || u.User != tc.user {
+				t.Errorf("%s\nanswer(%q, %v): asked %t, user %q; -want, +got:\n%s", tc.reason, tc.user, tc.err, u.Asked, u.User, diff)
+			}
+		})
 	}
 }

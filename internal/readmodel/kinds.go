@@ -58,10 +58,24 @@ type MisspelledKindError struct {
 	Served string
 }
 
-// Error tells how to write the kind, and that a new Lock is needed.
+// Error tells how to write the kind. A Lock's scope cannot change, so
+// its reader adds that a new Lock is needed (Lockable's callers).
 func (e *MisspelledKindError) Error() string {
-	return fmt.Sprintf("%s serves no kind %q; did you mean %s? (targetRef cannot be changed: create a Lock of kind %s, then delete this one)",
-		lockv1alpha1.Group, e.Written, e.Served, e.Served)
+	return fmt.Sprintf("%s serves no kind %q; did you mean %s?", lockv1alpha1.Group, e.Written, e.Served)
+}
+
+// ClusterScopedKindError is the error of a kind that the group serves,
+// as written, for cluster-scoped resources, which a Lock (namespaced)
+// cannot protect.
+type ClusterScopedKindError struct {
+	// Kind is the kind, as served.
+	Kind string
+}
+
+// Error says that the kind is cluster-scoped.
+func (e *ClusterScopedKindError) Error() string {
+	return fmt.Sprintf("%s is cluster-scoped; a Lock protects resources in its own namespace",
+		schema.GroupKind{Group: lockv1alpha1.Group, Kind: e.Kind})
 }
 
 // Kinds holds the kinds of the core.navique.com group, read from
@@ -102,6 +116,21 @@ func (t *Kinds) Lookup(kind string) (ServedKind, error) {
 		return ServedKind{}, err
 	}
 	return find(kinds, kind)
+}
+
+// Lockable resolves kind, as a Lock names it (targetRef.kind or one of
+// selector.kinds), to the served kind whose objects a Lock can protect:
+// Lookup's answer, and a *ClusterScopedKindError for a kind served for
+// cluster-scoped resources. This is the one resolution of a Lock's kind
+// (docs/contract.md rule 13): the reconciler reports a Lock active only
+// where it resolves, since only there does a DELETE of the served kind
+// find the Lock.
+func (t *Kinds) Lockable(kind string) (ServedKind, error) {
+	k, err := t.Lookup(kind)
+	if err == nil && !k.Namespaced {
+		return ServedKind{}, &ClusterScopedKindError{Kind: k.GVK.Kind}
+	}
+	return k, err
 }
 
 func find(kinds []ServedKind, kind string) (ServedKind, error) {
