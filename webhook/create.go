@@ -33,7 +33,10 @@ import (
 //     protocol, it does not take it off while the create is pending.
 //
 // Both run only for a live Lock (one that protects something) and not for
-// a dry run. A create either could not complete is refused, retryably.
+// a dry run, and only once the Lock is one the API server could have
+// admitted (Lock.ValidateAdmitted: a review of any other is forged, and
+// is refused before either keeps or writes anything of it). A create
+// either could not complete is refused, retryably.
 
 // CreatePath is where lockguard admits Lock CREATEs (the chart's
 // create.lockguard.core.navique.com entry).
@@ -124,8 +127,11 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		// It protects nothing: no delete can depend on it.
 		return admission.Allowed("")
 	}
-	if l.UID == "" || l.Name == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create without a name or UID"))
+	// The API server validates the Lock before admission: a review of one
+	// it would not have admitted is forged, and nothing of it is kept
+	// (docs/contract.md rule 17).
+	if err := l.ValidateAdmitted(); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create that the API server would not have admitted: %w", err))
 	}
 	if c.o.Announcer != nil {
 		if err := c.o.Announcer.AnnounceLock(ctx, &l); err != nil {

@@ -194,3 +194,119 @@ func TestNamespaceLabel(t *testing.T) {
 		t.Error("LabelNamespace of a namespace that does not exist: no error, want one (the create is refused)")
 	}
 }
+
+// TestCreateRefusesWhatTheAPIServerWouldNotSend is issue 36's second
+// attack at the door: the API server validates a Lock's metadata and its
+// schema before admission, so a Lock-create review whose Lock it would
+// not have admitted (names that are no DNS subdomain or label, a field
+// over the CRD's bounds) is forged. It is refused as a bad request,
+// naming each field, before the peers are told or any label written.
+func TestCreateRefusesWhatTheAPIServerWouldNotSend(t *testing.T) {
+	const (
+		prefix    = "lockguard got a Lock create that the API server would not have admitted: "
+		subdomain = `a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`
+		label     = `a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`
+	)
+	a64 := strings.Repeat("a", 64)
+	base := func(edit func(l *lockv1alpha1.Lock)) *lockv1alpha1.Lock {
+		l := &lockv1alpha1.Lock{
+			TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "keep", UID: types.UID("0d6c3b4e-2f6a-4c1e-9c39-6f0e6f0b7a11")},
+			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Stack", Name: "app"}},
+		}
+		edit(l)
+		return l
+	}
+	cases := map[string]struct {
+		reason string
+		lock   *lockv1alpha1.Lock
+		want   string
+	}{
+		"Slash": {
+			reason: "A name with a slash is no DNS subdomain (and its GET would never reach the API server).",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Name = "a/b" }),
+			want:   prefix + `metadata.name "a/b": ` + subdomain,
+		},
+		"Percent": {
+			reason: "Nor one with a percent sign.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Name = "a%2Fb" }),
+			want:   prefix + `metadata.name "a%2Fb": ` + subdomain,
+		},
+		"OneMiBName": {
+			reason: "A name over 253 bytes; the message quotes 64 of them.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Name = strings.Repeat("a", 1<<20) }),
+			want:   prefix + `metadata.name "` + a64 + `"... (1048576 bytes): must be no more than 253 characters`,
+		},
+		"Namespace": {
+			reason: "A namespace is a DNS label.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Namespace = "Forge" }),
+			want:   prefix + `metadata.namespace "Forge": ` + label,
+		},
+		"NoUID": {
+			reason: "The API server sets the UID before admission.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.UID = "" }),
+			want:   prefix + `metadata.uid "": must be set (the API server sets it before admission)`,
+		},
+		"LongUID": {
+			reason: "The API server's UIDs are UUIDs, 36 characters.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.UID = types.UID(strings.Repeat("u", 37)) }),
+			want:   prefix + `metadata.uid "` + strings.Repeat("u", 37) + `": must be no more than 36 characters`,
+		},
+		"LongTarget": {
+			reason: "The CRD bounds spec.targetRef.name at 253 bytes.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Name = strings.Repeat("a", 254) }),
+			want:   prefix + `spec.targetRef.name "` + a64 + `"... (254 bytes): must be no more than 253 characters`,
+		},
+		"LongKind": {
+			reason: "The CRD bounds spec.targetRef.kind at 63 bytes.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Kind = "S" + strings.Repeat("a", 63) }),
+			want:   prefix + `spec.targetRef.kind "S` + strings.Repeat("a", 63) + `": must be no more than 63 characters`,
+		},
+		"KindSpelling": {
+			reason: "The CRD's rule on a create's kind.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Kind = "stack" }),
+			want:   prefix + `spec.targetRef.kind "stack": must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)`,
+		},
+		"Several": {
+			reason: "Each field that is wrong is named, in the order of the Lock.",
+			lock: base(func(l *lockv1alpha1.Lock) {
+				l.Name = "a/b"
+				l.Spec.TargetRef.Name = ""
+			}),
+			want: prefix + `metadata.name "a/b": ` + subdomain + `, spec.targetRef.name "": must be set`,
+		},
+		"SelectorLock": {
+			reason: "A selector Lock's name is checked as any other.",
+			lock: base(func(l *lockv1alpha1.Lock) {
+				l.Name = "a/b"
+				l.Spec.TargetRef = lockv1alpha1.TargetReference{}
+				l.Spec.Selector = &lockv1alpha1.LockSelector{}
+			}),
+			want: prefix + `metadata.name "a/b": ` + subdomain,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := &collaborators{}
+			resp := NewCreateHandler(CreateOptions{Announcer: c, Labeler: c}).Handle(context.Background(), lockCreate(t, tc.lock.Namespace, tc.lock, false))
+			type answer struct {
+				Allowed bool
+				Code    int32
+				Reason  metav1.StatusReason
+				Message string
+				Calls   []string
+			}
+			got := answer{Allowed: resp.Allowed}
+			for _, call := range c.calls {
+				got.Calls = append(got.Calls, call[:min(len(call), 80)]) // not 1 MiB of diff
+			}
+			if resp.Result != nil {
+				got.Code, got.Reason, got.Message = resp.Result.Code, resp.Result.Reason, resp.Result.Message
+			}
+			want := answer{Code: http.StatusBadRequest, Reason: metav1.StatusReasonBadRequest, Message: tc.want}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}

@@ -56,6 +56,9 @@ type Options struct {
 	// WebhookConnections bound the connections the webhook server holds
 	// at once, in all and per source address; zero: transport's defaults.
 	WebhookConnections transport.ConnectionLimits
+	// ReviewCallers require a client certificate of the review paths'
+	// caller (ReviewCallerOptions); zero: off.
+	ReviewCallers ReviewCallerOptions
 
 	// MetricsAddr is the metrics endpoint's address; "0" disables it.
 	// Default "0".
@@ -165,6 +168,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	certWatcher, err := certs.NewWatcher(o.CertDir)
+	if err != nil {
+		return nil, err
+	}
+	review, err := o.ReviewCallers.wrapper()
 	if err != nil {
 		return nil, err
 	}
@@ -314,8 +321,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	handler := webhook.NewHandler(locks, live, opts...)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
-	mgr.GetWebhookServer().Register(webhook.Path, handler)
-	mgr.GetWebhookServer().Register(webhook.CreatePath, webhook.NewCreateHandler(creates))
+	mgr.GetWebhookServer().Register(webhook.Path, review(handler))
+	mgr.GetWebhookServer().Register(webhook.CreatePath, review(webhook.NewCreateHandler(creates)))
 	if !o.DisableReadOnlyGuard {
 		// lockguard's own writes are exempt once it knows who it is.
 		self := &selfIdentity{client: mgr.GetClient()}
@@ -324,7 +331,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username
-		mgr.GetWebhookServer().Register(webhook.UpdatePath, webhook.NewUpdateHandler(handler, exempt))
+		mgr.GetWebhookServer().Register(webhook.UpdatePath, review(webhook.NewUpdateHandler(handler, exempt)))
 	}
 	// The status says GuardDisabled, never InForce, when no update guard
 	// serves.

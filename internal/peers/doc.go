@@ -98,7 +98,12 @@
 // then: a review can be forged, so a refusal proves nothing about a
 // genuine create of the same UID, and a mark of a UID with another target
 // cannot stand in for the genuine one. Whatever a caller sends, it can
-// only add markers, which make deletes more careful.
+// only add markers, which make deletes more careful, and only of Locks
+// the API server could have admitted (lockv1alpha1.ValidateCreated, on
+// the webhook's Lock creates, /peers/pending and a replay alike: names
+// and namespaces as ValidateObjectMeta checks them, the CRD's bounds), so
+// each marker is bounded and its quorum GET can answer NotFound; a marker
+// that fails the check anyway is cleared by the sweep unread.
 //
 // # Only replicas call the peer endpoints
 //

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -56,23 +55,21 @@ func (a Announcement) key() lockv1alpha1.TargetKey {
 	return lockv1alpha1.TargetKey{Namespace: a.Namespace, Group: a.Group, Kind: a.Kind, Name: a.Target}
 }
 
-// maxFieldLen bounds each field of an announcement a peer sends: names and
-// groups are DNS subdomains (253), kinds and UIDs shorter.
-const maxFieldLen = validation.DNS1123SubdomainMaxLength
-
-// validate returns an error when a is not an announcement of a Lock that
-// can protect something, or has a field over maxFieldLen.
+// validate returns an error when a is not the announcement of a Lock
+// create the API server could have admitted, with a target it can
+// protect (lockv1alpha1.ValidateCreated, the one rule of the admission
+// of Lock creates too; a selector Lock's announcement claims AnySelected
+// of the group). Nothing of an announcement that fails it is kept.
 func (a Announcement) validate() error {
-	for name, v := range map[string]string{"namespace": a.Namespace, "name": a.Name, "uid": string(a.UID), "group": a.Group, "kind": a.Kind, "target": a.Target} {
-		if v == "" {
-			return fmt.Errorf("announcement has no %s", name)
-		}
-		if len(v) > maxFieldLen {
-			return fmt.Errorf("announcement's %s is %d bytes, over %d", name, len(v), maxFieldLen)
-		}
+	var key *lockv1alpha1.TargetKey
+	if a.Kind != AnySelected || a.Target != AnySelected {
+		k := a.key()
+		key = &k
+	} else if a.Group != lockv1alpha1.Group {
+		return fmt.Errorf("announcement of a selector Lock of group %.64q, not %s", a.Group, lockv1alpha1.Group)
 	}
-	if err := lockv1alpha1.Protectable(a.key().GroupKind()); err != nil {
-		return fmt.Errorf("announcement's target %s: %w", a.key().GroupKind(), err)
+	if err := lockv1alpha1.ValidateCreated(a.Namespace, a.Name, a.UID, key); err != nil {
+		return fmt.Errorf("announcement of a Lock the API server would not have admitted: %w", err)
 	}
 	return nil
 }

@@ -320,12 +320,22 @@ func (p *Peers) list(ctx context.Context) {
 
 // sweep reads each marker older than TTL from the API server (a quorum
 // GET: no resourceVersion) and clears it when its Lock is absent or has
-// another UID, or the cache holds it.
+// another UID, or the cache holds it; a marker that no Lock could match
+// (validate) is cleared unread. A GET that fails otherwise keeps the
+// marker: the Lock may exist and the cache lack it (fail closed).
 func (p *Peers) sweep(ctx context.Context) {
 	expired := p.t.Expired()
 	// Bounded per pass: the rest stay marked (their deletes confirmed)
 	// until a later pass.
 	for _, a := range expired[:min(len(expired), maxSweep)] {
+		if a.validate() != nil {
+			// No Lock can have its name, namespace or target (a marker
+			// of a replica before issue 36, or of a peer that marked
+			// without this check): nothing to read, and its GET would
+			// fail without NotFound for good.
+			p.t.Clear(a)
+			continue
+		}
 		var l lockv1alpha1.Lock
 		gctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		err := p.api.Get(gctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, &l)
@@ -355,6 +365,11 @@ func (p *Peers) AnnounceLock(ctx context.Context, l *lockv1alpha1.Lock) error {
 // in parallel. It returns an error, which refuses the create, when a peer
 // in the view is not subscribed or a subscriber could not be told.
 func (p *Peers) Announce(ctx context.Context, a Announcement) error {
+	if err := a.validate(); err != nil {
+		// The webhook refuses such a create before it announces it
+		// (Lock.ValidateAdmitted): checked again where it is kept.
+		return err
+	}
 	subs, err := p.t.Admit(a)
 	if err != nil {
 		p.refused.Inc()
