@@ -52,6 +52,14 @@ const DefaultLeaseDuration = 30 * time.Second
 // the other in its view at t. Renewals every D/6 that each take at most
 // 2T keep that true without a gap; one more than W after the previous
 // success starts a new streak (Tracker.SelfFresh: cold for the TTL).
+//
+// The proof assumes that a Lease changes only by its holder's renewals,
+// its holder's release and collect (which deletes a Lease unchanged for
+// three durations, whose holder is not fresh): the chart lets no one else
+// write them (LeaseWriteVerb, NewLeaseGuard). A renewal answered NotFound
+// or Conflict means someone did: the others may have dropped this replica
+// since its last renewal, so it is not fresh from then on and its next
+// success starts a new streak.
 type Leases struct {
 	Client    coordinationclient.LeasesGetter
 	Namespace string
