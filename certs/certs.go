@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -122,7 +123,8 @@ func NewAuthority(commonName string, validFor time.Duration) (*Authority, error)
 	return &Authority{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key}, nil
 }
 
-// Issue signs a serving (and peer client) certificate for hosts (DNS names or IP addresses)
+// Issue signs a serving (and peer client: client auth and PeerURI)
+// certificate for hosts (DNS names or IP addresses)
 // with a new ECDSA P-256 key, valid for validFor. It returns the
 // certificate and key PEM encoded, and the certificate's serial number.
 func (a *Authority) Issue(hosts []string, validFor time.Duration) (certPEM, keyPEM []byte, serialNumber *big.Int, err error) {
@@ -140,6 +142,9 @@ func (a *Authority) Issue(hosts []string, validFor time.Duration) (certPEM, keyP
 		// Client auth too: a replica presents its serving certificate
 		// when it calls the others (internal/peers).
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		// The peer identity (VerifyPeer), which the chart's Certificate
+		// sets too.
+		URIs: []*url.URL{peerURL},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -177,6 +182,15 @@ func (s *SelfSigned) WriteDir(dir string) error {
 	}
 	return nil
 }
+
+// peerURL is PeerURI parsed.
+var peerURL = func() *url.URL {
+	u, err := url.Parse(PeerURI)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return u
+}()
 
 func serial() *big.Int {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))

@@ -7,13 +7,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 )
+
+// PeerURI is the peer identity: the URI SAN that a client certificate
+// must carry, with the client-auth usage, for its holder to call the peer
+// endpoints (VerifyPeer). The chart's serving Certificate sets it, and
+// Authority.Issue too; any other leaf of the CA is not a replica.
+const PeerURI = "spiffe://lockguard.navique.com/peer"
 
 // CAPool is a PEM CA bundle read from a file and read again whenever the
 // file changes (its modification time or size), so that a CA that
@@ -166,7 +174,9 @@ func RequestClientCertificates() func(*tls.Config) {
 }
 
 // VerifyPeer authenticates a call from another replica: r must come with a
-// client certificate that ca signed for client auth, for serverName (the
+// client certificate that ca signed, that names client auth among its
+// extended key usages and carries the peer identity (PeerURI), for
+// serverName (the
 // webhook Service's name, which every replica's certificate carries), or,
 // when serverName is empty, for the IP address r came from (local runs).
 func VerifyPeer(ca *CAPool, serverName string, r *http.Request) error {
@@ -180,6 +190,15 @@ func VerifyPeer(ca *CAPool, serverName string, r *http.Request) error {
 			return fmt.Errorf("the caller's address %q: %w", r.RemoteAddr, err)
 		}
 		name = host
+	}
+	leaf := r.TLS.PeerCertificates[0]
+	// crypto/x509 takes a certificate with no extended key usage as valid
+	// for every usage: the usage must be there.
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return errors.New("the caller's client certificate does not allow client auth")
+	}
+	if !slices.ContainsFunc(leaf.URIs, func(u *url.URL) bool { return u.String() == PeerURI }) {
+		return errors.New("the caller's client certificate lacks the peer identity " + PeerURI)
 	}
 	if err := ca.verify(r.TLS.PeerCertificates, name, x509.ExtKeyUsageClientAuth); err != nil {
 		return fmt.Errorf("the caller's client certificate: %w", err)

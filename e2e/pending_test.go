@@ -53,6 +53,7 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 	reps := ll.set.Replicas()
 	a, b, f := reps[0], reps[1], reps[2]
 	waitWarm(t, a, b, f)
+	leaseDeleter(t)
 
 	// The suite's object entry skips the test's namespaces; a
 	// configuration of the test's own sends, in one namespace, Lock

@@ -50,6 +50,7 @@ func Test14SelectorPendingAcrossReplicas(t *testing.T) {
 	reps := ll.set.Replicas()
 	a, b, f := reps[0], reps[1], reps[2]
 	waitWarm(t, a, b, f)
+	leaseDeleter(t)
 
 	// As in Test14PendingAcrossReplicas: the suite's object entry skips
 	// the test's namespaces, its Lock-create entry (pinned to f) stays.

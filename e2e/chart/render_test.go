@@ -112,6 +112,12 @@ func TestRenderedObjects(t *testing.T) {
 		"ValidatingAdmissionPolicy/lockguard-locked",
 		"ValidatingAdmissionPolicyBinding/lockguard-locked",
 	}
+	// On 1.30+ the identity Leases' rule is a policy; before, an entry of
+	// the webhook configuration (TestPeerLeasesRender).
+	peerLeases := []string{
+		"ValidatingAdmissionPolicy/lockguard-peer-leases",
+		"ValidatingAdmissionPolicyBinding/lockguard-peer-leases",
+	}
 	join := func(lists ...[]string) []string {
 		out := slices.Concat(lists...)
 		slices.Sort(out)
@@ -129,7 +135,7 @@ func TestRenderedObjects(t *testing.T) {
 		"DefaultsOnPolicyCapableServer": {
 			reason: "mode webhook never renders the policy",
 			r:      framework.Release{APIVersions: []string{vapCapability}},
-			want:   join(common, certManager, webhook),
+			want:   join(common, certManager, webhook, peerLeases),
 		},
 		"Policy": {
 			reason: "mode policy renders the policy instead of the webhook; lockguard still runs to keep the annotation",
@@ -139,7 +145,7 @@ func TestRenderedObjects(t *testing.T) {
 		"Both": {
 			reason: "mode both renders the webhook and the policy",
 			r:      framework.Release{Set: []string{"mode=both"}, APIVersions: []string{vapCapability}},
-			want:   join(common, certManager, webhook, policy),
+			want:   join(common, certManager, webhook, policy, peerLeases),
 		},
 		"BothWithoutPolicyAPI": {
 			reason: "mode both on an API server without admissionregistration.k8s.io/v1 policies keeps the webhook only",

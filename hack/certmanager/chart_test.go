@@ -15,6 +15,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,14 +169,19 @@ func TestChartWithCertManager(t *testing.T) {
 	checkChain(t, c, ctx, first)
 
 	// cainjector puts the CA into the webhook configuration.
+	wantWebhooks := 5
+	if framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases") == nil {
+		wantWebhooks = 6
+	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "lockguard"}, &vwc); err != nil {
 			return false, err
 		}
 		// The object guard's webhook, the namespace, CRD and update
-		// guards' and the Lock create entry of the peer protocol.
-		return len(vwc.Webhooks) == 5 && sameCABundle(&vwc), nil
+		// guards' and the Lock create entry of the peer protocol; before
+		// 1.30, the identity Leases' entry too (a policy from 1.30).
+		return len(vwc.Webhooks) == wantWebhooks && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
 	}
@@ -590,6 +596,11 @@ func checkChain(t *testing.T, c client.Client, ctx context.Context, s *corev1.Se
 	// auth too.
 	if _, err := cert.Verify(x509.VerifyOptions{DNSName: serverName, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Errorf("serving certificate does not verify as a client certificate against ca.crt for %s: %v", serverName, err)
+	}
+	// And with the peer identity (certs.PeerURI), without which the
+	// replicas refuse each other's calls.
+	if !slices.ContainsFunc(cert.URIs, func(u *url.URL) bool { return u.String() == "spiffe://lockguard.navique.com/peer" }) {
+		t.Errorf("serving certificate URIs %v; want the peer identity spiffe://lockguard.navique.com/peer", cert.URIs)
 	}
 	var ca corev1.Secret
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: caSecret}, &ca); err != nil {

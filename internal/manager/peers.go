@@ -65,11 +65,19 @@ func (o PeerOptions) enabled() bool {
 	return o.Standalone || len(o.Static) > 0 || o.File != "" || o.Service != ""
 }
 
+// Only lockguard writes its replicas' identity Leases: the chart grants
+// this verb to its ServiceAccount alone, and refuses anyone else's writes
+// of them (peers.LeaseWriteVerb).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockguard-system,resources=leases,verbs=lockguard-peer
+
 // setupPeers starts the protocol on mgr when o enables it, its metrics
 // registered with reg. It returns the webhook's Freshness and the
 // announcer of Lock creates, nil when off.
 func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, reg prometheus.Registerer, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
+	// The identity Leases' guard: served whatever the flags, since the
+	// chart's entry may call it before the protocol is on.
+	srv.Register(peers.LeaseGuardPath, peers.NewLeaseGuard())
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {
 		return nil, nil

@@ -77,6 +77,27 @@
 // replica delivers every create to every live subscription, whatever its
 // view. A peers file or list (local runs) is taken as it is.
 //
+// This rests on one assumption: only the replicas write the group's
+// Leases. A replica creates, renews and deletes its own, and deletes
+// another's only once it stayed unchanged for three durations (its holder
+// stopped being fresh two durations before). Anyone else who deletes or
+// changes a replica's Lease drops it from the others' views at their next
+// list while it still counts itself fresh: the others admit creates
+// without it, and it decides deletes from a cache that lacks them. So the
+// chart lets only lockguard write them: a principal needs the RBAC verb
+// LeaseWriteVerb on leases (lockguard's ServiceAccount has it by the
+// chart's Role; the built-in edit and admin roles and other controllers'
+// Roles do not), checked by a ValidatingAdmissionPolicy where the API
+// server serves them (1.30+) and by lockguard's own webhook entry before
+// (NewLeaseGuard; lockguard's writes never reach it). A principal that
+// holds every verb (a cluster admin) can still do it; then the replica
+// whose renewal is answered NotFound or Conflict is cold at once and
+// starts a new streak (cold for TTL, then a list), which bounds the
+// window to one renewal interval (D/6) but does not close it.
+//
+// A Lease's holder counts only as an IP:port (netip), and a call's URL is
+// built from its parts, so that no holder steers a call elsewhere.
+//
 // The namespace guard's label rides on the same admission: once every
 // subscriber has acknowledged, A's webhook puts the label on the Lock's
 // namespace before it allows the create (webhook.CreateOptions.Labeler),
@@ -109,9 +130,13 @@
 //
 // /peers/subscribe and /peers/pending are mutual TLS: the webhook server
 // asks every client for a certificate, and these endpoints accept only one
-// that the replicas' CA signed for client auth and for the webhook
-// Service's name (Config.Authenticate, certs.PeerTLS); each replica
-// presents its serving certificate. Every call and answer carries
+// that the replicas' CA signed for the webhook Service's name, that names
+// client auth among its extended key usages (a certificate with none is
+// refused, though crypto/x509 takes it as valid for any usage) and that
+// carries the peer identity, the URI SAN certs.PeerURI
+// (Config.Authenticate, certs.PeerTLS); any other leaf of the CA is not a
+// replica. Each replica presents its serving certificate, which the
+// chart's Certificate issues with both. Every call and answer carries
 // ProtocolVersion. A replica subscribes only for its own address (the
 // host it calls from) and only while the other's view lists it, so no
 // caller can squat subscriptions or make creates wait for an address that

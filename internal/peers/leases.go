@@ -3,7 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +52,14 @@ const DefaultLeaseDuration = 30 * time.Second
 // the other in its view at t. Renewals every D/6 that each take at most
 // 2T keep that true without a gap; one more than W after the previous
 // success starts a new streak (Tracker.SelfFresh: cold for the TTL).
+//
+// The proof assumes that a Lease changes only by its holder's renewals,
+// its holder's release and collect (which deletes a Lease unchanged for
+// three durations, whose holder is not fresh): the chart lets no one else
+// write them (LeaseWriteVerb, NewLeaseGuard). A renewal answered NotFound
+// or Conflict means someone did: the others may have dropped this replica
+// since its last renewal, so it is not fresh from then on and its next
+// success starts a new streak.
 type Leases struct {
 	Client    coordinationclient.LeasesGetter
 	Namespace string
@@ -112,12 +120,8 @@ func (l Leases) Run(ctx context.Context, set func([]string)) error {
 	if l.Group == "" || l.Namespace == "" || l.Self == "" {
 		return fmt.Errorf("identity Leases need a group, a namespace and this replica's address")
 	}
-	now := l.Now
-	if now == nil {
-		now = time.Now
-	}
-	tm := timingsOf(l.Duration)
-	r := leaseRunner{l: l, tm: tm, now: now, leases: l.Client.Leases(l.Namespace), name: LeaseName(l.Group, l.Self), seen: map[string]seen{}}
+	r := newLeaseRunner(l)
+	now, tm := r.now, r.tm
 	log := ctrl.LoggerFrom(ctx).WithValues("lease", r.name)
 	defer r.release(log)
 	var view []string
@@ -166,6 +170,14 @@ type leaseRunner struct {
 	// streak is when the current streak of successful renewals started,
 	// last when the last successful one was sent.
 	streak, last time.Time
+}
+
+func newLeaseRunner(l Leases) *leaseRunner {
+	now := l.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &leaseRunner{l: l, tm: timingsOf(l.Duration), now: now, leases: l.Client.Leases(l.Namespace), name: LeaseName(l.Group, l.Self), seen: map[string]seen{}}
 }
 
 // cycle renews this replica's Lease and lists the group's; when both
@@ -247,12 +259,27 @@ func (r *leaseRunner) renew(ctx context.Context, sent time.Time) error {
 	updated, err := r.leases.Update(ctx, le, metav1.UpdateOptions{})
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Someone else deleted or wrote this replica's Lease: the
+			// others may have dropped it from their views since its last
+			// renewal, and admitted creates without telling it. Cold at
+			// once, and a new streak when it renews again.
 			r.own = nil
+			r.lost()
 		}
 		return fmt.Errorf("renewing the identity Lease %s: %w", r.name, err)
 	}
 	r.own = updated
 	return nil
+}
+
+// lost ends the current streak: this replica's Lease was not as it last
+// wrote it. It is not fresh from now on, and its next successful renewal
+// starts a new streak (Tracker.SelfFresh: cold for the TTL).
+func (r *leaseRunner) lost() {
+	r.streak = time.Time{}
+	if r.l.Fresh != nil {
+		r.l.Fresh(time.Time{}, time.Time{})
+	}
 }
 
 // view returns the addresses of the Leases seen changed less than
@@ -313,9 +340,11 @@ func (r *leaseRunner) release(log logr.Logger) {
 	}
 }
 
-// validAddress reports whether a Lease's holderIdentity is a host:port
-// this replica may call.
+// validAddress reports whether a Lease's holderIdentity is an address
+// this replica may call: an IP and a port, as netip writes them, and
+// nothing else (no name, zone, path, query or user), so that no holder
+// can steer the URL of a call (peers.go builds it from the address alone).
 func validAddress(a string) bool {
-	_, _, err := net.SplitHostPort(a)
-	return err == nil && len(a) <= maxAddressLen
+	ap, err := netip.ParseAddrPort(a)
+	return err == nil && ap.Port() != 0 && ap.Addr().Zone() == "" && ap.String() == a
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -267,7 +268,9 @@ func (p *Peers) call(ctx context.Context, peer, path string, body []byte, read f
 	defer cancel()
 	// ?timeout= as the API server sends it: the other's deadlines on the
 	// body and the answer (transport.ReviewTimeout) follow this call's.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+peer+path+"?timeout="+callTimeout.String(), bytes.NewReader(body))
+	// The URL is built from its parts: peer is only ever the host.
+	u := url.URL{Scheme: "https", Host: peer, Path: path, RawQuery: url.Values{"timeout": {callTimeout.String()}}.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -111,3 +111,8 @@ annotations:
 {{- $_ := set $labels "app.kubernetes.io/component" "test" }}
 {{- toYaml $labels }}
 {{- end }}
+
+{{/* CEL: true when the request's principal may write the replicas' identity Leases (the verb lockguard-peer on leases in the request's namespace, which the chart's Role grants lockguard's ServiceAccount; internal/peers.LeaseWriteVerb). */}}
+{{- define "lockguard.peerLeaseWriter" -}}
+authorizer.group('coordination.k8s.io').resource('leases').namespace(request.namespace).check('lockguard-peer').allowed()
+{{- end }}
