@@ -60,11 +60,27 @@ type Exemptions struct {
 // ExemptGroupPrefix marks a group in ParseExemptions' list.
 const ExemptGroupPrefix = "group:"
 
+// everyone are the principals that hold every user, every request or
+// every ServiceAccount, which ParseExemptions refuses (issue 36): exempting
+// one would exempt everyone, or anyone who can create a ServiceAccount,
+// and leave ReadOnly Locks refusing nothing. Each says who it holds.
+// system:serviceaccounts:NAMESPACE (the ServiceAccounts of one namespace,
+// the operator's, say) and system:masters (the superusers, who can remove
+// the webhook configuration anyway) are accepted.
+var everyone = map[string]string{
+	ExemptGroupPrefix + "system:authenticated":   "the group system:authenticated holds every authenticated user",
+	ExemptGroupPrefix + "system:unauthenticated": "the group system:unauthenticated holds every unauthenticated request",
+	ExemptGroupPrefix + "system:serviceaccounts": "the group system:serviceaccounts holds every ServiceAccount of every namespace",
+	"system:anonymous":                           "the user system:anonymous is every unauthenticated request",
+}
+
 // ParseExemptions reads the exempt principals of --read-only-exempt: each
 // entry is a username (system:serviceaccount:NAMESPACE:NAME for a
 // ServiceAccount) or group:NAME for a group; entries may also be comma
 // separated. Empty entries are skipped; an entry that is only the group
-// prefix is an error.
+// prefix is an error, and so is one that holds everyone: the groups
+// system:authenticated, system:unauthenticated and system:serviceaccounts,
+// and the user system:anonymous.
 func ParseExemptions(entries []string) (Exemptions, error) {
 	var e Exemptions
 	for _, entry := range entries {
@@ -73,17 +89,29 @@ func ParseExemptions(entries []string) (Exemptions, error) {
 			switch {
 			case p == "":
 			case strings.HasPrefix(p, ExemptGroupPrefix):
-				g := strings.TrimPrefix(p, ExemptGroupPrefix)
+				g := strings.TrimSpace(strings.TrimPrefix(p, ExemptGroupPrefix))
 				if g == "" {
 					return Exemptions{}, fmt.Errorf("exempt principal %q names no group", p)
 				}
+				if why, ok := everyone[ExemptGroupPrefix+g]; ok {
+					return Exemptions{}, everyoneError(p, why)
+				}
 				e.Groups = append(e.Groups, g)
 			default:
+				if why, ok := everyone[p]; ok {
+					return Exemptions{}, everyoneError(p, why)
+				}
 				e.Users = append(e.Users, p)
 			}
 		}
 	}
 	return e, nil
+}
+
+// everyoneError is ParseExemptions' error for principal p, which holds
+// everyone as why says.
+func everyoneError(p, why string) error {
+	return fmt.Errorf("exempt principal %q would exempt everyone: %s; name the operator's ServiceAccount or a group of its own instead", p, why)
 }
 
 // exempt reports whether the user with groups is exempt.
