@@ -123,7 +123,7 @@ func TestUpdateGuard(t *testing.T) {
 			reason: "The status subresource is never frozen.",
 			req:    status,
 			err:    errors.New("must not be read"),
-			want:   result{Allowed: true, Code: 200, Message: "a subresource is never frozen"},
+			want:   result{Allowed: true, Code: 200, Message: "the status subresource is never frozen"},
 		},
 		"NotAnUpdate": {
 			reason: "Anything but an UPDATE is allowed.",
@@ -158,7 +158,7 @@ func TestUpdateGuard(t *testing.T) {
 				}
 				return tc.locks, tc.err
 			})
-			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt)
+			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt, nil)
 			resp := u.Handle(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.want, resultOf(resp)); diff != "" {
 				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
