@@ -77,7 +77,7 @@ func TestGuardWebhooks(t *testing.T) {
 		}},
 		NamespaceSelector: namespace.ObjectSelector,
 		MatchConditions: append([]admissionregistrationv1.MatchCondition{
-			{Name: "subresource-not-status", Expression: "request.subResource != '' && request.subResource != 'status'"}}, update.MatchConditions...),
+			{Name: "subresource-not-status", Expression: "has(request.subResource) && request.subResource != 'status'"}}, update.MatchConditions...),
 		FailurePolicy: admissionregistrationv1.Fail,
 	}
 	subresourceGroups := subresource

@@ -132,7 +132,7 @@ update entry.
       scope: Namespaced
   matchConditions:
     - name: subresource-not-status
-      expression: "request.subResource != '' && request.subResource != 'status'"
+      expression: "has(request.subResource) && request.subResource != 'status'"
     - name: not-a-lock
       expression: "request.resource.resource != 'locks'"
     - name: not-exempt
