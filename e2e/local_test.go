@@ -121,8 +121,8 @@ func setupLocal() (*suite, func(), error) {
 	if err != nil {
 		return nil, cleanup, err
 	}
-	if len(vwc.Webhooks) != 5 || vwc.Webhooks[0].Name != st.webhookName || vwc.Webhooks[4].Name != "create.lockguard.core.navique.com" {
-		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards', then the Lock CREATE entry", st.webhookName)
+	if len(vwc.Webhooks) != 6 || vwc.Webhooks[0].Name != st.webhookName || vwc.Webhooks[5].Name != "create.lockguard.core.navique.com" {
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the Lock CREATE entry", st.webhookName)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {
