@@ -27,10 +27,12 @@ import (
 // (lockv1alpha1.FrozenChange), unless an exempt principal sends it. The
 // chart's update entry sends lockguard only the updates of objects that
 // carry lockv1alpha1.ReadOnlyLabel (objectSelector, matched on the old and
-// the new object) and only of the main resource (resources "*", never the
-// status subresource), so an object under no ReadOnly Lock never waits for
-// lockguard on an update. The guard decides from the Locks, read as every
-// delete guard reads them (lockReader), never from the label.
+// the new object) and only of the main resource (resources "*"), so an
+// object under no ReadOnly Lock never waits for lockguard on an update; its
+// subresource entry sends the updates through every subresource but status
+// (updatesub.go says why they are selected otherwise). The guard decides
+// from the Locks, read as every delete guard reads them (lockReader), never
+// from the label.
 
 // UpdatePath is where lockguard serves the UpdateHandler (the chart's
 // update.lockguard.core.navique.com entry).
@@ -60,11 +62,27 @@ type Exemptions struct {
 // ExemptGroupPrefix marks a group in ParseExemptions' list.
 const ExemptGroupPrefix = "group:"
 
+// everyone are the principals that hold every user, every request or
+// every ServiceAccount, which ParseExemptions refuses (issue 36): exempting
+// one would exempt everyone, or anyone who can create a ServiceAccount,
+// and leave ReadOnly Locks refusing nothing. Each says who it holds.
+// system:serviceaccounts:NAMESPACE (the ServiceAccounts of one namespace,
+// the operator's, say) and system:masters (the superusers, who can remove
+// the webhook configuration anyway) are accepted.
+var everyone = map[string]string{
+	ExemptGroupPrefix + "system:authenticated":   "the group system:authenticated holds every authenticated user",
+	ExemptGroupPrefix + "system:unauthenticated": "the group system:unauthenticated holds every unauthenticated request",
+	ExemptGroupPrefix + "system:serviceaccounts": "the group system:serviceaccounts holds every ServiceAccount of every namespace",
+	"system:anonymous":                           "the user system:anonymous is every unauthenticated request",
+}
+
 // ParseExemptions reads the exempt principals of --read-only-exempt: each
 // entry is a username (system:serviceaccount:NAMESPACE:NAME for a
 // ServiceAccount) or group:NAME for a group; entries may also be comma
 // separated. Empty entries are skipped; an entry that is only the group
-// prefix is an error.
+// prefix is an error, and so is one that holds everyone: the groups
+// system:authenticated, system:unauthenticated and system:serviceaccounts,
+// and the user system:anonymous.
 func ParseExemptions(entries []string) (Exemptions, error) {
 	var e Exemptions
 	for _, entry := range entries {
@@ -73,17 +91,29 @@ func ParseExemptions(entries []string) (Exemptions, error) {
 			switch {
 			case p == "":
 			case strings.HasPrefix(p, ExemptGroupPrefix):
-				g := strings.TrimPrefix(p, ExemptGroupPrefix)
+				g := strings.TrimSpace(strings.TrimPrefix(p, ExemptGroupPrefix))
 				if g == "" {
 					return Exemptions{}, fmt.Errorf("exempt principal %q names no group", p)
 				}
+				if why, ok := everyone[ExemptGroupPrefix+g]; ok {
+					return Exemptions{}, everyoneError(p, why)
+				}
 				e.Groups = append(e.Groups, g)
 			default:
+				if why, ok := everyone[p]; ok {
+					return Exemptions{}, everyoneError(p, why)
+				}
 				e.Users = append(e.Users, p)
 			}
 		}
 	}
 	return e, nil
+}
+
+// everyoneError is ParseExemptions' error for principal p, which holds
+// everyone as why says.
+func everyoneError(p, why string) error {
+	return fmt.Errorf("exempt principal %q would exempt everyone: %s; name the operator's ServiceAccount or a group of its own instead", p, why)
 }
 
 // exempt reports whether the user with groups is exempt.
@@ -108,8 +138,9 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 // cover (UpdatePath). It shares its Handler's Lock reader, metrics, Events,
 // lastDenied recorder and the webhook server's bounds.
 type UpdateHandler struct {
-	h      *Handler
-	exempt Exemptions
+	h       *Handler
+	exempt  Exemptions
+	parents Parents // nil: subresource updates fail closed
 }
 
 var (
@@ -118,9 +149,10 @@ var (
 )
 
 // NewUpdateHandler returns the update guard, reading Locks and recording
-// through h, exempting exempt.
-func NewUpdateHandler(h *Handler, exempt Exemptions) *UpdateHandler {
-	return &UpdateHandler{h: h, exempt: exempt}
+// through h, exempting exempt, reading through parents the objects that
+// subresource updates write (nil: such updates are refused).
+func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
+	return &UpdateHandler{h: h, exempt: exempt, parents: parents}
 }
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
@@ -136,48 +168,62 @@ func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	dryRun := req.DryRun != nil && *req.DryRun
-	d := u.decide(ctx, req)
-	r := Request{Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
+	d, kind := u.decide(ctx, req)
+	r := Request{Kind: kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
 		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: dryRun}
 	u.h.metrics.observe(r, GuardReadOnly, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(GuardReadOnly, d.resp, d.locks, 0)
 	if !d.resp.Allowed {
-		u.h.recordRefusal(d.locks, refusal{user: r.UserInfo.Username, operation: admissionv1.Update, kind: req.Kind.Kind, name: req.Name, dryRun: dryRun})
+		u.h.recordRefusal(d.locks, refusal{user: r.UserInfo.Username, operation: admissionv1.Update, kind: kind.Kind, name: req.Name, dryRun: dryRun})
 	}
 	if len(d.locks) > 0 && u.h.events != nil && !dryRun {
-		recordUpdateDenial(u.h.events, req, d.locks)
+		recordUpdateDenial(u.h.events, req, kind, d.locks)
 	}
 	return d.resp
 }
 
-// decide answers req: allowed when it is not an UPDATE of a namespaced,
-// lockable object, when an exempt principal sends it, when it changes
-// nothing ReadOnly freezes (lockv1alpha1.FrozenChange), or when no live
-// ReadOnly Lock covers the object as it was (its old labels: relabelling
-// an object into a ReadOnly selector is allowed, out of one is not);
-// denied otherwise, naming the Locks. It answers Errored (so that the
-// API server, with failurePolicy Fail, refuses the update) when it cannot
-// read the objects or the Locks.
-func (u *UpdateHandler) decide(ctx context.Context, req admission.Request) decision {
+// decide answers req, and returns the kind of the object it updates
+// (req.Kind, or, for a subresource, decideSubresource's): allowed when it
+// is not an UPDATE of a namespaced, lockable object, when it is one of
+// the status subresource, when an exempt principal sends it, when it
+// changes nothing ReadOnly freezes (lockv1alpha1.FrozenChange), or when no
+// live ReadOnly Lock covers the object as it was (its old labels:
+// relabelling an object into a ReadOnly selector is allowed, out of one
+// is not); denied otherwise, naming the Locks. It answers Errored (so
+// that the API server, with failurePolicy Fail, refuses the update) when
+// it cannot read the objects or the Locks.
+func (u *UpdateHandler) decide(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
 	d := decision{guard: GuardReadOnly}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	switch {
 	case req.Operation != admissionv1.Update:
 		d.resp = admission.Allowed("not an UPDATE")
-		return d
+		return d, req.Kind
+	case req.SubResource == StatusSubresource:
+		d.resp = admission.Allowed("the status subresource is never frozen")
+		return d, req.Kind
+	case req.SubResource != "":
+		// Before req.Kind is asked: a scale is reviewed as an
+		// autoscaling/v1 Scale.
+		return u.decideSubresource(ctx, req)
 	case lockv1alpha1.Protectable(gk) != nil:
 		d.resp = admission.Allowed(lockv1alpha1.Protectable(gk).Error())
-		return d
+		return d, req.Kind
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
-		return d
-	case req.SubResource != "":
-		d.resp = admission.Allowed("a subresource is never frozen")
-		return d
+		return d, req.Kind
 	case u.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
-		return d
+		return d, req.Kind
 	}
+	return u.decideObject(ctx, req, gk), req.Kind
+}
+
+// decideObject is decide of an UPDATE of the main resource of a
+// namespaced object of lockable kind gk, by a principal that is not
+// exempt.
+func (u *UpdateHandler) decideObject(ctx context.Context, req admission.Request, gk schema.GroupKind) decision {
+	d := decision{guard: GuardReadOnly}
 	var oldObj, newObj map[string]any
 	if err := decodeObject(req.OldObject.Raw, &oldObj); err != nil {
 		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", gk, err))
@@ -250,9 +296,9 @@ func UpdateDenialMessage(locks []lockv1alpha1.Lock, field string) string {
 }
 
 // recordUpdateDenial records an UpdateBlocked Warning Event on the object
-// req updates and on each of its ReadOnly Locks (at most maxNamed),
-// naming the user and the Locks.
-func recordUpdateDenial(rec events.EventRecorder, req admission.Request, locks []lockv1alpha1.Lock) {
+// req updates, of kind kind, and on each of its ReadOnly Locks (at most
+// maxNamed), naming the user and the Locks.
+func recordUpdateDenial(rec events.EventRecorder, req admission.Request, kind metav1.GroupVersionKind, locks []lockv1alpha1.Lock) {
 	var meta struct {
 		Metadata struct {
 			UID string `json:"uid"`
@@ -260,7 +306,7 @@ func recordUpdateDenial(rec events.EventRecorder, req admission.Request, locks [
 	}
 	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, &meta)
 	target := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
+		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: kind.Group, Version: kind.Version}.String(), Kind: kind.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name},
 	}
 	target.UID = types.UID(meta.Metadata.UID)
@@ -275,6 +321,6 @@ func recordUpdateDenial(rec events.EventRecorder, req admission.Request, locks [
 		"UPDATE by %s denied: read-only under Lock(s) %s", user, strings.Join(names, ", "))
 	for i := range locks {
 		rec.Eventf(&locks[i], target, corev1.EventTypeWarning, ReasonUpdateBlocked, "Update",
-			"Denied the UPDATE of %s %q by %s", req.Kind.Kind, req.Name, user)
+			"Denied the UPDATE of %s %q by %s", kind.Kind, req.Name, user)
 	}
 }

@@ -123,7 +123,7 @@ func TestUpdateGuard(t *testing.T) {
 			reason: "The status subresource is never frozen.",
 			req:    status,
 			err:    errors.New("must not be read"),
-			want:   result{Allowed: true, Code: 200, Message: "a subresource is never frozen"},
+			want:   result{Allowed: true, Code: 200, Message: "the status subresource is never frozen"},
 		},
 		"NotAnUpdate": {
 			reason: "Anything but an UPDATE is allowed.",
@@ -158,7 +158,7 @@ func TestUpdateGuard(t *testing.T) {
 				}
 				return tc.locks, tc.err
 			})
-			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt)
+			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt, nil)
 			resp := u.Handle(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.want, resultOf(resp)); diff != "" {
 				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
@@ -182,7 +182,7 @@ func TestParseExemptions(t *testing.T) {
 		reason string
 		in     []string
 		want   Exemptions
-		err    bool
+		err    string
 	}{
 		"Repeated": {
 			reason: "The flag repeats.",
@@ -197,14 +197,53 @@ func TestParseExemptions(t *testing.T) {
 		"EmptyGroup": {
 			reason: "group: alone names nothing.",
 			in:     []string{"group:"},
-			err:    true,
+			err:    `exempt principal "group:" names no group`,
+		},
+		"Authenticated": {
+			reason: "system:authenticated holds every authenticated user: exempting it exempts everyone (issue 36).",
+			in:     []string{"system:serviceaccount:a:b", "group:system:authenticated"},
+			err:    `exempt principal "group:system:authenticated" would exempt everyone: the group system:authenticated holds every authenticated user; name the operator's ServiceAccount or a group of its own instead`,
+		},
+		"Unauthenticated": {
+			reason: "system:unauthenticated holds every anonymous request.",
+			in:     []string{"group:system:unauthenticated"},
+			err:    `exempt principal "group:system:unauthenticated" would exempt everyone: the group system:unauthenticated holds every unauthenticated request; name the operator's ServiceAccount or a group of its own instead`,
+		},
+		"EveryServiceAccount": {
+			reason: "system:serviceaccounts holds every ServiceAccount of every namespace.",
+			in:     []string{"group:system:serviceaccounts"},
+			err:    `exempt principal "group:system:serviceaccounts" would exempt everyone: the group system:serviceaccounts holds every ServiceAccount of every namespace; name the operator's ServiceAccount or a group of its own instead`,
+		},
+		"Anonymous": {
+			reason: "system:anonymous is the user of every unauthenticated request.",
+			in:     []string{"system:anonymous"},
+			err:    `exempt principal "system:anonymous" would exempt everyone: the user system:anonymous is every unauthenticated request; name the operator's ServiceAccount or a group of its own instead`,
+		},
+		"Blanks": {
+			reason: "Blanks inside the entry do not hide an everyone group.",
+			in:     []string{" group: system:authenticated "},
+			err:    `exempt principal "group: system:authenticated" would exempt everyone: the group system:authenticated holds every authenticated user; name the operator's ServiceAccount or a group of its own instead`,
+		},
+		"NamespaceServiceAccounts": {
+			reason: "system:serviceaccounts:NAMESPACE holds the ServiceAccounts of one namespace (the operator's, say): allowed.",
+			in:     []string{"group:system:serviceaccounts:navique-system"},
+			want:   Exemptions{Groups: []string{"system:serviceaccounts:navique-system"}},
+		},
+		"Masters": {
+			reason: "system:masters holds the cluster's superusers, who can remove the webhook configuration anyway: allowed.",
+			in:     []string{"group:system:masters"},
+			want:   Exemptions{Groups: []string{"system:masters"}},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseExemptions(tc.in)
-			if (err != nil) != tc.err {
-				t.Fatalf("%s\nParseExemptions(%q) error %v, want error %t", tc.reason, tc.in, err, tc.err)
+			var gotErr string
+			if err != nil {
+				gotErr = err.Error()
+			}
+			if gotErr != tc.err {
+				t.Fatalf("%s\nParseExemptions(%q) error %q, want %q", tc.reason, tc.in, gotErr, tc.err)
 			}
 			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Exemptions{}, "Self")); diff != "" {
 				t.Errorf("%s\nParseExemptions(%q): -want, +got:\n%s", tc.reason, tc.in, diff)

@@ -2,7 +2,9 @@ package webhook_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/utils/ptr"
 
@@ -23,10 +26,11 @@ import (
 // FuzzServeHTTP for deletes, that it never panics, that every answer is a
 // clean HTTP 4xx or an HTTP 200 carrying a v1 AdmissionReview with the
 // request's UID, and that it never allows an UPDATE that a live ReadOnly
-// Lock of updateFuzzLocks refuses: a well-formed UPDATE of the main
-// resource of the Lock's target, by a principal that is not exempt, that
-// changes what ReadOnly freezes (lockv1alpha1.FrozenChange of its
-// oldObject and object).
+// Lock of updateFuzzLocks refuses: a well-formed UPDATE of the Lock's
+// target, by a principal that is not exempt, that changes what ReadOnly
+// freezes (lockv1alpha1.FrozenChange of its oldObject and object), of the
+// main resource or through its scale subresource, or through any other
+// subresource but status.
 func FuzzUpdateServeHTTP(f *testing.F) {
 	frozenLabels := `{"core.navique.com/read-only":"true"}`
 	before := updateStack("forge", 1, frozenLabels)
@@ -36,6 +40,9 @@ func FuzzUpdateServeHTTP(f *testing.F) {
 		updateReview("alice", "forge", "", before, before, false),
 		updateReview("alice", "forge", "", before, updateStack("forge", 1, `{}`), false),
 		updateReview("alice", "forge", "status", before, updateStack("forge", 2, frozenLabels), false),
+		updateReview("alice", "forge", "scale", updateScale(1), updateScale(2), false),
+		updateReview("alice", "forge", "scale", updateScale(1), updateScale(1), false),
+		updateReview("alice", "forge", "rollback", before, before, false),
 		updateReview(exemptUser, "forge", "", before, updateStack("forge", 2, frozenLabels), false),
 		updateReview("alice", "free", "", updateStack("free", 1, `{}`), updateStack("free", 2, `{}`), false),
 		updateReview("alice", "forge", "", `null`, `{"metadata":`, false),
@@ -86,19 +93,38 @@ func updateFuzzHandlers(tb testing.TB) []http.Handler {
 	}
 	exempt := webhook.Exemptions{Users: []string{exemptUser}}
 	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	// Every object of the group is a Stack, unlabelled.
+	parents := webhook.ParentsFunc(func(_ context.Context, gvr schema.GroupVersionResource, _, _ string) (string, map[string]string, error) {
+		if gvr.Group != lockv1alpha1.Group || gvr.Resource != "stacks" {
+			return "", nil, fmt.Errorf("no resource %s", gvr)
+		}
+		return "Stack", nil, nil
+	})
 	return []http.Handler{
-		webhook.NewUpdateHandler(webhook.NewHandler(lockIndexOf(tb, list), nil), exempt),
-		webhook.NewUpdateHandler(webhook.NewHandler(empty, apiServer(updateFuzzLocks)), exempt),
+		webhook.NewUpdateHandler(webhook.NewHandler(lockIndexOf(tb, list), nil), exempt, parents),
+		webhook.NewUpdateHandler(webhook.NewHandler(empty, apiServer(updateFuzzLocks)), exempt, parents),
 	}
 }
 
 // mustRefuseUpdate reports whether the Lock state refuses req: an UPDATE
-// of the main resource of Stack forge/forge (freeze-forge's target), by a
-// user other than exemptUser, whose objects decode and differ in what
+// of Stack forge/forge (freeze-forge's target), by a user other than
+// exemptUser, through any subresource but status and scale, or of the
+// main resource or scale, whose objects decode and differ in what
 // ReadOnly freezes.
 func mustRefuseUpdate(req *admissionv1.AdmissionRequest) bool {
-	if req.Operation != admissionv1.Update || req.SubResource != "" || req.Kind.Group != lockv1alpha1.Group || req.Kind.Kind != "Stack" ||
+	if req.Operation != admissionv1.Update || req.SubResource == webhook.StatusSubresource ||
 		req.Namespace != "forge" || req.Name != "forge" || req.UserInfo.Username == exemptUser {
+		return false
+	}
+	switch {
+	case req.SubResource != "":
+		if req.Resource.Group != lockv1alpha1.Group || req.Resource.Resource != "stacks" {
+			return false
+		}
+		if req.SubResource != webhook.ScaleSubresource {
+			return true
+		}
+	case req.Kind.Group != lockv1alpha1.Group || req.Kind.Kind != "Stack":
 		return false
 	}
 	var oldObj, newObj map[string]any
@@ -139,6 +165,11 @@ func checkEnvelope(t *testing.T, body []byte, rec *httptest.ResponseRecorder) *a
 // updateStack is a serialized Stack ns forge named name.
 func updateStack(name string, replicas int, labels string) string {
 	return `{"apiVersion":"core.navique.com/v1alpha1","kind":"Stack","metadata":{"name":"` + name + `","namespace":"forge","labels":` + labels + `},"spec":{"replicas":` + strings.Repeat("1", replicas) + `}}`
+}
+
+// updateScale is a serialized autoscaling/v1 Scale of Stack forge/forge.
+func updateScale(replicas int) string {
+	return fmt.Sprintf(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"forge","namespace":"forge"},"spec":{"replicas":%d}}`, replicas)
 }
 
 // updateReview is a well-formed v1 AdmissionReview of an UPDATE of Stack

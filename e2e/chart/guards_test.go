@@ -1,10 +1,12 @@
 package chart_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -16,16 +18,19 @@ import (
 )
 
 // TestGuardWebhooks checks the namespace, CRD and update guards' webhook
-// entries and their values: on by default, each turned off by its own
-// value, none rendered in mode policy (which renders no webhook).
+// entries (the update guard's two: the objects labelled read-only, and
+// every subresource but status in the namespaces holding Locks) and their
+// values: on by default, each turned off by its own value, none rendered
+// in mode policy (which renders no webhook).
 func TestGuardWebhooks(t *testing.T) {
 	requireHelm(t)
 	type entry struct {
-		Name            string
-		Rules           []admissionregistrationv1.RuleWithOperations
-		ObjectSelector  *metav1.LabelSelector
-		MatchConditions []admissionregistrationv1.MatchCondition
-		FailurePolicy   admissionregistrationv1.FailurePolicyType
+		Name              string
+		Rules             []admissionregistrationv1.RuleWithOperations
+		ObjectSelector    *metav1.LabelSelector
+		NamespaceSelector *metav1.LabelSelector
+		MatchConditions   []admissionregistrationv1.MatchCondition
+		FailurePolicy     admissionregistrationv1.FailurePolicyType
 	}
 	cluster := admissionregistrationv1.ClusterScope
 	rule := func(group, resource string) []admissionregistrationv1.RuleWithOperations {
@@ -61,19 +66,37 @@ func TestGuardWebhooks(t *testing.T) {
 		FailurePolicy: admissionregistrationv1.Fail,
 	}
 	updateGroups := update
-	updateGroups.MatchConditions = []admissionregistrationv1.MatchCondition{update.MatchConditions[0], {Name: "not-exempt",
-		Expression: "!(request.userInfo.username in ['system:serviceaccount:lockguard-system:lockguard', 'alice']) && !request.userInfo.groups.exists(g, g in ['ops', 'system:masters'])"}}
+	exemptGroups := admissionregistrationv1.MatchCondition{Name: "not-exempt",
+		Expression: "!(request.userInfo.username in ['system:serviceaccount:lockguard-system:lockguard', 'alice']) && !request.userInfo.groups.exists(g, g in ['ops', 'system:masters'])"}
+	updateGroups.MatchConditions = []admissionregistrationv1.MatchCondition{update.MatchConditions[0], exemptGroups}
+	subresource := entry{
+		Name: "subresource.lockguard.core.navique.com",
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"core.navique.com"}, APIVersions: []string{"*"}, Resources: []string{"*/*"}, Scope: &namespaced},
+		}},
+		NamespaceSelector: namespace.ObjectSelector,
+		MatchConditions: append([]admissionregistrationv1.MatchCondition{
+			{Name: "subresource-not-status", Expression: "has(request.subResource) && request.subResource != 'status'"}}, update.MatchConditions...),
+		FailurePolicy: admissionregistrationv1.Fail,
+	}
+	subresourceGroups := subresource
+	subresourceGroups.MatchConditions = []admissionregistrationv1.MatchCondition{subresource.MatchConditions[0], subresource.MatchConditions[1], exemptGroups}
+	// Without the namespace guard's label, every namespace.
+	subresourceAll := subresource
+	subresourceAll.NamespaceSelector = nil
 	cases := map[string]struct {
 		reason string
 		set    []string
 		want   []entry
 	}{
-		"Default":     {reason: "every guard is on by default", want: []entry{namespace, crd, update}},
-		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry", set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update}},
-		"NoCRD":       {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update}},
-		"NoReadOnly":  {reason: "guards.readOnly.enabled=false drops the update entry", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd}},
+		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource}},
+		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
+			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll}},
+		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource}},
+		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd}},
 		"Exempt": {reason: "readOnly.exemptPrincipals: users and group:NAME groups, besides lockguard's own ServiceAccount, skipped by a matchCondition",
-			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups}},
+			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups}},
 		"None": {reason: "all off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
 	}
 	for name, tc := range cases {
@@ -94,7 +117,7 @@ func TestGuardWebhooks(t *testing.T) {
 			}
 			for _, wh := range vwc.Webhooks[1 : len(vwc.Webhooks)-1] {
 				path := "/validate-delete"
-				if wh.Name == update.Name {
+				if wh.Name == update.Name || wh.Name == subresource.Name {
 					path = "/validate-update"
 				}
 				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
@@ -102,7 +125,8 @@ func TestGuardWebhooks(t *testing.T) {
 					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at %s",
 						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig, path)
 				}
-				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})
+				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, NamespaceSelector: wh.NamespaceSelector,
+					MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nguard webhooks: -want, +got:\n%s", tc.reason, diff)
@@ -189,5 +213,28 @@ func TestReadOnlyGuardValues(t *testing.T) {
 				t.Errorf("%s\nread-only flags: -want, +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestReadOnlyEveryoneRefused: values.schema.json refuses, as lockguard
+// does at start (webhook.ParseExemptions), an exempt principal that holds
+// every user or every ServiceAccount (issue 36); a namespace's
+// ServiceAccounts and system:masters are accepted.
+func TestReadOnlyEveryoneRefused(t *testing.T) {
+	requireHelm(t)
+	for _, p := range []string{"group:system:authenticated", "group:system:unauthenticated", "group:system:serviceaccounts", "system:anonymous"} {
+		t.Run(p, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"readOnly.exemptPrincipals={alice," + p + "}"}})
+			if want := "/readOnly/exemptPrincipals/1"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("readOnly.exemptPrincipals={alice,%s}: helm template error %v; want one naming %s", p, err, want)
+			}
+		})
+	}
+	set := []string{"readOnly.exemptPrincipals={group:system:serviceaccounts:navique-system,group:system:masters,system:serviceaccount:a:b}"}
+	d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{Set: set}), "Deployment", "lockguard"))
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--read-only-exempt=group:system:serviceaccounts:navique-system") {
+		t.Errorf("%s: args %v; want the namespace's ServiceAccounts exempt", set, args)
 	}
 }

@@ -165,16 +165,21 @@ func installSuiteWebhook(ctx context.Context, wh *framework.LocalWebhook) error 
 			return err
 		}
 		for _, w := range webhooks {
+			// The chart's own selector (the subresource entry's) is kept,
+			// the requirement added to it.
 			sel, _, err := unstructured.NestedMap(w.(map[string]any), "namespaceSelector")
 			if err != nil {
 				return err
 			}
-			if len(sel) != 0 {
-				return fmt.Errorf("webhook %v has a namespaceSelector already: %v", w.(map[string]any)["name"], sel)
+			if sel == nil {
+				sel = map[string]any{}
 			}
-			w.(map[string]any)["namespaceSelector"] = map[string]any{"matchExpressions": []any{
-				map[string]any{"key": ownWebhookLabel, "operator": "DoesNotExist"},
-			}}
+			exprs, _, err := unstructured.NestedSlice(sel, "matchExpressions")
+			if err != nil {
+				return fmt.Errorf("webhook %v: %w", w.(map[string]any)["name"], err)
+			}
+			sel["matchExpressions"] = append(exprs, map[string]any{"key": ownWebhookLabel, "operator": "DoesNotExist"})
+			w.(map[string]any)["namespaceSelector"] = sel
 		}
 		if err := unstructured.SetNestedSlice(o.Object, webhooks, "webhooks"); err != nil {
 			return err

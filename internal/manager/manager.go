@@ -331,7 +331,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username
-		mgr.GetWebhookServer().Register(webhook.UpdatePath, review(webhook.NewUpdateHandler(handler, exempt)))
+		mgr.GetWebhookServer().Register(webhook.UpdatePath, review(webhook.NewUpdateHandler(handler, exempt, apiParents{mapper: mgr.GetRESTMapper(), reader: mgr.GetAPIReader()})))
 	}
 	// The status says GuardDisabled, never InForce, when no update guard
 	// serves.

@@ -26,6 +26,15 @@ import (
 // each write that changes the webhooks) or a new UID (deleted and
 // created again): those count as a change, so the replica holds off for
 // the TTL even when the entry it finds is valid.
+//
+// It watches the Lock-create entry alone, not the update guard's entries
+// (update. and subresource.lockguard.core.navique.com) nor the delete
+// guards': only the create entry backs a proof the replica decides from
+// (every Lock create was announced to it, so its cache lacks no Lock),
+// and only there has the replica a safe fallback while the entry is
+// relaxed (confirming with the API server). An update the API server no
+// longer sends is one no replica can refuse, whatever it watches
+// (docs/limits.md, ReadOnly).
 type EntryWatch struct {
 	t    *Tracker
 	lw   cache.ListerWatcher

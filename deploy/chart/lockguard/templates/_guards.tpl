@@ -19,6 +19,19 @@ guard, which tells the requests apart by kind.
   and the exempt principals (readOnly.exemptPrincipals and lockguard's own
   ServiceAccount; lockguard checks them again itself). It calls
   /validate-update.
+- readOnly, its second entry (subresource): the UPDATEs of every
+  subresource but status (scale, any other) of core.navique.com objects,
+  which the first entry's resources leave out. The API server reviews a
+  scale with autoscaling/v1 Scale objects, which carry none of the
+  object's labels, so an objectSelector cannot pick the frozen objects
+  out: this entry selects namespaces instead, those lockguard labels
+  core.navique.com/has-locks=true (namespaceSelector; only with
+  guards.namespace.enabled, without which it sends every such update of
+  the group), and lockguard reads the object's labels itself. A
+  subresource update of an object under no ReadOnly Lock in such a
+  namespace is reviewed (and allowed); one in a namespace without Locks
+  never calls lockguard. Same matchConditions, and a first one that
+  skips the main resource and the status subresource.
 The namespace and CRD entries fail closed (webhook.failurePolicy): a
 namespace or CRD that may hold a locked object is never deleted because
 lockguard could not answer; the readOnly entry too: a frozen object is not
@@ -68,6 +81,7 @@ changed because lockguard could not answer.
       expression: "request.resource.resource != 'locks'"
     - name: not-exempt
       expression: {{ include "lockguard.notExempt" $ctx | quote }}
+  {{- template "lockguard.subresourceWebhook" $ctx }}
   {{- else }}
   rules:
     - apiGroups: ["apiextensions.k8s.io"]
@@ -81,6 +95,48 @@ changed because lockguard could not answer.
   {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{- /*
+lockguard.subresourceWebhook renders the readOnly guard's subresource
+entry (lockguard.guardWebhooks says what it selects and why), after its
+update entry.
+*/ -}}
+{{- define "lockguard.subresourceWebhook" -}}
+{{- $ctx := . }}
+- name: subresource.lockguard.core.navique.com
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service:
+      name: {{ include "lockguard.webhookServiceName" $ctx }}
+      namespace: {{ $ctx.Release.Namespace }}
+      path: /validate-update
+      port: {{ $ctx.Values.webhook.servicePort }}
+    {{- if not $ctx.Values.certManager.enabled }}
+    caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
+    {{- end }}
+  failurePolicy: {{ $ctx.Values.webhook.failurePolicy }}
+  matchPolicy: Equivalent
+  sideEffects: NoneOnDryRun
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  {{- if $ctx.Values.guards.namespace.enabled }}
+  namespaceSelector:
+    matchLabels:
+      core.navique.com/has-locks: "true"
+  {{- end }}
+  rules:
+    - apiGroups: ["core.navique.com"]
+      apiVersions: ["*"]
+      operations: ["UPDATE"]
+      resources: ["*/*"]
+      scope: Namespaced
+  matchConditions:
+    - name: subresource-not-status
+      expression: "has(request.subResource) && request.subResource != 'status'"
+    - name: not-a-lock
+      expression: "request.resource.resource != 'locks'"
+    - name: not-exempt
+      expression: {{ include "lockguard.notExempt" $ctx | quote }}
 {{- end }}
 
 {{- /*
