@@ -49,7 +49,7 @@ func fakeGroup() *fakediscovery.FakeDiscovery {
 // FuzzStatusIsTheWebhooksDecision feeds odd but valid Lock specs (as the
 // CRD accepts them: any case, plurals, other groups, versions that are not
 // served, names up to the length limits) to the reconciler's decision
-// against a fixed discovery picture (fakeGroup), and checks LOCK-SPEC rule
+// against a fixed discovery picture (fakeGroup), and checks docs/contract.md rule
 // 13 by construction: the status says Active (its target existing) exactly
 // when a DELETE of the target, of the kind the API server serves, finds
 // the Lock in the webhook's index; and the annotation is then kept by the

@@ -46,7 +46,7 @@ type auditEvent struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// Test15AuditAnnotations (LOCK-SPEC rule 14): the API server's audit log
+// Test15AuditAnnotations (docs/contract.md rule 14): the API server's audit log
 // records, for each guard's decision, lockguard's audit annotations under
 // the name of the webhook entry that asked: the decision, the guard and
 // the Locks that denied it. Read from a real kube-apiserver's audit log.

@@ -395,7 +395,7 @@ func Test07NamespaceDeletion(t *testing.T) {
 	})
 }
 
-// Test07NamespaceGuardedOnCreate (LOCK-SPEC rule 11, the label's gap): the
+// Test07NamespaceGuardedOnCreate (docs/contract.md rule 11, the label's gap): the
 // replica that admits a Lock create puts the has-locks label on the Lock's
 // namespace before allowing it, and the reconciler keeps the label while
 // the create is pending, so a namespace delete sent the moment a Lock's

@@ -22,7 +22,7 @@ import (
 const pendingSelectorLabel = "lockguard-e2e-w"
 
 // Test14SelectorPendingAcrossReplicas is Test14PendingAcrossReplicas's
-// first part for selector Locks (LOCK-SPEC rule 15: the same strictness
+// first part for selector Locks (docs/contract.md rule 15: the same strictness
 // right after the Lock's create): a selector Lock, and an empty-selector
 // Lock, admitted by other replicas protect what they cover at a replica the
 // moment their create returns, though that replica decides from its cache

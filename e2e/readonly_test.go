@@ -19,7 +19,7 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// Test16ReadOnly (LOCK-SPEC rule 16) against the lockguard binary, as the
+// Test16ReadOnly (docs/contract.md rule 16) against the lockguard binary, as the
 // chart installs it (its own ServiceAccount, the chart's update entry and
 // exempt principals): a ReadOnly Lock's freeze comes into force, a
 // person's spec patch is refused naming the Lock while the chart's exempt

@@ -15,7 +15,7 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// Test15SelectorLocks (LOCK-SPEC rule 15) against the binary, as the chart
+// Test15SelectorLocks (docs/contract.md rule 15) against the binary, as the chart
 // installs it, with the garbage collector and namespace controller
 // running: a {} Lock denies deleting an object created after it (for
 // real, not only as a dry run) and the namespace; a tier=db Lock covers an

@@ -78,7 +78,7 @@ func requestsByMethod(ctx context.Context) (map[string]int, error) {
 	return out, nil
 }
 
-// Test13StatusTruthAndQuietMinute (LOCK-SPEC rule 13, issue 11): with a
+// Test13StatusTruthAndQuietMinute (docs/contract.md rule 13, issue 11): with a
 // steady mix of valid, misspelled, missing and invalid Locks in several
 // namespaces, every Lock's status tells the truth (framework
 // CheckLockStatusTruth: Active means a dry-run DELETE of the target is
@@ -172,6 +172,6 @@ func Test13StatusTruthAndQuietMinute(t *testing.T) {
 	}
 	report(t, "lockguard's requests over a quiet %s with %d Locks in %d namespaces, by method: %v", quietMinute, locks, len(namespaces), delta)
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13 after the quiet minute:\n%v", err)
+		t.Errorf("docs/contract.md rule 13 after the quiet minute:\n%v", err)
 	}
 }

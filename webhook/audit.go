@@ -8,7 +8,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// Audit annotation keys of every decision (LOCK-SPEC rule 14). The API
+// Audit annotation keys of every decision (docs/contract.md rule 14). The API
 // server records them in the audit event as "<webhook name>/<key>".
 const (
 	AuditDecision = "decision"

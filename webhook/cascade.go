@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The cascade guard (LOCK-SPEC rule 6): the DELETE of an owner that the
+// The cascade guard (docs/contract.md rule 6): the DELETE of an owner that the
 // object guard allows is denied when the garbage collector would, as a
 // result, delete a locked object, so that a cascade is all or nothing
 // rather than stopped half-way at the locked object (whose own delete the

@@ -25,7 +25,7 @@ func (g crdGuard) decide(ctx context.Context, req Request, kind string) (decisio
 	}), true
 }
 
-// decideCRD answers the DELETE of a CustomResourceDefinition (LOCK-SPEC
+// decideCRD answers the DELETE of a CustomResourceDefinition (docs/contract.md
 // rule 12), which removes its objects without admission: the CRD of a
 // core.navique.com kind is denied while a live Lock protects an object of
 // that kind that exists, and the Lock CRD while any live Lock exists, as

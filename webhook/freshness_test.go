@@ -71,7 +71,7 @@ func TestFreshness(t *testing.T) {
 			wantConfirmed: []string{"cold"},
 		},
 		"PendingWhileIndexDenies": {
-			reason:        "A pending create of a target the index already has a Lock of: the denial names both Locks, each once (LOCK-SPEC rule 14; found by Test14PendingAcrossReplicas under load).",
+			reason:        "A pending create of a target the index already has a Lock of: the denial names both Locks, each once (docs/contract.md rule 14; found by Test14PendingAcrossReplicas under load).",
 			mayLack:       true,
 			pending:       true,
 			indexed:       true,

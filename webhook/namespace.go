@@ -25,7 +25,7 @@ func (g namespaceGuard) decide(ctx context.Context, req Request, kind string) (d
 	}), true
 }
 
-// decideNamespace answers the DELETE of a Namespace (LOCK-SPEC rule 11): it
+// decideNamespace answers the DELETE of a Namespace (docs/contract.md rule 11): it
 // is denied while a live Lock in it protects an object that exists and is
 // not being deleted, as the API server says. A namespace already
 // terminating is allowed (its delete was decided when it began); one whose

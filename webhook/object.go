@@ -15,7 +15,7 @@ import (
 
 // objectGuard denies the DELETE of a core.navique.com object that live
 // Locks in its namespace cover: target, or select by the labels of the
-// request's oldObject (LOCK-SPEC rules 1 to 3, 10, 15).
+// request's oldObject (docs/contract.md rules 1 to 3, 10, 15).
 type objectGuard struct {
 	locks *lockReader
 }

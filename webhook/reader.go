@@ -114,7 +114,7 @@ type Freshness interface {
 // yet (in lockguard, internal/peers: a pending marker), whether or not the
 // replica is warm. Where the index already has a Lock of the target, the
 // delete is denied either way; the API server is read only then, so that
-// the denial names every Lock (LOCK-SPEC rule 14). Like MayLack, it is
+// the denial names every Lock (docs/contract.md rule 14). Like MayLack, it is
 // asked before the index.
 type PendingCreates interface {
 	PendingCreate(key lockv1alpha1.TargetKey) bool
@@ -190,7 +190,7 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		}
 		found[i], cached = locks, cached || len(locks) > 0
 	}
-	// A denial names every Lock that covers the object (LOCK-SPEC rule
+	// A denial names every Lock that covers the object (docs/contract.md rule
 	// 14): when a create of a Lock of one of objs is pending
 	// (PendingCreates), the API server is read even if the index already
 	// denies. Otherwise the index's Locks deny at once: reading on every

@@ -48,7 +48,7 @@ func stackDelete(name string, labels map[string]string) Request {
 	return r
 }
 
-// TestSelectorGuards: every guard follows selector Locks (LOCK-SPEC rule
+// TestSelectorGuards: every guard follows selector Locks (docs/contract.md rule
 // 15), from the cache and, where the cache would allow, from the API
 // server's Locks; a delete whose object's labels cannot be read is refused
 // while a selector Lock could cover it.

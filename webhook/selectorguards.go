@@ -10,7 +10,7 @@ import (
 )
 
 // selectorProtects reports whether the live selector Lock l protects
-// something a namespace or CRD delete would remove (LOCK-SPEC rule 15):
+// something a namespace or CRD delete would remove (docs/contract.md rule 15):
 // for a namespace delete (kind empty), its namespace itself when its
 // selector is empty, or an existing object of its namespace it covers; for
 // a CRD delete, an existing object of kind it covers. Objects are read from

@@ -21,7 +21,7 @@ import (
 	"github.com/navique/lockguard/internal/transport"
 )
 
-// The update guard of ReadOnly Locks (LOCK-SPEC rules 7 and 16): an UPDATE
+// The update guard of ReadOnly Locks (docs/contract.md rules 7 and 16): an UPDATE
 // (a PATCH arrives as one) of a core.navique.com object that a live
 // ReadOnly Lock covers is refused when it changes what ReadOnly freezes
 // (lockv1alpha1.FrozenChange), unless an exempt principal sends it. The

@@ -13,7 +13,7 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// The update guard's subresources (LOCK-SPEC rule 16, issue 36): an
+// The update guard's subresources (docs/contract.md rule 16, issue 36): an
 // UPDATE through any subresource but status (scale, any other) writes
 // the object as much as an UPDATE of the object does, so under a ReadOnly
 // Lock it is refused. The chart's subresource entry sends them (its

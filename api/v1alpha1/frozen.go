@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// What a ReadOnly Lock freezes (LOCK-SPEC rule 16): the rule is written
+// What a ReadOnly Lock freezes (docs/contract.md rule 16): the rule is written
 // here once, and the update guard (webhook/update.go) and anything else
 // that must tell a frozen change from a free one derive from it.
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// What a Lock covers, targetRef or selector (LOCK-SPEC rules 1, 2 and 15):
+// What a Lock covers, targetRef or selector (docs/contract.md rules 1, 2 and 15):
 // the rule is written here once, and every guard, the Lock index, the
 // reconciler and kubectl lock derive from it.
 
@@ -154,7 +154,7 @@ func (l *Lock) Scope() error {
 	return err
 }
 
-// Live reports whether the Lock counts (LOCK-SPEC rule 2): it is not being
+// Live reports whether the Lock counts (docs/contract.md rule 2): it is not being
 // deleted and its scope is valid (Scope).
 func (l *Lock) Live() bool {
 	return l.DeletionTimestamp == nil && l.Scope() == nil

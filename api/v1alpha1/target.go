@@ -17,7 +17,7 @@ var ErrNotProtectable = errors.New("only " + Group + " resources can be locked")
 
 // CreateRefusedRetry is in lockguard's answer to a Lock create it refuses,
 // retryably (HTTP 503), because a replica could not be told about the Lock
-// first (LOCK-SPEC rule 13; internal/peers): the same create may succeed a
+// first (docs/contract.md rule 13; internal/peers): the same create may succeed a
 // moment later.
 const CreateRefusedRetry = "the Lock was not created because every lockguard replica must know of it first; retry"
 
@@ -83,7 +83,7 @@ func (l *Lock) Target() (TargetKey, error) {
 }
 
 // LiveTarget returns the key of the object the Lock protects, and whether
-// the Lock counts (LOCK-SPEC rule 2): it is not being deleted and its
+// the Lock counts (docs/contract.md rule 2): it is not being deleted and its
 // target is valid. A delete of the object is denied while a live Lock
 // targets it. A selector Lock has no target: false (see Covers and Live).
 func (l *Lock) LiveTarget() (TargetKey, bool) {

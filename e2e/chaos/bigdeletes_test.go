@@ -26,7 +26,7 @@ import (
 )
 
 // The bigWorker sends the deletes that remove many objects at once
-// (LOCK-SPEC rules 6, 11 and 12), in namespaces and kinds of its own so
+// (docs/contract.md rules 6, 11 and 12), in namespaces and kinds of its own so
 // that the other clients' namespaces and kinds are never disturbed:
 //
 //   - episodes: a scratch namespace with a Stack "owner" that owns a
@@ -152,7 +152,7 @@ func newBigWorker(prefix string, cfg *rest.Config, opts client.Options, seed uin
 	return b, err
 }
 
-// warningCounter counts the API server's warnings (LOCK-SPEC rule 14: an
+// warningCounter counts the API server's warnings (docs/contract.md rule 14: an
 // allowed delete a user might not expect carries one).
 type warningCounter struct{ n *atomic.Int64 }
 

@@ -893,14 +893,14 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 		return problems, nil
 	}
 	// Converged as the checker expects: every status also tells the truth
-	// to the API server (LOCK-SPEC rule 13; a dry-run DELETE of each active
+	// to the API server (docs/contract.md rule 13; a dry-run DELETE of each active
 	// Lock's target, which deletes nothing).
 	namespaces := make([]string, 0, len(workers))
 	for _, w := range workers {
 		namespaces = append(namespaces, w.ns)
 	}
 	if err := framework.NewKube(h.admin, "", "").CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
-		problems = append(problems, "LOCK-SPEC rule 13: "+err.Error())
+		problems = append(problems, "docs/contract.md rule 13: "+err.Error())
 	}
 	return problems, nil
 }

@@ -26,7 +26,7 @@ const (
 	kindCollection                           // deletecollection of the kind in the namespace (kubectl delete --all)
 	kindDryRunCollection                     // the same as a server-side dry run
 	kindCascade                              // background DELETE of the owner: the garbage collector deletes the child
-	kindNamespace                            // DELETE of a namespace (LOCK-SPEC rule 11)
+	kindNamespace                            // DELETE of a namespace (docs/contract.md rule 11)
 	kindCRD                                  // DELETE of a core.navique.com CustomResourceDefinition (rule 12)
 	kindOwnerBackground                      // DELETE of a locked object's owner, propagation Background (rule 6)
 	kindOwnerForeground                      // the same, propagation Foreground

@@ -50,7 +50,7 @@ func isDenial(err error) bool {
 }
 
 // updateDenialPrefix starts the API server's error for an update that
-// lockguard refused under a ReadOnly Lock (LOCK-SPEC rule 16).
+// lockguard refused under a ReadOnly Lock (docs/contract.md rule 16).
 const updateDenialPrefix = `admission webhook "update.lockguard.core.navique.com" denied the request: resource is read-only under Lock(s) [`
 
 // isUpdateDenial reports whether err is lockguard's refusal of an update.
@@ -67,7 +67,7 @@ const setLabel = "chaos.navique.com/set"
 var setValues = []string{"a", "b"}
 
 // cascadeDenial is in the API server's error for an owner delete denied
-// by rule 6's cascade guard (LOCK-SPEC: the message starts with it).
+// by rule 6's cascade guard (docs/contract.md: the message starts with it).
 const cascadeDenial = `denied the request: resource would cascade-delete resources protected by Lock(s) [`
 
 // isCascadeDenial reports whether err is lockguard's denial of an owner

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -290,7 +291,7 @@ func checkPodSecurity(ctx context.Context, t *testing.T, c client.Client, ns str
 		Spec:       *d.Spec.Template.Spec.DeepCopy(),
 	}
 	escalating := pod.DeepCopy()
-	escalating.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr(true)
+	escalating.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
 	err := c.Create(ctx, escalating, client.DryRunAll)
 	if err == nil || !strings.Contains(err.Error(), "violates PodSecurity") {
 		t.Fatalf("a pod allowing privilege escalation in %s: got %v; want it refused by PodSecurity (is the check real?)", ns, err)
@@ -299,8 +300,6 @@ func checkPodSecurity(ctx context.Context, t *testing.T, c client.Client, ns str
 		t.Errorf("lockguard's pod does not pass the restricted Pod Security Standard: %v", err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // testPolicy applies the chart's ValidatingAdmissionPolicy and its binding
 // alone (no webhook, no lockguard) and checks that the API server denies
@@ -609,7 +608,7 @@ func checkServiceMonitor(ctx context.Context, t *testing.T, cfg *rest.Config, c 
 	if err := c.Get(ctx, client.ObjectKeyFromObject(scraper), sa); err != nil {
 		t.Fatal(err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600))}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		t.Fatalf("requesting a token for %s: %v", sa.Name, err)
 	}

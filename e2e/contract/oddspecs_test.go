@@ -81,6 +81,6 @@ func TestOddSpecs(t *testing.T) {
 		}
 	}
 	if err := kube.CheckLockStatusTruth(t.Context(), framework.TruthOptions{Namespaces: []string{ns}}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13:\n%v", err)
+		t.Errorf("docs/contract.md rule 13:\n%v", err)
 	}
 }

@@ -63,7 +63,7 @@ func TestQuietCluster(t *testing.T) {
 	all := suite.requests.Since(mark, func(framework.Request) bool { return true })
 	t.Logf("lockguard's requests over the quiet %s: %d, none of them writes in the test's namespaces or cluster-scoped:\n%s", quietWindow, len(all), framework.Summary(all))
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13 after the quiet window:\n%v", err)
+		t.Errorf("docs/contract.md rule 13 after the quiet window:\n%v", err)
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // renders.
 const naviqueOperator = "system:serviceaccount:navique-system:navique-operator"
 
-// TestReadOnly: a ReadOnly Lock (LOCK-SPEC rules 7 and 16) labels what it
+// TestReadOnly: a ReadOnly Lock (docs/contract.md rules 7 and 16) labels what it
 // covers and says so (ReadOnly condition InForce, after Pending if the
 // reconciler was seen before the labels), then refuses a person's spec
 // change (UPDATE and PATCH, dry run alike) and label removal, naming the
@@ -123,7 +123,7 @@ func TestReadOnly(t *testing.T) {
 
 // TestReadOnlyNeverAsked: an object under no ReadOnly Lock (none, or a
 // CanNotDelete Lock) is updated without any call to lockguard: its update
-// guard's review count does not move (LOCK-SPEC rule 7).
+// guard's review count does not move (docs/contract.md rule 7).
 func TestReadOnlyNeverAsked(t *testing.T) {
 	inProcess(t)
 	ns := kube.NewNamespace(t, "roquiet")

@@ -32,7 +32,7 @@ import (
 // the scale of an object in the same namespace that no ReadOnly Lock
 // covers, the exempt navique operator's scale and a status update go
 // through. A scale in a namespace without Locks never calls lockguard
-// (LOCK-SPEC rule 7).
+// (docs/contract.md rule 7).
 func TestReadOnlySubresources(t *testing.T) {
 	inProcess(t)
 	gvk := scaledKind(t)

@@ -22,7 +22,7 @@ func unstructuredLock(ns, name string, spec map[string]any) *unstructured.Unstru
 	return u
 }
 
-// TestScopeAPI: the API server itself (the CRD's schema and CEL rules, LOCK-SPEC
+// TestScopeAPI: the API server itself (the CRD's schema and CEL rules, docs/contract.md
 // rules 13 and 15) rejects a Lock with both or neither of targetRef and
 // selector, a selector Kubernetes would not parse, and any change of a
 // Lock's scope, each with a message that says how to fix it.

@@ -36,7 +36,7 @@ func relabel(t *testing.T, ns, name, value string) {
 }
 
 // TestSelectorAnnotations: the reconciler follows selector Locks live
-// (LOCK-SPEC rules 4 and 15): every object a selector Lock covers carries
+// (docs/contract.md rules 4 and 15): every object a selector Lock covers carries
 // the lock annotation naming it, including one created or labelled after
 // the Lock, and one relabelled out of it loses it; a live selector Lock is
 // active once its namespace carries the has-locks label, and one whose

@@ -78,7 +78,7 @@ func TestSelectorKindsTruthful(t *testing.T) {
 	waitAnnotation(t, mixed, "db", both.Name)
 
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: []string{nothing, mixed}}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13:\n%v", err)
+		t.Errorf("docs/contract.md rule 13:\n%v", err)
 	}
 }
 

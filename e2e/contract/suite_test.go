@@ -4,7 +4,7 @@
 // calls over TLS through the chart's ValidatingWebhookConfiguration. Its
 // test files are named after what they check:
 //
-//   - the Lock contract (LOCK-SPEC), each rule once: annotations, cascade,
+//   - the Lock contract (docs/contract.md), each rule once: annotations, cascade,
 //     contract, crdguard, deny, eventnote, failclosed, guardscale,
 //     latecrd, nsguard, observability, oddspecs, peers, quiet, scopeapi,
 //     selector, status, targets, truth, upgrade;

@@ -18,7 +18,7 @@ import (
 // Kind-shaped (the CRD's CEL rule).
 const kindMessage = "kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 
-// TestMisspelledKinds (LOCK-SPEC rule 13): a Lock whose kind is spelled
+// TestMisspelledKinds (docs/contract.md rule 13): a Lock whose kind is spelled
 // other than as the API serves it (stack, stacks, Stacks, StAck) never
 // reports itself active. The API server refuses the spellings that are
 // not Kind-shaped, with a message that says what to write; lockguard
@@ -63,7 +63,7 @@ func TestMisspelledKinds(t *testing.T) {
 		})
 	}
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: []string{nsA, nsB}}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13:\n%v", err)
+		t.Errorf("docs/contract.md rule 13:\n%v", err)
 	}
 
 	// The correctly locked Stack in the other namespace is left alone.

@@ -113,7 +113,7 @@ func TestKindRuleUpgrade(t *testing.T) {
 	}
 	kube.WaitLockStatus(t, legacy, misspelled)
 	if err := kube.CheckLockStatusTruth(t.Context(), framework.TruthOptions{Namespaces: []string{ns}}); err != nil {
-		t.Errorf("LOCK-SPEC rule 13 after the upgrade:\n%v", err)
+		t.Errorf("docs/contract.md rule 13 after the upgrade:\n%v", err)
 	}
 	if err := kube.AnnotationIs(framework.StackGVK, ns, "old", "")(t.Context()); err != nil {
 		t.Error(err)

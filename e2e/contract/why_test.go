@@ -250,7 +250,7 @@ func TestWhyObjects(t *testing.T) {
 	leafErr := dryRunDelete(t, framework.StackGVK, ns, "leaf")
 	kube.WantDenied(t, leafErr, leafLock)
 	if !w.Deletion.Blocked || !slices.Equal(w.Deletion.Locks, []string{"leaf-lock"}) || len(w.Direct) != 0 ||
-		len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "cascade guard (LOCK-SPEC rule 6)") || !strings.Contains(w.Notes[0], "--cascade=orphan") {
+		len(w.Notes) != 1 || !strings.Contains(w.Notes[0], "cascade guard (docs/contract.md rule 6)") || !strings.Contains(w.Notes[0], "--cascade=orphan") {
 		t.Errorf("why stack/top: deletion %+v, direct %v, notes %q; want denied by the cascade guard, naming leaf-lock, with both ways out", w.Deletion, w.Direct, w.Notes)
 	}
 	// The middle owner reaches leaf in one step; keeper reaches nothing

@@ -65,7 +65,7 @@ type TruthOptions struct {
 	AllowPending bool
 }
 
-// CheckLockStatusTruth checks LOCK-SPEC rule 13 against the API server and
+// CheckLockStatusTruth checks docs/contract.md rule 13 against the API server and
 // returns one error per violation, joined (nil when none):
 //
 //   - for every Lock whose status says active, a server-side dry-run DELETE

@@ -11,7 +11,7 @@ import (
 	"github.com/navique/lockguard/hack/bench/measure"
 )
 
-// runCascade measures the cascade guard (LOCK-SPEC rule 6) on a control
+// runCascade measures the cascade guard (docs/contract.md rule 6) on a control
 // plane of its own: the decision time for an owner of many dependents and
 // the memory of the metadata caches every replica keeps for it.
 func runCascade(ctx context.Context, o options, r *report) error {

@@ -1,5 +1,5 @@
 // Package denials writes status.lastDenied on the Locks that refuse
-// requests (LOCK-SPEC rule 14; issue 24's "who tried"): the last refused
+// requests (docs/contract.md rule 14; issue 24's "who tried"): the last refused
 // request (time, user, operation, kind and name of the object) and how
 // many the Lock has refused.
 //

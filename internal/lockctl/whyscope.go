@@ -45,7 +45,7 @@ type whyRequirement struct {
 }
 
 // whyUpdate is what lockguard does with an UPDATE or PATCH of a resource's
-// spec and metadata (LOCK-SPEC rules 7 and 16). Which ReadOnly Locks cover
+// spec and metadata (docs/contract.md rules 7 and 16). Which ReadOnly Locks cover
 // the resource, and their freeze, are read from the Locks (Lock.Covers,
 // their level and their ReadOnly condition); whether lockguard refuses the
 // asking user's update is the API server's answer to that user's

@@ -99,7 +99,7 @@ type Options struct {
 	CacheOnlyDecisions bool
 
 	// CascadeGuard is what the webhook does with the DELETE of an owner
-	// whose cascade would delete a locked object (LOCK-SPEC rule 6):
+	// whose cascade would delete a locked object (docs/contract.md rule 6):
 	// webhook.CascadeDeny (the default, for ""), CascadeWarn or CascadeOff.
 	// Except with Off, every replica keeps metadata caches of the group's
 	// kinds, indexed by owner (readmodel.OwnerIndex).

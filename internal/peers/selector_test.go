@@ -10,7 +10,7 @@ import (
 )
 
 // TestSelectorLockMarker: a pending selector Lock makes every object of its
-// namespace confirmed with the API server (LOCK-SPEC rule 15: the same
+// namespace confirmed with the API server (docs/contract.md rule 15: the same
 // strictness right after the create as a targetRef Lock), none elsewhere,
 // until its Lock is delivered.
 func TestSelectorLockMarker(t *testing.T) {

@@ -44,7 +44,7 @@ var errOwnersNotDiscovered = errors.New("the kinds of the group have not been di
 // informers of those kinds: the same informers as the reconciler's target
 // watches (one per kind in the manager's cache), started on every replica
 // so that every replica's webhook can walk a cascade (the cascade guard,
-// LOCK-SPEC rule 6). Each informer is indexed by owner UID; the objects
+// docs/contract.md rule 6). Each informer is indexed by owner UID; the objects
 // keep what CacheTransform keeps of them (UID, owner references, the
 // garbage collector's finalizers, deletionTimestamp).
 //

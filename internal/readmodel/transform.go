@@ -20,7 +20,7 @@ import (
 //     resourceVersion, deletionTimestamp, the lock annotation and the
 //     has-locks label: the reconciler patches those alone. A namespaced
 //     object (a target) keeps all its labels, which selector Locks match
-//     (LOCK-SPEC rule 15); a cluster-scoped one only the has-locks label. For the owner
+//     (docs/contract.md rule 15); a cluster-scoped one only the has-locks label. For the owner
 //     index (OwnerIndex) and the cascade guard it also keeps its UID, its
 //     owner references (without their controller and blockOwnerDeletion
 //     flags) and, of its finalizers, only the garbage collector's

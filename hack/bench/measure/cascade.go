@@ -21,7 +21,7 @@ import (
 )
 
 // CascadeResult is what MeasureCascade measured: the cascade guard's
-// (LOCK-SPEC rule 6) decision time for an owner of many dependents, and
+// (docs/contract.md rule 6) decision time for an owner of many dependents, and
 // the memory of the metadata caches it keeps on every replica.
 type CascadeResult struct {
 	// Descendants is how many Stacks the owner owns.

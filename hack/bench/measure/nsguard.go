@@ -19,7 +19,7 @@ import (
 )
 
 // NamespaceGuardResult is the namespace guard's decision time (issue 12,
-// LOCK-SPEC rule 11): server-side dry-run DELETEs of namespaces through
+// docs/contract.md rule 11): server-side dry-run DELETEs of namespaces through
 // the API server, one at a time, interleaved.
 type NamespaceGuardResult struct {
 	// Locks is the number of Locks in each guarded namespace.
