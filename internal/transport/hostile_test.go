@@ -16,8 +16,9 @@ import (
 )
 
 // testServer starts a Server of o on a free loopback port with a
-// self-signed certificate (HTTP/1.1 only) and handlers registered by
-// register, and returns its address; it stops when the test ends.
+// self-signed certificate (HTTP/1.1 only, unless o.TLSOpts say otherwise)
+// and handlers registered by register, and returns its address; it stops
+// when the test ends.
 func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
 	t.Helper()
 	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
@@ -29,7 +30,7 @@ func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
 		t.Fatal(err)
 	}
 	o.Host, o.Port = "127.0.0.1", freePort(t)
-	o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}
+	o.TLSOpts = append([]func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}, o.TLSOpts...)
 	s := NewServer(o)
 	register(s)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,10 +3,13 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -204,5 +207,97 @@ func TestShareEnter(t *testing.T) {
 				t.Errorf("%s\nafter every request left, requests and sources counted: -want +got:\n%s", tc.reason, diff)
 			}
 		})
+	}
+}
+
+// TestOneHTTP2ConnectionCannotHoldTheGate: the streams of one HTTP/2
+// connection count to its source address: four review bodies stalled on
+// one connection from 127.0.0.2 hold the four slots, and a review from
+// 127.0.0.1 is answered 200 in place of one of them, which is answered
+// 429 (issue 36, item 1).
+func TestOneHTTP2ConnectionCannotHoldTheGate(t *testing.T) {
+	g := NewGate(Limits{MaxInFlight: 4}, nil)
+	addr := testServer(t, ServerOptions{TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }}}, func(s *Server) {
+		s.Register("/validate-delete", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			g.Serve(w, r, MaxReviewSize, func(_ context.Context, body *Body) { _, _ = w.Write(body.Bytes()) })
+		}))
+	})
+	hostile := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true},
+		ForceAttemptHTTP2: true,
+		DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext,
+	}}
+	type answer struct {
+		status int
+		body   string
+		proto  int
+	}
+	answers := make(chan answer, 4)
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]bool{}
+		pipes []*io.PipeWriter
+	)
+	defer func() {
+		for _, pw := range pipes {
+			pw.CloseWithError(errors.New("test over"))
+		}
+	}()
+	for range 4 {
+		pr, pw := io.Pipe()
+		pipes = append(pipes, pw)
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+			mu.Lock()
+			conns[i.Conn] = true
+			mu.Unlock()
+		}}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodPost, "https://"+addr+"/validate-delete", pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = 1000
+		go func() {
+			resp, err := hostile.Do(req)
+			if err != nil {
+				answers <- answer{body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers <- answer{status: resp.StatusCode, body: strings.TrimSpace(string(b)), proto: resp.ProtoMajor}
+		}()
+		if _, err := pw.Write([]byte("{")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if s, _ := gateHeld(g); s == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			s, _ := gateHeld(g)
+			t.Fatalf("the stalled streams from 127.0.0.2 hold %d slots within 10 s, want 4", s)
+		}
+	}
+	mu.Lock()
+	if len(conns) != 1 {
+		t.Errorf("the 4 stalled streams went over %d connections, want 1", len(conns))
+	}
+	mu.Unlock()
+	if status, body := postFrom(t, "127.0.0.1", addr, "/validate-delete", `{"review":1}`); status != http.StatusOK || body != `{"review":1}` {
+		t.Errorf("a review from 127.0.0.1 while 4 streams from 127.0.0.2 stall: HTTP %d %q, want 200 and its body echoed", status, body)
+	}
+	select {
+	case a := <-answers:
+		if a.proto != 2 || a.status != http.StatusTooManyRequests || a.body != refusals[RefusedCutOff] {
+			t.Errorf("the stream cut off: HTTP/%d %d %q, want HTTP/2 429 %q", a.proto, a.status, a.body, refusals[RefusedCutOff])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no stalled stream answered within 10 s of the review from 127.0.0.1")
+	}
+	// The other three still stall.
+	if s, _ := gateHeld(g); s != 3 {
+		t.Errorf("after the review, %d slots held, want the 3 streams still stalled", s)
 	}
 }
