@@ -301,3 +301,56 @@ func TestOneHTTP2ConnectionCannotHoldTheGate(t *testing.T) {
 		t.Errorf("after the review, %d slots held, want the 3 streams still stalled", s)
 	}
 }
+
+// TestByteVictim: whose body a request that finds the byte budget full
+// cuts off.
+func TestByteVictim(t *testing.T) {
+	type req struct {
+		from  string
+		bytes int64
+		read  bool // its body has arrived
+	}
+	cases := map[string]struct {
+		reason string
+		held   []req
+		need   int64
+		want   int // index in held of the request cut off; -1: none
+	}{
+		"LargestOfTop": {reason: "The largest arriving body of the source holding the most.", need: 4,
+			held: []req{{"127.0.0.2", 10, false}, {"127.0.0.2", 30, false}, {"127.0.0.3", 20, false}, {"127.0.0.1", 0, false}}, want: 1},
+		"ArrivedNotCut": {reason: "A body that has arrived is not cut off; the next source's is.", need: 4,
+			held: []req{{"127.0.0.2", 40, true}, {"127.0.0.3", 20, false}, {"127.0.0.1", 0, false}}, want: 1},
+		"NoSwap": {reason: "A source that would hold as much with the body as the top holds cuts nothing.", need: 10,
+			held: []req{{"127.0.0.2", 20, false}, {"127.0.0.1", 10, false}}, want: -1},
+		"OwnSource": {reason: "A source never cuts off its own bodies.", need: 4,
+			held: []req{{"127.0.0.1", 40, false}, {"127.0.0.1", 0, false}}, want: -1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			s := newShare(10, 10)
+			var tks []*ticket
+			for _, r := range tc.held {
+				tk, reason := s.enter(r.from, time.Now().Add(time.Hour), func() {})
+				if tk == nil {
+					t.Fatalf("setting up: refused %s", reason)
+				}
+				tk.add(r.bytes)
+				if r.read {
+					tk.doneReading()
+				}
+				tks = append(tks, tk)
+			}
+			me := tks[len(tks)-1]
+			s.mu.Lock()
+			got := s.byteVictim(me, tc.need)
+			s.mu.Unlock()
+			var want *ticket
+			if tc.want >= 0 {
+				want = tks[tc.want]
+			}
+			if got != want {
+				t.Errorf("%s\nbyteVictim(%v, need %d) = %p, want %p (#%d)", tc.reason, tc.held, tc.need, got, want, tc.want)
+			}
+		})
+	}
+}
