@@ -13,9 +13,11 @@ import (
 // Reasons counted by lockguard_webhook_requests_refused_total: those of
 // the webhook server's transport.Gate.
 const (
-	RefusedInFlight      = transport.RefusedInFlight
-	RefusedBufferedBytes = transport.RefusedBufferedBytes
-	RefusedReadTimeout   = transport.RefusedReadTimeout
+	RefusedInFlight          = transport.RefusedInFlight
+	RefusedInFlightPerSource = transport.RefusedInFlightPerSource
+	RefusedBufferedBytes     = transport.RefusedBufferedBytes
+	RefusedReadTimeout       = transport.RefusedReadTimeout
+	RefusedCutOff            = transport.RefusedCutOff
 )
 
 // Metrics are the handler's Prometheus metrics. A denial is an HTTP 200 to
@@ -27,6 +29,7 @@ type Metrics struct {
 	reviewsTotal  *prometheus.CounterVec
 	duration      prometheus.Histogram
 	refused       *prometheus.CounterVec
+	connsClosed   *prometheus.CounterVec
 	eventsDropped prometheus.Counter
 	incomplete    *prometheus.CounterVec
 }
@@ -53,7 +56,11 @@ func NewMetrics() *Metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_webhook_requests_refused_total",
-			Help: "Requests to the webhook refused before a decision, by reason: in_flight (over --webhook-max-in-flight, HTTP 429), buffered_bytes (body buffers of the reviews in flight over --webhook-max-buffered-bytes, HTTP 429), read_timeout (body not received before the review's timeout, HTTP 408). With failurePolicy Fail the API server refuses the delete.",
+			Help: "Requests to the webhook refused before a decision, by reason: in_flight (over --webhook-max-in-flight, HTTP 429), in_flight_per_source (over --webhook-max-in-flight-per-source from one address, HTTP 429), buffered_bytes (body buffers of the reviews in flight over --webhook-max-buffered-bytes, HTTP 429), read_timeout (body not received before the review's timeout, HTTP 408), cut_off (body still arriving, cut off for a request from an address holding fewer requests or bytes, HTTP 429). With failurePolicy Fail the API server refuses the delete.",
+		}, []string{"reason"}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_webhook_connections_closed_total",
+			Help: "Connections to the webhook server closed by its connection limits, by reason: per_source (its address held --webhook-max-connections-per-source), full (--webhook-max-connections were open and its address held about as many as any other), evicted (an open one, closed for a new connection from an address holding fewer).",
 		}, []string{"reason"}),
 		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_cascade_incomplete_total",
@@ -69,7 +76,7 @@ func NewMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.reviewsTotal, m.duration, m.refused, m.eventsDropped, m.incomplete} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -81,8 +88,11 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}
 	}
-	for _, r := range []string{RefusedInFlight, RefusedBufferedBytes, RefusedReadTimeout} {
+	for _, r := range []string{RefusedInFlight, RefusedInFlightPerSource, RefusedBufferedBytes, RefusedReadTimeout, RefusedCutOff} {
 		m.refused.WithLabelValues(r)
+	}
+	for _, r := range []string{transport.ClosedPerSource, transport.ClosedFull, transport.ClosedEvicted} {
+		m.connsClosed.WithLabelValues(r)
 	}
 	for _, r := range []string{IncompleteDepth, IncompleteObjects, IncompleteUnsynced, IncompleteDeadline} {
 		m.incomplete.WithLabelValues(r)
@@ -102,6 +112,15 @@ func (m *Metrics) dropEvent() {
 func (m *Metrics) Refused(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+// ConnectionClosed counts a connection the webhook server's connection
+// limits closed (transport.ServerOptions.Closed). It is safe on a nil
+// *Metrics.
+func (m *Metrics) ConnectionClosed(reason string) {
+	if m != nil {
+		m.connsClosed.WithLabelValues(reason).Inc()
 	}
 }
 

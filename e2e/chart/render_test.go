@@ -380,12 +380,14 @@ func TestDeployment(t *testing.T) {
 		"cert-dir":                  "/tmp/k8s-webhook-server/serving-certs",
 		// One address holds at most half of the webhook's connections.
 		"webhook-max-connections-per-source": "512",
-		"health-probe-bind-address":          ":8081",
-		"metrics-bind-address":               ":8443",
-		"metrics-secure":                     "true",
-		"metrics-cert-dir":                   "/tmp/k8s-webhook-server/serving-certs",
-		"shutdown-delay":                     "10s",
-		"cascade-guard":                      "Deny",
+		// One address has at most half of the requests served at once.
+		"webhook-max-in-flight-per-source": "256",
+		"health-probe-bind-address":        ":8081",
+		"metrics-bind-address":             ":8443",
+		"metrics-secure":                   "true",
+		"metrics-cert-dir":                 "/tmp/k8s-webhook-server/serving-certs",
+		"shutdown-delay":                   "10s",
+		"cascade-guard":                    "Deny",
 		// The chart's default exempt principal of ReadOnly Locks.
 		"read-only-exempt": "system:serviceaccount:navique-system:navique-operator",
 		// The other replicas: the webhook Service's endpoints, verified

@@ -2,7 +2,8 @@
 // against a real control plane under attack by clients that reach its
 // webhook port without credentials: each scenario is one file
 // (connections_test.go: clients that hold connections to jam the port;
-// stalled_test.go: bodies stalled to hold memory), sharing the setup of
+// stalled_test.go: bodies stalled to hold memory; inflight_test.go:
+// review bodies trickled to hold the requests served at once), sharing the setup of
 // main_test.go (one control plane, one replica installed as the chart
 // renders it and called by the API server directly, its metrics and
 // profiler on loopback). Add a scenario (forged reviews, a Lease

@@ -40,8 +40,12 @@ var stalledPaths = []string{webhook.Path, webhook.CreatePath, peers.PendingPath,
 // collection) grows by at most the byte budget (64 MiB,
 // --webhook-max-buffered-bytes) and the connections' own memory: the
 // budget counts each buffer at its capacity, the buffers kept for reuse,
-// and the decoded copies of a review (issue 36, item 5).
+// and the decoded copies of a review (issue 36, item 5). While they
+// stall, holding the whole byte budget, a review on a new connection from
+// 127.0.0.1 and the API server's deletes and Lock create are answered
+// (issue 36, item 1).
 func TestStalledBodies(t *testing.T) {
+	checks := prepareChecks(t, "stalled")
 	idle := heapAfterGC(t)
 	var (
 		wg    sync.WaitGroup
@@ -88,6 +92,7 @@ func TestStalledBodies(t *testing.T) {
 		t.Errorf("Go heap %.1f MiB after a collection while %d bodies stall, over idle (%.1f MiB) + the byte budget (%d MiB) + %d MiB",
 			held/(1<<20), stalledBodies, idle/(1<<20), transport.DefaultMaxBufferedBytes>>20, stalledSlack>>20)
 	}
+	checks.run(t)
 }
 
 // heapAfterGC collects lockguard's garbage (the profiler's heap profile

@@ -193,6 +193,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		shutdown = 30 * time.Second
 	}
 
+	handlerMetrics := webhook.NewMetrics()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
@@ -202,10 +203,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			NewInformer: readmodel.NewInformer,
 		},
 		WebhookServer: transport.NewServer(transport.ServerOptions{
-			Host:        o.WebhookHost,
-			Port:        o.WebhookPort,
+			Host: o.WebhookHost, Port: o.WebhookPort,
 			TLSOpts:     append(tlsOpts, certs.WithCertificate(certWatcher)),
 			Connections: o.WebhookConnections,
+			Closed:      handlerMetrics.ConnectionClosed,
 		}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        orDefault(o.ProbeAddr, "0"),
@@ -239,7 +240,6 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	handlerMetrics := webhook.NewMetrics()
 	if err := handlerMetrics.Register(reg); err != nil {
 		return nil, fmt.Errorf("registering the webhook metrics: %w", err)
 	}

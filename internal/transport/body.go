@@ -50,6 +50,9 @@ type byteBudget struct {
 	// their capacity (counted in used).
 	kept      [][]*[]byte
 	keptBytes int64
+	// freed, when not nil, is closed when bytes are given back or a
+	// buffer is kept (freedSignal).
+	freed chan struct{}
 }
 
 // take reserves n bytes, letting go of kept buffers (largest first) if
@@ -92,6 +95,28 @@ func (b *byteBudget) letGo() bool {
 func (b *byteBudget) give(n int64) {
 	if b != nil {
 		b.used.Add(-n)
+		b.mu.Lock()
+		b.signal()
+		b.mu.Unlock()
+	}
+}
+
+// freedSignal returns a channel closed the next time bytes are given back
+// or a buffer is kept for reuse (and can be let go).
+func (b *byteBudget) freedSignal() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
+	return b.freed
+}
+
+// signal closes freed. b.mu is held.
+func (b *byteBudget) signal() {
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
 	}
 }
 
@@ -130,6 +155,7 @@ func (b *byteBudget) put(c int, buf *[]byte) {
 	}
 	b.kept[c] = append(b.kept[c], buf)
 	b.keptBytes += classSize(c)
+	b.signal()
 }
 
 // inUse is what the budget counts beyond the buffers it keeps.
@@ -140,12 +166,14 @@ func (b *byteBudget) inUse() int64 {
 }
 
 // Body is a request's body in a buffer charged to the budget: Bytes until
-// Release (or dropBuffer).
+// Release (or dropBuffer). What it holds is counted to its request's
+// source address too (t), when it has one.
 type Body struct {
 	buf    *[]byte
 	class  int
 	n      int
 	budget *byteBudget
+	t      *ticket
 	// decoded is what charge reserved, returned by Release.
 	decoded int64
 }
@@ -154,13 +182,37 @@ type Body struct {
 func (b *Body) Bytes() []byte { return (*b.buf)[:b.n] }
 
 // charge reserves n more bytes of the budget until Release, for what
-// decoding the body copies out of it; it reports whether they fit.
+// decoding the body copies out of it; it reports whether they fit (after
+// cutting off other sources' bodies, makeRoom).
 func (b *Body) charge(n int64) bool {
-	if !b.budget.take(n) {
-		return false
+	for !b.budget.take(n) {
+		if !b.t.makeRoom(b.budget, n) {
+			return false
+		}
 	}
+	b.t.add(n)
 	b.decoded += n
 	return true
+}
+
+// get returns a buffer of size class c, charged, after cutting off other
+// sources' bodies if that makes room (makeRoom).
+func (b *Body) get(c int) (*[]byte, bool) {
+	for {
+		if buf, ok := b.budget.get(c); ok {
+			b.t.add(classSize(c))
+			return buf, true
+		}
+		if !b.t.makeRoom(b.budget, classSize(c)) {
+			return nil, false
+		}
+	}
+}
+
+// keep gives up buf, of size class c, to the budget's kept buffers.
+func (b *Body) keep(c int, buf *[]byte) {
+	b.budget.put(c, buf)
+	b.t.add(-classSize(c))
 }
 
 // dropBuffer gives up the buffer (Bytes is then invalid), keeping what
@@ -169,7 +221,7 @@ func (b *Body) dropBuffer() {
 	if b.buf == nil {
 		return
 	}
-	b.budget.put(b.class, b.buf)
+	b.keep(b.class, b.buf)
 	b.buf = nil
 }
 
@@ -177,6 +229,7 @@ func (b *Body) dropBuffer() {
 func (b *Body) Release() {
 	b.dropBuffer()
 	b.budget.give(b.decoded)
+	b.t.add(-b.decoded)
 	b.decoded = 0
 }
 
@@ -185,18 +238,20 @@ func (b *Body) Release() {
 // whatever length the client declares: a Content-Length over limit is
 // refused at once, one under it is only a claim. Each buffer it holds is
 // charged to budget first (a kept one is already); when budget has no
-// room it returns ErrBudget.
+// room it returns ErrBudget. What the body holds is counted to t's source
+// (when t is not nil), which may cut off other sources' bodies for room.
 // The caller must Release the body.
-func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget) (*Body, error) {
+func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget, t *ticket) (*Body, error) {
 	limit = min(limit, MaxReviewSize)
 	if contentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	first, ok := budget.get(0)
+	b := &Body{budget: budget, t: t}
+	first, ok := b.get(0)
 	if !ok {
 		return nil, ErrBudget
 	}
-	b := &Body{buf: first, budget: budget}
+	b.buf = first
 	r = io.LimitReader(r, limit+1)
 	for {
 		buf := *b.buf
@@ -205,13 +260,13 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget) (*Bod
 				b.Release()
 				return nil, tooLarge(limit)
 			}
-			next, ok := budget.get(b.class + 1)
+			next, ok := b.get(b.class + 1)
 			if !ok {
 				b.Release()
 				return nil, ErrBudget
 			}
 			copy(*next, buf)
-			budget.put(b.class, b.buf)
+			b.keep(b.class, b.buf)
 			b.buf, b.class = next, b.class+1
 			buf = *next
 		}

@@ -29,7 +29,7 @@ func BenchmarkReadBody(b *testing.B) {
 				start := time.Now()
 				for range batch {
 					rd.Reset(data)
-					body, err := readBody(rd, int64(size), MaxReviewSize, budget)
+					body, err := readBody(rd, int64(size), MaxReviewSize, budget, nil)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -47,7 +47,7 @@ func TestKeptBuffersCounted(t *testing.T) {
 	// Growing to 1 MiB holds the 512 KiB buffer and the 1 MiB one at once.
 	budget := &byteBudget{max: 2 << 20}
 	data := bytes.Repeat([]byte("x"), 600<<10) // a 1 MiB buffer
-	b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget)
+	b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestKeptBuffersCounted(t *testing.T) {
 		t.Errorf("after Release: budget used %d, want the kept buffers counted: %d (one of every class up to 1 MiB)", used, keptAll)
 	}
 	// A body of the same size again: the kept buffers make room.
-	b, err = readBody(bytes.NewReader(data), -1, MaxReviewSize, budget)
+	b, err = readBody(bytes.NewReader(data), -1, MaxReviewSize, budget, nil)
 	if err != nil {
 		t.Fatalf("a second body of %d bytes within a 2 MiB budget: %v", len(data), err)
 	}

@@ -21,6 +21,9 @@ import (
 type fairListener struct {
 	net.Listener
 	max, perSource int
+	// closed, when not nil, counts a connection closed by reason
+	// (ClosedPerSource, ClosedFull, ClosedEvicted).
+	closed func(reason string)
 
 	mu      sync.Mutex
 	total   int
@@ -59,6 +62,7 @@ func (l *fairListener) admit(c net.Conn) (admitted, evicted *fairConn) {
 	defer l.mu.Unlock()
 	mine := len(l.sources[src])
 	if mine >= l.perSource {
+		l.count(ClosedPerSource)
 		return nil, nil
 	}
 	if l.total >= l.max {
@@ -71,15 +75,24 @@ func (l *fairListener) admit(c net.Conn) (admitted, evicted *fairConn) {
 		// Taking one from a source with one more than c's would only
 		// swap which of the two holds more.
 		if len(most) < mine+2 {
+			l.count(ClosedFull)
 			return nil, nil
 		}
 		evicted = victim(most)
 		l.remove(evicted)
+		l.count(ClosedEvicted)
 	}
 	admitted = &fairConn{Conn: c, l: l, source: src}
 	l.sources[src] = append(l.sources[src], admitted)
 	l.total++
 	return admitted, evicted
+}
+
+// count counts a connection closed for reason.
+func (l *fairListener) count(reason string) {
+	if l.closed != nil {
+		l.closed(reason)
+	}
 }
 
 // victim picks the connection of conns to close: the oldest idle one (no

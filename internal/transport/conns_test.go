@@ -30,13 +30,14 @@ func TestFairListenerAdmit(t *testing.T) {
 		want    bool
 		evicted string // the source of the connection closed, if any
 		evictAt int    // its index among that source's connections
+		closed  string // the reason counted (ServerOptions.Closed), if any
 	}{
 		"Room":             {reason: "Under both caps: served.", held: map[string]int{"127.0.0.2": 2}, from: "127.0.0.1", want: true},
-		"PerSource":        {reason: "A source at its cap: closed.", held: map[string]int{"127.0.0.2": 3}, from: "127.0.0.2"},
-		"FullTakesFromTop": {reason: "Full: a source holding none takes the oldest of the source holding the most.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.1", want: true, evicted: "127.0.0.2"},
-		"FullIdleFirst":    {reason: "Full: an idle connection goes before older busy ones.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, idle: "127.0.0.2", from: "127.0.0.1", want: true, evicted: "127.0.0.2", evictAt: 1},
-		"FullNoSwap":       {reason: "Full: a source holding one less than the most is closed, or the two would swap.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.3"},
-		"FullEven":         {reason: "Full and even: closed.", held: map[string]int{"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 1}, from: "127.0.0.4"},
+		"PerSource":        {reason: "A source at its cap: closed.", held: map[string]int{"127.0.0.2": 3}, from: "127.0.0.2", closed: ClosedPerSource},
+		"FullTakesFromTop": {reason: "Full: a source holding none takes the oldest of the source holding the most.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.1", want: true, evicted: "127.0.0.2", closed: ClosedEvicted},
+		"FullIdleFirst":    {reason: "Full: an idle connection goes before older busy ones.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, idle: "127.0.0.2", from: "127.0.0.1", want: true, evicted: "127.0.0.2", evictAt: 1, closed: ClosedEvicted},
+		"FullNoSwap":       {reason: "Full: a source holding one less than the most is closed, or the two would swap.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.3", closed: ClosedFull},
+		"FullEven":         {reason: "Full and even: closed.", held: map[string]int{"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 1}, from: "127.0.0.4", closed: ClosedFull},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -58,7 +59,16 @@ func TestFairListenerAdmit(t *testing.T) {
 				}
 				bySource[tc.idle][0].state.Store(int32(http.StateActive))
 			}
+			var closed []string
+			l.closed = func(reason string) { closed = append(closed, reason) }
 			fc, ev := l.admit(&fakeConn{addr: &net.TCPAddr{IP: net.ParseIP(tc.from)}})
+			var wantClosed []string
+			if tc.closed != "" {
+				wantClosed = []string{tc.closed}
+			}
+			if diff := cmp.Diff(wantClosed, closed); diff != "" {
+				t.Errorf("%s\nadmit(from %s) with %v open: reasons counted -want +got:\n%s", tc.reason, tc.from, tc.held, diff)
+			}
 			if got := fc != nil; got != tc.want {
 				t.Errorf("%s\nadmit(from %s) with %v open: served %t, want %t", tc.reason, tc.from, tc.held, got, tc.want)
 			}

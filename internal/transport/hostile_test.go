@@ -16,8 +16,9 @@ import (
 )
 
 // testServer starts a Server of o on a free loopback port with a
-// self-signed certificate (HTTP/1.1 only) and handlers registered by
-// register, and returns its address; it stops when the test ends.
+// self-signed certificate (HTTP/1.1 only, unless o.TLSOpts say otherwise)
+// and handlers registered by register, and returns its address; it stops
+// when the test ends.
 func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
 	t.Helper()
 	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
@@ -29,7 +30,7 @@ func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
 		t.Fatal(err)
 	}
 	o.Host, o.Port = "127.0.0.1", freePort(t)
-	o.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}
+	o.TLSOpts = append([]func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}, o.TLSOpts...)
 	s := NewServer(o)
 	register(s)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -108,7 +109,7 @@ func readAnswer(c net.Conn, within time.Duration) (string, bool) {
 // read deadline (issue 36, item 1).
 func TestEarlyAnswersClose(t *testing.T) {
 	full := NewGate(Limits{MaxInFlight: 1}, nil)
-	if !full.enter() {
+	if held, _ := full.share.enter("127.0.0.9", time.Now().Add(time.Hour), func() {}); held == nil {
 		t.Fatal("the Gate admits nothing")
 	}
 	open := NewGate(Limits{}, nil)

@@ -4,7 +4,9 @@
 // bounds them all together: reviews and calls in flight, the bytes their
 // bodies hold (each buffer growing with the bytes that arrive, never with
 // what a client declares), and how long a body may take (the review's own
-// timeout). Server bounds what comes before a handler: connections (in
+// timeout); the requests in flight and the bytes are shared among source
+// addresses (share), so that no client holds them from the API server.
+// Server bounds what comes before a handler: connections (in
 // all, and fairly shared among source addresses), header bytes and time,
 // and closes the connection of any request answered before its body was
 // read.
@@ -12,7 +14,6 @@ package transport
 
 import (
 	"net/http"
-	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,10 @@ const (
 	// default (--max-mutating-requests-inflight 200 each), so that the
 	// API server alone never meets it.
 	DefaultMaxInFlight = 512
+	// DefaultMaxInFlightPerSource is the default of
+	// Limits.MaxInFlightPerSource: half of DefaultMaxInFlight, more than
+	// one API server serves at once by default (200).
+	DefaultMaxInFlightPerSource = DefaultMaxInFlight / 2
 	// DefaultMaxBufferedBytes is the default of Limits.MaxBufferedBytes:
 	// room for eight reviews of MaxReviewSize at once, a quarter of the
 	// chart's 256 MiB memory limit.
@@ -46,29 +51,42 @@ type Limits struct {
 	// answered 429 at once, before its body is read. Default
 	// DefaultMaxInFlight.
 	MaxInFlight int
+	// MaxInFlightPerSource is how many of them one source address may
+	// have served at once; one more is answered 429 at once. When
+	// MaxInFlight are served, a request from an address holding fewer (by
+	// two or more) than another is served in place of that address's
+	// oldest request whose body is still arriving, which is answered 429.
+	// Default DefaultMaxInFlightPerSource, at most MaxInFlight.
+	MaxInFlightPerSource int
 	// MaxBufferedBytes bounds the bytes of the body buffers of all the
 	// reviews in flight, at their capacity, with the buffers kept for
 	// reuse and what decoding a review copies out of its body (until its
 	// answer is written); a review whose body does not fit is answered
 	// 429. Each buffer grows with the bytes that arrived, never with what
-	// the client declares. Default DefaultMaxBufferedBytes.
+	// the client declares. When a body does not fit, the request of the
+	// source address holding the most bytes (more than the body's would
+	// hold with it) whose body is still arriving is answered 429 to make
+	// room. Default DefaultMaxBufferedBytes.
 	MaxBufferedBytes int64
 }
 
 // Reasons a Gate refuses a request before its handler decides, as
 // Gate.Refused reports them (lockguard_webhook_requests_refused_total).
 const (
-	RefusedInFlight      = "in_flight"
-	RefusedBufferedBytes = "buffered_bytes"
-	RefusedReadTimeout   = "read_timeout"
+	RefusedInFlight          = "in_flight"
+	RefusedInFlightPerSource = "in_flight_per_source"
+	RefusedBufferedBytes     = "buffered_bytes"
+	RefusedReadTimeout       = "read_timeout"
+	// RefusedCutOff is a request whose body was still arriving, cut off
+	// for a source address holding fewer requests or bytes.
+	RefusedCutOff = "cut_off"
 )
 
 // Gate admits requests within Limits, shared by every path of the webhook
 // server.
 type Gate struct {
-	max      int64
-	inFlight atomic.Int64
-	budget   *byteBudget
+	share  *share
+	budget *byteBudget
 	// refused, when set, counts a refusal by reason.
 	refused func(reason string)
 }
@@ -79,10 +97,13 @@ func NewGate(l Limits, refused func(reason string)) *Gate {
 	if l.MaxInFlight <= 0 {
 		l.MaxInFlight = DefaultMaxInFlight
 	}
+	if l.MaxInFlightPerSource <= 0 {
+		l.MaxInFlightPerSource = DefaultMaxInFlightPerSource
+	}
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
-	return &Gate{max: int64(l.MaxInFlight), budget: &byteBudget{max: l.MaxBufferedBytes}, refused: refused}
+	return &Gate{share: newShare(l.MaxInFlight, l.MaxInFlightPerSource), budget: &byteBudget{max: l.MaxBufferedBytes}, refused: refused}
 }
 
 // refuse counts a refusal for reason.
@@ -91,19 +112,6 @@ func (g *Gate) refuse(reason string) {
 		g.refused(reason)
 	}
 }
-
-// enter admits one more request, or reports that MaxInFlight are served.
-// An admitted request must leave.
-func (g *Gate) enter() bool {
-	if g.inFlight.Add(1) > g.max {
-		g.inFlight.Add(-1)
-		return false
-	}
-	return true
-}
-
-// leave ends a request that enter admitted.
-func (g *Gate) leave() { g.inFlight.Add(-1) }
 
 // ReviewTimeout is how long the API server waits for the answer to r: the
 // ?timeout= it puts on the URL of every webhook call (the webhook's

@@ -67,7 +67,7 @@ func TestReadBody(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			data := bytes.Repeat([]byte("0123456789"), tc.size/10+1)[:tc.size]
 			budget := &byteBudget{max: tc.budget}
-			b, err := readBody(&trickle{data: data, n: tc.chunk}, tc.contentLength, MaxReviewSize, budget)
+			b, err := readBody(&trickle{data: data, n: tc.chunk}, tc.contentLength, MaxReviewSize, budget, nil)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("%s\nreadBody(...): error %v, want %v", tc.reason, err, tc.wantErr)
 			}

@@ -37,12 +37,13 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 	// recorder) needs none.
 	_ = rc.SetReadDeadline(deadline)
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
-	if !g.enter() {
-		g.refuse(RefusedInFlight)
-		http.Error(w, "too many requests in flight; retry later", http.StatusTooManyRequests)
+	t, reason := g.share.enter(requestSource(r), deadline, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	if t == nil {
+		g.refuse(reason)
+		http.Error(w, refusals[reason], http.StatusTooManyRequests)
 		return
 	}
-	defer g.leave()
+	defer t.leave()
 	if r.Method != http.MethodPost {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
@@ -56,8 +57,13 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	body, err := readBody(r.Body, r.ContentLength, limit, g.budget)
+	body, err := readBody(r.Body, r.ContentLength, limit, g.budget, t)
+	t.doneReading()
 	switch {
+	case err != nil && t.wasCut():
+		g.refuse(RefusedCutOff)
+		http.Error(w, refusals[RefusedCutOff], http.StatusTooManyRequests)
+		return
 	case errors.Is(err, ErrTooLarge):
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
@@ -77,6 +83,13 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 	ctx, cancel := context.WithDeadline(r.Context(), deadline.Add(-DecisionMargin(timeout)))
 	defer cancel()
 	fn(ctx, body)
+}
+
+// refusals are the answers of the Gate's refusals (429) by reason.
+var refusals = map[string]string{
+	RefusedInFlight:          "too many requests in flight; retry later",
+	RefusedInFlightPerSource: "too many requests in flight from this address; retry later",
+	RefusedCutOff:            "the request body was cut off for clients holding less of the server; retry later",
 }
 
 // checkContentType accepts application/json, optionally with charset utf-8.

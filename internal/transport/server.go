@@ -61,7 +61,26 @@ type ServerOptions struct {
 	Connections ConnectionLimits
 	// MaxHeaderBytes: see DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// Closed, when not nil, is told the reason of each connection the
+	// connection limits close (ClosedPerSource, ClosedFull,
+	// ClosedEvicted).
+	Closed func(reason string)
 }
+
+// Reasons a Server closes a connection as soon as it is accepted, or
+// later in favour of another, as ServerOptions.Closed reports them
+// (lockguard_webhook_connections_closed_total).
+const (
+	// ClosedPerSource: its source address held
+	// ConnectionLimits.PerSource.
+	ClosedPerSource = "per_source"
+	// ClosedFull: ConnectionLimits.Max were open, and its source held
+	// as many as any other but one.
+	ClosedFull = "full"
+	// ClosedEvicted: closed, while open, for a new connection from a
+	// source holding fewer.
+	ClosedEvicted = "evicted"
+)
 
 // ConnectionLimits bound the connections a Server holds at once. Zero
 // counts take the defaults.
@@ -125,7 +144,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln = tls.NewListener(fairListen(ln, s.o.Connections.Max, s.o.Connections.PerSource), cfg)
+	fl := fairListen(ln, s.o.Connections.Max, s.o.Connections.PerSource)
+	fl.closed = s.o.Closed
+	ln = tls.NewListener(fl, cfg)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		Handler:           closeEarlyAnswers(s.WebhookMux()),
