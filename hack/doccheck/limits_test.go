@@ -34,7 +34,6 @@ var oversized = map[string]int{
 	"internal/readmodel/index.go": 414,
 	"webhook/reader.go":           424,
 	"e2e/chaos/chaos_test.go":     969,
-	"e2e/chaos/workload_test.go":  1391,
 	"e2e/chart/render_test.go":    1078,
 }
 
