@@ -26,7 +26,11 @@ import (
 // generation, once every object it covers carries the read-only label;
 // Pending for an invalid target), and each object's lock annotation (the
 // live Locks that cover it) and read-only label (present exactly when a
-// live ReadOnly Lock covers it).
+// live ReadOnly Lock covers it). It is the oracle of lockguard's
+// reconciler: it works out what each status, annotation and label should
+// be itself, from the objects and Locks the API server holds, and calls
+// none of the product's code (controller/), so that a mistake there cannot
+// hide here.
 func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error) {
 	var problems []string
 	for _, w := range workers {
