@@ -179,8 +179,8 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)
 		}
-		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
-			"%s %q not found in namespace %q; its deletion will be denied as soon as it is created", target.Kind, target.Name, target.Namespace)})
+		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference,
+			message: MissingMessage(target.Kind, target.Name, target.Namespace)})
 	}
 	covering, err := r.locks.LiveLocksCovering(lockv1alpha1.Object{
 		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels})

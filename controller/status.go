@@ -21,7 +21,7 @@ import (
 type observation struct {
 	active  bool
 	reason  string
-	message string // for an active Lock, the message is activeMessage's
+	message string // for an active Lock, the message is ActiveMessage's
 	// protected is what the Lock covers now; nil: nothing.
 	protected *lockv1alpha1.ProtectedStatus
 	// readOnly says whether what the Lock covers carries ReadOnlyLabel,
@@ -113,8 +113,15 @@ func (obs observation) covering(p *lockv1alpha1.ProtectedStatus) observation {
 	return obs
 }
 
-// activeMessage is the Ready message of an active Lock.
-func activeMessage(lock *lockv1alpha1.Lock) string {
+// MissingMessage is the Ready message of a Lock whose target, kind name
+// in namespace, does not exist (MissingReference).
+func MissingMessage(kind, name, namespace string) string {
+	return fmt.Sprintf("%s %q not found in namespace %q; its deletion will be denied as soon as it is created", kind, name, namespace)
+}
+
+// ActiveMessage is the Ready message of an active Lock: what it denies,
+// and its spec.reason if it gives one.
+func ActiveMessage(lock *lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
 	switch s := lock.Spec.Selector; {
 	case s == nil:
@@ -160,7 +167,7 @@ func statusPatch(resourceVersion string, s lockv1alpha1.LockStatus) client.Patch
 // an Event when its Ready reason changes.
 func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, obs observation) error {
 	if obs.active {
-		obs.message = activeMessage(lock)
+		obs.message = ActiveMessage(lock)
 	}
 	orig := lock.DeepCopy()
 	status := metav1.ConditionFalse

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/lockctl"
 	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/webhook"
@@ -347,27 +348,21 @@ type LockStatus struct {
 }
 
 // ActiveStatus is the status of a Lock whose target exists and is
-// annotated, or of a live selector Lock whose namespace is guarded.
+// annotated, or of a live selector Lock whose namespace is guarded. Its
+// message is the product's (controller.ActiveMessage), as DenialMessage's
+// is the webhook's: the suites check that each Lock says the message for
+// its spec, for its generation; the wording is pinned once, by the unit
+// test next to it.
 func ActiveStatus(l *lockv1alpha1.Lock) LockStatus {
-	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
-	switch s := l.Spec.Selector; {
-	case s == nil:
-	case s.IsEmpty():
-		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", l.Namespace)
-	default:
-		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", l.Namespace)
-	}
-	if l.Spec.Reason != "" {
-		msg += ": " + l.Spec.Reason
-	}
-	return LockStatus{Active: true, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive, Message: msg}
+	return LockStatus{Active: true, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive, Message: controller.ActiveMessage(l)}
 }
 
-// MissingStatus is the status of a Lock whose target does not exist.
+// MissingStatus is the status of a Lock whose target does not exist, with
+// the product's message (controller.MissingMessage).
 func MissingStatus(l *lockv1alpha1.Lock) LockStatus {
 	return LockStatus{
 		Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonMissingReference,
-		Message: fmt.Sprintf("%s %q not found in namespace %q; its deletion will be denied as soon as it is created", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name, l.Namespace),
+		Message: controller.MissingMessage(l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name, l.Namespace),
 	}
 }
 

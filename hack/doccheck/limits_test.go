@@ -33,9 +33,6 @@ var oversized = map[string]int{
 	"internal/peers/tracker.go":   403,
 	"internal/readmodel/index.go": 414,
 	"webhook/reader.go":           424,
-	"e2e/chaos/chaos_test.go":     969,
-	"e2e/chaos/workload_test.go":  1391,
-	"e2e/chart/render_test.go":    1078,
 }
 
 // skipped are the directories the limits do not walk into: git's, and
