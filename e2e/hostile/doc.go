@@ -2,11 +2,13 @@
 // against a real control plane under attack by clients that reach its
 // webhook port without credentials: each scenario is one file
 // (connections_test.go: clients that hold connections to jam the port;
-// stalled_test.go: bodies stalled to hold memory), sharing the setup of
-// main_test.go (one control plane, one replica installed as the chart
-// renders it and called by the API server directly, its metrics and
-// profiler on loopback). Add a scenario (forged reviews, a Lease
-// deleter) as a file of its own.
+// stalled_test.go: bodies stalled to hold memory; forgedcreates_test.go:
+// forged Lock creates with long and odd names, and of valid Locks that
+// do not exist), sharing the setup of main_test.go (one control plane,
+// one replica installed as the chart renders it and called by the API
+// server directly, its metrics and profiler on loopback, --pending-ttl
+// 20 s). Add a scenario (other forged reviews, a Lease deleter) as a
+// file of its own.
 //
 // The tests are behind the e2e build tag:
 //
