@@ -2,7 +2,8 @@
 // against a real control plane under attack by clients that reach its
 // webhook port without credentials: each scenario is one file
 // (connections_test.go: clients that hold connections to jam the port;
-// stalled_test.go: bodies stalled to hold memory; forgedcreates_test.go:
+// stalled_test.go and stalledlease_test.go: bodies stalled to hold
+// memory, the latter on the identity Leases' path; forgedcreates_test.go:
 // forged Lock creates with long and odd names, and of valid Locks that
 // do not exist), sharing the setup of main_test.go (one control plane,
 // one replica installed as the chart renders it and called by the API
