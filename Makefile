@@ -222,13 +222,21 @@ E2E_FIRST_VERSION_ONLY ?= ^(TestSlowBodies|TestForgedCRDReviews|Test14IdentityLe
 # here it runs on the other KUBE_VERSIONS, next to the suite of the binary
 # (e2e/, build tag e2e) on every one, but for E2E_FIRST_VERSION_ONLY, and
 # the binary under hostile clients (e2e/hostile, build tag e2e) on every one.
+# Test14PendingAcrossReplicas and its selector variant run with a user of
+# the built-in edit role deleting the identity Leases the whole time
+# (LOCKGUARD_E2E_LEASE_DELETER=edit; issue 36): a List and a refused
+# Delete every 20 ms, in the noise of the run. Test14 took 91 s without it
+# and 82 s with it on 1.37.2 (3,579 deletes refused), 79-92 s with it on
+# 1.29.15 (4,113-4,134 refused, each one a call of the webhook there); the
+# selector variant 210 s with it on 1.29.15 (6,021 refused); 2 cores at
+# load average 17-36, 2026-12-03.
 e2e: kube build $(HELM) kubectl prometheus ## The built binary against a local control plane, and the in-process suite, on every KUBE_VERSIONS (e2e/README.md).
 	go vet -tags $(VET_TAGS) ./e2e/ ./e2e/hostile/ ./e2e/contract/
 	@for v in $(KUBE_VERSIONS); do \
 	  echo "e2e: Kubernetes $$v"; \
 	  pkgs="./e2e/ ./e2e/hostile/"; skip='^$$'; if [ "$$v" != "$(KUBE_VERSION)" ]; then pkgs="./e2e/ ./e2e/hostile/ ./e2e/contract/"; skip='$(E2E_FIRST_VERSION_ONLY)'; fi; \
 	  LOCKGUARD_KUBE_VERSION=$$v LOCKGUARD_REQUIRE_KUBE=1 LOCKGUARD_REQUIRE_PROMETHEUS=1 LOCKGUARD_E2E_REPORT=$(BIN)/e2e-report-$$v.txt \
-	    LOCKGUARD_HOSTILE_REPORT=$(BIN)/hostile-report-$$v.txt \
+	    LOCKGUARD_HOSTILE_REPORT=$(BIN)/hostile-report-$$v.txt LOCKGUARD_E2E_LEASE_DELETER=edit \
 	    go test -vet=off -tags e2e -p 1 $(GO_TEST_FLAGS) -count=1 -timeout $(E2E_TIMEOUT) -skip "$$skip" $$pkgs; \
 	  cat $(BIN)/e2e-report-$$v.txt $(BIN)/hostile-report-$$v.txt; \
 	done

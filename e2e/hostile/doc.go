@@ -2,12 +2,14 @@
 // against a real control plane under attack by clients that reach its
 // webhook port without credentials: each scenario is one file
 // (connections_test.go: clients that hold connections to jam the port;
-// stalled_test.go: bodies stalled to hold memory; inflight_test.go:
-// review bodies trickled to hold the requests served at once), sharing the setup of
-// main_test.go (one control plane, one replica installed as the chart
-// renders it and called by the API server directly, its metrics and
-// profiler on loopback). Add a scenario (forged reviews, a Lease
-// deleter) as a file of its own.
+// stalled_test.go and stalledlease_test.go: bodies stalled to hold
+// memory, the latter on the identity Leases' path; inflight_test.go:
+// review bodies trickled to hold the requests served at once;
+// forgedcreates_test.go: forged Lock creates with long and odd names, and
+// of valid Locks that do not exist), sharing the setup of main_test.go
+// (one control plane, one replica installed as the chart renders it and
+// called by the API server directly, its metrics and profiler on
+// loopback, --pending-ttl 20 s). Add a scenario as a file of its own.
 //
 // The tests are behind the e2e build tag:
 //

@@ -173,7 +173,7 @@ func setup(env *framework.Env) (string, error) {
 	target.pprof = "127.0.0.1:" + strconv.Itoa(pprofPort)
 	lg, err := framework.StartLockguard(framework.LockguardOptions{
 		Binary: binary, Kubeconfig: kubeconfig, Webhook: wh, Dir: env.Dir, Metrics: true, Logs: logs,
-		Args: []string{"--pprof-bind-address=" + target.pprof},
+		Args: []string{"--pprof-bind-address=" + target.pprof, "--pending-ttl=" + pendingTTL.String()},
 	})
 	if err != nil {
 		return logPath, err

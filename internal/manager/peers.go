@@ -76,8 +76,13 @@ func (o PeerOptions) enabled() bool {
 func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, cert *certwatcher.CertWatcher, gate *transport.Gate, reg prometheus.Registerer, o Options) (*peers.Peers, error) {
 	srv := mgr.GetWebhookServer()
 	// The identity Leases' guard: served whatever the flags, since the
-	// chart's entry may call it before the protocol is on.
-	srv.Register(peers.LeaseGuardPath, peers.NewLeaseGuard())
+	// chart's entry may call it before the protocol is on; the API server
+	// calls it, so its callers are checked as the review paths' are.
+	review, err := o.ReviewCallers.wrapper()
+	if err != nil {
+		return nil, err
+	}
+	srv.Register(peers.LeaseGuardPath, review(peers.NewLeaseGuard(gate)))
 	po := o.Peers
 	if !po.enabled() || o.CacheOnlyDecisions {
 		return nil, nil

@@ -7,10 +7,10 @@ import (
 )
 
 // ReviewCallerOptions make the admission review paths (webhook.Path,
-// webhook.CreatePath, webhook.UpdatePath) answer only a caller with a
-// client certificate of a CA (certs.ReviewCallers): the API server, once
-// its AdmissionConfiguration presents one to lockguard's webhook. The
-// peer paths check their own callers. Zero: off, every caller that
+// webhook.CreatePath, webhook.UpdatePath, peers.LeaseGuardPath) answer
+// only a caller with a client certificate of a CA (certs.ReviewCallers):
+// the API server, once its AdmissionConfiguration presents one to
+// lockguard's webhook. The peer paths check their own callers. Zero: off, every caller that
 // reaches the port is answered (docs/limits.md, Forged reviews).
 type ReviewCallerOptions struct {
 	// CAFile holds the CA of the caller's client certificate; empty: off.

@@ -2,9 +2,18 @@ package peers
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"reflect"
 
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	k8sjson "sigs.k8s.io/json"
+
+	"github.com/navique/lockguard/internal/skim"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // LeaseGuardPath is the path of the webhook entry that keeps the identity
@@ -28,8 +37,8 @@ func LeaseGuardMessage(namespace string) string {
 		LeaseGroupLabel, LeaseWriteVerb, namespace)
 }
 
-// NewLeaseGuard returns the handler of LeaseGuardPath. The API server
-// calls it only for writes of the identity Leases by principals without
+// LeaseGuard is the handler of LeaseGuardPath. The API server calls it
+// only for writes of the identity Leases by principals without
 // LeaseWriteVerb (the entry's objectSelector and matchConditions, which
 // exempt lockguard's own writes, so that they never wait for it): it
 // refuses every request. It reads nothing and writes nothing.
@@ -38,8 +47,61 @@ func LeaseGuardMessage(namespace string) string {
 // their Leases: a Lease deleted by someone else drops its replica from
 // the others' views while it still counts itself as one, and the others
 // admit Lock creates without telling it (docs/contract.md rule 17).
-func NewLeaseGuard() *admission.Webhook {
-	return &admission.Webhook{Handler: admission.HandlerFunc(func(_ context.Context, req admission.Request) admission.Response {
+type LeaseGuard struct {
+	gate *transport.Gate
+}
+
+// NewLeaseGuard returns the handler of LeaseGuardPath, whose bodies are
+// read within gate, the webhook server's: anyone who reaches the port can
+// post to the path, and no path is read outside the server's one bound
+// (docs/contract.md rule 17).
+func NewLeaseGuard(gate *transport.Gate) *LeaseGuard {
+	return &LeaseGuard{gate: gate}
+}
+
+// ServeHTTP answers an AdmissionReview posted as JSON within the Gate
+// (transport.ServeReview), keeping of it only what the answer needs: the
+// request's UID and namespace.
+func (g *LeaseGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	transport.ServeReview(g.gate, w, r, decodeLeaseReview, func(_ context.Context, req leaseRequest) admission.Response {
 		return admission.Denied(LeaseGuardMessage(req.Namespace))
-	})}
+	})
+}
+
+// leaseRequest is what LeaseGuard reads of a review's request.
+type leaseRequest struct {
+	UID       types.UID `json:"uid"`
+	Namespace string    `json:"namespace"`
+}
+
+// leaseReview is an admission.k8s.io/v1 AdmissionReview as LeaseGuard
+// reads it.
+type leaseReview struct {
+	APIVersion string        `json:"apiVersion"`
+	Kind       string        `json:"kind"`
+	Request    *leaseRequest `json:"request"`
+}
+
+// leaseReviewFields are the members decodeLeaseReview keeps.
+var leaseReviewFields = skim.FieldsOf(reflect.TypeFor[leaseReview]())
+
+// decodeLeaseReview decodes body, an AdmissionReview in JSON, keeping
+// only leaseRequest's fields (the Leases' objects are skipped, validated,
+// by skim.Skim).
+func decodeLeaseReview(body []byte) (leaseRequest, types.UID, error) {
+	kept, err := skim.Skim(body, leaseReviewFields)
+	if err != nil {
+		return leaseRequest{}, "", fmt.Errorf("decoding the AdmissionReview: %w", err)
+	}
+	var r leaseReview
+	if err := k8sjson.UnmarshalCaseSensitivePreserveInts(kept, &r); err != nil {
+		return leaseRequest{}, "", fmt.Errorf("decoding the AdmissionReview: %w", err)
+	}
+	if v := admissionv1.SchemeGroupVersion.String(); r.APIVersion != v || r.Kind != "AdmissionReview" {
+		return leaseRequest{}, "", fmt.Errorf("the body is a %q %q, not an %s AdmissionReview", r.APIVersion, r.Kind, v)
+	}
+	if r.Request == nil {
+		return leaseRequest{}, "", errors.New("the AdmissionReview has no request")
+	}
+	return *r.Request, r.Request.UID, nil
 }
