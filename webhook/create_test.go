@@ -262,10 +262,10 @@ func TestCreateRefusesWhatTheAPIServerWouldNotSend(t *testing.T) {
 			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Kind = "S" + strings.Repeat("a", 63) }),
 			want:   prefix + `spec.targetRef.kind "S` + strings.Repeat("a", 63) + `": must be no more than 63 characters`,
 		},
-		"KindSpelling": {
-			reason: "The CRD's rule on a create's kind.",
-			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Kind = "stack" }),
-			want:   prefix + `spec.targetRef.kind "stack": must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)`,
+		"KindCharacters": {
+			reason: "A kind is letters and digits, starting with a letter, in every version of the CRD.",
+			lock:   base(func(l *lockv1alpha1.Lock) { l.Spec.TargetRef.Kind = "Stack/x" }),
+			want:   prefix + `spec.targetRef.kind "Stack/x": must be letters and digits, starting with a letter (a Kind, e.g. Stack)`,
 		},
 		"Several": {
 			reason: "Each field that is wrong is named, in the order of the Lock.",

@@ -29,8 +29,13 @@ const (
 	MaxTargetNameLength = validation.DNS1123SubdomainMaxLength
 )
 
-// kindPattern is the CRD's rule on the kind of a Lock create.
-var kindPattern = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+// kindPattern is what every version of the CRD admits as a kind: letters
+// and digits, starting with a letter. The current CRD also requires an
+// upper-case first letter (a CEL rule on new Locks), which lockguard does
+// not repeat: an API server still serving a CRD from before that rule
+// admits "stack", and such a Lock is reported InvalidTarget, not refused
+// by lockguard (TestKindRuleUpgrade).
+var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
 
 // ValidateAdmitted returns an error naming each of a Lock's fields that
 // the API server would not have admitted in a create (ValidateCreated),
@@ -54,8 +59,8 @@ func (l *Lock) ValidateAdmitted() error {
 // custom resource), the UID is set and at most MaxUIDLength; for a
 // targetRef Lock (key not nil; nil for a selector Lock), Protectable
 // accepts the target's group and kind, and its name and kind are within
-// the CRD's bounds, the kind spelled as the CRD requires. A review that carries such a Lock is not the API
-// server's. Values are quoted up to 64 bytes.
+// the CRD's bounds, the kind letters and digits (kindPattern). A review
+// that carries such a Lock is not the API server's. Values are quoted up to 64 bytes.
 func ValidateCreated(namespace, name string, uid types.UID, key *TargetKey) error {
 	var errs []string
 	check := func(field, value string, msgs []string) {
@@ -90,7 +95,7 @@ func kindErrors(kind string) []string {
 		return msgs
 	}
 	if !kindPattern.MatchString(kind) {
-		return []string{"must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"}
+		return []string{"must be letters and digits, starting with a letter (a Kind, e.g. Stack)"}
 	}
 	return nil
 }

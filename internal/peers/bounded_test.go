@@ -69,7 +69,7 @@ func TestForgedCreatesRetainNothing(t *testing.T) {
 		func(a *Announcement) { a.UID = types.UID(mib) },
 		func(a *Announcement) { a.Target = mib },
 		func(a *Announcement) { a.Kind = "S" + mib },
-		func(a *Announcement) { a.Kind = "stack" },
+		func(a *Announcement) { a.Kind = "Stack/x" },
 	} {
 		a := valid
 		edit(&a)

@@ -88,7 +88,7 @@ func TestLeaseGuardWithinGate(t *testing.T) {
 		<-entered
 		w := post(NewLeaseGuard(gate), leaseReviewBody(t, admissionv1.Delete, 10))
 		close(done)
-		if diff := cmp.Diff("429 too many requests in flight; retry later\n [in_flight]", answer(w, refused)); diff != "" {
+		if diff := cmp.Diff("429 too many requests in flight from this address; retry later\n [in_flight_per_source]", answer(w, refused)); diff != "" {
 			t.Errorf("a lease review while the Gate is full: -want, +got:\n%s", diff)
 		}
 	})
