@@ -1,7 +1,10 @@
 // Package manager wires lockguard: the Lock cache and its index by target,
 // the admission webhook served by every replica, and the reconciler that
-// runs on the leader. cmd/lockguard parses flags into Options; tests build
-// the same manager in-process.
+// runs on the leader. It is the composition root, under cmd/lockguard
+// rather than internal/: it imports webhook/ and controller/, and nothing
+// under internal/ imports them (docs/development.md, Layout).
+// cmd/lockguard parses flags into Options; tests (e2e/framework) build the
+// same manager in-process.
 package manager
 
 import (
