@@ -24,7 +24,7 @@ type Options struct {
 	// Defaults to 4.
 	MaxConcurrentReconciles int
 	// DiscoveryInterval is how often the core.navique.com group is
-	// rediscovered for kinds to watch (and, in internal/manager, to index
+	// rediscovered for kinds to watch (and, in cmd/lockguard/manager, to index
 	// by owner: readmodel.Discovery). Defaults to
 	// readmodel.DefaultDiscoveryInterval.
 	DiscoveryInterval time.Duration

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/internal/denials"
-	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"

@@ -72,8 +72,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 const (

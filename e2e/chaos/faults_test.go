@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 // A fault is one kind of fault the run injects.

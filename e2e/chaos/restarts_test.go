@@ -30,7 +30,7 @@ import (
 // minute after the API server was back before it listed again, and the
 // Lock stayed unreconciled that long (a chaos run on CI converged 43.5 s
 // after its faults stopped). lockguard's caches retry those failures
-// themselves (internal/manager's steadyListWatch).
+// themselves (internal/readmodel's steadyListWatch).
 func TestConvergesAfterAPIServerRestarts(t *testing.T) {
 	const restarts = 4
 	framework.Logs()

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )

@@ -46,9 +46,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 // suite is what every test shares: one control plane, one lockguard

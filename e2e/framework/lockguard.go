@@ -17,7 +17,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/navique/lockguard/internal/manager"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 )
 
 // The release the tests install (InstallChart) and the identity lockguard

@@ -15,8 +15,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/controller"
-	"github.com/navique/lockguard/internal/manager"
 	"github.com/navique/lockguard/internal/peers"
 )
 
@@ -32,7 +32,7 @@ func Logs() io.Writer {
 	return nil
 }
 
-// Manager is lockguard's manager (internal/manager.New) running in this
+// Manager is lockguard's manager (cmd/lockguard/manager.New) running in this
 // process against an Env: its webhook server on a LocalWebhook, its HTTPS
 // metrics endpoint on a free loopback port.
 type Manager struct {

@@ -45,9 +45,9 @@ import (
 	cmclient "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/hack/certmanager"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 const (

@@ -119,6 +119,6 @@ require (
 	software.sslmate.com/src/go-pkcs12 v0.7.2 // indirect
 )
 
-// The test runs lockguard's own packages (internal/manager, e2e/framework)
+// The test runs lockguard's own packages (cmd/lockguard/manager, e2e/framework)
 // from this checkout.
 replace github.com/navique/lockguard => ../..

@@ -6,5 +6,8 @@
 // GitHub's spelling of heading anchors. And every file keeps to the
 // house's size limits: a production Go file at most 400 lines, a test file
 // 800, README.md 400, a docs/ file 600 (run logs go to docs/history/,
-// which has none). It has no code outside its tests.
+// which has none). And imports run one way (docs/development.md, Layout):
+// no production file under internal/ imports webhook/, controller/ or
+// cmd/, but those kept in importExceptions. It has no code outside its
+// tests.
 package doccheck

@@ -168,4 +168,19 @@
 // and serves once as the handler of Paths. The webhook asks it
 // (Peers.MayLack) before it trusts its cache, and the reconciler asks it
 // whether a Lock create is pending in a namespace (Peers.PendingIn).
+//
+// # Files, one job each
+//
+//   - The replica's state, no I/O (Tracker): tracker.go (warm or cold),
+//     markers.go (pending markers), view.go (the other replicas, and
+//     whether this one counts as one), subscriptions.go (subscriptions,
+//     held and sent).
+//   - Who the replicas are: leases.go (identity Leases), leaseguard.go
+//     (their webhook guard), source.go (a static list or a file).
+//   - The Lock-create entry: entry.go (what a valid entry is),
+//     entrywatch.go (its watch, and what the Tracker keeps of it).
+//   - The protocol's I/O (Peers): peers.go (the Runnable and what the
+//     webhook asks), calls.go (calls to the others), server.go (their
+//     calls to this one), reads.go (reads of the API server: the list and
+//     the sweep), new.go (the Config and New).
 package peers

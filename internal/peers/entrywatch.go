@@ -150,3 +150,56 @@ func (w *EntryWatch) observeLocked(ctx context.Context, vwc *admissionregistrati
 	}
 	w.last, w.reported = err, true
 }
+
+// createEntry is what a Tracker knows of the Lock-create entry: whether
+// it must be valid for the replica to be warm (RequireCreateEntry),
+// whether it has been observed yet, and the last verdict of
+// CheckCreateEntry on it.
+type createEntry struct {
+	required, observed bool
+	err                error
+}
+
+// RequireCreateEntry makes the replica warm only while the Lock-create
+// entry is known valid (SetCreateEntry): cold until the first report and
+// while the last one is an error. Call it before the Tracker is used;
+// without it, the entry is trusted.
+func (t *Tracker) RequireCreateEntry() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entry.required = true
+}
+
+// entryValidLocked reports whether the entry lets the replica be warm.
+func (t *Tracker) entryValidLocked() bool {
+	return !t.entry.required || (t.entry.observed && t.entry.err == nil)
+}
+
+// SetCreateEntry records the state of the Lock-create entry, as the
+// watcher of lockguard's ValidatingWebhookConfiguration last saw it: nil
+// when CheckCreateEntry passes, the difference otherwise (a missing
+// configuration or entry is an error). With RequireCreateEntry, the
+// replica is cold until the first call and while the last call's err is
+// not nil. When the entry turns valid again after an error, a Lock create
+// may have been admitted without lockguard meanwhile: the replica stays
+// cold for TTL (such a create has reached etcd or never will by then),
+// then lists every Lock, as after a lost create. The first observation
+// needs no hold-off: newTracker holds off for TTL from the start already
+// (a Standalone replica assumes, as it does of other replicas, that no
+// Lock create bypassed it before it started).
+func (t *Tracker) SetCreateEntry(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err == nil && t.entry.observed && t.entry.err != nil {
+		t.lostLocked(t.cfg.Now())
+	}
+	t.entry.observed, t.entry.err = true, err
+}
+
+// CreateEntry returns whether SetCreateEntry has been called, and the
+// state it last recorded.
+func (t *Tracker) CreateEntry() (observed bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.entry.observed, t.entry.err
+}

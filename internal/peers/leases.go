@@ -343,7 +343,7 @@ func (r *leaseRunner) release(log logr.Logger) {
 // validAddress reports whether a Lease's holderIdentity is an address
 // this replica may call: an IP and a port, as netip writes them, and
 // nothing else (no name, zone, path, query or user), so that no holder
-// can steer the URL of a call (peers.go builds it from the address alone).
+// can steer the URL of a call (calls.go builds it from the address alone).
 func validAddress(a string) bool {
 	ap, err := netip.ParseAddrPort(a)
 	return err == nil && ap.Port() != 0 && ap.Addr().Zone() == "" && ap.String() == a

@@ -178,3 +178,54 @@ func (s *markerSet) olderThan(cutoff time.Time) []marker {
 
 // len returns the number of markers.
 func (s *markerSet) len() int { return len(s.byID) }
+
+// Mark marks a's target, unless the cache already holds the Lock. Past
+// the bound it marks nothing and the replica goes cold (lost).
+func (t *Tracker) Mark(a Announcement) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markLocked(a, t.cfg.Now())
+}
+
+func (t *Tracker) markLocked(a Announcement, now time.Time) {
+	// Under t.mu, as Observe: either the store holds the Lock now, or
+	// the informer's handler (which runs after the store has it) removes
+	// the marker later.
+	if t.cache.HasUID(a.Namespace, a.Name, a.UID) {
+		return
+	}
+	if !t.markers.add(a, now) {
+		t.lostLocked(now)
+	}
+}
+
+// Observe removes the marker of uid: the Lock informer delivered it (its
+// store holds the Lock, or no longer does because it was deleted).
+func (t *Tracker) Observe(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markers.removeUID(uid)
+}
+
+// Expired returns the markers older than TTL, for a quorum read of their
+// Locks (Clear).
+func (t *Tracker) Expired() []Announcement {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Announcement
+	for _, m := range t.markers.olderThan(t.cfg.Now().Add(-t.cfg.TTL)) {
+		out = append(out, m.a)
+	}
+	return out
+}
+
+// Clear removes the marker of a (its UID and target, as Expired returned
+// it): a quorum read found its Lock absent, or with another UID, after
+// TTL (its create never reached etcd, or the Lock is gone), or the cache
+// holds it. Other marks of the UID stay: each is cleared on its own
+// evidence.
+func (t *Tracker) Clear(a Announcement) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markers.removeID(a.id())
+}

@@ -88,3 +88,40 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	slices.Sort(subs)
 	return subs, nil
 }
+
+// SubscribeResponse is a replica's answer to a subscription.
+type SubscribeResponse struct {
+	// New is true when the subscription was not live: Recent then holds
+	// the creates admitted in the last TTL.
+	New bool `json:"new"`
+	// Complete is false when Recent may miss some (over the bound).
+	Complete bool           `json:"complete"`
+	Recent   []Announcement `json:"recent,omitempty"`
+}
+
+// Renewed records a successful subscription to peer, renewed by a request
+// sent at sent: the replay is marked, and the subscription trusted until
+// sent+Trust. A subscription that was not trusted until then, or that the
+// peer answered as new (it restarted, or dropped us), breaks the chain.
+func (t *Tracker) Renewed(peer string, sent time.Time, resp SubscribeResponse) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.cfg.Now()
+	if !slices.Contains(t.view, peer) {
+		return
+	}
+	for _, a := range resp.Recent {
+		if a.validate() == nil {
+			t.markLocked(a, now)
+		}
+	}
+	if resp.New && !resp.Complete {
+		t.lostLocked(now)
+	}
+	if prev := t.trusted[peer]; resp.New || prev.Before(sent) {
+		t.breakLocked(now)
+	}
+	if until := sent.Add(t.cfg.Trust); until.After(t.trusted[peer]) {
+		t.trusted[peer] = until
+	}
+}

@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -236,126 +235,6 @@ func (t *Tracker) lostLocked(now time.Time) {
 	}
 }
 
-// Mark marks a's target, unless the cache already holds the Lock. Past
-// the bound it marks nothing and the replica goes cold (lost).
-func (t *Tracker) Mark(a Announcement) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.markLocked(a, t.cfg.Now())
-}
-
-func (t *Tracker) markLocked(a Announcement, now time.Time) {
-	// Under t.mu, as Observe: either the store holds the Lock now, or
-	// the informer's handler (which runs after the store has it) removes
-	// the marker later.
-	if t.cache.HasUID(a.Namespace, a.Name, a.UID) {
-		return
-	}
-	if !t.markers.add(a, now) {
-		t.lostLocked(now)
-	}
-}
-
-// Observe removes the marker of uid: the Lock informer delivered it (its
-// store holds the Lock, or no longer does because it was deleted).
-func (t *Tracker) Observe(uid types.UID) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.markers.removeUID(uid)
-}
-
-// Expired returns the markers older than TTL, for a quorum read of their
-// Locks (Clear).
-func (t *Tracker) Expired() []Announcement {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var out []Announcement
-	for _, m := range t.markers.olderThan(t.cfg.Now().Add(-t.cfg.TTL)) {
-		out = append(out, m.a)
-	}
-	return out
-}
-
-// Clear removes the marker of a (its UID and target, as Expired returned
-// it): a quorum read found its Lock absent, or with another UID, after
-// TTL (its create never reached etcd, or the Lock is gone), or the cache
-// holds it. Other marks of the UID stay: each is cleared on its own
-// evidence.
-func (t *Tracker) Clear(a Announcement) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.markers.removeID(a.id())
-}
-
-// SetView replaces the view with peers (other replicas' addresses). A peer
-// that leaves the view while not trusted may have admitted creates this
-// replica never heard of: lost.
-func (t *Tracker) SetView(peers []string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.cfg.Now()
-	peers = slices.Clone(peers)
-	slices.Sort(peers)
-	peers = slices.Compact(peers)
-	for _, p := range t.view {
-		if slices.Contains(peers, p) {
-			continue
-		}
-		if !now.Before(t.trusted[p]) {
-			t.lostLocked(now)
-		}
-		delete(t.trusted, p)
-	}
-	if !t.viewKnown {
-		t.breakLocked(now)
-	}
-	t.view, t.viewKnown = peers, true
-}
-
-// View returns the view, and whether it is known yet.
-func (t *Tracker) View() ([]string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.view), t.viewKnown
-}
-
-// SubscribeResponse is a replica's answer to a subscription.
-type SubscribeResponse struct {
-	// New is true when the subscription was not live: Recent then holds
-	// the creates admitted in the last TTL.
-	New bool `json:"new"`
-	// Complete is false when Recent may miss some (over the bound).
-	Complete bool           `json:"complete"`
-	Recent   []Announcement `json:"recent,omitempty"`
-}
-
-// Renewed records a successful subscription to peer, renewed by a request
-// sent at sent: the replay is marked, and the subscription trusted until
-// sent+Trust. A subscription that was not trusted until then, or that the
-// peer answered as new (it restarted, or dropped us), breaks the chain.
-func (t *Tracker) Renewed(peer string, sent time.Time, resp SubscribeResponse) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.cfg.Now()
-	if !slices.Contains(t.view, peer) {
-		return
-	}
-	for _, a := range resp.Recent {
-		if a.validate() == nil {
-			t.markLocked(a, now)
-		}
-	}
-	if resp.New && !resp.Complete {
-		t.lostLocked(now)
-	}
-	if prev := t.trusted[peer]; resp.New || prev.Before(sent) {
-		t.breakLocked(now)
-	}
-	if until := sent.Add(t.cfg.Trust); until.After(t.trusted[peer]) {
-		t.trusted[peer] = until
-	}
-}
-
 // NeedsList reports whether the replica waits only for a list of all
 // Locks to be warm; the list must start after the call.
 func (t *Tracker) NeedsList() bool {
@@ -377,27 +256,3 @@ func (t *Tracker) Listed(started time.Time) {
 
 // Now returns the Tracker's clock.
 func (t *Tracker) Now() time.Time { return t.cfg.Now() }
-
-// SelfFresh records that this replica's identity Lease is fresh from
-// from until until, as Leases computes them: from is the same for as long
-// as the replica renews without a gap. A new from starts a new streak:
-// the others may have dropped this replica from their views meanwhile and
-// admitted creates without telling it, so a create may be lost at from
-// (cold for TTL from then, then a list).
-func (t *Tracker) SelfFresh(from, until time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !from.Equal(t.freshFrom) {
-		t.lostLocked(from)
-	}
-	t.freshFrom, t.freshUntil = from, until
-}
-
-// selfFreshLocked reports whether the replica's identity Lease is fresh at
-// now; always true without trackerConfig.Identity.
-func (t *Tracker) selfFreshLocked(now time.Time) bool {
-	if !t.cfg.Identity {
-		return true
-	}
-	return !now.Before(t.freshFrom) && now.Before(t.freshUntil)
-}

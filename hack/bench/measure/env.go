@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/manager"
 )
 
 // StackGVK is the target kind of the benchmarks (a sample CRD from
