@@ -14,7 +14,7 @@ import (
 // AdmissionConfiguration). A review carries the requesting user as its
 // caller claims it, so nothing in the review can prove who sent it; the
 // certificate can. Without it, anyone who reaches the webhook port can
-// send a forged review and read the denial (docs/limits.md says what it
+// send a forged review and read the denial (docs/hostile-clients.md says what it
 // learns).
 type ReviewCallers struct {
 	ca *CAPool

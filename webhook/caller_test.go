@@ -85,7 +85,7 @@ func TestForgedReviewsLearnNothing(t *testing.T) {
 		want   answer
 	}{
 		"WithoutTheOption": {
-			reason: "Without --review-client-ca, a forged review learns the Lock's name and reason (docs/limits.md says so; the NetworkPolicy limits who can send one).",
+			reason: "Without --review-client-ca, a forged review learns the Lock's name and reason (docs/hostile-clients.md says so; the NetworkPolicy limits who can send one).",
 			url:    open,
 			want:   answer{HTTP: http.StatusOK, Denial: denial},
 		},

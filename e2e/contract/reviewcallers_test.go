@@ -27,7 +27,7 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// TestAPIServerPresentsTheReviewCallerCertificate checks docs/limits.md's
+// TestAPIServerPresentsTheReviewCallerCertificate checks docs/hostile-clients.md's
 // Forged reviews on a real kube-apiserver of its own, started with the
 // admission configuration the page shows: its ValidatingAdmissionWebhook
 // plugin presents a client certificate to the webhook, and a webhook

@@ -21,7 +21,7 @@ const (
 	// DefaultMaxConnections bounds the connections the webhook server
 	// holds at once (ConnectionLimits.Max). Each costs some tens of KiB
 	// (TLS and HTTP buffers, a goroutine, a header): 1024 hold well under
-	// the chart's memory limit (docs/limits.md), and are far more than
+	// the chart's memory limit (docs/hostile-clients.md), and are far more than
 	// the API servers and the other replicas open.
 	DefaultMaxConnections = 1024
 	// DefaultMaxConnectionsPerSource bounds the connections from one

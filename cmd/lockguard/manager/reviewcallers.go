@@ -11,7 +11,7 @@ import (
 // only a caller with a client certificate of a CA (certs.ReviewCallers):
 // the API server, once its AdmissionConfiguration presents one to
 // lockguard's webhook. The peer paths check their own callers. Zero: off, every caller that
-// reaches the port is answered (docs/limits.md, Forged reviews).
+// reaches the port is answered (docs/hostile-clients.md, Forged reviews).
 type ReviewCallerOptions struct {
 	// CAFile holds the CA of the caller's client certificate; empty: off.
 	CAFile string
