@@ -50,10 +50,10 @@ func fuzzHandlers(tb testing.TB) []http.Handler {
 	for i := range fuzzLocks {
 		list.Items = append(list.Items, *fuzzLocks[i].DeepCopy())
 	}
-	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	empty := webhook.ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
 	return []http.Handler{
-		webhook.NewHandler(lockIndexOf(tb, list), nil),
-		webhook.NewHandler(empty, apiServer(fuzzLocks)),
+		webhook.NewHandler(webhook.Config{Locks: lockIndexOf(tb, list)}),
+		webhook.NewHandler(webhook.Config{Locks: empty, Live: apiServer(fuzzLocks)}),
 	}
 }
 

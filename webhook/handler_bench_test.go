@@ -263,7 +263,7 @@ func benchHandler(b *testing.B, n int) *webhook.Handler {
 	if err := m.Register(prometheus.NewRegistry()); err != nil {
 		b.Fatal(err)
 	}
-	return webhook.NewHandler(lockIndexOf(b, benchLocks(n)), nil, webhook.WithMetrics(m))
+	return webhook.NewHandler(webhook.Config{Locks: lockIndexOf(b, benchLocks(n)), Metrics: m})
 }
 
 // benchLocks returns n active Locks, locksPerNamespace per namespace ns-<i>;
