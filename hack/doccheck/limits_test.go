@@ -31,8 +31,6 @@ const (
 var oversized = map[string]int{
 	"internal/manager/manager.go": 409,
 	"internal/peers/tracker.go":   403,
-	"internal/readmodel/index.go": 414,
-	"webhook/reader.go":           424,
 	"e2e/chaos/chaos_test.go":     969,
 	"e2e/chaos/workload_test.go":  1391,
 	"e2e/chart/render_test.go":    1078,
