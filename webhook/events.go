@@ -20,29 +20,19 @@ const ReasonDeleteBlocked = "DeleteBlocked"
 // object and on its ReadOnly Locks when lockguard refuses its update.
 const ReasonUpdateBlocked = "UpdateBlocked"
 
-// refusedWords are what the Events of a refused DELETE or UPDATE say: the
-// reason, the action, and how the Locks hold the object.
-type refusedWords struct{ reason, action, held string }
-
-// wordsOf are the words of the Events of a refused request, by operation
-// (the update guard's UPDATE; the DELETE of every other guard).
-func wordsOf(op admissionv1.Operation) refusedWords {
-	if op == admissionv1.Update {
-		return refusedWords{ReasonUpdateBlocked, "Update", "read-only under"}
-	}
-	return refusedWords{ReasonDeleteBlocked, "Delete", "protected by"}
-}
-
 // recordRefused records through rec the Warning Events of d, the refusal
-// of req by Locks (the notes truncated by the handler's recorder,
-// eventnote.Recorder): the object and update guards' on the object and on
+// by Locks of req, of the object name (the notes truncated by the
+// handler's recorder, eventnote.Recorder): a DELETE's DeleteBlocked, an
+// UPDATE's UpdateBlocked; the object and update guards' on the object and on
 // each refusing Lock (the update guard's at most maxNamed), naming the
 // user and the Locks; the other guards' on the Locks alone (at most
 // maxNamed).
-func recordRefused(rec events.EventRecorder, req Request, d decision) {
-	w := wordsOf(req.Operation)
-	name, user := req.Target().Name, req.UserInfo.Username
-	locks := d.locks
+func recordRefused(rec events.EventRecorder, req Request, name string, d decision) {
+	reason, action, held := ReasonDeleteBlocked, "Delete", "protected by"
+	if req.Operation == admissionv1.Update {
+		reason, action, held = ReasonUpdateBlocked, "Update", "read-only under"
+	}
+	user, locks := req.UserInfo.Username, d.locks
 	var related runtime.Object
 	switch d.guard {
 	case GuardObject, GuardReadOnly:
@@ -50,13 +40,18 @@ func recordRefused(rec events.EventRecorder, req Request, d decision) {
 		if d.guard == GuardReadOnly {
 			locks = locks[:min(len(locks), maxNamed)]
 		}
-		target := targetMeta(req, name)
+		// kubectl describe matches Events by UID; without one the Event
+		// still names the object.
+		target := &metav1.PartialObjectMetadata{
+			TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: req.OldObject.Metadata.UID},
+		}
 		names := make([]string, 0, len(locks))
 		for _, l := range locks {
 			names = append(names, l.Name)
 		}
-		rec.Eventf(target, nil, corev1.EventTypeWarning, w.reason, w.action,
-			"%s by %s denied: %s Lock(s) %s", req.Operation, user, w.held, strings.Join(names, ", "))
+		rec.Eventf(target, nil, corev1.EventTypeWarning, reason, action,
+			"%s by %s denied: %s Lock(s) %s", req.Operation, user, held, strings.Join(names, ", "))
 		related = target
 	default:
 		// The namespace guard never denies the delete of a terminating
@@ -68,18 +63,8 @@ func recordRefused(rec events.EventRecorder, req Request, d decision) {
 		locks = locks[:min(len(locks), maxNamed)]
 	}
 	for i := range locks {
-		rec.Eventf(&locks[i], related, corev1.EventTypeWarning, w.reason, w.action,
+		rec.Eventf(&locks[i], related, corev1.EventTypeWarning, reason, action,
 			"Denied the %s of %s %q by %s", req.Operation, req.Kind.Kind, name, user)
-	}
-}
-
-// targetMeta is the object req is about, name, with its UID from
-// oldObject (kubectl describe matches Events by UID); without one the
-// Event still names the object.
-func targetMeta(req Request, name string) *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String(), Kind: req.Kind.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: name, UID: req.OldObject.Metadata.UID},
 	}
 }
 

@@ -63,7 +63,8 @@ func NewHandler(c Config) *Handler {
 // and its lastDenied (finisher.finish) are handed to asynchronous recorders.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
-	return h.finish.finish(req, h.decide(ctx, req), start)
+	d := h.decide(ctx, req)
+	return h.finish.finish(req, d, start)
 }
 
 // decide asks the guards about req in turn (guard): the first that
@@ -108,17 +109,18 @@ func (f *finisher) finish(req Request, d decision, start time.Time) admission.Re
 	if len(d.locks) == 0 || req.DryRun {
 		return d.resp
 	}
+	name := req.Target().Name
 	if !d.resp.Allowed && f.denials != nil {
 		f.denials.RecordDenial(d.locks, lockv1alpha1.DeniedRequest{
 			Time:      metav1.NewTime(time.Now()),
 			User:      req.UserInfo.Username,
 			Operation: string(req.Operation),
 			Kind:      req.Kind.Kind,
-			Name:      req.Target().Name,
+			Name:      name,
 		})
 	}
 	if f.events != nil {
-		recordRefused(f.events, req, d)
+		recordRefused(f.events, req, name, d)
 	}
 	return d.resp
 }

@@ -81,6 +81,16 @@ func (g objectGuard) unknownLabels(ctx context.Context, target lockv1alpha1.Targ
 	return admission.Response{}, false
 }
 
+// Target is the key of the object req is about: of the request's name,
+// or, for a deletecollection (which names none), of oldObject's.
+func (req *Request) Target() lockv1alpha1.TargetKey {
+	name := req.Name
+	if name == "" {
+		name = req.OldObject.Metadata.Name
+	}
+	return lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: name}
+}
+
 // DenialMessage is the message of a denied delete: the contract's sentence
 // naming every Lock (sorted, Go's %v of a []string), then the Locks' reasons.
 func DenialMessage(locks []lockv1alpha1.Lock) string {
