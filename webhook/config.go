@@ -12,7 +12,9 @@ import (
 // it runs besides the object guard. Zero fields take their defaults.
 type Config struct {
 	// Locks is the Lock cache every guard reads (in lockguard,
-	// readmodel.LockIndex); nil: NoLocks.
+	// readmodel.LockIndex); nil: none, and the deletes of targets are
+	// answered Errored (the namespace and CRD guards read the API
+	// server's Locks alone).
 	Locks Locks
 	// Live reads the API server (in lockguard, the manager's APIReader):
 	// the deletes Locks would allow are confirmed by listing the

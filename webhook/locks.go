@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"errors"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -43,9 +45,7 @@ type Locks interface {
 }
 
 // NoLocks is a Locks that holds no Lock: every lookup answers none. A fake
-// embeds it and answers the lookups it is about; lockguard's lock plugin
-// gives it to the namespace and CRD guards, which then read the API
-// server's Locks alone.
+// embeds it and answers the lookups it is about.
 type NoLocks struct{}
 
 var _ Locks = NoLocks{}
@@ -74,6 +74,29 @@ func (NoLocks) LiveLocksOfKind(schema.GroupKind) ([]lockv1alpha1.Lock, error) { 
 
 // AnyLiveLocks returns none.
 func (NoLocks) AnyLiveLocks(int) ([]lockv1alpha1.Lock, int, error) { return nil, 0, nil }
+
+// errUncached is the error of the lookups of targets of a Handler
+// configured without Locks.
+var errUncached = errors.New("lockguard is configured without a Lock cache")
+
+// uncached is the Locks of a Handler configured without any (Config.Locks
+// nil, as lockguard's lock plugin decides namespace and CRD deletes): the
+// lookups of targets fail, so that the object and cascade guards fail
+// closed; the namespace and CRD guards read the API server's Locks.
+type uncached struct{ NoLocks }
+
+// LiveLocks fails.
+func (uncached) LiveLocks(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	return nil, errUncached
+}
+
+// LiveSelectorLocksCovering fails.
+func (uncached) LiveSelectorLocksCovering(string, []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	return nil, errUncached
+}
+
+// LiveSelectorLocksIn fails.
+func (uncached) LiveSelectorLocksIn(string) ([]lockv1alpha1.Lock, error) { return nil, errUncached }
 
 // Covering returns, for each of objs, those of selectors (live selector
 // Locks of the objects' namespace) that cover it (Lock.Covers), in the

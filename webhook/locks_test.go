@@ -1,6 +1,14 @@
 package webhook
 
 import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
@@ -46,4 +54,16 @@ func (h *Handler) cascadeOf() *cascadeGuard {
 		}
 	}
 	return nil
+}
+
+// TestWithoutLocks: a Handler configured without a Lock cache refuses the
+// delete of a target (fail closed) rather than allowing it.
+func TestWithoutLocks(t *testing.T) {
+	req := request(admissionv1.Delete, lockv1alpha1.Group, "Stack", "forge", "forge", "forge")
+	got := resultOf(NewHandler(Config{}).Decide(context.Background(), req))
+	want := result{Code: http.StatusServiceUnavailable, Reason: metav1.StatusReasonServiceUnavailable,
+		Message: "lockguard could not verify Locks for Stack.core.navique.com forge/forge, so the delete is refused; retry when lockguard is ready: lockguard is configured without a Lock cache"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Decide(DELETE Stack) without Locks: -want, +got:\n%s", diff)
+	}
 }

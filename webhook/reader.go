@@ -37,7 +37,7 @@ import (
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
-	cache Locks     // the Lock cache (NoLocks: none)
+	cache Locks     // the Lock cache
 	fresh Freshness // nil: the cache may always lack a Lock
 	api   *apiLists // the API server's Locks; nil: none are read
 	// confirm is whether what the cache would allow for a target is
@@ -45,13 +45,13 @@ type lockReader struct {
 	confirm bool
 }
 
-// newLockReader returns a reader of cache (nil: NoLocks) that confirms the
+// newLockReader returns a reader of cache (nil: uncached) that confirms the
 // decisions of targets by listing through live (nil: it confirms none of
 // them, and the namespace and CRD guards list through api), asking fresh
 // (nil: none) which ones to confirm.
 func newLockReader(cache Locks, live, api LockLister, fresh Freshness) *lockReader {
 	if cache == nil {
-		cache = NoLocks{}
+		cache = uncached{}
 	}
 	r := &lockReader{cache: cache, fresh: fresh, confirm: live != nil}
 	switch {
