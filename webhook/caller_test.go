@@ -66,7 +66,7 @@ func TestForgedReviewsLearnNothing(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	handler := NewHandler(indexOf(t, forgeStack, lock("quarterly-close", "finance freeze until the audit")), nil)
+	handler := NewHandler(Config{Locks: indexOf(t, forgeStack, lock("quarterly-close", "finance freeze until the audit"))})
 	open, guarded := serve(handler), serve(callers.Require(handler))
 
 	const (

@@ -44,8 +44,8 @@ func BenchmarkCascadeDecide(b *testing.B) {
 				g.byOwner["uid-root"] = append(g.byOwner["uid-root"], o)
 				g.byName["Stack/"+o.meta.Name] = o.meta
 			}
-			index := LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
-			h := NewHandler(index, nil, WithCascadeGuard(g, CascadeDeny, CascadeLimits{}))
+			index := ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+			h := NewHandler(Config{Locks: index, Cascade: CascadeConfig{Graph: g, Mode: CascadeDeny, Limits: CascadeLimits{}}})
 			req := ownerDelete("")
 			for b.Loop() {
 				if resp := h.Decide(context.Background(), req); !resp.Allowed || len(resp.Warnings) > 0 {

@@ -91,17 +91,17 @@ func ownerDelete(policy metav1.DeletionPropagation, finalizers ...string) Reques
 	return r
 }
 
-// locksOn is a LockIndex holding one Lock, keep-<name>, per name given
+// locksOn is a Locks holding one Lock, keep-<name>, per name given
 // (Kinds: PostgresCluster for a name starting with "db", else Stack).
-func locksOn(names ...string) LockIndexFunc {
-	return func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+func locksOn(names ...string) Locks {
+	return ByTarget(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 		for _, n := range names {
 			if key.Name == n && key.Namespace == "forge" {
 				return []lockv1alpha1.Lock{*newLock("forge", "keep-"+n, "", key.Kind, n)}, nil
 			}
 		}
 		return nil, nil
-	}
+	})
 }
 
 func TestCascadeGuard(t *testing.T) {
@@ -119,7 +119,7 @@ func TestCascadeGuard(t *testing.T) {
 		req        Request
 		objects    []graphObject
 		graphErr   error
-		index      LockIndexFunc
+		index      Locks
 		api        []lockv1alpha1.Lock // the API server's Locks (confirmation); nil: no confirmation
 		fresh      *bool               // a Freshness answering this for every dependent; nil: none
 		mode       CascadeMode
@@ -420,13 +420,13 @@ func TestCascadeGuard(t *testing.T) {
 			if tc.api != nil {
 				live = &fakeAPI{locks: tc.api}
 			}
-			opts := []Option{WithMetrics(m), WithCascadeGuard(&fakeGraph{objects: tc.objects, err: tc.graphErr}, mode, tc.limits)}
+			c := Config{Locks: tc.index, Live: live, Metrics: m, Cascade: CascadeConfig{Graph: &fakeGraph{objects: tc.objects, err: tc.graphErr}, Mode: mode, Limits: tc.limits}}
 			var f *freshness
 			if tc.fresh != nil {
 				f = &freshness{mayLack: *tc.fresh, calls: new([]string)}
-				opts = append(opts, WithFreshness(f))
+				c.Freshness = f
 			}
-			h := NewHandler(tc.index, live, opts...)
+			h := NewHandler(c)
 			resp := h.Decide(context.Background(), tc.req)
 			got := resultOf(resp)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -461,7 +461,7 @@ func TestCascadeMetricsAndAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	graph := &fakeGraph{objects: []graphObject{obj("PostgresCluster", "db", "Stack/root")}}
-	h := NewHandler(locksOn("db"), nil, WithMetrics(m), WithCascadeGuard(graph, CascadeDeny, CascadeLimits{}))
+	h := NewHandler(Config{Locks: locksOn("db"), Metrics: m, Cascade: CascadeConfig{Graph: graph, Mode: CascadeDeny, Limits: CascadeLimits{}}})
 	resp := h.Decide(context.Background(), ownerDelete(""))
 	want := map[string]string{AuditDecision: DecisionDenied, AuditGuard: GuardCascade, AuditLocks: "keep-db"}
 	if diff := cmp.Diff(want, resp.AuditAnnotations); diff != "" {
@@ -515,8 +515,8 @@ func TestParseCascadeMode(t *testing.T) {
 // never asked).
 func TestCascadeOff(t *testing.T) {
 	graph := &fakeGraph{err: errors.New("asked")}
-	h := NewHandler(locksOn("db"), nil, WithCascadeGuard(graph, CascadeOff, CascadeLimits{}))
-	if resp := h.Decide(context.Background(), ownerDelete("")); !resp.Allowed || len(resp.Warnings) > 0 || h.cascade != nil {
+	h := NewHandler(Config{Locks: locksOn("db"), Cascade: CascadeConfig{Graph: graph, Mode: CascadeOff, Limits: CascadeLimits{}}})
+	if resp := h.Decide(context.Background(), ownerDelete("")); !resp.Allowed || len(resp.Warnings) > 0 || h.cascadeOf() != nil {
 		t.Errorf("Decide with the cascade guard off: %+v", resp)
 	}
 }

@@ -16,20 +16,19 @@ import (
 // cascadeGuard decides the cascades that the walker walks (cascade.go).
 type cascadeGuard struct {
 	cascadeWalker
-	mode CascadeMode
-	// locks and metrics are the handler's (NewHandler sets them).
-	locks   *lockReader
-	metrics *Metrics
+	mode    CascadeMode
+	locks   *lockReader // the handler's
+	metrics *Metrics    // the handler's
 }
 
-// newCascadeGuard returns the cascade guard that walks graph in mode,
-// within limits (zero fields take their defaults); nil for mode Off or a
-// nil graph: cascades are not walked.
-func newCascadeGuard(graph OwnerGraph, mode CascadeMode, limits CascadeLimits) *cascadeGuard {
-	if graph == nil || mode == CascadeOff {
+// newCascadeGuard returns the cascade guard of c (Mode "" is Deny), which
+// reads locks and counts in metrics; nil for Mode Off or a nil Graph:
+// cascades are not walked.
+func newCascadeGuard(c CascadeConfig, locks *lockReader, metrics *Metrics) *cascadeGuard {
+	if c.Graph == nil || c.Mode == CascadeOff {
 		return nil
 	}
-	return &cascadeGuard{cascadeWalker: newCascadeWalker(graph, limits), mode: mode}
+	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), mode: c.Mode, locks: locks, metrics: metrics}
 }
 
 // lockedDependent is an object of the cascade that live Locks protect.
@@ -45,7 +44,7 @@ type lockedDependent struct {
 // allowed delete with a warning) or could not be walked to the end (a
 // warning). Otherwise the object guard's answer stands.
 func (g *cascadeGuard) decide(ctx context.Context, req Request, _ string) (decision, bool) {
-	target := targetOf(req)
+	target := req.Target()
 	uid := req.OldObject.Metadata.UID
 	if target.Namespace == "" || target.Name == "" || uid == "" || lockv1alpha1.Protectable(target.GroupKind()) != nil {
 		return decision{}, false

@@ -23,10 +23,12 @@ import (
 // cluster): the CRD of a kind reads the Locks of that kind, the Lock CRD
 // at most maxNamed+1 Locks.
 
-// countingCache is a CachedLocks over a fixed set of live Locks that counts
-// the copies it hands out. It holds its Locks in the order given, as an
-// informer's store holds them in no order.
+// countingCache is a Locks over a fixed set of live targetRef Locks that
+// counts the copies it hands out (NoLocks answers the lookups of selector
+// Locks). It holds its Locks in the order given, as an informer's store
+// holds them in no order.
 type countingCache struct {
+	NoLocks
 	locks  []lockv1alpha1.Lock
 	copies int
 }
@@ -97,7 +99,7 @@ func TestCRDDecisionCopiesOnlyItsKind(t *testing.T) {
 	api := &fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{widgetGK: {"forge": {"w1": true}, "edge": {"w2": true}}}}
 
 	cache := &countingCache{locks: append(otherKindLocks(others), widgets...)}
-	h := NewHandler(noLookup(t), nil, WithClusterGuards(cache, api, guardMapper()))
+	h := NewHandler(Config{Locks: withCache{cache, noLookup(t)}, Cluster: &ClusterConfig{API: api, Kinds: guardMapper()}})
 	got := resultOf(h.Decide(context.Background(), crdRequest(lockv1alpha1.Group, "Widget")))
 	if want := "customresourcedefinition is protected by Lock(s) [edge/w2 forge/w1]"; got.Allowed || !strings.HasPrefix(got.Message, want) {
 		t.Errorf("Decide(Widget CRD): %+v, want denied with %q", got, want)
@@ -107,7 +109,7 @@ func TestCRDDecisionCopiesOnlyItsKind(t *testing.T) {
 	}
 
 	cache = &countingCache{locks: otherKindLocks(others)}
-	h = NewHandler(noLookup(t), nil, WithClusterGuards(cache, api, guardMapper()))
+	h = NewHandler(Config{Locks: withCache{cache, noLookup(t)}, Cluster: &ClusterConfig{API: api, Kinds: guardMapper()}})
 	got = resultOf(h.Decide(context.Background(), crdRequest(lockv1alpha1.Group, "Lock")))
 	if want := "customresourcedefinition is protected by Lock(s) [ns000/stack-00000 "; got.Allowed || !strings.HasPrefix(got.Message, want) {
 		t.Errorf("Decide(Lock CRD): %+v, want denied with %q", got, want)
@@ -188,7 +190,7 @@ func TestCRDFallbackHoldsOnlyItsKind(t *testing.T) {
 			}
 			return otherKindLock(i)
 		}}
-	h := NewHandler(noLookup(t), nil, WithClusterGuards(nil, api, guardMapper()))
+	h := NewHandler(Config{Locks: noLookup(t), Cluster: &ClusterConfig{API: api, Kinds: guardMapper()}})
 	// The pages collect garbage twice each: a deadline of its own, not
 	// the guards' 3 s, so that a loaded machine does not cut the list.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -207,7 +209,7 @@ func TestCRDFallbackHoldsOnlyItsKind(t *testing.T) {
 	api = &pagingAPI{fakeAPI: fakeAPI{objects: objects}, n: others, pageSize: pageSize,
 		keep: func(lockv1alpha1.Lock) bool { return false },
 		lock: func(i int) lockv1alpha1.Lock { return otherKindLock(i) }}
-	h = NewHandler(noLookup(t), nil, WithClusterGuards(nil, api, guardMapper()))
+	h = NewHandler(Config{Locks: noLookup(t), Cluster: &ClusterConfig{API: api, Kinds: guardMapper()}})
 	got = resultOf(h.Decide(ctx, crdRequest(lockv1alpha1.Group, "Lock")))
 	if want := "customresourcedefinition is protected by Lock(s) [ns000/stack-00000 "; got.Allowed || !strings.HasPrefix(got.Message, want) {
 		t.Errorf("Decide(Lock CRD): %+v, want denied with %q", got, want)
@@ -236,15 +238,15 @@ func TestLockCRDAuditCountsTheRest(t *testing.T) {
 		}
 	}
 	for name, tc := range map[string]struct {
-		cache CachedLocks
+		cache Locks
 		api   *fakeAPI
 		want  string
 	}{
 		"FromCache": {cache: &countingCache{locks: locks}, api: &fakeAPI{}, want: strings.Join(first, ",") + ",and 5 more"},
-		"FromAPI":   {api: &fakeAPI{locks: locks}, want: strings.Join(first, ",") + ",and 5 more"},
+		"FromAPI":   {cache: NoLocks{}, api: &fakeAPI{locks: locks}, want: strings.Join(first, ",") + ",and 5 more"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := NewHandler(noLookup(t), nil, WithClusterGuards(tc.cache, tc.api, guardMapper()))
+			h := NewHandler(Config{Locks: withCache{tc.cache, noLookup(t)}, Cluster: &ClusterConfig{API: tc.api, Kinds: guardMapper()}})
 			resp := h.Decide(context.Background(), crdRequest(lockv1alpha1.Group, "Lock"))
 			if got := resp.AuditAnnotations[AuditLocks]; resp.Allowed || got != tc.want {
 				t.Errorf("Decide(Lock CRD): allowed %v, audit %s=%q; want denied, %q", resp.Allowed, AuditLocks, got, tc.want)
@@ -270,7 +272,7 @@ func (a *endlessAPI) List(ctx context.Context, list client.ObjectList, opts ...c
 // server stops between pages when the decision's context ends, even from a
 // reader that does not heed it, and the delete is refused.
 func TestCRDFallbackEndsWithItsDeadline(t *testing.T) {
-	h := NewHandler(noLookup(t), nil, WithClusterGuards(nil, &endlessAPI{}, guardMapper()))
+	h := NewHandler(Config{Locks: noLookup(t), Cluster: &ClusterConfig{API: &endlessAPI{}, Kinds: guardMapper()}})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	done := make(chan result, 1)

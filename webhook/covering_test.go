@@ -44,7 +44,7 @@ func TestCoveringAcrossAnUpdate(t *testing.T) {
 	}
 	watcher := watch.NewFake()
 	index, inf := lockCacheWatching(t, list, watcher)
-	h := webhook.NewHandler(index, nil)
+	h := webhook.NewHandler(webhook.Config{Locks: index})
 
 	deletion := func(ns, name string, labels map[string]string) webhook.Request {
 		r := webhook.Request{

@@ -41,7 +41,7 @@ func (g crdGuard) decideCRD(ctx context.Context, req Request) (admission.Respons
 	if spec.Group != lockv1alpha1.Group {
 		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil, 0
 	}
-	name := targetName(req)
+	name := req.Target().Name
 	if spec.Names.Kind == "" {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil, 0
 	}

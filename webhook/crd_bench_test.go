@@ -49,7 +49,7 @@ func BenchmarkCRDDecision(b *testing.B) {
 
 	for _, read := range []struct {
 		name  string
-		cache webhook.CachedLocks
+		cache webhook.Locks
 	}{
 		{"read=all-locks(before)", allLocks{LockIndex: index, informer: informer}},
 		{"read=kind-index(after)", index},
@@ -62,7 +62,7 @@ func BenchmarkCRDDecision(b *testing.B) {
 			{"Lock", "customresourcedefinition is protected by Lock(s) [ns-000/keep-stack-00000 "},
 		} {
 			b.Run("crd="+crd.kind+"/"+read.name, func(b *testing.B) {
-				h := webhook.NewHandler(index, nil, webhook.WithClusterGuards(read.cache, targets, mapper))
+				h := webhook.NewHandler(webhook.Config{Locks: read.cache, Cluster: &webhook.ClusterConfig{API: targets, Kinds: mapper}})
 				req := crdDelete(crd.kind)
 				for b.Loop() {
 					resp := h.Decide(context.Background(), req)

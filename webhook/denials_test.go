@@ -2,10 +2,13 @@ package webhook
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -58,13 +61,13 @@ func TestRefusalsAreRecorded(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			log := &denialLog{}
-			index := LockIndexFunc(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			index := ByTarget(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				if k.Name == "forge" {
 					return []lockv1alpha1.Lock{lock("a", ""), lock("b", "")}, nil
 				}
 				return nil, nil
 			})
-			h := NewHandler(index, nil, WithDenialRecorder(log))
+			h := NewHandler(Config{Locks: index, Denials: log})
 			h.Decide(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.locks, log.locks); diff != "" {
 				t.Errorf("%s\nrecorded Locks: -want, +got:\n%s", tc.reason, diff)
@@ -86,10 +89,13 @@ func TestRefusalsAreRecorded(t *testing.T) {
 // same hook, with its own operation; its dry runs are recorded nowhere.
 func TestRecordRefusalOfAnotherGuard(t *testing.T) {
 	log := &denialLog{}
-	h := NewHandler(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), nil, WithDenialRecorder(log))
+	h := NewHandler(Config{Locks: ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), Denials: log})
 	frozen := []lockv1alpha1.Lock{lock("freeze", "")}
-	h.recordRefusal(frozen, refusal{user: "bob", operation: admissionv1.Update, kind: "Stack", name: "web", dryRun: true})
-	h.recordRefusal(frozen, refusal{user: "bob", operation: admissionv1.Update, kind: "Stack", name: "web"})
+	update := Request{UserInfo: UserInfo{Username: "bob"}, Operation: admissionv1.Update, Kind: metav1.GroupVersionKind{Kind: "Stack"}, Name: "web", DryRun: true}
+	refused := decision{guard: GuardReadOnly, resp: admission.Denied("read-only"), locks: frozen}
+	h.finish.finish(update, refused, time.Now())
+	update.DryRun = false
+	h.finish.finish(update, refused, time.Now())
 	want := []lockv1alpha1.DeniedRequest{{User: "bob", Operation: "UPDATE", Kind: "Stack", Name: "web"}}
 	if diff := cmp.Diff(want, log.denials, cmpopts.IgnoreFields(lockv1alpha1.DeniedRequest{}, "Time")); diff != "" {
 		t.Errorf("recorded: -want, +got:\n%s", diff)

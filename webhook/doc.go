@@ -17,12 +17,13 @@
 //     (namespace.go) and the CRD guard (crd.go, both over guards.go);
 //   - reader.go is every guard's reader of Locks, and the one place that
 //     says when a decision is confirmed with the API server: from an
-//     informer cache (a LockIndex, CachedLocks), and for what the cache
-//     would allow, a consistent list of the API server (lists.go, one in
-//     flight per namespace, shared); it fails closed when either cannot
-//     answer;
-//   - metrics.go, audit.go, events.go and denials.go tell of each
-//     decision;
+//     informer cache (Locks, locks.go: the one read interface), and for
+//     what the cache would allow, a consistent list of the API server
+//     (lists.go, one in flight per namespace, shared); it fails closed
+//     when either cannot answer;
+//   - every decision ends in one step (handler.go, finisher.finish):
+//     metrics.go, audit.go, events.go and denials.go tell of it; the
+//     update guard (update.go) ends its decisions there too;
 //   - create.go admits Lock CREATEs: the peer announcement and the
 //     namespace guard's label, each when configured.
 //

@@ -79,8 +79,8 @@ func TestEventLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-			h := NewHandler(indexOf(t, forgeStack, lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "l"}}), nil, WithMetrics(m))
-			h.events = newLimitedRecorder(rec, tc.limits, m, clock.now)
+			h := NewHandler(Config{Locks: indexOf(t, forgeStack, lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "l"}}), Metrics: m})
+			h.finish.events = newLimitedRecorder(rec, tc.limits, m, clock.now)
 			deny := func(n int) {
 				for i := range n {
 					req := request(admissionv1.Delete, "core.navique.com", "Stack", "forge", "forge", "")

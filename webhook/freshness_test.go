@@ -107,7 +107,7 @@ func TestFreshness(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var calls []string
-			index := LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			index := ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				calls = append(calls, "index")
 				if tc.indexed {
 					return []lockv1alpha1.Lock{*newLock("forge", "old", "", "Stack", "forge")}, nil
@@ -126,7 +126,7 @@ func TestFreshness(t *testing.T) {
 			}
 			api := b.Build()
 			f := &freshness{mayLack: tc.mayLack, pending: tc.pending, calls: &calls}
-			h := NewHandler(index, api, WithFreshness(f))
+			h := NewHandler(Config{Locks: index, Live: api, Freshness: f})
 			locks, err := h.locks.find(context.Background(), key.Object(nil))
 			if err != nil {
 				t.Fatal(err)

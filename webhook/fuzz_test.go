@@ -26,7 +26,7 @@ import (
 )
 
 // The fuzz targets post requests to the HTTP handler lockguard serves at
-// webhook.Path, the same constructor internal/manager registers, and check
+// webhook.Path, the same constructor cmd/lockguard/manager registers, and check
 // three properties on every answer:
 //
 //   - it never panics;
@@ -40,7 +40,7 @@ import (
 //     deletecollection, oldObject's metadata.name as the API server
 //     serializes it). A dry run gets the same answer.
 
-// fuzzHandlers are the handlers under test, as internal/manager registers
+// fuzzHandlers are the handlers under test, as cmd/lockguard/manager registers
 // them at webhook.Path: one deciding from lockguard's Lock index of
 // fuzzLocks alone (--cache-only-decisions), and one whose index is empty,
 // so that every decision is taken by the confirmation from an API server
@@ -50,10 +50,10 @@ func fuzzHandlers(tb testing.TB) []http.Handler {
 	for i := range fuzzLocks {
 		list.Items = append(list.Items, *fuzzLocks[i].DeepCopy())
 	}
-	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	empty := webhook.ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
 	return []http.Handler{
-		webhook.NewHandler(lockIndexOf(tb, list), nil),
-		webhook.NewHandler(empty, apiServer(fuzzLocks)),
+		webhook.NewHandler(webhook.Config{Locks: lockIndexOf(tb, list)}),
+		webhook.NewHandler(webhook.Config{Locks: empty, Live: apiServer(fuzzLocks)}),
 	}
 }
 

@@ -42,11 +42,11 @@ const maxClusterDecisions = 4
 
 // clusterGuards decide Namespace and CRD deletes.
 type clusterGuards struct {
-	locks *lockReader // the handler's (NewHandler sets it)
+	locks *lockReader // the handler's
 	api   LockLister  // reads the targets
 	kinds KindMapper
 	// served lists the group's namespaced kinds, whose objects a selector
-	// Lock without kinds may cover (WithServedKinds); nil: such a Lock
+	// Lock without kinds may cover (ClusterConfig.Served); nil: such a Lock
 	// counts as protecting something.
 	served func() ([]schema.GroupKind, error)
 	// slots holds one token per decision in progress.

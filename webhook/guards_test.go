@@ -382,7 +382,7 @@ func TestGuards(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			cache := &countingCache{locks: tc.cache}
-			h := NewHandler(noLookup(t), nil, WithClusterGuards(cache, tc.api, guardMapper()))
+			h := NewHandler(Config{Locks: withCache{cache, noLookup(t)}, Cluster: &ClusterConfig{API: tc.api, Kinds: guardMapper()}})
 			resp := h.Decide(context.Background(), tc.req)
 			got := guardResult{Result: resultOf(resp), Warnings: resp.Warnings}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -408,7 +408,7 @@ func manyDescription() string {
 // TestGuardsUnconfigured: a handler without WithClusterGuards refuses
 // Namespace and CRD deletes rather than allowing them.
 func TestGuardsUnconfigured(t *testing.T) {
-	h := NewHandler(noLookup(t), nil)
+	h := NewHandler(Config{Locks: noLookup(t)})
 	for _, req := range []Request{namespaceRequest("forge"), crdRequest(lockv1alpha1.Group, "Widget")} {
 		if got := resultOf(h.Decide(context.Background(), req)); got.Allowed || got.Code != http.StatusServiceUnavailable {
 			t.Errorf("Decide(%s): %+v, want ServiceUnavailable", req.Kind.Kind, got)
@@ -441,7 +441,7 @@ func (b *blockingAPI) List(ctx context.Context, list client.ObjectList, opts ...
 func TestGuardsBoundTheirDecisions(t *testing.T) {
 	api := &blockingAPI{fakeAPI: fakeAPI{objects: map[schema.GroupKind]map[string]map[string]bool{stackGK: {}}},
 		entered: make(chan struct{}, maxClusterDecisions+1), release: make(chan struct{})}
-	h := NewHandler(noLookup(t), nil, WithClusterGuards(nil, api, guardMapper()))
+	h := NewHandler(Config{Locks: noLookup(t), Cluster: &ClusterConfig{API: api, Kinds: guardMapper()}})
 	done := make(chan admission.Response, maxClusterDecisions)
 	for i := range maxClusterDecisions {
 		// A namespace each: decisions of one namespace share its list.

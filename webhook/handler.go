@@ -8,11 +8,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/eventnote"
 	"github.com/navique/lockguard/internal/transport"
 )
 
@@ -20,47 +20,33 @@ import (
 // resources: of the resources themselves, of their namespaces and of their
 // CustomResourceDefinitions.
 type Handler struct {
-	locks   *lockReader
-	guards  []guard // asked in turn (Decide)
-	metrics *Metrics
-	events  events.EventRecorder
-	denials DenialRecorder // nil: lastDenied is not recorded
-	gate    *transport.Gate
-
-	eventLimits EventLimits
-	cascade     *cascadeGuard  // nil: cascades are not walked
-	cluster     *clusterGuards // nil: Namespace and CRD deletes are answered Errored
-	// served lists the group's kinds for the cluster guards
-	// (WithServedKinds).
-	served func() ([]schema.GroupKind, error)
+	locks  *lockReader
+	guards []guard // asked in turn (Decide)
+	gate   *transport.Gate
+	finish *finisher
 }
 
-// Option configures a Handler (options.go).
-type Option func(*Handler)
-
-// NewHandler returns a Handler that looks Locks up in index and confirms
-// the deletes index would allow by listing the namespace's Locks through
-// live, a reader of the API server. With live nil, it decides from index
-// alone (lockguard's --cache-only-decisions).
-func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
-	h := &Handler{locks: newLockReader(index, live)}
-	for _, o := range opts {
-		o(h)
+// NewHandler returns the Handler of c.
+func NewHandler(c Config) *Handler {
+	api := LockLister(nil)
+	if c.Cluster != nil {
+		api = c.Cluster.API
 	}
+	h := &Handler{locks: newLockReader(c.Locks, c.Live, api, c.Freshness), gate: c.Gate}
 	if h.gate == nil {
-		h.gate = transport.NewGate(transport.Limits{}, h.metrics.Refused)
+		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}
-	if h.events != nil {
-		h.events = newLimitedRecorder(h.events, h.eventLimits, h.metrics, time.Now)
+	h.finish = &finisher{metrics: c.Metrics, denials: c.Denials}
+	if c.Events != nil {
+		h.finish.events = newLimitedRecorder(eventnote.Recorder(c.Events), c.EventLimits, c.Metrics, time.Now)
 	}
 	h.guards = []guard{objectGuard{locks: h.locks}}
-	if h.cascade != nil {
-		h.cascade.locks, h.cascade.metrics = h.locks, h.metrics
-		h.guards = append(h.guards, h.cascade)
+	if g := newCascadeGuard(c.Cascade, h.locks, c.Metrics); g != nil {
+		h.guards = append(h.guards, g)
 	}
-	if h.cluster != nil {
-		h.cluster.locks, h.cluster.served = h.locks, h.served
-		h.guards = append(h.guards, namespaceGuard{h.cluster}, crdGuard{h.cluster})
+	if c.Cluster != nil {
+		g := &clusterGuards{locks: h.locks, api: c.Cluster.API, kinds: c.Cluster.Kinds, served: c.Cluster.Served, slots: make(chan struct{}, maxClusterDecisions)}
+		h.guards = append(h.guards, namespaceGuard{g}, crdGuard{g})
 	}
 	return h
 }
@@ -74,19 +60,11 @@ func NewHandler(index LockIndex, live LockLister, opts ...Option) *Handler {
 // exists (the CRD guard, crd.go); it allows everything else, and answers
 // Errored (so that the API server, with failurePolicy Fail, rejects the
 // delete) when it cannot tell. It writes nothing: the Events of a denial
-// and its lastDenied (recordRefusal) are handed to asynchronous recorders.
+// and its lastDenied (finisher.finish) are handed to asynchronous recorders.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
 	d := h.decide(ctx, req)
-	h.metrics.observe(req, d.guard, d.resp, time.Since(start))
-	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
-	if !d.resp.Allowed {
-		h.recordRefusal(d.locks, refusalOf(req))
-	}
-	if len(d.locks) > 0 && h.events != nil && !req.DryRun {
-		recordDenial(h.events, req, d)
-	}
-	return d.resp
+	return h.finish.finish(req, d, start)
 }
 
 // decide asks the guards about req in turn (guard): the first that
@@ -112,22 +90,37 @@ func (h *Handler) decide(ctx context.Context, req Request) decision {
 	return d
 }
 
-// recordRefusal is the one hook every guard's refusal goes through on
-// its way to the refusing Locks' status.lastDenied: Decide calls it for
-// the delete guards (object, cascade, namespace, CRD), and any other
-// guard's decision calls it with the Locks that refused its request. It
-// hands the refusal to the DenialRecorder, which only updates memory (the
-// write is asynchronous), unless the request is a dry run (the webhook
-// declares sideEffects NoneOnDryRun) or no Lock refused it.
-func (h *Handler) recordRefusal(locks []lockv1alpha1.Lock, r refusal) {
-	if len(locks) == 0 || r.dryRun || h.denials == nil {
-		return
+// finisher is the one step every decision of every path ends in (finish).
+type finisher struct {
+	metrics *Metrics
+	events  events.EventRecorder // nil: no Events
+	denials DenialRecorder       // nil: lastDenied is not recorded
+}
+
+// finish ends d, the decision of req that began at start: it counts it,
+// puts its audit annotations on the response and, unless req is a dry run
+// (the webhook declares sideEffects NoneOnDryRun) or no Lock refused it,
+// hands the refusal to the DenialRecorder, for the refusing Locks'
+// status.lastDenied, and records its Warning Events (recordRefused). Both
+// recorders only update memory: their writes are asynchronous.
+func (f *finisher) finish(req Request, d decision, start time.Time) admission.Response {
+	f.metrics.observe(req, d.guard, d.resp, time.Since(start))
+	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
+	if len(d.locks) == 0 || req.DryRun {
+		return d.resp
 	}
-	h.denials.RecordDenial(locks, lockv1alpha1.DeniedRequest{
-		Time:      metav1.NewTime(time.Now()),
-		User:      r.user,
-		Operation: string(r.operation),
-		Kind:      r.kind,
-		Name:      r.name,
-	})
+	name := req.Target().Name
+	if !d.resp.Allowed && f.denials != nil {
+		f.denials.RecordDenial(d.locks, lockv1alpha1.DeniedRequest{
+			Time:      metav1.NewTime(time.Now()),
+			User:      req.UserInfo.Username,
+			Operation: string(req.Operation),
+			Kind:      req.Kind.Kind,
+			Name:      name,
+		})
+	}
+	if f.events != nil {
+		recordRefused(f.events, req, name, d)
+	}
+	return d.resp
 }

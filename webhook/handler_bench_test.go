@@ -50,7 +50,7 @@ const locksPerNamespace = 100
 // (the common case) through the full HTTP handler path: reading the body,
 // decoding the AdmissionReview, deciding, encoding the response. path=
 // controller-runtime is admission.Webhook; path=lockguard is what
-// internal/manager registers.
+// cmd/lockguard/manager registers.
 func BenchmarkHandler(b *testing.B) {
 	for _, n := range benchLockCounts {
 		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
@@ -181,7 +181,7 @@ type benchPath struct {
 }
 
 // benchPaths are the HTTP handlers to compare: controller-runtime's
-// admission.Webhook around the Handler, and the one internal/manager
+// admission.Webhook around the Handler, and the one cmd/lockguard/manager
 // registers.
 func benchPaths(h *webhook.Handler) []benchPath {
 	paths := []benchPath{{"controller-runtime", &admission.Webhook{Handler: h}}}
@@ -263,7 +263,7 @@ func benchHandler(b *testing.B, n int) *webhook.Handler {
 	if err := m.Register(prometheus.NewRegistry()); err != nil {
 		b.Fatal(err)
 	}
-	return webhook.NewHandler(lockIndexOf(b, benchLocks(n)), nil, webhook.WithMetrics(m))
+	return webhook.NewHandler(webhook.Config{Locks: lockIndexOf(b, benchLocks(n)), Metrics: m})
 }
 
 // benchLocks returns n active Locks, locksPerNamespace per namespace ns-<i>;

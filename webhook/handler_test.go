@@ -21,20 +21,20 @@ func lock(name, reason string) lockv1alpha1.Lock {
 
 // indexOf returns Locks for exactly one target and fails the test on any
 // other lookup, so that each case also checks what the handler asked for.
-func indexOf(t *testing.T, key lockv1alpha1.TargetKey, locks ...lockv1alpha1.Lock) LockIndexFunc {
-	return func(got lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+func indexOf(t *testing.T, key lockv1alpha1.TargetKey, locks ...lockv1alpha1.Lock) Locks {
+	return ByTarget(func(got lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 		if got != key {
 			t.Errorf("LiveLocks(%s), want LiveLocks(%s)", got, key)
 		}
 		return locks, nil
-	}
+	})
 }
 
-func noLookup(t *testing.T) LockIndexFunc {
-	return func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+func noLookup(t *testing.T) Locks {
+	return ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 		t.Error("LiveLocks called, want no lookup")
 		return nil, nil
-	}
+	})
 }
 
 // request is the Request of op on a group/kind object ns/name; oldObject
@@ -74,7 +74,7 @@ func TestDecide(t *testing.T) {
 
 	cases := map[string]struct {
 		reason string
-		index  LockIndex
+		index  Locks
 		req    Request
 		want   result
 	}{
@@ -116,7 +116,7 @@ func TestDecide(t *testing.T) {
 		},
 		"LookupFails": {
 			reason: "When Locks cannot be looked up, the handler errors so that failurePolicy Fail rejects the delete.",
-			index: LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			index: ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				return nil, errors.New("the Lock cache has not synced yet")
 			}),
 			req: request(admissionv1.Delete, "core.navique.com", "Stack", "forge", "forge", ""),
@@ -150,7 +150,7 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := resultOf(NewHandler(tc.index, nil).Decide(context.Background(), tc.req))
+			got := resultOf(NewHandler(Config{Locks: tc.index}).Decide(context.Background(), tc.req))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)
 			}
@@ -191,7 +191,7 @@ func TestHandle(t *testing.T) {
 				Namespace: "forge",
 				OldObject: runtime.RawExtension{Raw: []byte(tc.oldObject)},
 			}}
-			got := resultOf(NewHandler(indexOf(t, forgeStack, lock("l", "")), nil).Handle(context.Background(), req))
+			got := resultOf(NewHandler(Config{Locks: indexOf(t, forgeStack, lock("l", ""))}).Handle(context.Background(), req))
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)
 			}

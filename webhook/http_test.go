@@ -87,7 +87,7 @@ func TestServeHTTP(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			h := NewHandler(indexOf(t, forgeStack, lock("l", "")), nil)
+			h := NewHandler(Config{Locks: indexOf(t, forgeStack, lock("l", ""))})
 			req := httptest.NewRequest(http.MethodPost, Path, strings.NewReader(tc.body))
 			ct := tc.contentType
 			if ct == "" {

@@ -15,6 +15,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
+	"github.com/navique/lockguard/webhook"
 )
 
 // lockIndexOf returns lockguard's Lock index on controller-runtime's
@@ -93,3 +94,6 @@ func (s *staticListWatch) Watch(metav1.ListOptions) (watch.Interface, error) {
 
 // IsWatchListSemanticsUnSupported makes the reflector list, then watch.
 func (s *staticListWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// lockguard's Lock index is the webhook's one read interface.
+var _ webhook.Locks = (*readmodel.LockIndex)(nil)

@@ -25,7 +25,7 @@ func TestMaxInFlight(t *testing.T) {
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	h := NewHandler(indexOf(t, forgeStack), nil, WithMetrics(m), WithGate(transport.NewGate(transport.Limits{MaxInFlight: 1}, m.Refused)))
+	h := NewHandler(Config{Locks: indexOf(t, forgeStack), Metrics: m, Gate: transport.NewGate(transport.Limits{MaxInFlight: 1}, m.Refused)})
 	body := reviewJSON("admission.k8s.io/v1", "forge", "{}")
 	post := func(r io.Reader) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, Path, r)
@@ -69,7 +69,7 @@ func TestBodyReadDeadline(t *testing.T) {
 	if err := m.Register(prometheus.NewRegistry()); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewHandler(noLookup(t), nil, WithMetrics(m)))
+	srv := httptest.NewServer(NewHandler(Config{Locks: noLookup(t), Metrics: m}))
 	defer srv.Close()
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {

@@ -20,7 +20,7 @@ func TestMetrics(t *testing.T) {
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
-	index := LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	index := ByTarget(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 		switch key.Name {
 		case "locked":
 			return []lockv1alpha1.Lock{lock("l", "")}, nil
@@ -29,7 +29,7 @@ func TestMetrics(t *testing.T) {
 		}
 		return nil, nil
 	})
-	h := NewHandler(index, nil, WithMetrics(m))
+	h := NewHandler(Config{Locks: index, Metrics: m})
 	dry := request(admissionv1.Delete, "core.navique.com", "Stack", "ns", "locked", "")
 	dry.DryRun = true
 	for _, r := range []Request{

@@ -32,7 +32,7 @@ func (g namespaceGuard) decide(ctx context.Context, req Request, kind string) (d
 // live Locks all point at missing targets is allowed with a warning. It
 // returns the Locks that deny the delete, all of them.
 func (g namespaceGuard) decideNamespace(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
-	ns := targetName(req)
+	ns := req.Target().Name
 	if ns == "" {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil
 	}

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -27,7 +26,7 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 		return decision{}, false
 	}
 	d := decision{guard: GuardObject}
-	target := targetOf(req)
+	target := req.Target()
 	if err := lockv1alpha1.Protectable(target.GroupKind()); err != nil {
 		d.resp = admission.Allowed(err.Error())
 		return d, true
@@ -82,18 +81,14 @@ func (g objectGuard) unknownLabels(ctx context.Context, target lockv1alpha1.Targ
 	return admission.Response{}, false
 }
 
-// targetOf is the key of the object req deletes.
-func targetOf(req Request) lockv1alpha1.TargetKey {
-	return keyOf(req.Namespace, schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, targetName(req))
-}
-
-// targetName is the name of the object req deletes: the request's, or for
-// a deletecollection (which names none) oldObject's.
-func targetName(req Request) string {
-	if req.Name == "" {
-		return req.OldObject.Metadata.Name
+// Target is the key of the object req is about: of the request's name,
+// or, for a deletecollection (which names none), of oldObject's.
+func (req *Request) Target() lockv1alpha1.TargetKey {
+	name := req.Name
+	if name == "" {
+		name = req.OldObject.Metadata.Name
 	}
-	return req.Name
+	return lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: name}
 }
 
 // DenialMessage is the message of a denied delete: the contract's sentence

@@ -35,114 +35,30 @@ import (
 //     guards), always: such deletes are rare, and remove objects without
 //     asking admission about each.
 
-// LockIndex holds the Locks of an informer cache, indexed by target (in
-// lockguard, readmodel.LockIndex).
-type LockIndex interface {
-	// LiveLocks returns the live Locks that target key (those whose
-	// Lock.LiveTarget is key), in any order. It returns an error when it
-	// cannot tell, for example while its cache has not synced; the handler
-	// then fails closed.
-	LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
-}
-
-// SelectorLocks lists the live selector Locks of a namespace from an
-// informer cache (in lockguard, readmodel.LockIndex). A LockIndex that
-// implements it gives the guards the namespace's selector Locks beside its
-// targetRef Locks; one that does not has its selector Locks found by the
-// API server's list alone.
-type SelectorLocks interface {
-	// LiveSelectorLocksIn returns copies of the live selector Locks of
-	// namespace ns.
-	LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error)
-}
-
-// CoveringSelectorLocks finds, in an informer cache, the live selector
-// Locks of a namespace that cover given objects (in lockguard,
-// readmodel.LockIndex). A LockIndex that implements it gives the guards
-// those Locks alone, copied once each, where SelectorLocks copies every
-// selector Lock of the namespace and has each asked again whether it is
-// live (Lock.Covers validates its selector): a decision in a namespace of
-// many selector Locks then costs about what one among as many targetRef
-// Locks does (issue 24).
-type CoveringSelectorLocks interface {
-	// LiveSelectorLocksCovering returns, for each of objs (objects of
-	// namespace ns), copies of the live selector Locks of ns that cover
-	// it (Lock.Covers), in the order of objs.
-	LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error)
-}
-
-// LockIndexFunc adapts a function to a LockIndex.
-type LockIndexFunc func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error)
-
-// LiveLocks calls f.
-func (f LockIndexFunc) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-	return f(key)
-}
-
-// CachedLocks lists live Locks from an informer cache (in lockguard,
-// readmodel.LockIndex). Each method copies only the Locks it returns, so
-// that a decision never copies every Lock of the cluster. Each returns an
-// error when it cannot tell, for example while its cache has not synced.
-type CachedLocks interface {
-	// LiveLocksIn returns copies of the live Locks of namespace ns.
-	LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error)
-	// LiveLocksOfKind returns copies of the live Locks of every namespace
-	// whose target is of kind gk.
-	LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error)
-	// AnyLiveLocks returns copies of at most limit live Locks of every
-	// namespace, the first by "namespace/name", and how many live Locks
-	// there are in all.
-	AnyLiveLocks(limit int) (locks []lockv1alpha1.Lock, total int, err error)
-}
-
-// Freshness tells when the Lock index may lack a live Lock of a target
-// (in lockguard, internal/peers: a Lock create of the target it was told
-// about and the index has not delivered, or a replica that cannot prove
-// it heard of every create). Where it may not, a delete the index would
-// allow is allowed without reading the API server.
-type Freshness interface {
-	// MayLack reports whether the index may lack a live Lock of key, and
-	// why. It is asked before the index: what makes it answer false for
-	// a Lock (the informer delivered it) happens after the index holds it.
-	MayLack(key lockv1alpha1.TargetKey) (reason string, mayLack bool)
-	// Confirmed counts a confirmation made for reason.
-	Confirmed(reason string)
-}
-
-// PendingCreates is a Freshness that also tells, of one target, whether a
-// Lock create of it was admitted and the index may not have delivered it
-// yet (in lockguard, internal/peers: a pending marker), whether or not the
-// replica is warm. Where the index already has a Lock of the target, the
-// delete is denied either way; the API server is read only then, so that
-// the denial names every Lock (docs/contract.md rule 14). Like MayLack, it is
-// asked before the index.
-type PendingCreates interface {
-	PendingCreate(key lockv1alpha1.TargetKey) bool
-}
-
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
-	index     LockIndex     // by target
-	selectors SelectorLocks // the index's, when it has them; nil: none cached
-	cached    CachedLocks   // by namespace and kind; nil: the API server's Locks alone
-	fresh     Freshness     // nil: the index may always lack a Lock
-	api       *apiLists     // the API server's Locks; nil: none are read
-	// coverage is the index's, when it has it: what covering reads
-	// rather than selectors.
-	coverage CoveringSelectorLocks
-	// confirm is whether what the index would allow for a target is
+	cache Locks     // the Lock cache
+	fresh Freshness // nil: the cache may always lack a Lock
+	api   *apiLists // the API server's Locks; nil: none are read
+	// confirm is whether what the cache would allow for a target is
 	// confirmed with the API server (false: --cache-only-decisions).
 	confirm bool
 }
 
-// newLockReader returns a reader of index that confirms the decisions of
-// targets by listing through live; nil live confirms none of them.
-func newLockReader(index LockIndex, live LockLister) *lockReader {
-	r := &lockReader{index: index, confirm: live != nil}
-	r.selectors, _ = index.(SelectorLocks)
-	r.coverage, _ = index.(CoveringSelectorLocks)
-	if live != nil {
+// newLockReader returns a reader of cache (nil: uncached) that confirms the
+// decisions of targets by listing through live (nil: it confirms none of
+// them, and the namespace and CRD guards list through api), asking fresh
+// (nil: none) which ones to confirm.
+func newLockReader(cache Locks, live, api LockLister, fresh Freshness) *lockReader {
+	if cache == nil {
+		cache = uncached{}
+	}
+	r := &lockReader{cache: cache, fresh: fresh, confirm: live != nil}
+	switch {
+	case live != nil:
 		r.api = newAPILists(live)
+	case api != nil:
+		r.api = newAPILists(api)
 	}
 	return r
 }
@@ -174,14 +90,14 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
 	pending := mayLack && r.pendingCreate(objs)
-	selected, err := r.cachedSelectors(ns, objs)
+	selected, err := r.cache.LiveSelectorLocksCovering(ns, objs)
 	if err != nil {
 		return nil, err
 	}
 	found := make([][]lockv1alpha1.Lock, len(objs))
 	cached := false
 	for i, o := range objs {
-		locks, err := r.index.LiveLocks(o.Key())
+		locks, err := r.cache.LiveLocks(o.Key())
 		if err != nil {
 			return nil, err
 		}
@@ -245,44 +161,15 @@ func hasLock(locks []lockv1alpha1.Lock, name string) bool {
 	return slices.ContainsFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Name == name })
 }
 
-// cachedSelectors returns, for each of objs (objects of namespace ns), the
-// live selector Locks of ns in the index that cover it, in the order of
-// objs; nil when the index keeps no selector Locks.
-func (r *lockReader) cachedSelectors(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
-	if r.coverage != nil {
-		return r.coverage.LiveSelectorLocksCovering(ns, objs)
-	}
-	if r.selectors == nil {
-		return nil, nil
-	}
-	selectors, err := r.selectors.LiveSelectorLocksIn(ns)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]lockv1alpha1.Lock, len(objs))
-	for i, o := range objs {
-		for j := range selectors {
-			if selectors[j].Covers(o) {
-				out[i] = append(out[i], selectors[j])
-			}
-		}
-	}
-	return out, nil
-}
-
 // selectorsMayCover returns the live selector Locks of namespace ns that
 // could cover an object of kind gk whatever its labels
 // (Lock.CoversKind), from the cache and, when the handler confirms, from
 // the API server: the Locks a guard that cannot read an object's labels
 // fails closed on.
 func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
-	var all []lockv1alpha1.Lock
-	if r.selectors != nil {
-		cached, err := r.selectors.LiveSelectorLocksIn(ns)
-		if err != nil {
-			return nil, err
-		}
-		all = cached
+	all, err := r.cache.LiveSelectorLocksIn(ns)
+	if err != nil {
+		return nil, err
 	}
 	if len(all) == 0 && r.confirm {
 		live, err := r.api.namespace(ctx, ns)
@@ -314,15 +201,14 @@ func (r *lockReader) mayLack(objs []lockv1alpha1.Object) (string, bool) {
 	return "", false
 }
 
-// pendingCreate reports whether the Freshness (a PendingCreates) has a
+// pendingCreate reports whether the Freshness has a
 // Lock create of one of objs pending.
 func (r *lockReader) pendingCreate(objs []lockv1alpha1.Object) bool {
-	p, ok := r.fresh.(PendingCreates)
-	if !ok {
+	if r.fresh == nil {
 		return false
 	}
 	for _, o := range objs {
-		if p.PendingCreate(o.Key()) {
+		if r.fresh.PendingCreate(o.Key()) {
 			return true
 		}
 	}
@@ -337,34 +223,19 @@ type lockScope struct {
 	kind schema.GroupKind
 }
 
-// SelectorLocksOfKind lists, from an informer cache, the live selector
-// Locks of every namespace that could cover an object of a kind (in
-// lockguard, readmodel.LockIndex). CachedLocks that implement it give the
-// CRD guard its selector Locks from the cache.
-type SelectorLocksOfKind interface {
-	// LiveSelectorLocksOfKind returns copies of the live selector Locks
-	// for which Lock.CoversKind(gk) holds.
-	LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error)
-}
-
 // cached returns copies of the Locks of s in c, and no other: targetRef
-// Locks, and selector Locks where c has them.
-func (s lockScope) cached(c CachedLocks) ([]lockv1alpha1.Lock, error) {
+// Locks and selector Locks.
+func (s lockScope) cached(c Locks) ([]lockv1alpha1.Lock, error) {
 	var locks, selectors []lockv1alpha1.Lock
-	var err, serr error
+	var err error
 	if s.ns != "" {
-		locks, err = c.LiveLocksIn(s.ns)
-		if sc, ok := c.(SelectorLocks); ok && err == nil {
-			selectors, serr = sc.LiveSelectorLocksIn(s.ns)
+		if locks, err = c.LiveLocksIn(s.ns); err == nil {
+			selectors, err = c.LiveSelectorLocksIn(s.ns)
 		}
 	} else {
-		locks, err = c.LiveLocksOfKind(s.kind)
-		if sc, ok := c.(SelectorLocksOfKind); ok && err == nil {
-			selectors, serr = sc.LiveSelectorLocksOfKind(s.kind)
+		if locks, err = c.LiveLocksOfKind(s.kind); err == nil {
+			selectors, err = c.LiveSelectorLocksOfKind(s.kind)
 		}
-	}
-	if err == nil {
-		err = serr
 	}
 	return append(locks, selectors...), err
 }
@@ -385,12 +256,10 @@ func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
 // It never holds a Lock outside scope (issue 22: a CRD delete does not
 // copy every Lock of the cluster).
 func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([]lockv1alpha1.Lock) (bool, error)) error {
-	if r.cached != nil {
-		if cached, err := scope.cached(r.cached); err == nil {
-			live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !scope.holds(&l) })
-			if denied, err := denies(live); err != nil || denied {
-				return err
-			}
+	if cached, err := scope.cached(r.cache); err == nil {
+		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !scope.holds(&l) })
+		if denied, err := denies(live); err != nil || denied {
+			return err
 		}
 	}
 	var live []lockv1alpha1.Lock
@@ -415,10 +284,8 @@ func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([
 // the same Locks). It never copies or holds more than that (and a page of
 // the API server's list).
 func (r *lockReader) anyLive(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
-	if r.cached != nil {
-		if named, total, err := r.cached.AnyLiveLocks(maxNamed); err == nil && total > 0 {
-			return named, total - len(named), nil
-		}
+	if named, total, err := r.cache.AnyLiveLocks(maxNamed); err == nil && total > 0 {
+		return named, total - len(named), nil
 	}
 	return r.api.list(ctx, "", nil, maxNamed)
 }

@@ -44,8 +44,8 @@ func lockScheme(t testing.TB) *runtime.Scheme {
 // 7: a delete sent right after a Lock's create was answered went through).
 func TestConfirm(t *testing.T) {
 	s := lockScheme(t)
-	cached := func(locks ...lockv1alpha1.Lock) LockIndex {
-		return LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return locks, nil })
+	cached := func(locks ...lockv1alpha1.Lock) Locks {
+		return ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return locks, nil })
 	}
 	apiServer := func(locks ...client.Object) LockLister {
 		return fake.NewClientBuilder().WithScheme(s).WithObjects(locks...).Build()
@@ -67,12 +67,12 @@ func TestConfirm(t *testing.T) {
 	}{
 		"CacheHasLocks": {
 			reason: "Locks in the index deny at once; the API server is not read (it would fail).",
-			finder: newLockReader(cached(*newLock("forge", "a", "", "Stack", "forge")), failing),
+			finder: readerOf(cached(*newLock("forge", "a", "", "Stack", "forge")), failing),
 			want:   []string{"a"},
 		},
 		"CacheLagsBehind": {
 			reason: "A Lock the cache has not seen yet is found on the API server; only live Locks of the same group, kind, name and namespace count.",
-			finder: newLockReader(cached(), apiServer(
+			finder: readerOf(cached(), apiServer(
 				newLock("forge", "new", "core.navique.com/v1beta1", "Stack", "forge"),
 				newLock("forge", "other-name", "", "Stack", "other"),
 				newLock("forge", "other-kind", "", "PostgresCluster", "forge"),
@@ -84,20 +84,20 @@ func TestConfirm(t *testing.T) {
 		},
 		"NoLockAnywhere": {
 			reason: "Without a Lock in the cache or on the API server, nothing protects the object.",
-			finder: newLockReader(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
+			finder: readerOf(cached(), apiServer(newLock("forge", "other-name", "", "Stack", "other"))),
 		},
 		"CacheOnly": {
 			reason: "Without a reader of the API server, the index alone decides.",
-			finder: newLockReader(cached(), nil),
+			finder: readerOf(cached(), nil),
 		},
 		"APIServerUnreadable": {
 			reason:  "When the API server cannot confirm, find fails, and the webhook fails closed.",
-			finder:  newLockReader(cached(), failing),
+			finder:  readerOf(cached(), failing),
 			wantErr: true,
 		},
 		"IndexNotSynced": {
 			reason: "When the index cannot answer, find fails without reading the API server.",
-			finder: newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			finder: readerOf(ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				return nil, errors.New("the Lock cache has not synced yet")
 			}), apiServer()),
 			wantErr: true,
@@ -148,7 +148,7 @@ func TestConfirmSharesReads(t *testing.T) {
 		Reader:  fake.NewClientBuilder().WithScheme(lockScheme(t)).WithObjects(newLock("forge", "new", "", "Stack", "forge")).Build(),
 		started: make(chan struct{}, 20), release: make(chan struct{}),
 	}
-	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	f := readerOf(ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 	find := func(out chan<- []string) {
 		locks, err := f.find(context.Background(), forgeStack.Object(nil))
 		if err != nil {
@@ -203,8 +203,8 @@ func TestGuardsShareReads(t *testing.T) {
 		Reader:  fake.NewClientBuilder().WithScheme(lockScheme(t)).Build(),
 		started: make(chan struct{}, 20), release: make(chan struct{}),
 	}
-	empty := LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
-	h := NewHandler(empty, live, WithClusterGuards(nil, live, guardMapper()))
+	empty := ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	h := NewHandler(Config{Locks: empty, Live: live, Cluster: &ClusterConfig{API: live, Kinds: guardMapper()}})
 	const n = 3 // within maxClusterDecisions
 	answers := make(chan admission.Response, n+1)
 	go func() {
@@ -283,7 +283,7 @@ func TestConfirmPages(t *testing.T) {
 		live.locks = append(live.locks, *newLock("forge", fmt.Sprintf("l-%04d", i), "", "Stack", fmt.Sprintf("s-%04d", i)))
 	}
 	live.locks[n-1].Spec.TargetRef.Name = "forge" // The last Lock of the last page.
-	f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+	f := readerOf(ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 	locks, err := f.find(context.Background(), forgeStack.Object(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestConfirmDeadline(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			live := &pagingLister{}
-			f := newLockReader(LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
+			f := readerOf(ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil }), live)
 			ctx := context.Background()
 			want := time.Now().Add(confirmTimeout)
 			if tc.timeout > 0 {

@@ -33,8 +33,8 @@ const selectorBenchLocks = 100
 //	go test -run '^$' -bench BenchmarkDecideSelectorLocks ./webhook
 func BenchmarkDecideSelectorLocks(b *testing.B) {
 	handlers := []*webhook.Handler{
-		webhook.NewHandler(lockIndexOf(b, benchLocks(selectorBenchLocks)), nil),
-		webhook.NewHandler(lockIndexOf(b, benchSelectorLocks(selectorBenchLocks)), nil),
+		webhook.NewHandler(webhook.Config{Locks: lockIndexOf(b, benchLocks(selectorBenchLocks))}),
+		webhook.NewHandler(webhook.Config{Locks: lockIndexOf(b, benchSelectorLocks(selectorBenchLocks))}),
 	}
 	req := webhook.Request{
 		UID:       "705ab4f5-6393-11e8-b7cc-42010a800002",

@@ -13,7 +13,8 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// selectorIndex is a LockIndex with SelectorLocks over fixed live Locks.
+// selectorIndex is a Locks over fixed live Locks (NoLocks answers the
+// lookups of every namespace's Locks).
 type selectorIndex []lockv1alpha1.Lock
 
 func (x selectorIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
@@ -34,6 +35,27 @@ func (x selectorIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, erro
 		}
 	}
 	return out, nil
+}
+
+func (x selectorIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	selectors, err := x.LiveSelectorLocksIn(ns)
+	return Covering(selectors, objs), err
+}
+
+func (selectorIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	return NoLocks{}.LiveSelectorLocksOfKind(gk)
+}
+
+func (selectorIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
+	return NoLocks{}.LiveLocksIn(ns)
+}
+
+func (selectorIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	return NoLocks{}.LiveLocksOfKind(gk)
+}
+
+func (selectorIndex) AnyLiveLocks(limit int) ([]lockv1alpha1.Lock, int, error) {
+	return NoLocks{}.AnyLiveLocks(limit)
 }
 
 func selectorLock(ns, name string, s lockv1alpha1.LockSelector) lockv1alpha1.Lock {
@@ -126,7 +148,7 @@ func TestSelectorGuards(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			h := NewHandler(tc.index, tc.api, WithClusterGuards(&countingCache{}, tc.api, guardMapper()), WithServedKinds(served))
+			h := NewHandler(Config{Locks: tc.index, Live: tc.api, Cluster: &ClusterConfig{API: tc.api, Kinds: guardMapper(), Served: served}})
 			resp := h.Decide(context.Background(), tc.req)
 			if diff := cmp.Diff(tc.want, resultOf(resp)); diff != "" {
 				t.Errorf("%s\nDecide(...): -want, +got:\n%s", tc.reason, diff)

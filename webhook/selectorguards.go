@@ -16,7 +16,7 @@ import (
 // a CRD delete, an existing object of kind it covers. Objects are read from
 // the API server, once per namespace and kind and decision (seen). A kind
 // lockguard's RESTMapper does not know, or kinds it cannot list (no
-// WithServedKinds), count as covered: a guard that cannot check only
+// ClusterConfig.Served), count as covered: a guard that cannot check only
 // errs towards denying.
 func (g *clusterGuards) selectorProtects(ctx context.Context, l *lockv1alpha1.Lock, kind schema.GroupKind, seen map[nsKind]presence) (bool, error) {
 	if kind.Empty() && l.CoversNamespace() {

@@ -9,11 +9,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
@@ -41,10 +38,6 @@ const UpdatePath = "/validate-update"
 // GuardReadOnly names the update guard in metrics and audit annotations.
 const GuardReadOnly = "readonly"
 
-// ReasonUpdateBlocked is the reason of the Warning Event recorded on an
-// object and on its ReadOnly Locks when lockguard refuses its update.
-const ReasonUpdateBlocked = "UpdateBlocked"
-
 // Exemptions are the principals whose updates the update guard allows
 // whatever the Locks say: lockguard itself (Self), and the users and
 // groups the installation names (--read-only-exempt).
@@ -55,7 +48,7 @@ type Exemptions struct {
 	// Groups are exempt groups: a request from a member of any is exempt.
 	Groups []string
 	// Self returns lockguard's own username, "" while it is not known
-	// (internal/manager learns it with a SelfSubjectReview); nil: none.
+	// (cmd/lockguard/manager learns it with a SelfSubjectReview); nil: none.
 	Self func() string
 }
 
@@ -135,12 +128,13 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 }
 
 // UpdateHandler answers the UPDATEs of objects that ReadOnly Locks may
-// cover (UpdatePath). It shares its Handler's Lock reader, metrics, Events,
-// lastDenied recorder and the webhook server's bounds.
+// cover (UpdatePath) with the update guard, whose decisions end as the
+// Handler's do (the same metrics, audit annotations, lastDenied and
+// Events), within the webhook server's bounds.
 type UpdateHandler struct {
-	h       *Handler
-	exempt  Exemptions
-	parents Parents // nil: subresource updates fail closed
+	guard  readOnlyGuard
+	gate   *transport.Gate
+	finish *finisher
 }
 
 var (
@@ -148,38 +142,41 @@ var (
 	_ admission.Handler = &UpdateHandler{}
 )
 
-// NewUpdateHandler returns the update guard, reading Locks and recording
-// through h, exempting exempt, reading through parents the objects that
-// subresource updates write (nil: such updates are refused).
+// NewUpdateHandler returns the update guard of h's Locks, ending its
+// decisions as h does, exempting exempt, reading through parents the
+// objects that subresource updates write (nil: such updates are refused).
 func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
-	return &UpdateHandler{h: h, exempt: exempt, parents: parents}
+	return &UpdateHandler{guard: readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}, gate: h.gate, finish: h.finish}
 }
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
 // read within the server's shared bounds (transport.ServeReview) and
 // decoded whole: the decision compares the object with oldObject.
 func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	transport.ServeReview(u.h.gate, w, r, transport.DecodeReview, u.Handle)
+	transport.ServeReview(u.gate, w, r, transport.DecodeReview, u.Handle)
 }
 
-// Handle decides one UPDATE (decide), counts it, and hands a refusal to
-// the Events recorder and the lastDenied recorder, unless it is a dry run
-// (which gets the same answer).
+// Handle decides one UPDATE (readOnlyGuard) and ends the decision as every
+// decision ends (finisher.finish): of a request of the kind the guard
+// decided, so that a refusal of a subresource's update names the object's.
 func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	dryRun := req.DryRun != nil && *req.DryRun
-	d, kind := u.decide(ctx, req)
+	d, kind := u.guard.decide(ctx, req)
 	r := Request{Kind: kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
-		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: dryRun}
-	u.h.metrics.observe(r, GuardReadOnly, d.resp, time.Since(start))
-	d.resp.AuditAnnotations = auditAnnotations(GuardReadOnly, d.resp, d.locks, 0)
-	if !d.resp.Allowed {
-		u.h.recordRefusal(d.locks, refusal{user: r.UserInfo.Username, operation: admissionv1.Update, kind: kind.Kind, name: req.Name, dryRun: dryRun})
+		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: req.DryRun != nil && *req.DryRun}
+	if len(d.locks) > 0 {
+		// The Events of a refusal name the object by UID too.
+		r.OldObject.Metadata.UID = uidOf(req.OldObject.Raw)
 	}
-	if len(d.locks) > 0 && u.h.events != nil && !dryRun {
-		recordUpdateDenial(u.h.events, req, kind, d.locks)
-	}
-	return d.resp
+	return u.finish.finish(r, d, start)
+}
+
+// readOnlyGuard is the update guard: like the delete guards, it reads the
+// handler's Locks and answers with a decision, which ends as theirs do.
+type readOnlyGuard struct {
+	locks   *lockReader // the Handler's
+	exempt  Exemptions
+	parents Parents // nil: subresource updates fail closed
 }
 
 // decide answers req, and returns the kind of the object it updates
@@ -192,7 +189,7 @@ func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admis
 // is not); denied otherwise, naming the Locks. It answers Errored (so
 // that the API server, with failurePolicy Fail, refuses the update) when
 // it cannot read the objects or the Locks.
-func (u *UpdateHandler) decide(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
+func (g readOnlyGuard) decide(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
 	d := decision{guard: GuardReadOnly}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	switch {
@@ -205,24 +202,24 @@ func (u *UpdateHandler) decide(ctx context.Context, req admission.Request) (deci
 	case req.SubResource != "":
 		// Before req.Kind is asked: a scale is reviewed as an
 		// autoscaling/v1 Scale.
-		return u.decideSubresource(ctx, req)
+		return g.decideSubresource(ctx, req)
 	case lockv1alpha1.Protectable(gk) != nil:
 		d.resp = admission.Allowed(lockv1alpha1.Protectable(gk).Error())
 		return d, req.Kind
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
 		return d, req.Kind
-	case u.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
+	case g.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
 		return d, req.Kind
 	}
-	return u.decideObject(ctx, req, gk), req.Kind
+	return g.decideObject(ctx, req, gk), req.Kind
 }
 
 // decideObject is decide of an UPDATE of the main resource of a
 // namespaced object of lockable kind gk, by a principal that is not
 // exempt.
-func (u *UpdateHandler) decideObject(ctx context.Context, req admission.Request, gk schema.GroupKind) decision {
+func (g readOnlyGuard) decideObject(ctx context.Context, req admission.Request, gk schema.GroupKind) decision {
 	d := decision{guard: GuardReadOnly}
 	var oldObj, newObj map[string]any
 	if err := decodeObject(req.OldObject.Raw, &oldObj); err != nil {
@@ -239,7 +236,7 @@ func (u *UpdateHandler) decideObject(ctx context.Context, req admission.Request,
 		return d
 	}
 	target := keyOf(req.Namespace, gk, req.Name)
-	locks, err := u.h.locks.find(ctx, target.Object(labelsOf(oldObj)))
+	locks, err := g.locks.find(ctx, target.Object(labelsOf(oldObj)))
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))
@@ -293,34 +290,4 @@ func labelsOf(obj map[string]any) map[string]string {
 func UpdateDenialMessage(locks []lockv1alpha1.Lock, field string) string {
 	names, reasons := namesAndReasons(locks)
 	return withReasons(fmt.Sprintf("resource is read-only under Lock(s) %v (the update changes %s); delete the Lock(s) or set their level to CanNotDelete before changing this resource", names, field), reasons)
-}
-
-// recordUpdateDenial records an UpdateBlocked Warning Event on the object
-// req updates, of kind kind, and on each of its ReadOnly Locks (at most
-// maxNamed), naming the user and the Locks.
-func recordUpdateDenial(rec events.EventRecorder, req admission.Request, kind metav1.GroupVersionKind, locks []lockv1alpha1.Lock) {
-	var meta struct {
-		Metadata struct {
-			UID string `json:"uid"`
-		} `json:"metadata"`
-	}
-	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(req.OldObject.Raw, &meta)
-	target := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: metav1.GroupVersion{Group: kind.Group, Version: kind.Version}.String(), Kind: kind.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name},
-	}
-	target.UID = types.UID(meta.Metadata.UID)
-	locks = sortedByName(locks)
-	locks = locks[:min(len(locks), maxNamed)]
-	names := make([]string, 0, len(locks))
-	for _, l := range locks {
-		names = append(names, l.Name)
-	}
-	user := req.UserInfo.Username
-	rec.Eventf(target, nil, corev1.EventTypeWarning, ReasonUpdateBlocked, "Update",
-		"UPDATE by %s denied: read-only under Lock(s) %s", user, strings.Join(names, ", "))
-	for i := range locks {
-		rec.Eventf(&locks[i], target, corev1.EventTypeWarning, ReasonUpdateBlocked, "Update",
-			"Denied the UPDATE of %s %q by %s", kind.Kind, req.Name, user)
-	}
 }

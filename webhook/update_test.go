@@ -152,13 +152,13 @@ func TestUpdateGuard(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			log := &denialLog{}
-			index := LockIndexFunc(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			index := ByTarget(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				if want := (lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge"}); k != want {
 					t.Errorf("LiveLocks(%s), want LiveLocks(%s)", k, want)
 				}
 				return tc.locks, tc.err
 			})
-			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt, nil)
+			u := NewUpdateHandler(NewHandler(Config{Locks: index, Denials: log}), exempt, nil)
 			resp := u.Handle(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.want, resultOf(resp)); diff != "" {
 				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)

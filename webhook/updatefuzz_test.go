@@ -22,7 +22,7 @@ import (
 )
 
 // FuzzUpdateServeHTTP posts arbitrary bodies to the update guard as
-// internal/manager registers it at webhook.UpdatePath, and checks, like
+// cmd/lockguard/manager registers it at webhook.UpdatePath, and checks, like
 // FuzzServeHTTP for deletes, that it never panics, that every answer is a
 // clean HTTP 4xx or an HTTP 200 carrying a v1 AdmissionReview with the
 // request's UID, and that it never allows an UPDATE that a live ReadOnly
@@ -92,7 +92,7 @@ func updateFuzzHandlers(tb testing.TB) []http.Handler {
 		list.Items = append(list.Items, *updateFuzzLocks[i].DeepCopy())
 	}
 	exempt := webhook.Exemptions{Users: []string{exemptUser}}
-	empty := webhook.LockIndexFunc(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
+	empty := webhook.ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) { return nil, nil })
 	// Every object of the group is a Stack, unlabelled.
 	parents := webhook.ParentsFunc(func(_ context.Context, gvr schema.GroupVersionResource, _, _ string) (string, map[string]string, error) {
 		if gvr.Group != lockv1alpha1.Group || gvr.Resource != "stacks" {
@@ -101,8 +101,8 @@ func updateFuzzHandlers(tb testing.TB) []http.Handler {
 		return "Stack", nil, nil
 	})
 	return []http.Handler{
-		webhook.NewUpdateHandler(webhook.NewHandler(lockIndexOf(tb, list), nil), exempt, parents),
-		webhook.NewUpdateHandler(webhook.NewHandler(empty, apiServer(updateFuzzLocks)), exempt, parents),
+		webhook.NewUpdateHandler(webhook.NewHandler(webhook.Config{Locks: lockIndexOf(tb, list)}), exempt, parents),
+		webhook.NewUpdateHandler(webhook.NewHandler(webhook.Config{Locks: empty, Live: apiServer(updateFuzzLocks)}), exempt, parents),
 	}
 }
 

@@ -33,7 +33,7 @@ const ScaleSubresource = "scale"
 
 // Parents reads what the update guard needs of the object that an UPDATE
 // of one of its subresources writes, which the review does not carry (in
-// lockguard, internal/manager reads it from the API server).
+// lockguard, cmd/lockguard/manager reads it from the API server).
 type Parents interface {
 	// Parent returns the kind and the labels of the object name in
 	// namespace ns, served as resource gvr (the review's resource). It
@@ -59,7 +59,7 @@ func (f ParentsFunc) Parent(ctx context.Context, gvr schema.GroupVersionResource
 // <subresource> subresource". Like an update of the object, it answers
 // Errored, so that the API server refuses the update, when it cannot
 // read the objects, the object's kind and labels, or the Locks.
-func (u *UpdateHandler) decideSubresource(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
+func (g readOnlyGuard) decideSubresource(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
 	d := decision{guard: GuardReadOnly}
 	gvk := req.Kind
 	gvr := schema.GroupVersionResource{Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource}
@@ -70,7 +70,7 @@ func (u *UpdateHandler) decideSubresource(ctx context.Context, req admission.Req
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
 		return d, gvk
-	case u.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
+	case g.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
 		return d, gvk
 	}
@@ -90,12 +90,12 @@ func (u *UpdateHandler) decideSubresource(ctx context.Context, req admission.Req
 			return d, gvk
 		}
 	}
-	if u.parents == nil {
+	if g.parents == nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update of its %s subresource is refused: it cannot read the object",
 			gvr.GroupResource(), req.Namespace, req.Name, req.SubResource))
 		return d, gvk
 	}
-	kind, labels, err := u.parents.Parent(ctx, gvr, req.Namespace, req.Name)
+	kind, labels, err := g.parents.Parent(ctx, gvr, req.Namespace, req.Name)
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update of its %s subresource is refused; retry when lockguard is ready: %w",
 			gvr.GroupResource(), req.Namespace, req.Name, req.SubResource, err))
@@ -107,7 +107,7 @@ func (u *UpdateHandler) decideSubresource(ctx context.Context, req admission.Req
 		d.resp = admission.Allowed(err.Error())
 		return d, gvk
 	}
-	locks, err := u.h.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
+	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))

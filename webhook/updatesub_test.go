@@ -127,7 +127,7 @@ func TestUpdateGuardSubresources(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			log := &denialLog{}
-			index := LockIndexFunc(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+			index := ByTarget(func(k lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 				if want := (lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge"}); k != want {
 					t.Errorf("LiveLocks(%s), want LiveLocks(%s)", k, want)
 				}
@@ -143,7 +143,7 @@ func TestUpdateGuardSubresources(t *testing.T) {
 				parents = nil
 			}
 			exempt := Exemptions{Users: []string{"system:serviceaccount:navique-system:navique-operator"}}
-			u := NewUpdateHandler(NewHandler(index, nil, WithDenialRecorder(log)), exempt, parents)
+			u := NewUpdateHandler(NewHandler(Config{Locks: index, Denials: log}), exempt, parents)
 			resp := u.Handle(t.Context(), tc.req)
 			if diff := cmp.Diff(tc.want, resultOf(resp)); diff != "" {
 				t.Errorf("%s\nHandle(...): -want, +got:\n%s", tc.reason, diff)

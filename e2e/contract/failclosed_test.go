@@ -50,7 +50,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
-	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(locks, nil)})
+	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(webhook.Config{Locks: locks})})
 	go func() { _ = server.Start(ctx) }()
 	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
 

@@ -69,17 +69,12 @@ func TestAPIServerPresentsTheReviewCallerCertificate(t *testing.T) {
 	// forge/forge, behind the caller check as the manager serves it.
 	const ns = "forge"
 	target := lockv1alpha1.TargetKey{Namespace: ns, Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge"}
-	index := webhook.LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-		if key != target {
-			return nil, nil
-		}
-		return []lockv1alpha1.Lock{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quarterly-close"}, Spec: lockv1alpha1.LockSpec{Reason: "finance freeze"}}}, nil
-	})
+	index := oneTarget{key: target, locks: []lockv1alpha1.Lock{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quarterly-close"}, Spec: lockv1alpha1.LockSpec{Reason: "finance freeze"}}}}
 	callers, err := certs.NewReviewCallers(caFile, "kube-apiserver")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(callers.Require(webhook.NewHandler(index, nil)))
+	srv := httptest.NewUnstartedServer(callers.Require(webhook.NewHandler(webhook.Config{Locks: index})))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serving}}
 	certs.RequestClientCertificates()(srv.TLS)
 	srv.StartTLS()
@@ -175,4 +170,20 @@ plugins:
 	if res.StatusCode != http.StatusForbidden || string(body) != refused {
 		t.Errorf("a forged review without the certificate: HTTP %d %q; want 403 %q", res.StatusCode, body, refused)
 	}
+}
+
+// oneTarget is a Lock cache holding locks, the Locks of key; the embedded
+// webhook.NoLocks answers the other lookups.
+type oneTarget struct {
+	webhook.NoLocks
+	key   lockv1alpha1.TargetKey
+	locks []lockv1alpha1.Lock
+}
+
+// LiveLocks returns the Locks of key.
+func (o oneTarget) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	if key != o.key {
+		return nil, nil
+	}
+	return o.locks, nil
 }

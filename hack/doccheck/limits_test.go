@@ -25,13 +25,11 @@ const (
 )
 
 // oversized lists the Go files that were over their limit when the limits
-// came in, with their size then. Issue 37: to be split. A listed file may
-// shrink, not grow; once it is within its limit it must leave the list, so
-// that the list never hides a file that grows back. No file may join it.
-var oversized = map[string]int{
-	"internal/readmodel/index.go": 414,
-	"webhook/reader.go":           424,
-}
+// came in, with their size then. A listed file may shrink, not grow; once
+// it is within its limit it must leave the list, so that the list never
+// hides a file that grows back. No file may join it. Issue 37 split the
+// seven it started with: it is empty.
+var oversized = map[string]int{}
 
 // skipped are the directories the limits do not walk into: git's, and
 // what builds write (the tools, control planes and releases).

@@ -18,13 +18,13 @@ import (
 // with req as the API server sends it and no Lock cache (the guards then
 // read the Locks from api, the API server). served are the group's kinds
 // whose objects a selector Lock without kinds may cover (the namespace
-// guard's webhook.WithServedKinds); nil for a CRD.
+// guard's webhook.ClusterConfig.Served); nil for a CRD.
 func decideCluster(ctx context.Context, api client.Client, req webhook.Request, served []schema.GroupKind) (admission.Response, string) {
-	opts := []webhook.Option{webhook.WithClusterGuards(nil, api, api.RESTMapper())}
+	cluster := &webhook.ClusterConfig{API: api, Kinds: api.RESTMapper()}
 	if served != nil {
-		opts = append(opts, webhook.WithServedKinds(func() ([]schema.GroupKind, error) { return served, nil }))
+		cluster.Served = func() ([]schema.GroupKind, error) { return served, nil }
 	}
-	h := webhook.NewHandler(nil, nil, opts...)
+	h := webhook.NewHandler(webhook.Config{Cluster: cluster})
 	return h.Decide(ctx, req), decidedByWebhook
 }
 

@@ -118,11 +118,16 @@ func newDecider(namespace string, locks []lockv1alpha1.Lock, graph *listGraph) *
 }
 
 // deciderIndex is the decider's Locks as the webhook reads lockguard's
-// index: by target (webhook.LockIndex) and the selector Locks of the
-// namespace (webhook.SelectorLocks).
+// index (webhook.Locks): by target, and the selector Locks of the
+// namespace; webhook.NoLocks answers the lookups of other namespaces.
 type deciderIndex struct {
-	webhook.LockIndexFunc
+	webhook.NoLocks
 	d *decider
+}
+
+// LiveLocks returns copies of the decider's Locks of key.
+func (x deciderIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	return slices.Clone(x.d.byTarget[key]), nil
 }
 
 // LiveSelectorLocksIn returns copies of the decider's selector Locks when
@@ -132,6 +137,13 @@ func (x deciderIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error
 		return nil, nil
 	}
 	return slices.Clone(x.d.selectors), nil
+}
+
+// LiveSelectorLocksCovering returns, for each of objs, the decider's
+// selector Locks that cover it, when ns is its namespace.
+func (x deciderIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	selectors, err := x.LiveSelectorLocksIn(ns)
+	return webhook.Covering(selectors, objs), err
 }
 
 // decide returns the webhook's answer to a dry-run DELETE of the object
@@ -145,14 +157,11 @@ func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name 
 		return admission.Response{}, nil, err
 	}
 	self := lockv1alpha1.TargetKey{Namespace: d.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: name}
-	index := webhook.LockIndexFunc(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-		return slices.Clone(d.byTarget[key]), nil
-	})
-	var opts []webhook.Option
+	c := webhook.Config{Locks: deciderIndex{d: d}}
 	if cascade {
-		opts = append(opts, webhook.WithCascadeGuard(d.graph, webhook.CascadeDeny, webhook.CascadeLimits{}))
+		c.Cascade = webhook.CascadeConfig{Graph: d.graph, Mode: webhook.CascadeDeny}
 	}
-	resp := webhook.NewHandler(deciderIndex{index, d}, nil, opts...).Decide(ctx, req)
+	resp := webhook.NewHandler(c).Decide(ctx, req)
 	return resp, covering(d.locks, self.Object(req.OldObject.Metadata.Labels)), nil
 }
 

@@ -172,14 +172,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(recorder); err != nil {
 		return nil, fmt.Errorf("adding the denial recorder: %w", err)
 	}
-	opts := []webhook.Option{
-		webhook.WithClusterGuards(locks, mgr.GetAPIReader(), mgr.GetRESTMapper()),
-		webhook.WithServedKinds(servedKinds(kinds, o.Controller.DiscoveryInterval)),
-		webhook.WithMetrics(handlerMetrics),
-		webhook.WithGate(gate),
-		webhook.WithEventRecorder(mgr.GetEventRecorder("lockguard")),
-		webhook.WithDenialRecorder(recorder),
-	}
+	hc := webhook.Config{Locks: locks, Live: live, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder,
+		Cluster: &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)}}
 	// The cascade guard walks owner references over metadata caches that
 	// every replica keeps, fed by kind discovery on every replica.
 	if o.CascadeGuard != webhook.CascadeOff {
@@ -195,7 +189,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if err := mgr.Add(d); err != nil {
 			return nil, fmt.Errorf("adding kind discovery: %w", err)
 		}
-		opts = append(opts, webhook.WithCascadeGuard(owners, mode, webhook.CascadeLimits{}))
+		hc.Cascade = webhook.CascadeConfig{Graph: owners, Mode: mode}
 		if err := mgr.AddReadyzCheck("owner-index", ownerIndexReady(owners, time.Now(), ownerIndexGrace)); err != nil {
 			return nil, err
 		}
@@ -209,7 +203,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	creates := webhook.CreateOptions{Gate: gate}
 	if p != nil {
-		opts = append(opts, webhook.WithFreshness(p))
+		hc.Freshness = p
 		o.Controller.Pending = p
 		creates.Announcer = p
 	}
@@ -219,7 +213,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		// with the peer protocol).
 		creates.Labeler = webhook.NamespaceLabel(mgr.GetClient())
 	}
-	handler := webhook.NewHandler(locks, live, opts...)
+	handler := webhook.NewHandler(hc)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, review(handler))
@@ -296,7 +290,7 @@ func nonZero(d time.Duration) *time.Duration {
 
 // servedKinds lists the namespaced kinds of the group that discovery served
 // within the last interval (readmodel.Kinds.Recent), for the namespace
-// guard's selector Locks (webhook.WithServedKinds).
+// guard's selector Locks (webhook.ClusterConfig.Served).
 func servedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupKind, error) {
 	if interval <= 0 {
 		interval = readmodel.DefaultDiscoveryInterval

@@ -1,0 +1,99 @@
+package readmodel
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The LockIndex's lookups of selector Locks: by namespace, by the kinds
+// they could cover, and by the objects they cover (coverage.go's index).
+
+// LiveSelectorLocksOfKind returns copies of the live selector Locks, in
+// every namespace, that could cover an object of kind gk
+// (Lock.CoversKind), or ErrNotSynced before the informer has synced.
+func (x *LockIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(kindIndex, selectorKinds)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the selector Locks: %w", err)
+	}
+	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.CoversKind(gk) }), nil
+}
+
+// LiveSelectorLocksIn returns copies of the live selector Locks of
+// namespace ns, or ErrNotSynced before the informer has synced.
+func (x *LockIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(selectorIndex, ns)
+	if err != nil {
+		return nil, fmt.Errorf("looking up the selector Locks of namespace %s: %w", ns, err)
+	}
+	return copyLocks(objs), nil
+}
+
+// LiveLocksCovering returns copies of the live Locks that cover o
+// (Lock.Covers): the targetRef Locks of its key and the selector Locks of
+// its namespace that match its kind and labels; or ErrNotSynced before the
+// informer has synced.
+func (x *LockIndex) LiveLocksCovering(o lockv1alpha1.Object) ([]lockv1alpha1.Lock, error) {
+	locks, err := x.LiveLocks(o.Key())
+	if err != nil {
+		return nil, err
+	}
+	err = x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) { locks = append(locks, *l.DeepCopy()) })
+	return locks, err
+}
+
+// LiveSelectorLocksCovering returns, for each of objs (objects of namespace
+// ns), copies of the live selector Locks of ns that cover it (Lock.Covers),
+// in the order of objs; or ErrNotSynced before the informer has synced.
+// It reads only the selector Locks that each object's labels could match
+// (coverageIndex), copies only those it returns (each once), and
+// validates no selector: a decision in a namespace of many selector Locks
+// costs about what one among as many targetRef Locks does (issue 24).
+func (x *LockIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	out := make([][]lockv1alpha1.Lock, len(objs))
+	var copies map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+	for i, o := range objs {
+		if o.Namespace != ns {
+			continue
+		}
+		err := x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) {
+			c, ok := copies[l]
+			if !ok {
+				if copies == nil {
+					copies = map[*lockv1alpha1.Lock]*lockv1alpha1.Lock{}
+				}
+				c = l.DeepCopy()
+				copies[l] = c
+			}
+			out[i] = append(out[i], *c)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// copyLocksIf returns copies of the Locks among objs that keep accepts,
+// nil for none.
+func copyLocksIf(objs []any, keep func(*lockv1alpha1.Lock) bool) []lockv1alpha1.Lock {
+	var locks []lockv1alpha1.Lock
+	for _, o := range objs {
+		if l, ok := o.(*lockv1alpha1.Lock); ok && keep(l) {
+			locks = append(locks, *l.DeepCopy())
+		}
+	}
+	return locks
+}
