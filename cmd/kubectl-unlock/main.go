@@ -9,7 +9,7 @@ package main
 import (
 	"os"
 
-	"github.com/navique/lockguard/internal/lockctl"
+	"github.com/navique/lockguard/cmd/kubectl-lock/lockctl"
 )
 
 // version is set at build time with -ldflags "-X main.version=...";

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/lockctl"
+	"github.com/navique/lockguard/cmd/kubectl-lock/lockctl"
 )
 
 // result is what a command printed and returned.

@@ -14,7 +14,7 @@
 //     scrapes: protocol, slow, slowbody, metrics, endpoints), forged
 //     reviews (forged), readiness means a complete cache (freshness) and a
 //     lagging cache that still denies (lag, pages);
-//   - the kubectl plugin (internal/lockctl: kubectl lock, kubectl lock
+//   - the kubectl plugin (cmd/kubectl-lock/lockctl: kubectl lock, kubectl lock
 //     list, kubectl unlock, kubectl lock why), each command in-process and
 //     once through kubectl, checked with a server-side dry-run DELETE
 //     (plugin, pluginselector, why, kubectl).

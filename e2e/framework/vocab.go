@@ -26,9 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/cmd/kubectl-lock/lockctl"
 	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/controller"
-	"github.com/navique/lockguard/internal/lockctl"
 	"github.com/navique/lockguard/webhook"
 )
 

@@ -32,12 +32,9 @@ var mayImport = map[string][]string{
 
 // importExceptions are the imports against mayImport that the house
 // keeps, by the importing package's directory and the imported package's
-// path in the module. internal/lockctl imports webhook/: `kubectl lock
-// why` runs the webhook's own decision, so that its answer is the
-// webhook's and not a copy of it.
-var importExceptions = map[string][]string{
-	"internal/lockctl": {"webhook"},
-}
+// path in the module: none (the plugin, which runs the webhook's own
+// decision for `kubectl lock why`, lives under cmd/).
+var importExceptions = map[string][]string{}
 
 // TestImportDirection fails for every import of a production Go file that
 // runs against the direction of imports: internal/ back up to webhook/,
