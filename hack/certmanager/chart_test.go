@@ -169,18 +169,19 @@ func TestChartWithCertManager(t *testing.T) {
 	checkChain(t, c, ctx, first)
 
 	// cainjector puts the CA into the webhook configuration.
-	wantWebhooks := 5
+	wantWebhooks := 6
 	if framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases") == nil {
-		wantWebhooks = 6
+		wantWebhooks = 7
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "lockguard"}, &vwc); err != nil {
 			return false, err
 		}
-		// The object guard's webhook, the namespace, CRD and update
-		// guards' and the Lock create entry of the peer protocol; before
-		// 1.30, the identity Leases' entry too (a policy from 1.30).
+		// The object guard's webhook, the namespace and CRD guards', the
+		// update guard's two (objects, subresources) and the Lock create
+		// entry of the peer protocol; before 1.30, the identity Leases'
+		// entry too (a policy from 1.30).
 		return len(vwc.Webhooks) == wantWebhooks && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
