@@ -37,7 +37,10 @@ const checkWebhookCommand = "check-webhook"
 // an allow, and a dry run records nothing), over TLS verified with the CA
 // of --ca-file or --ca-bundle, and returns nil when lockguard allows it
 // with the review's UID. Any other outcome (no TLS, another server, an
-// error answer, a denial) is an error.
+// error answer, a denial) is an error. With --want-client-cert-required
+// (the webhook runs with --review-client-ca), it returns nil only when
+// lockguard refuses the review, which carries no client certificate, with
+// its 403: the check cannot present the API server's certificate.
 func checkWebhook(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("lockguard "+checkWebhookCommand, flag.ContinueOnError)
 	var (
@@ -46,6 +49,7 @@ func checkWebhook(args []string, stdout io.Writer) error {
 		caBundle  = fs.String("ca-bundle", "", "Base64-encoded PEM of that CA, instead of --ca-file.")
 		namespace = fs.String("namespace", "default", "Namespace of the made-up object the review is about.")
 		timeout   = fs.Duration("timeout", 10*time.Second, "How long to wait for the answer.")
+		certOnly  = fs.Bool("want-client-cert-required", false, "The webhook answers reviews only from callers with a client certificate (--review-client-ca): succeed only when it refuses this check's review, which has none, with lockguard's 403.")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -120,6 +124,9 @@ func checkWebhook(args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("reading the webhook's answer: %w", err)
 	}
+	if *certOnly {
+		return checkClientCertRequired(stdout, u, resp.StatusCode, data, time.Since(start))
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("the webhook answered HTTP %d: %.200s", resp.StatusCode, data)
 	}
@@ -142,6 +149,21 @@ func checkWebhook(args []string, stdout io.Writer) error {
 	}
 	_, err = fmt.Fprintf(stdout, "lockguard's webhook at %s answered in %s: allowed a dry-run delete of an object no Lock targets\n",
 		u.Redacted(), time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// reviewCallerRefusal begins lockguard's answer to a review without a
+// client certificate when --review-client-ca is set (certs.ReviewCallers).
+const reviewCallerRefusal = "lockguard answers admission reviews only from a caller with a client certificate"
+
+// checkClientCertRequired returns nil when the webhook's answer to a
+// review without a client certificate is lockguard's refusal of it.
+func checkClientCertRequired(stdout io.Writer, u *url.URL, status int, data []byte, took time.Duration) error {
+	if status != http.StatusForbidden || !bytes.HasPrefix(data, []byte(reviewCallerRefusal)) {
+		return fmt.Errorf("the webhook answered HTTP %d to a review without a client certificate, not lockguard's 403 (is --review-client-ca set?): %.200s", status, data)
+	}
+	_, err := fmt.Fprintf(stdout, "lockguard's webhook at %s answered in %s: refused a review without a client certificate (--review-client-ca); the API server's own calls are not checked\n",
+		u.Redacted(), took.Round(time.Millisecond))
 	return err
 }
 
