@@ -34,14 +34,18 @@ func NewReviewCallers(caFile, name string) (*ReviewCallers, error) {
 	return &ReviewCallers{ca: ca, name: name}, nil
 }
 
+// ReviewCallerRefusal starts every refusal of Verify: helm test's
+// check-webhook recognises lockguard's refusal by it.
+const ReviewCallerRefusal = "lockguard answers admission reviews only from a caller with a client certificate"
+
 // Verify returns nil when r comes with a client certificate that the CA
 // signed for client auth (and for the name, when set).
 func (v *ReviewCallers) Verify(r *http.Request) error {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
-		return errors.New("lockguard answers admission reviews only from a caller with a client certificate (--review-client-ca); this call has none")
+		return errors.New(ReviewCallerRefusal + " (--review-client-ca); this call has none")
 	}
 	if err := v.ca.verify(r.TLS.PeerCertificates, v.name, x509.ExtKeyUsageClientAuth); err != nil {
-		return fmt.Errorf("lockguard answers admission reviews only from a caller with a client certificate of --review-client-ca: %w", err)
+		return fmt.Errorf(ReviewCallerRefusal+" of --review-client-ca: %w", err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -152,14 +153,10 @@ func checkWebhook(args []string, stdout io.Writer) error {
 	return err
 }
 
-// reviewCallerRefusal begins lockguard's answer to a review without a
-// client certificate when --review-client-ca is set (certs.ReviewCallers).
-const reviewCallerRefusal = "lockguard answers admission reviews only from a caller with a client certificate"
-
 // checkClientCertRequired returns nil when the webhook's answer to a
 // review without a client certificate is lockguard's refusal of it.
 func checkClientCertRequired(stdout io.Writer, u *url.URL, status int, data []byte, took time.Duration) error {
-	if status != http.StatusForbidden || !bytes.HasPrefix(data, []byte(reviewCallerRefusal)) {
+	if status != http.StatusForbidden || !bytes.HasPrefix(data, []byte(certs.ReviewCallerRefusal)) {
 		return fmt.Errorf("the webhook answered HTTP %d to a review without a client certificate, not lockguard's 403 (is --review-client-ca set?): %.200s", status, data)
 	}
 	_, err := fmt.Fprintf(stdout, "lockguard's webhook at %s answered in %s: refused a review without a client certificate (--review-client-ca); the API server's own calls are not checked\n",
