@@ -341,7 +341,14 @@ func testUpgrade(t *testing.T, version string) {
 	if len(history) != 2 || history[1].Chart != "lockguard-"+meta.Version || history[1].Status != "deployed" {
 		t.Errorf("helm history = %+v; want revision 2 deployed with lockguard-%s", history, meta.Version)
 	}
-	rendered, err := framework.Render(ctx, framework.Release{Name: release, Namespace: ns, KubeVersion: version})
+	// helm upgrade rendered against the live API server: render with its
+	// capabilities too (from 1.30 the identity Leases' rule is a policy,
+	// not an entry of the webhook configuration).
+	_, apiVersions, err := framework.Capabilities(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := framework.Render(ctx, framework.Release{Name: release, Namespace: ns, KubeVersion: version, APIVersions: apiVersions})
 	if err != nil {
 		t.Fatal(err)
 	}
