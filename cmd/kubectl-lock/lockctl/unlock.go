@@ -52,7 +52,7 @@ TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.co
   kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(contextOf(cmd.Context()), s, args[0])
+			return withRoleHint(o.run(contextOf(cmd.Context()), s, args[0]))
 		},
 	}
 	pluginCommand(cmd, "kubectl unlock", s, &o.flags)
