@@ -216,6 +216,7 @@ func testInstall(t *testing.T, version string) {
 	if policyCapable {
 		t.Run("PolicyDeniesLockedDeletes", func(t *testing.T) { testPolicy(ctx, t, c, kubeVersion, apiVersions) })
 		t.Run("PolicyReadOnlyGuardDisabled", func(t *testing.T) { testPolicyReadOnly(ctx, t, env, kubeVersion, apiVersions) })
+		t.Run("UnlockPolicyWithoutLockguard", func(t *testing.T) { testUnlockPolicy(ctx, t, env, c, kubeVersion, apiVersions) })
 	}
 }
 
