@@ -145,7 +145,8 @@ type LockStatus struct {
 // resource, every DELETE of it is refused at admission, and so is the
 // DELETE of an owner whose cascade would delete it, of its namespace and of
 // its kind's CRD. With level ReadOnly, updates of its spec and metadata are
-// refused too. Delete the Lock to lift the protection. The rules are
+// refused too. Delete the Lock to lift the protection (which needs the RBAC
+// verb unlock on it besides delete: the ClusterRole lockguard-unlock). The rules are
 // docs/contract.md in lockguard's repository.
 //
 // +kubebuilder:object:root=true

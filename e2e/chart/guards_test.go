@@ -103,9 +103,10 @@ func TestGuardWebhooks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
 				framework.Find(render(t, framework.Release{Set: tc.set}), "ValidatingWebhookConfiguration", "lockguard"))
-			// The identity Leases' entry is not a guard: TestPeerLeasesRender.
+			// The identity Leases' and the unlock entries are not guards:
+			// TestPeerLeasesRender, TestUnlockRender.
 			vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-				return w.Name == "peer-leases.lockguard.core.navique.com"
+				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com"
 			})
 			if vwc.Webhooks[0].Name != framework.DefaultWebhookName {
 				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)

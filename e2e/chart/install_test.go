@@ -216,6 +216,7 @@ func testInstall(t *testing.T, version string) {
 	if policyCapable {
 		t.Run("PolicyDeniesLockedDeletes", func(t *testing.T) { testPolicy(ctx, t, c, kubeVersion, apiVersions) })
 		t.Run("PolicyReadOnlyGuardDisabled", func(t *testing.T) { testPolicyReadOnly(ctx, t, env, kubeVersion, apiVersions) })
+		t.Run("UnlockPolicyWithoutLockguard", func(t *testing.T) { testUnlockPolicy(ctx, t, env, c, kubeVersion, apiVersions) })
 	}
 }
 
@@ -313,7 +314,9 @@ func testPolicy(ctx context.Context, t *testing.T, c client.Client, kubeVersion 
 	}
 	var policy []*unstructured.Unstructured
 	for _, o := range objs {
-		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") || o.GetKind() == "CustomResourceDefinition" {
+		// The policy of locked objects; the unlock policy (TestUnlockRender,
+		// e2e/contract's TestUnlockPermission) is not this test's.
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && o.GetName() == "lockguard-locked" || o.GetKind() == "CustomResourceDefinition" {
 			policy = append(policy, o)
 		}
 	}

@@ -82,6 +82,10 @@ func TestRenderedObjects(t *testing.T) {
 	requireHelm(t)
 	common := []string{
 		"ClusterRole/lockguard",
+		"ClusterRole/lockguard-break-glass",
+		"ClusterRole/lockguard-edit",
+		"ClusterRole/lockguard-unlock",
+		"ClusterRole/lockguard-view",
 		"ClusterRole/lockguard-metrics-reader",
 		"ClusterRoleBinding/lockguard",
 		"Deployment/lockguard",
@@ -109,6 +113,12 @@ func TestRenderedObjects(t *testing.T) {
 		"ValidatingAdmissionPolicy/lockguard-peer-leases",
 		"ValidatingAdmissionPolicyBinding/lockguard-peer-leases",
 	}
+	// On 1.30+ the unlock permission is a policy; before, an entry of the
+	// webhook configuration (TestUnlockRender).
+	unlock := []string{
+		"ValidatingAdmissionPolicy/lockguard-unlock",
+		"ValidatingAdmissionPolicyBinding/lockguard-unlock",
+	}
 	join := func(lists ...[]string) []string {
 		out := slices.Concat(lists...)
 		slices.Sort(out)
@@ -126,22 +136,27 @@ func TestRenderedObjects(t *testing.T) {
 		"DefaultsOnPolicyCapableServer": {
 			reason: "mode webhook never renders the policy",
 			r:      framework.Release{APIVersions: []string{vapCapability}},
-			want:   join(common, certManager, webhook, peerLeases),
+			want:   join(common, certManager, webhook, peerLeases, unlock),
 		},
 		"Policy": {
 			reason: "mode policy renders the policy instead of the webhook; lockguard still runs to keep the annotation",
 			r:      framework.Release{Set: []string{"mode=policy"}, APIVersions: []string{vapCapability}},
-			want:   join(common, certManager, policy),
+			want:   join(common, certManager, policy, unlock),
 		},
 		"Both": {
 			reason: "mode both renders the webhook and the policy",
 			r:      framework.Release{Set: []string{"mode=both"}, APIVersions: []string{vapCapability}},
-			want:   join(common, certManager, webhook, policy, peerLeases),
+			want:   join(common, certManager, webhook, policy, peerLeases, unlock),
 		},
 		"BothWithoutPolicyAPI": {
 			reason: "mode both on an API server without admissionregistration.k8s.io/v1 policies keeps the webhook only",
 			r:      framework.Release{Set: []string{"mode=both"}, KubeVersion: "1.29.15"},
 			want:   join(common, certManager, webhook),
+		},
+		"NoUnlockPermission": {
+			reason: "unlockPermission.enabled=false renders no unlock policy (the roles stay)",
+			r:      framework.Release{Set: []string{"unlockPermission.enabled=false"}, APIVersions: []string{vapCapability}},
+			want:   join(common, certManager, webhook, peerLeases),
 		},
 		"Disabled": {
 			reason: "lockGuard.enabled=false renders nothing",

@@ -169,9 +169,11 @@ func TestChartWithCertManager(t *testing.T) {
 	checkChain(t, c, ctx, first)
 
 	// cainjector puts the CA into the webhook configuration.
+	// Before 1.30 the identity Leases' and the unlock rules are two more
+	// entries (policies from 1.30).
 	wantWebhooks := 6
 	if framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases") == nil {
-		wantWebhooks = 7
+		wantWebhooks = 8
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -99,7 +99,7 @@ an error (raise its level with kubectl patch, or choose another --name).`,
 		Example: lockExample,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.runScope(contextOf(cmd.Context()), s, args)
+			return withRoleHint(o.runScope(contextOf(cmd.Context()), s, args))
 		},
 	}
 	pluginCommand(cmd, "kubectl lock", s, &o.flags)

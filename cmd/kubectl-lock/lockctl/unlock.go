@@ -44,6 +44,10 @@ When selector Locks cover TYPE/NAME, it names them, deletes nothing and fails:
 delete them by name (kubectl delete lock NAME) if nothing else needs them, then
 run kubectl unlock again.
 
+Deleting a Lock needs the RBAC verb unlock on it besides delete (the
+ClusterRole lockguard-unlock, which edit and admin do not include): when it
+is refused, kubectl unlock says which role you lack.
+
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
@@ -52,7 +56,7 @@ TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.co
   kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.run(contextOf(cmd.Context()), s, args[0])
+			return withRoleHint(o.run(contextOf(cmd.Context()), s, args[0]))
 		},
 	}
 	pluginCommand(cmd, "kubectl unlock", s, &o.flags)

@@ -218,6 +218,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// copy the object being deleted out of the request body.
 	mgr.GetWebhookServer().Register(webhook.Path, review(handler))
 	mgr.GetWebhookServer().Register(webhook.CreatePath, review(webhook.NewCreateHandler(creates)))
+	// Lifting a Lock without the unlock verb (the chart's entry before 1.30,
+	// docs/contract.md rule 18): served whatever the flags, as the entry may
+	// be rendered whatever they say.
+	mgr.GetWebhookServer().Register(webhook.UnlockPath, review(webhook.NewUnlockHandler(gate)))
 	if !o.DisableReadOnlyGuard {
 		// lockguard's own writes are exempt once it knows who it is.
 		self := &selfIdentity{client: mgr.GetClient()}

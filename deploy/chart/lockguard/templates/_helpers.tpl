@@ -39,6 +39,9 @@ app.kubernetes.io/part-of: lockguard
 {{- define "lockguard.metadata" -}}
 labels:
   {{- include "lockguard.labels" .ctx | nindent 2 }}
+  {{- with .labels }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- $annotations := merge (dict) (.annotations | default dict) (.ctx.Values.commonAnnotations | default dict) }}
 {{- with $annotations }}
 annotations:

@@ -1,0 +1,47 @@
+package v1alpha1
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLowers(t *testing.T) {
+	type want struct {
+		what   Lowered
+		lowers bool
+	}
+	cases := map[string]struct {
+		reason    string
+		old, next LockSpec
+		want      want
+	}{
+		"ReadOnlyToCanNotDelete": {reason: "dropping the freeze lowers the level", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{Level: LevelCanNotDelete}, want: want{LoweredLevel, true}},
+		"ReadOnlyToDefault":      {reason: "an empty level is CanNotDelete", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{}, want: want{LoweredLevel, true}},
+		"CanNotDeleteToReadOnly": {reason: "raising is free", old: LockSpec{Level: LevelCanNotDelete}, next: LockSpec{Level: LevelReadOnly}, want: want{}},
+		"ReadOnlyKept":           {reason: "a new reason lowers nothing", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{Level: LevelReadOnly, Reason: "other"}, want: want{}},
+		"CanNotDeleteKept":       {reason: "nothing changes", old: LockSpec{}, next: LockSpec{Level: LevelCanNotDelete}, want: want{}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			what, lowers := Lowers(&tc.old, &tc.next)
+			if diff := cmp.Diff(tc.want, want{what, lowers}, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("%s\nLowers(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+func TestUnlockMessages(t *testing.T) {
+	cases := map[string]struct{ got, want string }{
+		"delete": {UnlockDeleteMessage("prod", "db-lock"),
+			`deleting Lock prod/db-lock needs the verb "unlock" on locks.core.navique.com (RBAC); ask for the ClusterRole lockguard-unlock`},
+		"lower": {UnlockLowerMessage(LoweredLevel, "prod", "db-lock"),
+			`lowering the level of Lock prod/db-lock needs the verb "unlock" on locks.core.navique.com (RBAC); ask for the ClusterRole lockguard-unlock`},
+	}
+	for name, tc := range cases {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("%s: -want, +got:\n%s", name, diff)
+		}
+	}
+}

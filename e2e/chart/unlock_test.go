@@ -1,0 +1,166 @@
+package chart_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/e2e/framework"
+)
+
+// unlockCEL returns the chart's CEL of a refusal whose Go text is msg, a
+// message of Lock NS/NAME: the chart renders the name from the request,
+// the rest word for word as api/v1alpha1 (docs/contract.md rule 18).
+func unlockCEL(msg string) string {
+	return "'" + strings.Replace(msg, "NS/NAME", "' + request.namespace + '/' + oldObject.metadata.name + '", 1) + "'"
+}
+
+// TestUnlockRender checks where the chart puts the unlock permission
+// (issue 39): a ValidatingAdmissionPolicy where the API server serves
+// them (1.30+, whatever the mode), the webhook entry
+// unlock.lockguard.core.navique.com before, failing open with a short
+// timeout (deleting a Lock never hangs, rule 8); the same exemptions and
+// the same messages, those of api/v1alpha1; neither with
+// unlockPermission.enabled=false.
+func TestUnlockRender(t *testing.T) {
+	requireHelm(t)
+	const unlocker = "authorizer.group('core.navique.com').resource('locks').namespace(request.namespace).name(oldObject.metadata.name).check('unlock').allowed()"
+	notExempt := admissionregistrationv1.MatchCondition{Name: "not-exempt",
+		Expression: "!(request.userInfo.username in ['system:serviceaccount:kube-system:namespace-controller'])"}
+	rules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete, admissionregistrationv1.Update},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{lockv1alpha1.Group}, APIVersions: []string{"*"}, Resources: []string{"locks"},
+			Scope: ptr.To(admissionregistrationv1.NamespacedScope)},
+	}}
+	wantEntry := admissionregistrationv1.ValidatingWebhook{
+		Name:                    "unlock.lockguard.core.navique.com",
+		AdmissionReviewVersions: []string{"v1"},
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: "lockguard-system", Name: "lockguard-webhook", Path: ptr.To("/validate-unlock"), Port: ptr.To[int32](443)}},
+		FailurePolicy:   ptr.To(admissionregistrationv1.Ignore),
+		MatchPolicy:     ptr.To(admissionregistrationv1.Equivalent),
+		SideEffects:     ptr.To(admissionregistrationv1.SideEffectClassNone),
+		TimeoutSeconds:  ptr.To[int32](3),
+		Rules:           rules,
+		MatchConditions: []admissionregistrationv1.MatchCondition{notExempt, {Name: "not-an-unlocker", Expression: "!(" + unlocker + ")"}},
+	}
+	wantPolicy := admissionregistrationv1.ValidatingAdmissionPolicySpec{
+		FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		MatchConstraints: &admissionregistrationv1.MatchResources{MatchPolicy: ptr.To(admissionregistrationv1.Equivalent),
+			ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: rules[0]}}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{notExempt},
+		Variables:       []admissionregistrationv1.Variable{{Name: "unlocker", Expression: unlocker}},
+		Validations: []admissionregistrationv1.Validation{
+			{Expression: "request.operation != 'DELETE' || variables.unlocker",
+				MessageExpression: unlockCEL(lockv1alpha1.UnlockDeleteMessage("NS", "NAME")), Reason: ptr.To(metav1.StatusReasonForbidden)},
+			{Expression: "request.operation != 'UPDATE' || !(has(oldObject.spec.level) && oldObject.spec.level == 'ReadOnly' && !(has(object.spec.level) && object.spec.level == 'ReadOnly')) || variables.unlocker",
+				MessageExpression: unlockCEL(lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredLevel, "NS", "NAME")), Reason: ptr.To(metav1.StatusReasonForbidden)},
+		},
+	}
+	for name, tc := range map[string]struct {
+		reason        string
+		r             framework.Release
+		entry, policy bool
+	}{
+		"Before130":  {reason: "no admissionregistration.k8s.io/v1 policies: lockguard's webhook entry", r: framework.Release{KubeVersion: "1.29.15"}, entry: true},
+		"From130":    {reason: "an in-process policy, which holds while lockguard is down", r: framework.Release{APIVersions: []string{vapCapability}}, policy: true},
+		"PolicyMode": {reason: "mode policy: the policy, which needs no webhook", r: framework.Release{Set: []string{"mode=policy"}, APIVersions: []string{vapCapability}}, policy: true},
+		"Off129":     {reason: "unlockPermission.enabled=false: delete and update alone decide", r: framework.Release{Set: []string{"unlockPermission.enabled=false"}, KubeVersion: "1.29.15"}},
+		"Off130":     {reason: "unlockPermission.enabled=false: delete and update alone decide", r: framework.Release{Set: []string{"unlockPermission.enabled=false"}, APIVersions: []string{vapCapability}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, tc.r)
+			var entry *admissionregistrationv1.ValidatingWebhook
+			if u := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"); u != nil {
+				vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, u)
+				if i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == wantEntry.Name }); i >= 0 {
+					entry = &vwc.Webhooks[i]
+				}
+			}
+			if (entry != nil) != tc.entry {
+				t.Fatalf("%s\nwebhook entry %s rendered: %v, want %v", tc.reason, wantEntry.Name, entry != nil, tc.entry)
+			}
+			if entry != nil {
+				if diff := cmp.Diff(wantEntry, *entry); diff != "" {
+					t.Errorf("%s\nthe entry: -want, +got:\n%s", tc.reason, diff)
+				}
+			}
+			u := framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-unlock")
+			b := framework.Find(objs, "ValidatingAdmissionPolicyBinding", "lockguard-unlock")
+			if (u != nil) != tc.policy || (b != nil) != tc.policy {
+				t.Fatalf("%s\npolicy rendered: %v, binding: %v; want %v", tc.reason, u != nil, b != nil, tc.policy)
+			}
+			if u == nil {
+				return
+			}
+			if diff := cmp.Diff(wantPolicy, convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u).Spec); diff != "" {
+				t.Errorf("%s\nthe policy: -want, +got:\n%s", tc.reason, diff)
+			}
+			vb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b)
+			if vb.Spec.PolicyName != "lockguard-unlock" || cmp.Diff([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vb.Spec.ValidationActions) != "" {
+				t.Errorf("%s\nbinding spec %+v: want Deny of lockguard-unlock", tc.reason, vb.Spec)
+			}
+		})
+	}
+}
+
+// TestLockRoles checks the ClusterRoles the chart ships for Locks (issue
+// 39): view and edit aggregated into the built-in roles, edit without the
+// verb unlock, unlock and break-glass aggregated nowhere; named as
+// api/v1alpha1 names them, whatever the release's name.
+func TestLockRoles(t *testing.T) {
+	requireHelm(t)
+	aggregate := func(roles ...string) map[string]string {
+		m := map[string]string{}
+		for _, r := range roles {
+			m["rbac.authorization.k8s.io/aggregate-to-"+r] = "true"
+		}
+		return m
+	}
+	rule := func(verbs ...string) []rbacv1.PolicyRule {
+		return []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"locks"}, Verbs: verbs}}
+	}
+	type role struct {
+		Aggregate map[string]string
+		Rules     []rbacv1.PolicyRule
+	}
+	want := map[string]role{
+		lockv1alpha1.ViewRole:       {aggregate("view", "edit", "admin"), rule("get", "list", "watch")},
+		lockv1alpha1.EditRole:       {aggregate("edit", "admin"), rule("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")},
+		lockv1alpha1.UnlockRole:     {aggregate(), rule(lockv1alpha1.UnlockVerb)},
+		lockv1alpha1.BreakGlassRole: {aggregate(), rule(lockv1alpha1.BreakGlassVerb)},
+	}
+	objs := render(t, framework.Release{Name: "other"})
+	got := map[string]role{}
+	for name := range want {
+		u := framework.Find(objs, "ClusterRole", name)
+		if u == nil {
+			t.Errorf("ClusterRole %s not rendered", name)
+			continue
+		}
+		cr := convert[rbacv1.ClusterRole](t, u)
+		r := role{Aggregate: map[string]string{}, Rules: cr.Rules}
+		for k, v := range cr.Labels {
+			if strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-") {
+				r.Aggregate[k] = v
+			}
+		}
+		if cr.Annotations["kubernetes.io/description"] == "" {
+			t.Errorf("ClusterRole %s has no kubernetes.io/description", name)
+		}
+		got[name] = r
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ClusterRoles: -want, +got:\n%s", diff)
+	}
+	if bg := framework.Find(objs, "ClusterRole", lockv1alpha1.BreakGlassRole); bg != nil && !strings.Contains(bg.GetAnnotations()["kubernetes.io/description"], "Not built yet") {
+		t.Errorf("ClusterRole %s does not say that break-glass is not built yet: %q", lockv1alpha1.BreakGlassRole, bg.GetAnnotations()["kubernetes.io/description"])
+	}
+}
