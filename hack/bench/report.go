@@ -45,6 +45,8 @@ type report struct {
 	modes       []*modesRun
 	cascade     *measure.CascadeResult
 	selectors   *measure.SelectorsResult
+	scale       *measure.ScaleResult
+	scaleSVG    string // where the scale section's plot was written
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what
@@ -180,6 +182,7 @@ func (r *report) markdown() string {
 	r.cascadeSection(w)
 	r.modesSection(w)
 	r.selectorsSection(w)
+	r.scaleSection(w)
 	b.WriteString(notes)
 	return b.String()
 }

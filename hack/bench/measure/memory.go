@@ -50,18 +50,24 @@ func (c *Cluster) MeasureMemory(ctx context.Context, binary string, args ...stri
 	if p.Locks, p.Stacks, err = c.CountObjects(ctx); err != nil {
 		return nil, nil, err
 	}
+	return c.measureMemory(ctx, p, 5*time.Minute, binary, args...)
+}
+
+// measureMemory is MeasureMemory for p, whose counts are set, waiting at
+// most within for ready and as long again for idle.
+func (c *Cluster) measureMemory(ctx context.Context, p *MemoryPoint, within time.Duration, binary string, args ...string) (*MemoryPoint, *Lockguard, error) {
 	lg, err := c.StartLockguard(binary, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	readyCtx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	if p.Ready, err = lg.WaitReady(readyCtx); err != nil {
 		lg.Stop()
 		return nil, nil, err
 	}
 	ready := time.Now()
-	if err := lg.waitIdle(5 * time.Minute); err != nil {
+	if err := lg.waitIdle(within); err != nil {
 		lg.Stop()
 		return nil, nil, err
 	}
