@@ -99,14 +99,12 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 			if err != nil {
 				return r, err
 			}
-			// Ready once it serves the Locks and Stacks: their watch caches
-			// filled from etcd (a list with a limit waits for them).
-			for _, kind := range []string{"LockList", "StackList"} {
-				list := &metav1.PartialObjectMetadataList{}
-				list.SetGroupVersionKind(lockv1alpha1.GroupVersion.WithKind(kind))
-				if err := retry(ctx, func() error { return c.Client.List(ctx, list, client.Limit(1)) }); err != nil {
-					return r, err
-				}
+			// Ready once its watch caches of Locks and Stacks are filled
+			// from etcd: until then it answers a list from the cache
+			// (resourceVersion 0, as informers list) 429, and lockguard
+			// would wait for it, as it never does on a warm API server.
+			if err := c.waitWatchCaches(ctx, o.Within); err != nil {
+				return r, err
 			}
 			p.APIServer = time.Since(seeded)
 			if err := c.InstallWebhook(ctx); err != nil {
@@ -236,4 +234,30 @@ func PerObject(a, b *ScalePoint) (bytes float64, ok bool) {
 		return 0, false
 	}
 	return float64(b.Memory.HeapInuse-a.Memory.HeapInuse) / float64(b.Objects-a.Objects), true
+}
+
+// waitWatchCaches waits, at most within, until kube-apiserver serves the
+// Locks and Stacks from its watch caches.
+func (c *Cluster) waitWatchCaches(ctx context.Context, within time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	for _, kind := range []string{"LockList", "StackList"} {
+		for {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(lockv1alpha1.GroupVersion.WithKind(kind))
+			err := c.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			if err == nil {
+				break
+			}
+			if !apierrors.IsTooManyRequests(err) && !apierrors.IsTimeout(err) && !apierrors.IsServerTimeout(err) {
+				return fmt.Errorf("listing %s from the watch cache: %w", kind, err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kube-apiserver's watch cache of %s: %w (last: %v)", kind, ctx.Err(), err)
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
 }
