@@ -79,14 +79,18 @@ func runScale(ctx context.Context, o options, r *report) error {
 	defer c.Stop()
 	c.LockguardArgs = strings.Fields(o.args)
 	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
+	if r.scale != nil && len(r.scale.Points) > 0 {
+		// The sizes measured, also when a later one failed.
+		svg := strings.TrimSuffix(o.out, ".md") + "-scale.svg"
+		if werr := os.WriteFile(svg, []byte(scaleSVG(r.scale)), 0o644); werr != nil && err == nil {
+			err = werr
+		} else if werr == nil {
+			r.scaleSVG = svg
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("scale: %w", err)
 	}
-	svg := strings.TrimSuffix(o.out, ".md") + "-scale.svg"
-	if err := os.WriteFile(svg, []byte(scaleSVG(r.scale)), 0o644); err != nil {
-		return err
-	}
-	r.scaleSVG = svg
 	return nil
 }
 
