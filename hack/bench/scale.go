@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -82,7 +83,11 @@ func runScale(ctx context.Context, o options, r *report) error {
 	if r.scale != nil && len(r.scale.Points) > 0 {
 		// The sizes measured, also when a later one failed.
 		svg := strings.TrimSuffix(o.out, ".md") + "-scale.svg"
-		if werr := os.WriteFile(svg, []byte(scaleSVG(r.scale)), 0o644); werr != nil && err == nil {
+		werr := os.MkdirAll(filepath.Dir(svg), 0o755)
+		if werr == nil {
+			werr = os.WriteFile(svg, []byte(scaleSVG(r.scale)), 0o644)
+		}
+		if werr != nil && err == nil {
 			err = werr
 		} else if werr == nil {
 			r.scaleSVG = svg
