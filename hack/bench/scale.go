@@ -81,7 +81,8 @@ func runScale(ctx context.Context, o options, r *report) error {
 	c.LockguardArgs = strings.Fields(o.args)
 	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
 	if r.scale != nil && len(r.scale.Points) > 0 {
-		// The sizes measured, also when a later one failed.
+		// The sizes measured, also when a later one failed; next to the
+		// report, which links it by its name.
 		svg := strings.TrimSuffix(o.out, ".md") + "-scale.svg"
 		werr := os.MkdirAll(filepath.Dir(svg), 0o755)
 		if werr == nil {
@@ -147,7 +148,7 @@ func (r *report) scaleSection(w writer) {
 		}
 	}
 	if r.scaleSVG != "" {
-		w("\n![lockguard's memory against the objects in the cluster](%s)\n", strings.TrimPrefix(r.scaleSVG, "docs/"))
+		w("\n![lockguard's memory against the objects in the cluster](%s)\n", filepath.Base(r.scaleSVG))
 	}
 	w("\n")
 }
