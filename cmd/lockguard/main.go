@@ -7,7 +7,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"runtime/debug"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -143,10 +145,10 @@ func run() error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
-	if limit, err := setMemoryLimit(cgroupLimitFiles); err != nil {
-		log.Error(err, "Not setting a Go memory limit")
-	} else if limit > 0 {
-		log.Info("Go memory limit set to 90% of the container's", "bytes", limit)
+	// The chart sets GOMEMLIMIT (90% of the container's memory limit): the
+	// one place lockguard's soft memory limit comes from (docs/limits.md).
+	if limit := debug.SetMemoryLimit(-1); limit < math.MaxInt64 {
+		log.Info("Go soft memory limit (GOMEMLIMIT)", "bytes", limit)
 	}
 
 	cfg, err := config.GetConfig()

@@ -1,9 +1,11 @@
 package chart_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
@@ -65,8 +67,12 @@ func TestDeployment(t *testing.T) {
 	if diff := cmp.Diff(wantFlags, flags); diff != "" {
 		t.Errorf("lockguard flags: -want, +got:\n%s", diff)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
-		t.Errorf("env = %+v; want POD_IP from status.podIP (this replica's address among its peers)", c.Env)
+	if len(c.Env) != 2 || c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("env = %+v; want POD_IP from status.podIP (this replica's address among its peers), then GOMEMLIMIT", c.Env)
+	}
+	// 90% of the default 256Mi limit (TestGoMemLimit).
+	if e := c.Env[len(c.Env)-1]; e.Name != "GOMEMLIMIT" || e.Value != "241591910" {
+		t.Errorf("last env = %+v; want GOMEMLIMIT=241591910, 90%% of the 256Mi memory limit", e)
 	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
@@ -182,5 +188,41 @@ func TestPlacementAndMetadata(t *testing.T) {
 	vwc := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard")
 	if vwc.GetAnnotations()["cert-manager.io/inject-ca-from"] == "" {
 		t.Error("commonAnnotations replaced cert-manager.io/inject-ca-from; want both")
+	}
+}
+
+// TestGoMemLimit checks that the chart sets the Go runtime's soft memory
+// limit to 90% of the container's memory limit, in bytes, from any
+// quantity a whole number of bytes writes (the one place it is set:
+// docs/limits.md, Memory), and refuses a quantity it cannot read.
+func TestGoMemLimit(t *testing.T) {
+	requireHelm(t)
+	for _, tc := range []struct {
+		set, want string
+	}{
+		{"resources.limits.memory=1Gi", "966367641"},
+		{"resources.limits.memory=500M", "450000000"},
+		{"resources.limits.memory=268435456", "241591910"},
+		{"resources.limits=null", ""},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			d := convert[appsv1.Deployment](t, framework.Find(render(t, framework.Release{Set: []string{tc.set}}), "Deployment", "lockguard"))
+			got := ""
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "GOMEMLIMIT" {
+					got = e.Value
+				}
+			}
+			if got != tc.want {
+				t.Errorf("GOMEMLIMIT = %q; want %q", got, tc.want)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"resources.limits.memory=1.5Gi"}})
+	const want = `resources.limits.memory "1.5Gi": the chart sets GOMEMLIMIT from it and reads a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("render with a 1.5Gi limit: %v; want an error containing %q", err, want)
 	}
 }

@@ -28,6 +28,11 @@ type RestartOptions struct {
 	// It matters: kube-apiserver stops listening at once, but waits up to
 	// its request timeout (60s) for open watches to end. Default 30s.
 	GracePeriod time.Duration
+	// WhileDown, if set, runs after kube-apiserver has stopped (and after
+	// Down) and before it starts again: a benchmark writes objects
+	// straight into etcd there (Env.EtcdURL). Its error is returned, with
+	// kube-apiserver started again all the same.
+	WhileDown func(context.Context) error
 }
 
 // apiServerProcess is the kube-apiserver that RestartAPIServer started, if
@@ -90,6 +95,10 @@ func (e *Env) RestartAPIServer(ctx context.Context, o RestartOptions) error {
 		return ctx.Err()
 	}
 
+	var downErr error
+	if o.WhileDown != nil {
+		downErr = o.WhileDown(ctx)
+	}
 	cmd := exec.Command(api.Path, e.apiArgs...)
 	cmd.Stdout, cmd.Stderr = api.Out, api.Err
 	if err := cmd.Start(); err != nil {
@@ -101,7 +110,7 @@ func (e *Env) RestartAPIServer(ctx context.Context, o RestartOptions) error {
 		close(p.exited)
 	}()
 	e.apiProc = p
-	return e.waitAPIServerReady(ctx, p)
+	return errors.Join(downErr, e.waitAPIServerReady(ctx, p))
 }
 
 // waitAPIServerReady polls /readyz as the admin until it answers 200.

@@ -88,6 +88,9 @@ type Options struct {
 	// APIServerFlags are extra kube-apiserver flags (name without the
 	// dashes, value), e.g. feature gates a benchmark needs; default none.
 	APIServerFlags map[string]string
+	// EtcdFlags are extra etcd flags (name without the dashes, value), e.g.
+	// a larger storage quota for a benchmark at scale; default none.
+	EtcdFlags map[string]string
 }
 
 // Env is a running control plane.
@@ -135,6 +138,9 @@ func Start(o Options) (*Env, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), Out: o.Logs, Err: o.Logs}
+	for k, v := range o.EtcdFlags {
+		env.ControlPlane.Etcd.Configure().Set(k, v)
+	}
 	api := env.ControlPlane.GetAPIServer()
 	api.Path = filepath.Join(bin, "kube-apiserver")
 	api.Out, api.Err = o.Logs, o.Logs
@@ -160,6 +166,11 @@ func Start(o Options) (*Env, error) {
 	}
 	return e, nil
 }
+
+// EtcdURL returns etcd's client URL (plain HTTP on loopback), for a
+// benchmark that writes objects straight into etcd while kube-apiserver is
+// down (RestartOptions.WhileDown).
+func (e *Env) EtcdURL() string { return e.env.ControlPlane.Etcd.URL.String() }
 
 // Stop stops every process and removes the scratch directory.
 func (e *Env) Stop() error {

@@ -81,7 +81,7 @@ type options struct {
 }
 
 // sections are the report's sections, in the order they run.
-var sections = []string{"handler", "webhook", "api", "window", "convergence", "memory", "modes", "cascade", "selectors"}
+var sections = []string{"handler", "webhook", "api", "window", "convergence", "memory", "modes", "cascade", "selectors", "scale"}
 
 // checkOnly returns an error naming the first section of -only that is
 // not one of sections.
@@ -187,6 +187,12 @@ func run(ctx context.Context, o options) error {
 	}
 	if r.failure == "" && o.want("selectors") {
 		if err := runSelectors(ctx, o, r); err != nil {
+			r.failure = err.Error()
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+	}
+	if r.failure == "" && o.want("scale") {
+		if err := runScale(ctx, o, r); err != nil {
 			r.failure = err.Error()
 			fmt.Fprintln(os.Stderr, "bench:", err)
 		}

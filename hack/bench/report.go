@@ -45,6 +45,8 @@ type report struct {
 	modes       []*modesRun
 	cascade     *measure.CascadeResult
 	selectors   *measure.SelectorsResult
+	scale       *measure.ScaleResult
+	scaleSVG    string // where the scale section's plot was written
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what
@@ -180,6 +182,7 @@ func (r *report) markdown() string {
 	r.cascadeSection(w)
 	r.modesSection(w)
 	r.selectorsSection(w)
+	r.scaleSection(w)
 	b.WriteString(notes)
 	return b.String()
 }
@@ -536,10 +539,11 @@ stores, and work-queue maps that keep their capacity after the initial
 reconcile of every object; ` + "`go_memstats_heap_inuse_bytes`" + ` runs above the live
 heap with GOGC=100. Reaching the target would take a slimmer cached Lock
 (the fields read, not the typed object) and an index without a set per
-value. Since 98fc196 lockguard sets the Go runtime's memory limit to 90% of
-its container's, so that near the limit the heap in use stays close to the
-live heap; the bench's processes run without a memory cgroup, so this
-report does not show it. Status Events of a burst of new Locks are also
+value. The chart sets the Go runtime's memory limit (GOMEMLIMIT) to 90%
+of the container's (98fc196 had the binary derive it; the chart since
+issue 38), so that near the limit the heap in use stays close to the live
+heap; the bench runs lockguard without GOMEMLIMIT, so this report does
+not show it. Status Events of a burst of new Locks are also
 held by client-go's event cache for some minutes.
 
 **Target 4, ready at 100k Locks.** Since issue 12's cascade guard,

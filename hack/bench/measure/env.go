@@ -58,11 +58,19 @@ func StartCluster(ctx context.Context, logs io.Writer) (*Cluster, error) {
 // framework.Version()) with extra kube-apiserver flags (name without the
 // dashes, value).
 func StartClusterWith(ctx context.Context, logs io.Writer, version string, apiServerFlags map[string]string) (*Cluster, error) {
+	return StartClusterOptions(ctx, framework.Options{Version: version, Logs: logs, APIServerFlags: apiServerFlags})
+}
+
+// StartClusterOptions is StartCluster with the control plane o says (its
+// CRDDirs are the repository's).
+func StartClusterOptions(ctx context.Context, o framework.Options) (*Cluster, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	env, err := framework.Start(framework.Options{Version: version, CRDDirs: framework.CRDDirs(root), Logs: logs, APIServerFlags: apiServerFlags})
+	logs := o.Logs
+	o.CRDDirs = framework.CRDDirs(root)
+	env, err := framework.Start(o)
 	if err != nil {
 		return nil, err
 	}

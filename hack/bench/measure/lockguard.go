@@ -124,7 +124,14 @@ func (l *Lockguard) WaitWarm(ctx context.Context) error {
 func (l *Lockguard) Stop() { _ = l.Lockguard.Stop(30 * time.Second) }
 
 // RSS returns the resident set size of the process, from /proc.
-func (l *Lockguard) RSS() (int64, error) {
+func (l *Lockguard) RSS() (int64, error) { return l.procStatus("VmRSS") }
+
+// PeakRSS returns the largest resident set size of the process since it
+// started (VmHWM in /proc).
+func (l *Lockguard) PeakRSS() (int64, error) { return l.procStatus("VmHWM") }
+
+// procStatus returns field (in kB there) of /proc/<pid>/status, in bytes.
+func (l *Lockguard) procStatus(field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", l.Pid()))
 	if err != nil {
 		return 0, err
@@ -132,12 +139,12 @@ func (l *Lockguard) RSS() (int64, error) {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", l.Pid())
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, l.Pid())
 }
 
 // CPUTime returns the user+system CPU time the process has used.

@@ -23,6 +23,9 @@ type MemoryPoint struct {
 	// RSS and HeapInuse are medians of samples taken once idle; HeapMin is
 	// the smallest go_memstats_heap_inuse_bytes seen.
 	RSS, HeapInuse, HeapMin, HeapAlloc int64
+	// PeakRSS is the largest RSS from the start to the last sample
+	// (VmHWM): the initial lists and reconciliation included.
+	PeakRSS int64
 }
 
 // CountObjects counts the Locks and Stacks in the cluster.
@@ -50,18 +53,33 @@ func (c *Cluster) MeasureMemory(ctx context.Context, binary string, args ...stri
 	if p.Locks, p.Stacks, err = c.CountObjects(ctx); err != nil {
 		return nil, nil, err
 	}
+	return c.measureMemory(ctx, p, 5*time.Minute, false, binary, args...)
+}
+
+// measureMemory is MeasureMemory for p, whose counts are set, waiting at
+// most within for ready and as long again for idle. With lead, it waits
+// until lockguard leads before it waits for idle (its reconciler's first
+// pass over every object is then over), and fails if lockguard no longer
+// leads once sampled.
+func (c *Cluster) measureMemory(ctx context.Context, p *MemoryPoint, within time.Duration, lead bool, binary string, args ...string) (*MemoryPoint, *Lockguard, error) {
 	lg, err := c.StartLockguard(binary, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	readyCtx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	if p.Ready, err = lg.WaitReady(readyCtx); err != nil {
 		lg.Stop()
 		return nil, nil, err
 	}
 	ready := time.Now()
-	if err := lg.waitIdle(5 * time.Minute); err != nil {
+	if lead {
+		if err := lg.waitLeading(readyCtx); err != nil {
+			lg.Stop()
+			return nil, nil, err
+		}
+	}
+	if err := lg.waitIdle(within); err != nil {
 		lg.Stop()
 		return nil, nil, err
 	}
@@ -78,7 +96,32 @@ func (c *Cluster) MeasureMemory(ctx context.Context, binary string, args ...stri
 	}
 	p.RSS, p.HeapInuse, p.HeapAlloc = medianInt(rss), medianInt(heap), medianInt(alloc)
 	p.HeapMin = slices.Min(heap)
+	if p.PeakRSS, err = lg.PeakRSS(); err != nil {
+		lg.Stop()
+		return nil, nil, err
+	}
+	if lead {
+		if leads, err := lg.IsLeader(ctx); err != nil || !leads {
+			lg.Stop()
+			return nil, nil, fmt.Errorf("lockguard no longer leads after its memory was sampled (%v): its reconciler's caches may be gone", err)
+		}
+	}
 	return p, lg, nil
+}
+
+// waitLeading waits until the process leads.
+func (l *Lockguard) waitLeading(ctx context.Context) error {
+	for {
+		leads, err := l.IsLeader(ctx)
+		if err == nil && leads {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lockguard did not lead (%v): %w", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // waitIdle waits until the process uses under 3% of a CPU over a second

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/hack/bench/measure"
+)
+
+// The scale section's sizes (issue 38), from the environment, small by
+// default so that a smoke run (`-only scale`) takes under a minute.
+const (
+	// envScalePoints lists the sizes, "<Locks>/<unlocked objects>",
+	// comma-separated, each a superset of the one before.
+	envScalePoints = "BENCH_SCALE_POINTS"
+	// envScaleNamespaces is how many namespaces they are spread over.
+	envScaleNamespaces = "BENCH_SCALE_NAMESPACES"
+	// envScaleProbes is how many dry-run DELETEs of each kind a size times.
+	envScaleProbes = "BENCH_SCALE_PROBES"
+
+	defaultScalePoints     = "0/0,500/0,500/5000"
+	defaultScaleNamespaces = 50
+	defaultScaleProbes     = 10
+)
+
+// scaleOptions reads the scale section's sizes from the environment.
+func scaleOptions() (measure.ScaleOptions, error) {
+	o := measure.ScaleOptions{Namespaces: defaultScaleNamespaces, Probes: defaultScaleProbes, Within: 30 * time.Minute, Step: step}
+	points := defaultScalePoints
+	if v := os.Getenv(envScalePoints); v != "" {
+		points = v
+	}
+	var prev measure.ScaleSize
+	for _, p := range strings.Split(points, ",") {
+		l, ob, ok := strings.Cut(strings.TrimSpace(p), "/")
+		locks, err1 := strconv.Atoi(l)
+		objects, err2 := strconv.Atoi(ob)
+		if !ok || err1 != nil || err2 != nil || locks < prev.Locks || objects < prev.Objects {
+			return o, fmt.Errorf("%s=%q: want <Locks>/<objects>,…, each size at least the one before", envScalePoints, points)
+		}
+		prev = measure.ScaleSize{Locks: locks, Objects: objects}
+		o.Points = append(o.Points, prev)
+	}
+	for env, into := range map[string]*int{envScaleNamespaces: &o.Namespaces, envScaleProbes: &o.Probes} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return o, fmt.Errorf("%s=%q is not a positive integer", env, v)
+			}
+			*into = n
+		}
+	}
+	return o, nil
+}
+
+// runScale measures lockguard's memory, start-up and DELETE decisions at
+// each size of scaleOptions, on a control plane of its own whose etcd may
+// hold a few GiB.
+func runScale(ctx context.Context, o options, r *report) error {
+	so, err := scaleOptions()
+	if err != nil {
+		return err
+	}
+	var logs io.Writer
+	if o.verbose {
+		logs = os.Stderr
+	}
+	step("Scale: starting etcd and kube-apiserver")
+	c, err := measure.StartClusterOptions(ctx, framework.Options{Logs: logs, EtcdFlags: map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 30)}})
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	c.LockguardArgs = strings.Fields(o.args)
+	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
+	if r.scale != nil && len(r.scale.Points) > 0 {
+		// The sizes measured, also when a later one failed; next to the
+		// report, which links it by its name.
+		svg := strings.TrimSuffix(o.out, ".md") + "-scale.svg"
+		werr := os.MkdirAll(filepath.Dir(svg), 0o755)
+		if werr == nil {
+			werr = os.WriteFile(svg, []byte(scaleSVG(r.scale)), 0o644)
+		}
+		if werr != nil && err == nil {
+			err = werr
+		} else if werr == nil {
+			r.scaleSVG = svg
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	return nil
+}
+
+// scaleSection writes the scale section (issue 38).
+func (r *report) scaleSection(w writer) {
+	s := r.scale
+	if s == nil {
+		return
+	}
+	o := s.Options
+	w("## 9. Scale: Locks and unlocked objects (issue 38)\n\n")
+	w("A control plane of its own. At each size the Locks (half by `targetRef`, half by `selector`, each covering one Stack of its own) and the Stacks no Lock covers (one in ten owns the next nine, by ownerReference, in its namespace) are spread round robin over %d namespaces (the unlocked ones by tens). They are written **straight into etcd** (JSON, as kube-apiserver stores custom resources, in transactions of 128 through etcd's gRPC gateway) while kube-apiserver is stopped, then kube-apiserver starts again (its start is timed until it serves the Locks and Stacks from its watch caches, as a running API server does); the namespaces are created through the API server. Each object is a copy of a template object created through the API server and converged by lockguard in the same run (%d bytes in etcd per unlocked Stack, %d per Lock with its Stack, managedFields included), so that lockguard finds them as it leaves them. The template namespace (2 Locks, 4 Stacks) exists at every size.\n\n", o.Namespaces, s.ObjectBytes, s.LockBytes)
+	w("The lockguard binary with its default flags, leading, as in section 4: leader election timed as the binary's defaults (15 s lease, 10 s renew deadline; the other sections shorten it): ready is the time from its start to `/readyz` answering 200; once it leads and then is idle (its reconciler's first pass over every object done), RSS and `go_memstats_heap_inuse_bytes` (medians of 10 samples; the smallest heap sample in brackets), and the peak RSS from its start (`VmHWM`: the initial lists and reconciliation). A run fails if lockguard no longer leads when sampled. DELETE decisions: %d server-side dry-run DELETEs of each kind through kube-apiserver and lockguard's webhook, interleaved, once lockguard is warm: a Stack a targetRef Lock covers and one a selector Lock covers (denied) and an unlocked Stack that owns nothing (allowed, after the namespace's Locks are confirmed with the API server).\n\n", o.Probes)
+	w("| Locks | unlocked objects | written into etcd | kube-apiserver start | lockguard ready | idle after | peak RSS | RSS | heap in use | denied (targetRef) p50 / p99 | denied (selector) p50 / p99 | allowed p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range s.Points {
+		m := p.Memory
+		w("| %d | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s / %s | %s / %s | %s / %s |\n", p.Locks, p.Objects,
+			p.Seeded.Round(100*time.Millisecond), p.APIServer.Round(100*time.Millisecond), m.Ready.Round(time.Millisecond), m.Settled.Round(time.Second),
+			mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin),
+			ms(p.TargetRef.Quantile(0.5)), ms(p.TargetRef.Quantile(0.99)), ms(p.Selector.Quantile(0.5)), ms(p.Selector.Quantile(0.99)),
+			ms(p.Allowed.Quantile(0.5)), ms(p.Allowed.Quantile(0.99)))
+	}
+	w("\nHeap in use between sizes that differ in one count only:\n\n")
+	for i := 1; i < len(s.Points); i++ {
+		for j := range i {
+			a, b := s.Points[j], s.Points[i]
+			if v, ok := measure.PerLock(a, b); ok {
+				w("- per Lock and its Stack, %d → %d Locks (%d unlocked objects): **%.0f bytes**\n", a.Locks, b.Locks, a.Objects, v)
+			}
+			if v, ok := measure.PerObject(a, b); ok {
+				w("- per unlocked object, %d → %d objects (%d Locks): **%.0f bytes**\n", a.Objects, b.Objects, a.Locks, v)
+			}
+		}
+	}
+	// A size that differs from the one before in both counts, against
+	// what the per-object figures measured before it predict.
+	var perLock, perObject float64
+	var haveLock, haveObject bool
+	for i := 1; i < len(s.Points); i++ {
+		a, b := s.Points[i-1], s.Points[i]
+		if v, ok := measure.PerLock(a, b); ok {
+			perLock, haveLock = v, true
+		} else if v, ok := measure.PerObject(a, b); ok {
+			perObject, haveObject = v, true
+		} else if haveLock && haveObject && a.Locks != b.Locks && a.Objects != b.Objects {
+			want := float64(a.Memory.HeapInuse) + perLock*float64(b.Locks-a.Locks) + perObject*float64(b.Objects-a.Objects)
+			w("- %d Locks and %d unlocked objects, from %d and %d with the figures above: heap in use %s predicted, %s measured (%.2f×)\n",
+				b.Locks, b.Objects, a.Locks, a.Objects, mib(int64(want)), mib(b.Memory.HeapInuse), float64(b.Memory.HeapInuse)/want)
+		}
+	}
+	if r.scaleSVG != "" {
+		w("\n![lockguard's memory against the objects in the cluster](%s)\n", filepath.Base(r.scaleSVG))
+	}
+	w("\n")
+}
