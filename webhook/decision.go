@@ -38,14 +38,14 @@ func decisionOf(resp admission.Response) string {
 }
 
 // guard is one of the handler's guards (object.go, cascadedecision.go,
-// namespace.go, crd.go). Decide asks them in turn about a DELETE: the
-// first that refuses it decides, and a later guard's answer replaces an
-// earlier one that allows it (the cascade guard's, after the object
+// namespace.go, crd.go). Handler.Decide asks them in turn about a DELETE:
+// the first that refuses it decides, and a later guard's answer replaces
+// an earlier one that allows it (the cascade guard's, after the object
 // guard's).
 type guard interface {
-	// decide answers req, a DELETE of an object of kind kind (guardOf),
-	// and reports whether it has an answer: false leaves req to the other
-	// guards.
+	// decide answers req, a DELETE of an object of kind kind (the guard
+	// of its kind, as Handler.Decide names it), and reports whether it
+	// has an answer: false leaves req to the other guards.
 	decide(ctx context.Context, req Request, kind string) (decision, bool)
 }
 
@@ -58,29 +58,6 @@ type decision struct {
 	// that deny it too but are not in locks.
 	locks []lockv1alpha1.Lock
 	more  int
-}
-
-// guardOf names the guard of the kind of req: the namespace guard for a
-// Namespace, the CRD guard for a CustomResourceDefinition, the object
-// guard for anything else.
-func guardOf(req Request) string {
-	switch {
-	case isNamespace(req):
-		return GuardNamespace
-	case isCRD(req):
-		return GuardCRD
-	}
-	return GuardObject
-}
-
-// isNamespace reports whether req is about a Namespace.
-func isNamespace(req Request) bool {
-	return req.Kind.Group == "" && req.Kind.Kind == "Namespace"
-}
-
-// isCRD reports whether req is about a CustomResourceDefinition.
-func isCRD(req Request) bool {
-	return req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition"
 }
 
 // errored is admission.Errored with a Status reason that matches its code,

@@ -61,21 +61,25 @@ func NewHandler(c Config) *Handler {
 // Errored (so that the API server, with failurePolicy Fail, rejects the
 // delete) when it cannot tell. It writes nothing: the Events of a denial
 // and its lastDenied (finisher.finish) are handed to asynchronous recorders.
+//
+// The guards are asked in turn (guard), each with the guard of the kind of
+// req: the namespace guard for a Namespace, the CRD guard for a
+// CustomResourceDefinition, the object guard for anything else. The first
+// that refuses req decides, a later answer replaces one that allows it. A
+// DELETE that no guard answers was sent to a handler not configured for it.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
-	d := h.decide(ctx, req)
-	return h.finish.finish(req, d, start)
-}
-
-// decide asks the guards about req in turn (guard): the first that
-// refuses it decides, a later answer replaces one that allows it. A DELETE
-// that no guard answers was sent to a handler not configured for it.
-func (h *Handler) decide(ctx context.Context, req Request) decision {
-	kind := guardOf(req)
+	kind := GuardObject
+	switch {
+	case req.Kind.Group == "" && req.Kind.Kind == "Namespace":
+		kind = GuardNamespace
+	case req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition":
+		kind = GuardCRD
+	}
 	d := decision{guard: kind}
 	if req.Operation != admissionv1.Delete {
 		d.resp = admission.Allowed("not a DELETE")
-		return d
+		return h.finish.finish(req, d, start)
 	}
 	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
 	for _, g := range h.guards {
@@ -87,7 +91,7 @@ func (h *Handler) decide(ctx context.Context, req Request) decision {
 			break
 		}
 	}
-	return d
+	return h.finish.finish(req, d, start)
 }
 
 // finisher is the one step every decision of every path ends in (finish).
