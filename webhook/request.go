@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/skim"
 )
 
@@ -40,6 +41,16 @@ type Request struct {
 	// OldObject is the object being deleted; empty when the request
 	// carries none.
 	OldObject Object `json:"oldObject"`
+}
+
+// Target is the key of the object req is about: of the request's name,
+// or, for a deletecollection (which names none), of oldObject's.
+func (req *Request) Target() lockv1alpha1.TargetKey {
+	name := req.Name
+	if name == "" {
+		name = req.OldObject.Metadata.Name
+	}
+	return lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: name}
 }
 
 // UserInfo is who sent the request, as the Events of a denial name them.
