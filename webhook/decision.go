@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -37,15 +39,30 @@ func decisionOf(resp admission.Response) string {
 	return DecisionErrored
 }
 
-// guard is one of the handler's guards (object.go, cascadedecision.go,
-// namespace.go, crd.go). Handler.Decide asks them in turn about a DELETE:
-// the first that refuses it decides, and a later guard's answer replaces
-// an earlier one that allows it (the cascade guard's, after the object
-// guard's).
+// guardOf names the guard of the DELETE of a kind, when it is not the
+// object guard: the namespace guard's and the CRD guard's. The update
+// guard's Handler sends every UPDATE to the update guard.
+var guardOf = map[schema.GroupKind]string{
+	{Kind: "Namespace"}: GuardNamespace,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: GuardCRD,
+}
+
+// notGuarded is a Handler's answer to a request of an operation its
+// guards do not answer.
+var notGuarded = map[admissionv1.Operation]string{
+	admissionv1.Delete: "not a DELETE",
+	admissionv1.Update: "not an UPDATE",
+}
+
+// guard is one of a Handler's guards (object.go, cascadedecision.go,
+// namespace.go, crd.go; the update guard's Handler: update.go).
+// Handler.Decide asks them in turn: the first that refuses a request
+// decides, and a later guard's answer replaces an earlier one that allows
+// it (the cascade guard's, after the object guard's).
 type guard interface {
-	// decide answers req, a DELETE of an object of kind kind (the guard
-	// of its kind, as Handler.Decide names it), and reports whether it
-	// has an answer: false leaves req to the other guards.
+	// decide answers req, sent to the guard named kind (guardOf), and
+	// reports whether it has an answer: false leaves req to the other
+	// guards.
 	decide(ctx context.Context, req Request, kind string) (decision, bool)
 }
 
@@ -58,6 +75,11 @@ type decision struct {
 	// that deny it too but are not in locks.
 	locks []lockv1alpha1.Lock
 	more  int
+	// kind is the kind of the object the request writes when the guard
+	// read it elsewhere than in the request (an UPDATE through a
+	// subresource: a scale's review names autoscaling/v1 Scale); zero:
+	// the request's.
+	kind metav1.GroupVersionKind
 }
 
 // errored is admission.Errored with a Status reason that matches its code,

@@ -41,6 +41,21 @@ type Request struct {
 	// OldObject is the object being deleted; empty when the request
 	// carries none.
 	OldObject Object `json:"oldObject"`
+	// update is what the update guard reads of an UPDATE besides the
+	// members above (updateRequestOf); zero for a DELETE.
+	update updateParts
+}
+
+// updateParts is what the update guard reads of an UPDATE that a DELETE
+// does not carry: its review is decoded whole, and the guard compares the
+// object with oldObject.
+type updateParts struct {
+	subResource string // "" for the object itself
+	resource    metav1.GroupVersionResource
+	groups      []string // the sender's
+	// oldObject and object are the object before and after the update,
+	// as the review carries them (JSON).
+	oldObject, object []byte
 }
 
 // Target is the key of the object req is about: of the request's name,
@@ -155,4 +170,28 @@ func requestOf(req admission.Request) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// updateRequestOf reads the Request of an UPDATE from its review,
+// decoded whole: of oldObject only the UID, by which the Events of a
+// refusal name the object.
+func updateRequestOf(req admission.Request) Request {
+	r := Request{Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
+		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: req.DryRun != nil && *req.DryRun}
+	r.OldObject.Metadata.UID = uidOf(req.OldObject.Raw)
+	r.update = updateParts{subResource: req.SubResource, resource: req.Resource, groups: req.UserInfo.Groups,
+		oldObject: req.OldObject.Raw, object: req.Object.Raw}
+	return r
+}
+
+// uidOf reads the UID of raw, an object of a review decoded whole (an
+// UPDATE's oldObject); "" when it has none.
+func uidOf(raw []byte) types.UID {
+	var meta struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &meta)
+	return meta.Metadata.UID
 }
