@@ -204,23 +204,38 @@ func (g readOnlyGuard) decide(ctx context.Context, req Request, kind string) (de
 // namespaced object of lockable kind gk, by a principal that is not
 // exempt.
 func (g readOnlyGuard) decideObject(ctx context.Context, req Request, gk schema.GroupKind) decision {
-	d := decision{guard: GuardReadOnly}
-	var oldObj, newObj map[string]any
+	oldObj, field, changed, err := frozenChange(req, gk.String())
+	switch {
+	case err != nil:
+		return decision{guard: GuardReadOnly, resp: errored(http.StatusBadRequest, err)}
+	case !changed:
+		return decision{guard: GuardReadOnly, resp: admission.Allowed("")}
+	}
+	return g.readOnlyLocks(ctx, decision{guard: GuardReadOnly}, req, gk, labelsOf(oldObj), field)
+}
+
+// frozenChange reads the objects of req, an UPDATE of what (a kind, or a
+// subresource), and returns oldObject and the first field the update
+// changes that ReadOnly freezes (lockv1alpha1.FrozenChange); an error
+// when either object cannot be read.
+func frozenChange(req Request, what string) (oldObj map[string]any, field string, changed bool, err error) {
+	var newObj map[string]any
 	if err := decodeObject(req.update.oldObject, &oldObj); err != nil {
-		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", gk, err))
-		return d
+		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", what, err)
 	}
 	if err := decodeObject(req.update.object, &newObj); err != nil {
-		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", gk, err))
-		return d
+		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", what, err)
 	}
-	field, changed := lockv1alpha1.FrozenChange(oldObj, newObj)
-	if !changed {
-		d.resp = admission.Allowed("")
-		return d
-	}
-	target := keyOf(req.Namespace, gk, req.Name)
-	locks, err := g.locks.find(ctx, target.Object(labelsOf(oldObj)))
+	field, changed = lockv1alpha1.FrozenChange(oldObj, newObj)
+	return oldObj, field, changed, nil
+}
+
+// readOnlyLocks completes d, the answer to req, an UPDATE that changes
+// field of the object of kind gk named in req, labelled labels: denied
+// when live ReadOnly Locks cover it, naming them; Errored when the Locks
+// cannot be read; allowed otherwise.
+func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Request, gk schema.GroupKind, labels map[string]string, field string) decision {
+	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -76,16 +75,12 @@ func (g readOnlyGuard) decideSubresource(ctx context.Context, req Request) decis
 	}
 	field := "the " + sub + " subresource"
 	if sub == ScaleSubresource {
-		var oldObj, newObj map[string]any
-		if err := decodeObject(req.update.oldObject, &oldObj); err != nil {
-			d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", field, err))
+		_, _, changed, err := frozenChange(req, field)
+		switch {
+		case err != nil:
+			d.resp = errored(http.StatusBadRequest, err)
 			return d
-		}
-		if err := decodeObject(req.update.object, &newObj); err != nil {
-			d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", field, err))
-			return d
-		}
-		if _, changed := lockv1alpha1.FrozenChange(oldObj, newObj); !changed {
+		case !changed:
 			d.resp = admission.Allowed("")
 			return d
 		}
@@ -107,17 +102,5 @@ func (g readOnlyGuard) decideSubresource(ctx context.Context, req Request) decis
 		d.resp = admission.Allowed(err.Error())
 		return d
 	}
-	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
-	if err != nil {
-		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
-			gk, req.Namespace, req.Name, err))
-		return d
-	}
-	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
-	if len(locks) == 0 {
-		d.resp = admission.Allowed("")
-		return d
-	}
-	d.resp, d.locks = admission.Denied(UpdateDenialMessage(locks, field)), locks
-	return d
+	return g.readOnlyLocks(ctx, d, req, gk, labels, field)
 }
