@@ -12,13 +12,15 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// GuardObject, GuardCascade, GuardNamespace and GuardCRD name the guard
-// that decided a request, as the metrics and audit annotations count it.
+// GuardObject, GuardCascade, GuardNamespace, GuardCRD and GuardReadOnly
+// (the update guard) name the guard that decided a request, as the
+// metrics and audit annotations count it.
 const (
 	GuardObject    = "object"
 	GuardCascade   = "cascade"
 	GuardNamespace = "namespace"
 	GuardCRD       = "crd"
+	GuardReadOnly  = "readonly"
 )
 
 // Decisions counted by lockguard_admission_reviews_total.

@@ -57,6 +57,20 @@ func NewHandler(c Config) *Handler {
 	return h
 }
 
+// UpdateHandler serves the update guard's Handler (UpdatePath): a
+// Handler of the delete guards' Locks, bounds and finishing step (the same
+// metrics, audit annotations, lastDenied and Events), whose one guard is
+// the update guard.
+type UpdateHandler struct{ h *Handler }
+
+// NewUpdateHandler returns the update guard of h's Locks, ending its
+// decisions as h does, exempting exempt, reading through parents the
+// objects that subresource updates write (nil: such updates are refused).
+func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
+	g := readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}
+	return &UpdateHandler{&Handler{locks: h.locks, op: admissionv1.Update, guards: []guard{g}, gate: h.gate, finish: h.finish}}
+}
+
 // Decide decides one admission request. It denies the DELETE of a
 // core.navique.com resource targeted by live Locks (the object guard,
 // object.go), or whose cascade would delete one (the cascade guard,
@@ -76,17 +90,18 @@ func NewHandler(c Config) *Handler {
 // configured for it.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
-	d := decision{guard: GuardReadOnly}
+	kind := GuardReadOnly
 	if h.op == admissionv1.Delete {
-		d.guard = cmp.Or(guardOf[schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}], GuardObject)
+		kind = cmp.Or(guardOf[schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}], GuardObject)
 	}
+	d := decision{guard: kind}
 	if req.Operation != h.op {
 		d.resp = admission.Allowed(notGuarded[h.op])
 		return h.finish.finish(req, d, start)
 	}
 	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the %s of a %s", h.op, req.Kind.Kind))
 	for _, g := range h.guards {
-		next, ok := g.decide(ctx, req, d.guard)
+		next, ok := g.decide(ctx, req, kind)
 		if !ok {
 			continue
 		}

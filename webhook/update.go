@@ -7,13 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/transport"
 )
 
 // The update guard of ReadOnly Locks (docs/contract.md rules 7 and 16): an UPDATE
@@ -28,13 +26,6 @@ import (
 // (updatesub.go says why they are selected otherwise). The guard decides
 // from the Locks, read as every delete guard reads them (lockReader), never
 // from the label.
-
-// UpdatePath is where lockguard serves the UpdateHandler (the chart's
-// update.lockguard.core.navique.com entry).
-const UpdatePath = "/validate-update"
-
-// GuardReadOnly names the update guard in metrics and audit annotations.
-const GuardReadOnly = "readonly"
 
 // Exemptions are the principals whose updates the update guard allows
 // whatever the Locks say: lockguard itself (Self), and the users and
@@ -123,37 +114,6 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 		}
 	}
 	return false
-}
-
-// UpdateHandler serves the update guard's Handler (UpdatePath): a
-// Handler of the delete guards' Locks, bounds and finishing step (the same
-// metrics, audit annotations, lastDenied and Events), whose one guard is
-// the update guard.
-type UpdateHandler struct{ h *Handler }
-
-var (
-	_ http.Handler      = &UpdateHandler{}
-	_ admission.Handler = &UpdateHandler{}
-)
-
-// NewUpdateHandler returns the update guard of h's Locks, ending its
-// decisions as h does, exempting exempt, reading through parents the
-// objects that subresource updates write (nil: such updates are refused).
-func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
-	g := readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}
-	return &UpdateHandler{&Handler{locks: h.locks, op: admissionv1.Update, guards: []guard{g}, gate: h.gate, finish: h.finish}}
-}
-
-// ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
-// read within the server's shared bounds (transport.ServeReview) and
-// decoded whole: the decision compares the object with oldObject.
-func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	transport.ServeReview(u.h.gate, w, r, transport.DecodeReview, u.Handle)
-}
-
-// Handle decides one UPDATE: Handler.Decide of its Request.
-func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	return u.h.Decide(ctx, updateRequestOf(req))
 }
 
 // readOnlyGuard is the update guard: like the delete guards, it reads the
