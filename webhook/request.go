@@ -26,7 +26,7 @@ import (
 // and CRD guards add fields to Object (a Namespace's status.phase, a CRD's
 // spec.group and spec.names.kind), the cascade check adds the
 // AdmissionRequest's options (DeleteOptions.propagationPolicy) and the
-// object's finalizers.
+// object's finalizers, the update guard reads Update.
 type Request struct {
 	UID       types.UID               `json:"uid"`
 	Kind      metav1.GroupVersionKind `json:"kind"`
@@ -41,21 +41,24 @@ type Request struct {
 	// OldObject is the object being deleted; empty when the request
 	// carries none.
 	OldObject Object `json:"oldObject"`
-	// update is what the update guard reads of an UPDATE besides the
-	// members above (updateRequestOf); zero for a DELETE.
-	update updateParts
+	// Update is what the update guard reads of an UPDATE besides the
+	// members above, from its review decoded whole (UpdateHandler); zero
+	// for a DELETE, whose review is never decoded into it.
+	Update UpdateFields `json:"-"`
 }
 
-// updateParts is what the update guard reads of an UPDATE that a DELETE
-// does not carry: its review is decoded whole, and the guard compares the
-// object with oldObject.
-type updateParts struct {
-	subResource string // "" for the object itself
-	resource    metav1.GroupVersionResource
-	groups      []string // the sender's
-	// oldObject and object are the object before and after the update,
+// UpdateFields are what the update guard reads of an UPDATE that a DELETE
+// does not carry: the guard compares the object with oldObject.
+type UpdateFields struct {
+	// SubResource is the subresource updated; "" for the object itself.
+	SubResource string
+	// Resource is the resource updated, as the review names it.
+	Resource metav1.GroupVersionResource
+	// Groups are the groups of the sender.
+	Groups []string
+	// OldObject and Object are the object before and after the update,
 	// as the review carries them (JSON).
-	oldObject, object []byte
+	OldObject, Object []byte
 }
 
 // Target is the key of the object req is about: of the request's name,
@@ -179,8 +182,8 @@ func updateRequestOf(req admission.Request) Request {
 	r := Request{Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
 		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: req.DryRun != nil && *req.DryRun}
 	r.OldObject.Metadata.UID = uidOf(req.OldObject.Raw)
-	r.update = updateParts{subResource: req.SubResource, resource: req.Resource, groups: req.UserInfo.Groups,
-		oldObject: req.OldObject.Raw, object: req.Object.Raw}
+	r.Update = UpdateFields{SubResource: req.SubResource, Resource: req.Resource, Groups: req.UserInfo.Groups,
+		OldObject: req.OldObject.Raw, Object: req.Object.Raw}
 	return r
 }
 

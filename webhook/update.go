@@ -140,10 +140,10 @@ func (g readOnlyGuard) decide(ctx context.Context, req Request, kind string) (de
 	d := decision{guard: GuardReadOnly}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	switch {
-	case req.update.subResource == StatusSubresource:
+	case req.Update.SubResource == StatusSubresource:
 		d.resp = admission.Allowed("the status subresource is never frozen")
 		return d, true
-	case req.update.subResource != "":
+	case req.Update.SubResource != "":
 		// Before req.Kind is asked: a scale is reviewed as an
 		// autoscaling/v1 Scale.
 		return g.decideSubresource(ctx, req), true
@@ -153,7 +153,7 @@ func (g readOnlyGuard) decide(ctx context.Context, req Request, kind string) (de
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
 		return d, true
-	case g.exempt.exempt(req.UserInfo.Username, req.update.groups):
+	case g.exempt.exempt(req.UserInfo.Username, req.Update.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
 		return d, true
 	}
@@ -180,10 +180,10 @@ func (g readOnlyGuard) decideObject(ctx context.Context, req Request, gk schema.
 // when either object cannot be read.
 func frozenChange(req Request, what string) (oldObj map[string]any, field string, changed bool, err error) {
 	var newObj map[string]any
-	if err := decodeObject(req.update.oldObject, &oldObj); err != nil {
+	if err := decodeObject(req.Update.OldObject, &oldObj); err != nil {
 		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", what, err)
 	}
-	if err := decodeObject(req.update.object, &newObj); err != nil {
+	if err := decodeObject(req.Update.Object, &newObj); err != nil {
 		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", what, err)
 	}
 	field, changed = lockv1alpha1.FrozenChange(oldObj, newObj)

@@ -60,8 +60,8 @@ func (f ParentsFunc) Parent(ctx context.Context, gvr schema.GroupVersionResource
 // read the objects, the object's kind and labels, or the Locks.
 func (g readOnlyGuard) decideSubresource(ctx context.Context, req Request) decision {
 	d := decision{guard: GuardReadOnly}
-	sub := req.update.subResource
-	gvr := schema.GroupVersionResource{Group: req.update.resource.Group, Version: req.update.resource.Version, Resource: req.update.resource.Resource}
+	sub := req.Update.SubResource
+	gvr := schema.GroupVersionResource{Group: req.Update.Resource.Group, Version: req.Update.Resource.Version, Resource: req.Update.Resource.Resource}
 	switch {
 	case gvr.Group != lockv1alpha1.Group:
 		d.resp = admission.Allowed(lockv1alpha1.ErrNotProtectable.Error())
@@ -69,7 +69,7 @@ func (g readOnlyGuard) decideSubresource(ctx context.Context, req Request) decis
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
 		return d
-	case g.exempt.exempt(req.UserInfo.Username, req.update.groups):
+	case g.exempt.exempt(req.UserInfo.Username, req.Update.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
 		return d
 	}
