@@ -164,14 +164,17 @@ func (g readOnlyGuard) decide(ctx context.Context, req Request, kind string) (de
 // namespaced object of lockable kind gk, by a principal that is not
 // exempt.
 func (g readOnlyGuard) decideObject(ctx context.Context, req Request, gk schema.GroupKind) decision {
+	d := decision{guard: GuardReadOnly}
 	oldObj, field, changed, err := frozenChange(req, gk.String())
 	switch {
 	case err != nil:
-		return decision{guard: GuardReadOnly, resp: errored(http.StatusBadRequest, err)}
+		d.resp = errored(http.StatusBadRequest, err)
 	case !changed:
-		return decision{guard: GuardReadOnly, resp: admission.Allowed("")}
+		d.resp = admission.Allowed("")
+	default:
+		d = g.readOnlyLocks(ctx, d, req, gk, labelsOf(oldObj), field)
 	}
-	return g.readOnlyLocks(ctx, decision{guard: GuardReadOnly}, req, gk, labelsOf(oldObj), field)
+	return d
 }
 
 // frozenChange reads the objects of req, an UPDATE of what (a kind, or a

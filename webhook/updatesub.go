@@ -50,11 +50,11 @@ func (f ParentsFunc) Parent(ctx context.Context, gvr schema.GroupVersionResource
 
 // decideSubresource answers req, an UPDATE through a subresource (not
 // status), naming the kind of the object it writes once it is read
-// (decision.kind): allowed when the object is not a
-// namespaced one of a kind Locks protect, when an exempt principal sends
-// it, when a scale changes nothing (FrozenChange of the two
-// Scale objects) or no live ReadOnly Lock covers the object (its labels
-// as Parents reads them); denied otherwise, naming the Locks and "the
+// (decision.kind): allowed when the object is not a namespaced one of a
+// kind Locks protect, when an exempt principal sends it, when a scale
+// changes nothing (FrozenChange of the two Scale objects) or no live
+// ReadOnly Lock covers the object (its labels as Parents reads them);
+// denied otherwise, naming the Locks and "the
 // <subresource> subresource". Like an update of the object, it answers
 // Errored, so that the API server refuses the update, when it cannot
 // read the objects, the object's kind and labels, or the Locks.
