@@ -4,19 +4,23 @@ import (
 	"context"
 	"net/http"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// GuardObject, GuardCascade, GuardNamespace and GuardCRD name the guard
-// that decided a request, as the metrics and audit annotations count it.
+// GuardObject, GuardCascade, GuardNamespace, GuardCRD and GuardReadOnly
+// (the update guard) name the guard that decided a request, as the
+// metrics and audit annotations count it.
 const (
 	GuardObject    = "object"
 	GuardCascade   = "cascade"
 	GuardNamespace = "namespace"
 	GuardCRD       = "crd"
+	GuardReadOnly  = "readonly"
 )
 
 // Decisions counted by lockguard_admission_reviews_total.
@@ -37,14 +41,29 @@ func decisionOf(resp admission.Response) string {
 	return DecisionErrored
 }
 
-// guard is one of the handler's guards (object.go, cascadedecision.go,
-// namespace.go, crd.go). Decide asks them in turn about a DELETE: the
-// first that refuses it decides, and a later guard's answer replaces an
-// earlier one that allows it (the cascade guard's, after the object
-// guard's).
+// guardOf names the guard of the DELETE of a kind, when it is not the
+// object guard: the namespace guard's and the CRD guard's. The update
+// guard's Handler sends every UPDATE to the update guard.
+var guardOf = map[schema.GroupKind]string{
+	{Kind: "Namespace"}: GuardNamespace,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: GuardCRD,
+}
+
+// notGuarded is a Handler's answer to a request of an operation its
+// guards do not answer.
+var notGuarded = map[admissionv1.Operation]string{
+	admissionv1.Delete: "not a DELETE",
+	admissionv1.Update: "not an UPDATE",
+}
+
+// guard is one of a Handler's guards (object.go, cascadedecision.go,
+// namespace.go, crd.go; the update guard's Handler: update.go).
+// Handler.Decide asks them in turn: the first that refuses a request
+// decides, and a later guard's answer replaces an earlier one that allows
+// it (the cascade guard's, after the object guard's).
 type guard interface {
-	// decide answers req, a DELETE of an object of kind kind (guardOf),
-	// and reports whether it has an answer: false leaves req to the other
+	// decide answers req, sent to the guard named kind (guardOf), and
+	// reports whether it has an answer: false leaves req to the other
 	// guards.
 	decide(ctx context.Context, req Request, kind string) (decision, bool)
 }
@@ -58,29 +77,11 @@ type decision struct {
 	// that deny it too but are not in locks.
 	locks []lockv1alpha1.Lock
 	more  int
-}
-
-// guardOf names the guard of the kind of req: the namespace guard for a
-// Namespace, the CRD guard for a CustomResourceDefinition, the object
-// guard for anything else.
-func guardOf(req Request) string {
-	switch {
-	case isNamespace(req):
-		return GuardNamespace
-	case isCRD(req):
-		return GuardCRD
-	}
-	return GuardObject
-}
-
-// isNamespace reports whether req is about a Namespace.
-func isNamespace(req Request) bool {
-	return req.Kind.Group == "" && req.Kind.Kind == "Namespace"
-}
-
-// isCRD reports whether req is about a CustomResourceDefinition.
-func isCRD(req Request) bool {
-	return req.Kind.Group == "apiextensions.k8s.io" && req.Kind.Kind == "CustomResourceDefinition"
+	// kind is the kind of the object the request writes when the guard
+	// read it elsewhere than in the request (an UPDATE through a
+	// subresource: a scale's review names autoscaling/v1 Scale); zero:
+	// the request's.
+	kind metav1.GroupVersionKind
 }
 
 // errored is admission.Errored with a Status reason that matches its code,

@@ -12,18 +12,21 @@
 //     (bounded reads, limits, the review's deadline); request.go decodes
 //     what a decision reads of a review (skimmed by internal/skim);
 //   - handler.go asks the guards in turn (decision.go: the guard
-//     interface): the object guard (object.go), the cascade guard
-//     (cascadedecision.go, walking cascade.go), the namespace guard
-//     (namespace.go) and the CRD guard (crd.go, both over guards.go);
+//     interface, and guardOf, which guard a request goes to): the object
+//     guard (object.go), the cascade guard (cascadedecision.go, walking
+//     cascade.go), the namespace guard (namespace.go) and the CRD guard
+//     (crd.go, both over guards.go); the update guard (update.go,
+//     updatesub.go) is the one guard of a Handler of its own, which
+//     answers UPDATEs;
 //   - reader.go is every guard's reader of Locks, and the one place that
 //     says when a decision is confirmed with the API server: from an
 //     informer cache (Locks, locks.go: the one read interface), and for
 //     what the cache would allow, a consistent list of the API server
 //     (lists.go, one in flight per namespace, shared); it fails closed
 //     when either cannot answer;
-//   - every decision ends in one step (handler.go, finisher.finish):
-//     metrics.go, audit.go, events.go and denials.go tell of it; the
-//     update guard (update.go) ends its decisions there too;
+//   - every decision, of every guard, ends in one step (handler.go,
+//     finisher.finish): metrics.go, audit.go, events.go and denials.go
+//     tell of it;
 //   - create.go admits Lock CREATEs: the peer announcement and the
 //     namespace guard's label, each when configured.
 //

@@ -7,9 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	k8sjson "sigs.k8s.io/json"
 )
 
 // ReasonDeleteBlocked is the reason of the Warning Event recorded on a
@@ -66,16 +64,4 @@ func recordRefused(rec events.EventRecorder, req Request, name string, d decisio
 		rec.Eventf(&locks[i], related, corev1.EventTypeWarning, reason, action,
 			"Denied the %s of %s %q by %s", req.Operation, req.Kind.Kind, name, user)
 	}
-}
-
-// uidOf reads the UID of raw, an object of a review decoded whole (an
-// UPDATE's oldObject); "" when it has none.
-func uidOf(raw []byte) types.UID {
-	var meta struct {
-		Metadata struct {
-			UID types.UID `json:"uid"`
-		} `json:"metadata"`
-	}
-	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &meta)
-	return meta.Metadata.UID
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -18,9 +20,13 @@ import (
 
 // Handler denies the DELETEs that would destroy locked core.navique.com
 // resources: of the resources themselves, of their namespaces and of their
-// CustomResourceDefinitions.
+// CustomResourceDefinitions. The update guard's (NewUpdateHandler) is a
+// Handler too, of one guard, that answers UPDATEs.
 type Handler struct {
-	locks  *lockReader
+	locks *lockReader
+	// op is the operation the guards answer (DELETE; UPDATE for the
+	// update guard's): Decide allows every other.
+	op     admissionv1.Operation
 	guards []guard // asked in turn (Decide)
 	gate   *transport.Gate
 	finish *finisher
@@ -32,7 +38,7 @@ func NewHandler(c Config) *Handler {
 	if c.Cluster != nil {
 		api = c.Cluster.API
 	}
-	h := &Handler{locks: newLockReader(c.Locks, c.Live, api, c.Freshness), gate: c.Gate}
+	h := &Handler{locks: newLockReader(c.Locks, c.Live, api, c.Freshness), op: admissionv1.Delete, gate: c.Gate}
 	if h.gate == nil {
 		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}
@@ -51,33 +57,49 @@ func NewHandler(c Config) *Handler {
 	return h
 }
 
+// UpdateHandler serves the update guard's Handler (UpdatePath): a
+// Handler of the delete guards' Locks, bounds and finishing step (the same
+// metrics, audit annotations, lastDenied and Events), whose one guard is
+// the update guard.
+type UpdateHandler struct{ h *Handler }
+
+// NewUpdateHandler returns the update guard of h's Locks, ending its
+// decisions as h does, exempting exempt, reading through parents the
+// objects that subresource updates write (nil: such updates are refused).
+func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
+	g := readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}
+	return &UpdateHandler{&Handler{locks: h.locks, op: admissionv1.Update, guards: []guard{g}, gate: h.gate, finish: h.finish}}
+}
+
 // Decide decides one admission request. It denies the DELETE of a
 // core.navique.com resource targeted by live Locks (the object guard,
 // object.go), or whose cascade would delete one (the cascade guard,
 // cascade.go), of a Namespace holding a live Lock on an existing object
 // (the namespace guard, namespace.go) and of the CustomResourceDefinition
 // of a kind with a locked existing object, or of Locks while any live Lock
-// exists (the CRD guard, crd.go); it allows everything else, and answers
-// Errored (so that the API server, with failurePolicy Fail, rejects the
-// delete) when it cannot tell. It writes nothing: the Events of a denial
-// and its lastDenied (finisher.finish) are handed to asynchronous recorders.
+// exists (the CRD guard, crd.go), or, in the update guard's Handler, the
+// UPDATE that a live ReadOnly Lock freezes (update.go); it allows
+// everything else, and answers Errored (so that the API server, with
+// failurePolicy Fail, rejects the request) when it cannot tell. It writes
+// nothing: the Events of a denial and its lastDenied (finisher.finish)
+// are handed to asynchronous recorders.
+//
+// The guards are asked in turn, each with the guard of req (guardOf):
+// the first that refuses req decides, a later answer replaces one that
+// allows it. A request that no guard answers was sent to a handler not
+// configured for it.
 func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 	start := time.Now()
-	d := h.decide(ctx, req)
-	return h.finish.finish(req, d, start)
-}
-
-// decide asks the guards about req in turn (guard): the first that
-// refuses it decides, a later answer replaces one that allows it. A DELETE
-// that no guard answers was sent to a handler not configured for it.
-func (h *Handler) decide(ctx context.Context, req Request) decision {
-	kind := guardOf(req)
-	d := decision{guard: kind}
-	if req.Operation != admissionv1.Delete {
-		d.resp = admission.Allowed("not a DELETE")
-		return d
+	kind := GuardReadOnly
+	if h.op == admissionv1.Delete {
+		kind = cmp.Or(guardOf[schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}], GuardObject)
 	}
-	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the DELETE of a %s", req.Kind.Kind))
+	d := decision{guard: kind}
+	if req.Operation != h.op {
+		d.resp = admission.Allowed(notGuarded[h.op])
+		return h.finish.finish(req, d, start)
+	}
+	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the %s of a %s", h.op, req.Kind.Kind))
 	for _, g := range h.guards {
 		next, ok := g.decide(ctx, req, kind)
 		if !ok {
@@ -87,7 +109,7 @@ func (h *Handler) decide(ctx context.Context, req Request) decision {
 			break
 		}
 	}
-	return d
+	return h.finish.finish(req, d, start)
 }
 
 // finisher is the one step every decision of every path ends in (finish).
@@ -104,6 +126,9 @@ type finisher struct {
 // status.lastDenied, and records its Warning Events (recordRefused). Both
 // recorders only update memory: their writes are asynchronous.
 func (f *finisher) finish(req Request, d decision, start time.Time) admission.Response {
+	if d.kind.Kind != "" {
+		req.Kind = d.kind
+	}
 	f.metrics.observe(req, d.guard, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
 	if len(d.locks) == 0 || req.DryRun {

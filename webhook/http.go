@@ -18,11 +18,17 @@ import (
 // Path is where lockguard serves the Handler on its webhook server.
 const Path = "/validate-delete"
 
+// UpdatePath is where lockguard serves the UpdateHandler (the chart's
+// update.lockguard.core.navique.com entry).
+const UpdatePath = "/validate-update"
+
 var (
 	_ http.Handler      = &Handler{}
 	_ http.Handler      = &CreateHandler{}
+	_ http.Handler      = &UpdateHandler{}
 	_ admission.Handler = &Handler{}
 	_ admission.Handler = &CreateHandler{}
+	_ admission.Handler = &UpdateHandler{}
 )
 
 // ServeHTTP answers an admission.k8s.io/v1 AdmissionReview posted as JSON,
@@ -60,4 +66,16 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // (the admission reads the Lock being created).
 func (c *CreateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	transport.ServeReview(c.o.Gate, w, r, transport.DecodeReview, c.Handle)
+}
+
+// ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
+// read within the server's shared bounds (transport.ServeReview) and
+// decoded whole: the decision compares the object with oldObject.
+func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	transport.ServeReview(u.h.gate, w, r, transport.DecodeReview, u.Handle)
+}
+
+// Handle decides one UPDATE: Handler.Decide of its Request.
+func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return u.h.Decide(ctx, updateRequestOf(req))
 }

@@ -42,15 +42,24 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
 		return d, true
 	}
+	var locks []lockv1alpha1.Lock
+	var err error
 	if req.OldObject.Metadata.Name == "" {
-		// No oldObject: its labels are unknown, and a selector Lock
-		// could cover it.
-		if resp, refused := g.unknownLabels(ctx, target); refused {
-			d.resp = resp
+		// No oldObject: its labels are unknown, and a selector Lock could
+		// cover it. Refused (fail closed) when a live selector Lock of its
+		// namespace could cover its kind, or cannot be checked, so that a
+		// Lock never silently stops protecting; otherwise the targetRef
+		// Locks decide.
+		locks, err = g.locks.selectorsMayCover(ctx, target.Namespace, target.GroupKind())
+		if err == nil && len(locks) > 0 {
+			d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the labels of %s %s/%s (the request carries no oldObject), and selector Lock(s) %v may protect it, so the delete is refused",
+				target.GroupKind(), target.Namespace, target.Name, lockNames(locks, false, 0)))
 			return d, true
 		}
 	}
-	locks, err := g.locks.find(ctx, target.Object(req.OldObject.Metadata.Labels))
+	if err == nil {
+		locks, err = g.locks.find(ctx, target.Object(req.OldObject.Metadata.Labels))
+	}
 	switch {
 	case err != nil:
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
@@ -61,34 +70,6 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 		d.resp, d.locks = admission.Denied(DenialMessage(locks)), locks
 	}
 	return d, true
-}
-
-// unknownLabels answers the DELETE of target when the request carries no
-// object to read its labels from: refused (fail closed) when a live
-// selector Lock of its namespace could cover its kind or cannot be
-// checked, so that a Lock never silently stops protecting; refused false
-// lets the targetRef Locks decide.
-func (g objectGuard) unknownLabels(ctx context.Context, target lockv1alpha1.TargetKey) (resp admission.Response, refused bool) {
-	selectors, err := g.locks.selectorsMayCover(ctx, target.Namespace, target.GroupKind())
-	switch {
-	case err != nil:
-		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
-			target.GroupKind(), target.Namespace, target.Name, err)), true
-	case len(selectors) > 0:
-		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the labels of %s %s/%s (the request carries no oldObject), and selector Lock(s) %v may protect it, so the delete is refused",
-			target.GroupKind(), target.Namespace, target.Name, lockNames(selectors, false, 0))), true
-	}
-	return admission.Response{}, false
-}
-
-// Target is the key of the object req is about: of the request's name,
-// or, for a deletecollection (which names none), of oldObject's.
-func (req *Request) Target() lockv1alpha1.TargetKey {
-	name := req.Name
-	if name == "" {
-		name = req.OldObject.Metadata.Name
-	}
-	return lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: name}
 }
 
 // DenialMessage is the message of a denied delete: the contract's sentence

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/skim"
 )
 
@@ -25,7 +26,7 @@ import (
 // and CRD guards add fields to Object (a Namespace's status.phase, a CRD's
 // spec.group and spec.names.kind), the cascade check adds the
 // AdmissionRequest's options (DeleteOptions.propagationPolicy) and the
-// object's finalizers.
+// object's finalizers, the update guard reads Update.
 type Request struct {
 	UID       types.UID               `json:"uid"`
 	Kind      metav1.GroupVersionKind `json:"kind"`
@@ -40,6 +41,34 @@ type Request struct {
 	// OldObject is the object being deleted; empty when the request
 	// carries none.
 	OldObject Object `json:"oldObject"`
+	// Update is what the update guard reads of an UPDATE besides the
+	// members above, from its review decoded whole (UpdateHandler); zero
+	// for a DELETE, whose review is never decoded into it.
+	Update UpdateFields `json:"-"`
+}
+
+// UpdateFields are what the update guard reads of an UPDATE that a DELETE
+// does not carry: the guard compares the object with oldObject.
+type UpdateFields struct {
+	// SubResource is the subresource updated; "" for the object itself.
+	SubResource string
+	// Resource is the resource updated, as the review names it.
+	Resource metav1.GroupVersionResource
+	// Groups are the groups of the sender.
+	Groups []string
+	// OldObject and Object are the object before and after the update,
+	// as the review carries them (JSON).
+	OldObject, Object []byte
+}
+
+// Target is the key of the object req is about: of the request's name,
+// or, for a deletecollection (which names none), of oldObject's.
+func (req *Request) Target() lockv1alpha1.TargetKey {
+	name := req.Name
+	if name == "" {
+		name = req.OldObject.Metadata.Name
+	}
+	return lockv1alpha1.TargetKey{Namespace: req.Namespace, Group: req.Kind.Group, Kind: req.Kind.Kind, Name: name}
 }
 
 // UserInfo is who sent the request, as the Events of a denial name them.
@@ -144,4 +173,28 @@ func requestOf(req admission.Request) (Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// updateRequestOf reads the Request of an UPDATE from its review,
+// decoded whole: of oldObject only the UID, by which the Events of a
+// refusal name the object.
+func updateRequestOf(req admission.Request) Request {
+	r := Request{Kind: req.Kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
+		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: req.DryRun != nil && *req.DryRun}
+	r.OldObject.Metadata.UID = uidOf(req.OldObject.Raw)
+	r.Update = UpdateFields{SubResource: req.SubResource, Resource: req.Resource, Groups: req.UserInfo.Groups,
+		OldObject: req.OldObject.Raw, Object: req.Object.Raw}
+	return r
+}
+
+// uidOf reads the UID of raw, an object of a review decoded whole (an
+// UPDATE's oldObject); "" when it has none.
+func uidOf(raw []byte) types.UID {
+	var meta struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &meta)
+	return meta.Metadata.UID
 }

@@ -6,16 +6,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	k8sjson "sigs.k8s.io/json"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/transport"
 )
 
 // The update guard of ReadOnly Locks (docs/contract.md rules 7 and 16): an UPDATE
@@ -30,13 +26,6 @@ import (
 // (updatesub.go says why they are selected otherwise). The guard decides
 // from the Locks, read as every delete guard reads them (lockReader), never
 // from the label.
-
-// UpdatePath is where lockguard serves the UpdateHandler (the chart's
-// update.lockguard.core.navique.com entry).
-const UpdatePath = "/validate-update"
-
-// GuardReadOnly names the update guard in metrics and audit annotations.
-const GuardReadOnly = "readonly"
 
 // Exemptions are the principals whose updates the update guard allows
 // whatever the Locks say: lockguard itself (Self), and the users and
@@ -127,50 +116,6 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 	return false
 }
 
-// UpdateHandler answers the UPDATEs of objects that ReadOnly Locks may
-// cover (UpdatePath) with the update guard, whose decisions end as the
-// Handler's do (the same metrics, audit annotations, lastDenied and
-// Events), within the webhook server's bounds.
-type UpdateHandler struct {
-	guard  readOnlyGuard
-	gate   *transport.Gate
-	finish *finisher
-}
-
-var (
-	_ http.Handler      = &UpdateHandler{}
-	_ admission.Handler = &UpdateHandler{}
-)
-
-// NewUpdateHandler returns the update guard of h's Locks, ending its
-// decisions as h does, exempting exempt, reading through parents the
-// objects that subresource updates write (nil: such updates are refused).
-func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
-	return &UpdateHandler{guard: readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}, gate: h.gate, finish: h.finish}
-}
-
-// ServeHTTP answers an admission.k8s.io/v1 AdmissionReview of an UPDATE,
-// read within the server's shared bounds (transport.ServeReview) and
-// decoded whole: the decision compares the object with oldObject.
-func (u *UpdateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	transport.ServeReview(u.gate, w, r, transport.DecodeReview, u.Handle)
-}
-
-// Handle decides one UPDATE (readOnlyGuard) and ends the decision as every
-// decision ends (finisher.finish): of a request of the kind the guard
-// decided, so that a refusal of a subresource's update names the object's.
-func (u *UpdateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	start := time.Now()
-	d, kind := u.guard.decide(ctx, req)
-	r := Request{Kind: kind, Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
-		UserInfo: UserInfo{Username: req.UserInfo.Username}, DryRun: req.DryRun != nil && *req.DryRun}
-	if len(d.locks) > 0 {
-		// The Events of a refusal name the object by UID too.
-		r.OldObject.Metadata.UID = uidOf(req.OldObject.Raw)
-	}
-	return u.finish.finish(r, d, start)
-}
-
 // readOnlyGuard is the update guard: like the delete guards, it reads the
 // handler's Locks and answers with a decision, which ends as theirs do.
 type readOnlyGuard struct {
@@ -179,64 +124,81 @@ type readOnlyGuard struct {
 	parents Parents // nil: subresource updates fail closed
 }
 
-// decide answers req, and returns the kind of the object it updates
-// (req.Kind, or, for a subresource, decideSubresource's): allowed when it
-// is not an UPDATE of a namespaced, lockable object, when it is one of
-// the status subresource, when an exempt principal sends it, when it
-// changes nothing ReadOnly freezes (lockv1alpha1.FrozenChange), or when no
-// live ReadOnly Lock covers the object as it was (its old labels:
-// relabelling an object into a ReadOnly selector is allowed, out of one
-// is not); denied otherwise, naming the Locks. It answers Errored (so
-// that the API server, with failurePolicy Fail, refuses the update) when
-// it cannot read the objects or the Locks.
-func (g readOnlyGuard) decide(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
+// decide answers req, an UPDATE: allowed when it is not one of a
+// namespaced, lockable object, when it is one of the status subresource,
+// when an exempt principal sends it, when it changes nothing ReadOnly
+// freezes (lockv1alpha1.FrozenChange), or when no live ReadOnly Lock
+// covers the object as it was (its old labels: relabelling an object into
+// a ReadOnly selector is allowed, out of one is not); denied otherwise,
+// naming the Locks. It answers Errored (so that the API server, with
+// failurePolicy Fail, refuses the update) when it cannot read the objects
+// or the Locks. An update through a subresource is decideSubresource's.
+func (g readOnlyGuard) decide(ctx context.Context, req Request, kind string) (decision, bool) {
+	if kind != GuardReadOnly {
+		return decision{}, false
+	}
 	d := decision{guard: GuardReadOnly}
 	gk := schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}
 	switch {
-	case req.Operation != admissionv1.Update:
-		d.resp = admission.Allowed("not an UPDATE")
-		return d, req.Kind
-	case req.SubResource == StatusSubresource:
+	case req.Update.SubResource == StatusSubresource:
 		d.resp = admission.Allowed("the status subresource is never frozen")
-		return d, req.Kind
-	case req.SubResource != "":
+		return d, true
+	case req.Update.SubResource != "":
 		// Before req.Kind is asked: a scale is reviewed as an
 		// autoscaling/v1 Scale.
-		return g.decideSubresource(ctx, req)
+		return g.decideSubresource(ctx, req), true
 	case lockv1alpha1.Protectable(gk) != nil:
 		d.resp = admission.Allowed(lockv1alpha1.Protectable(gk).Error())
-		return d, req.Kind
+		return d, true
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
-		return d, req.Kind
-	case g.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
+		return d, true
+	case g.exempt.exempt(req.UserInfo.Username, req.Update.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
-		return d, req.Kind
+		return d, true
 	}
-	return g.decideObject(ctx, req, gk), req.Kind
+	return g.decideObject(ctx, req, gk), true
 }
 
 // decideObject is decide of an UPDATE of the main resource of a
 // namespaced object of lockable kind gk, by a principal that is not
 // exempt.
-func (g readOnlyGuard) decideObject(ctx context.Context, req admission.Request, gk schema.GroupKind) decision {
+func (g readOnlyGuard) decideObject(ctx context.Context, req Request, gk schema.GroupKind) decision {
 	d := decision{guard: GuardReadOnly}
-	var oldObj, newObj map[string]any
-	if err := decodeObject(req.OldObject.Raw, &oldObj); err != nil {
-		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", gk, err))
-		return d
-	}
-	if err := decodeObject(req.Object.Raw, &newObj); err != nil {
-		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", gk, err))
-		return d
-	}
-	field, changed := lockv1alpha1.FrozenChange(oldObj, newObj)
-	if !changed {
+	oldObj, field, changed, err := frozenChange(req, gk.String())
+	switch {
+	case err != nil:
+		d.resp = errored(http.StatusBadRequest, err)
+	case !changed:
 		d.resp = admission.Allowed("")
-		return d
+	default:
+		d = g.readOnlyLocks(ctx, d, req, gk, labelsOf(oldObj), field)
 	}
-	target := keyOf(req.Namespace, gk, req.Name)
-	locks, err := g.locks.find(ctx, target.Object(labelsOf(oldObj)))
+	return d
+}
+
+// frozenChange reads the objects of req, an UPDATE of what (a kind, or a
+// subresource), and returns oldObject and the first field the update
+// changes that ReadOnly freezes (lockv1alpha1.FrozenChange); an error
+// when either object cannot be read.
+func frozenChange(req Request, what string) (oldObj map[string]any, field string, changed bool, err error) {
+	var newObj map[string]any
+	if err := decodeObject(req.Update.OldObject, &oldObj); err != nil {
+		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", what, err)
+	}
+	if err := decodeObject(req.Update.Object, &newObj); err != nil {
+		return nil, "", false, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", what, err)
+	}
+	field, changed = lockv1alpha1.FrozenChange(oldObj, newObj)
+	return oldObj, field, changed, nil
+}
+
+// readOnlyLocks completes d, the answer to req, an UPDATE that changes
+// field of the object of kind gk named in req, labelled labels: denied
+// when live ReadOnly Locks cover it, naming them; Errored when the Locks
+// cannot be read; allowed otherwise.
+func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Request, gk schema.GroupKind, labels map[string]string, field string) decision {
+	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,75 +48,59 @@ func (f ParentsFunc) Parent(ctx context.Context, gvr schema.GroupVersionResource
 	return f(ctx, gvr, ns, name)
 }
 
-// decideSubresource answers req, an UPDATE through subresource
-// req.SubResource (not status), and returns the kind of the object it
-// writes (req.Kind until it is read): allowed when the object is not a
-// namespaced one of a kind Locks protect, when an exempt principal sends
-// it, when a scale changes nothing (FrozenChange of the two
-// Scale objects) or no live ReadOnly Lock covers the object (its labels
-// as Parents reads them); denied otherwise, naming the Locks and "the
+// decideSubresource answers req, an UPDATE through a subresource (not
+// status), naming the kind of the object it writes once it is read
+// (decision.kind): allowed when the object is not a namespaced one of a
+// kind Locks protect, when an exempt principal sends it, when a scale
+// changes nothing (FrozenChange of the two Scale objects) or no live
+// ReadOnly Lock covers the object (its labels as Parents reads them);
+// denied otherwise, naming the Locks and "the
 // <subresource> subresource". Like an update of the object, it answers
 // Errored, so that the API server refuses the update, when it cannot
 // read the objects, the object's kind and labels, or the Locks.
-func (g readOnlyGuard) decideSubresource(ctx context.Context, req admission.Request) (decision, metav1.GroupVersionKind) {
+func (g readOnlyGuard) decideSubresource(ctx context.Context, req Request) decision {
 	d := decision{guard: GuardReadOnly}
-	gvk := req.Kind
-	gvr := schema.GroupVersionResource{Group: req.Resource.Group, Version: req.Resource.Version, Resource: req.Resource.Resource}
+	sub := req.Update.SubResource
+	gvr := schema.GroupVersionResource{Group: req.Update.Resource.Group, Version: req.Update.Resource.Version, Resource: req.Update.Resource.Resource}
 	switch {
-	case req.Resource.Group != lockv1alpha1.Group:
+	case gvr.Group != lockv1alpha1.Group:
 		d.resp = admission.Allowed(lockv1alpha1.ErrNotProtectable.Error())
-		return d, gvk
+		return d
 	case req.Namespace == "":
 		d.resp = admission.Allowed("cluster-scoped resources cannot be locked")
-		return d, gvk
-	case g.exempt.exempt(req.UserInfo.Username, req.UserInfo.Groups):
+		return d
+	case g.exempt.exempt(req.UserInfo.Username, req.Update.Groups):
 		d.resp = admission.Allowed("exempt from ReadOnly Locks")
-		return d, gvk
+		return d
 	}
-	field := "the " + req.SubResource + " subresource"
-	if req.SubResource == ScaleSubresource {
-		var oldObj, newObj map[string]any
-		if err := decodeObject(req.OldObject.Raw, &oldObj); err != nil {
-			d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the %s being updated: %w", field, err))
-			return d, gvk
-		}
-		if err := decodeObject(req.Object.Raw, &newObj); err != nil {
-			d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: cannot read the updated %s: %w", field, err))
-			return d, gvk
-		}
-		if _, changed := lockv1alpha1.FrozenChange(oldObj, newObj); !changed {
+	field := "the " + sub + " subresource"
+	if sub == ScaleSubresource {
+		_, _, changed, err := frozenChange(req, field)
+		switch {
+		case err != nil:
+			d.resp = errored(http.StatusBadRequest, err)
+			return d
+		case !changed:
 			d.resp = admission.Allowed("")
-			return d, gvk
+			return d
 		}
 	}
 	if g.parents == nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update of its %s subresource is refused: it cannot read the object",
-			gvr.GroupResource(), req.Namespace, req.Name, req.SubResource))
-		return d, gvk
+			gvr.GroupResource(), req.Namespace, req.Name, sub))
+		return d
 	}
 	kind, labels, err := g.parents.Parent(ctx, gvr, req.Namespace, req.Name)
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update of its %s subresource is refused; retry when lockguard is ready: %w",
-			gvr.GroupResource(), req.Namespace, req.Name, req.SubResource, err))
-		return d, gvk
+			gvr.GroupResource(), req.Namespace, req.Name, sub, err))
+		return d
 	}
-	gvk = metav1.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: kind}
+	d.kind = metav1.GroupVersionKind{Group: gvr.Group, Version: gvr.Version, Kind: kind}
 	gk := schema.GroupKind{Group: gvr.Group, Kind: kind}
 	if err := lockv1alpha1.Protectable(gk); err != nil {
 		d.resp = admission.Allowed(err.Error())
-		return d, gvk
+		return d
 	}
-	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
-	if err != nil {
-		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
-			gk, req.Namespace, req.Name, err))
-		return d, gvk
-	}
-	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
-	if len(locks) == 0 {
-		d.resp = admission.Allowed("")
-		return d, gvk
-	}
-	d.resp, d.locks = admission.Denied(UpdateDenialMessage(locks, field)), locks
-	return d, gvk
+	return g.readOnlyLocks(ctx, d, req, gk, labels, field)
 }
