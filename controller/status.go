@@ -92,6 +92,8 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 			break
 		}
 		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
+	case lockv1alpha1.ReasonExpired:
+		ro = readOnlyObservation{message: "this Lock has expired (see its Ready condition): it freezes nothing"}
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
 		Message: inForceMessage, ObservedGeneration: lock.Generation}
@@ -203,7 +205,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
-		if obs.active {
+		if obs.active || obs.reason == lockv1alpha1.ReasonExpired {
 			eventType = corev1.EventTypeNormal
 		}
 		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)
