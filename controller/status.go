@@ -122,7 +122,7 @@ func MissingMessage(kind, name, namespace string) string {
 }
 
 // ActiveMessage is the Ready message of an active Lock: what it denies,
-// and its spec.reason if it gives one.
+// until when if it expires, and its spec.reason if it gives one.
 func ActiveMessage(lock *lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
 	switch s := lock.Spec.Selector; {
@@ -131,6 +131,9 @@ func ActiveMessage(lock *lockv1alpha1.Lock) string {
 		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", lock.Namespace)
 	default:
 		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", lock.Namespace)
+	}
+	if lock.Spec.ExpiresAt != nil {
+		msg += ", until it expires at " + lock.ExpiresAtString()
 	}
 	if lock.Spec.Reason != "" {
 		msg += ": " + lock.Spec.Reason
