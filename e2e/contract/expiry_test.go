@@ -100,8 +100,16 @@ func TestExpiry(t *testing.T) {
 	t.Run("Reconciled", func(t *testing.T) {
 		kube.WaitLockStatus(t, lock, framework.LockStatus{Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonExpired, Message: controller.ExpiredMessage(lock)})
 		kube.WaitAnnotation(t, framework.StackGVK, ns, "forge", "")
+		// What mode policy waits for (docs/limits.md): the annotation is
+		// the policy's only input.
+		t.Logf("annotation removed by %s after the expiry", time.Since(expiry).Round(time.Millisecond))
 		waitLabel(t, ns, "forge", false)
 		framework.Eventually(t, framework.DefaultTimeout, "namespace label removed", namespaceLabelIs(ns, false))
+		// The truth check every suite runs agrees: the expired Lock's status
+		// says Expired, and no delete is denied naming it.
+		if err := kube.CheckLockStatusTruth(t.Context(), framework.TruthOptions{Namespaces: []string{ns}}); err != nil {
+			t.Error(err)
+		}
 		var kept lockv1alpha1.Lock
 		if err := kube.Client.Get(t.Context(), client.ObjectKeyFromObject(lock), &kept); err != nil {
 			t.Fatalf("the expired Lock: %v; want it kept", err)
