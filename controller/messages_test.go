@@ -2,6 +2,7 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,16 @@ func TestReadyMessages(t *testing.T) {
 			reason: "The Lock's reason follows a colon.",
 			got:    ActiveMessage(lock(lockv1alpha1.LockSpec{TargetRef: web, Reason: "quarter close"})),
 			want:   `deleting Stack "web" is denied while this Lock exists: quarter close`,
+		},
+		"Expiring": {
+			reason: "An expiring Lock says until when, before its reason.",
+			got:    ActiveMessage(lock(lockv1alpha1.LockSpec{TargetRef: web, Reason: "freeze", ExpiresAt: &metav1.Time{Time: time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)}})),
+			want:   `deleting Stack "web" is denied while this Lock exists, until it expires at 2026-12-07T06:00:00Z: freeze`,
+		},
+		"Expired": {
+			reason: "An expired Lock says since when, and that it is kept.",
+			got:    ExpiredMessage(lock(lockv1alpha1.LockSpec{TargetRef: web, ExpiresAt: &metav1.Time{Time: time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)}})),
+			want:   `this Lock expired at 2026-12-07T06:00:00Z and protects nothing any more; it is kept as a record until it is deleted`,
 		},
 		"EmptySelector": {
 			reason: "The empty selector covers the namespace and everything in it.",

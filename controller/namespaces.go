@@ -68,7 +68,10 @@ func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (ctrl.Re
 		return ctrl.Result{RequeueAfter: pendingRecheck}, nil
 	}
 	_, err = r.ensureNamespaceLabel(ctx, ns, want)
-	return ctrl.Result{}, err
+	// Back when the namespace's first Lock expires: the last one to go
+	// takes the label with it.
+	next, _ := r.locks.NextExpiryIn(ns, r.now())
+	return ctrl.Result{RequeueAfter: next}, err
 }
 
 // pendingRecheck is how often a namespace whose label is kept for a

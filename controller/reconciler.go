@@ -66,6 +66,9 @@ type reconciler struct {
 	// readOnlyGuard: lockguard serves the update guard, so a ReadOnly
 	// Lock's freeze can be in force (Options.DisableReadOnlyGuard).
 	readOnlyGuard bool
+	// now is the clock Locks are live by: the Lock index's
+	// (readmodel.LockIndex.Now), so that a pass and the index agree.
+	now func() time.Time
 }
 
 // Reconcile brings the target of req (or the Lock of req) in line with the
@@ -94,6 +97,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	}
 	if lock.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil // It is going away.
+	}
+	now := r.now()
+	if lock.ExpiredAt(now) {
+		return ctrl.Result{}, r.writeStatus(ctx, &lock, expiredObservation(&lock))
 	}
 	if err := lock.Scope(); err != nil {
 		return ctrl.Result{}, r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
@@ -130,7 +137,7 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 		// covers (selectorkinds.go).
 		obs = observation{reason: lockv1alpha1.ReasonInvalidTarget, message: unserved, protected: protected, readOnly: frozen, live: true}
 	}
-	return ctrl.Result{RequeueAfter: recheck}, r.writeStatus(ctx, &lock, obs)
+	return ctrl.Result{RequeueAfter: soonest(recheck, now, []lockv1alpha1.Lock{lock})}, r.writeStatus(ctx, &lock, obs)
 }
 
 // notGuarded is the observation of a Lock whose namespace does not carry
@@ -147,8 +154,21 @@ const targetReadTimeout = 10 * time.Second
 // reconcileTarget patches the annotation of target (the live Locks that
 // cover it: its targetRef Locks and the selector Locks that match its
 // labels), then writes the status of its live targetRef Locks: each covers
-// the target when it exists, nothing otherwise.
+// the target when it exists, nothing otherwise. The status of its expired
+// targetRef Locks says Expired (expiredObservation). The pass comes back
+// when the first of the Locks it read expires (soonest), so that the
+// annotation loses an expired Lock at its expiry.
 func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.TargetKey) (ctrl.Result, error) {
+	expired, err := r.locks.ExpiredLocks(target)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range expired {
+		if err := r.writeStatus(ctx, &expired[i], expiredObservation(&expired[i])); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	now := r.now()
 	locks, err := r.locks.LiveLocks(target)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -161,7 +181,7 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		// Nothing to annotate, and no Lock to tell.
 		return ctrl.Result{}, nil
 	case obs != nil:
-		return ctrl.Result{RequeueAfter: recheck}, r.writeStatuses(ctx, locks, *obs)
+		return ctrl.Result{RequeueAfter: soonest(recheck, now, locks)}, r.writeStatuses(ctx, locks, *obs)
 	}
 	if err := r.watches.ensure(ctx, kind); err != nil {
 		return ctrl.Result{}, err
@@ -179,7 +199,7 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		if client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)
 		}
-		return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference,
+		return ctrl.Result{RequeueAfter: soonest(0, now, locks)}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference,
 			message: MissingMessage(target.Kind, target.Name, target.Namespace)})
 	}
 	covering, err := r.locks.LiveLocksCovering(lockv1alpha1.Object{
@@ -187,6 +207,8 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Back at the first expiry of a Lock that covers the target.
+	next := ctrl.Result{RequeueAfter: soonest(0, now, locks, covering)}
 	want := annotationValue(covering)
 	readOnly := readOnlyCovered(covering)
 	label := labelChange(obj.Labels, readOnly)
@@ -213,10 +235,10 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		}
 		if !guarded {
 			// The namespace watch reconciles the target again once labelled.
-			return ctrl.Result{}, r.writeStatuses(ctx, locks, notGuarded(target.Namespace).covering(protectedTarget(target)).freezing(frozen))
+			return next, r.writeStatuses(ctx, locks, notGuarded(target.Namespace).covering(protectedTarget(target)).freezing(frozen))
 		}
 	}
-	return ctrl.Result{}, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protectedTarget(target), readOnly: frozen})
+	return next, r.writeStatuses(ctx, locks, observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protectedTarget(target), readOnly: frozen})
 }
 
 // resolveTarget decides what a pass over target can do: annotate the

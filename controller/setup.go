@@ -108,6 +108,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		namespaceGuard: !opts.DisableNamespaceGuard,
 		pending:        opts.Pending,
 		readOnlyGuard:  !opts.DisableReadOnlyGuard,
+		now:            locks.Now,
 	}
 	b := builder.TypedControllerManagedBy[request](mgr).
 		Named("lock").

@@ -92,6 +92,8 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 			break
 		}
 		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
+	case lockv1alpha1.ReasonExpired:
+		ro = readOnlyObservation{message: "this Lock has expired (see its Ready condition): it freezes nothing"}
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
 		Message: inForceMessage, ObservedGeneration: lock.Generation}
@@ -120,7 +122,7 @@ func MissingMessage(kind, name, namespace string) string {
 }
 
 // ActiveMessage is the Ready message of an active Lock: what it denies,
-// and its spec.reason if it gives one.
+// until when if it expires, and its spec.reason if it gives one.
 func ActiveMessage(lock *lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
 	switch s := lock.Spec.Selector; {
@@ -129,6 +131,9 @@ func ActiveMessage(lock *lockv1alpha1.Lock) string {
 		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", lock.Namespace)
 	default:
 		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", lock.Namespace)
+	}
+	if lock.Spec.ExpiresAt != nil {
+		msg += ", until it expires at " + lock.ExpiresAtString()
 	}
 	if lock.Spec.Reason != "" {
 		msg += ": " + lock.Spec.Reason
@@ -203,7 +208,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
-		if obs.active {
+		if obs.active || obs.reason == lockv1alpha1.ReasonExpired {
 			eventType = corev1.EventTypeNormal
 		}
 		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)

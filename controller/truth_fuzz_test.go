@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"os"
 	"regexp"
 	"strings"
@@ -88,7 +90,7 @@ func FuzzStatusIsTheWebhooksDecision(f *testing.F) {
 				t.Fatalf("Lock %+v: observation %+v, want InvalidTarget or MissingReference, with a message", lock.Spec.TargetRef, *obs)
 			}
 		}
-		indexKey, live := lock.LiveTarget()
+		indexKey, live := lock.LiveTarget(time.Time{})
 		matched, matchedBy := false, readmodel.ServedKind{}
 		for _, k := range kinds {
 			// The webhook's key of a DELETE of the object of kind k named

@@ -196,7 +196,8 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 
 // protected returns the status.protected of the selector Lock lock: the
 // objects of its namespace, of every watched kind (of its kinds, when it
-// names some), that lock.Covers, as the metadata informers hold them (of
+// names some), that lock selects (Lock.Selects: a pass asks only of a live
+// Lock, so this is what it covers), as the metadata informers hold them (of
 // the kinds whose informers have synced: eachIn).
 //
 // It reads every cached object of those kinds in the namespace: a pass
@@ -213,7 +214,7 @@ func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.Protec
 	var list protectedList
 	unlabelled := 0
 	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
-		if lock.Covers(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
+		if lock.Selects(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
 			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.Name})
 			if o.Labels[lockv1alpha1.ReadOnlyLabel] != "true" {
 				unlabelled++

@@ -56,7 +56,7 @@ func (c *countingCache) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
 func (c *countingCache) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
 	var in []lockv1alpha1.Lock
 	for _, l := range c.locks {
-		if key, _ := l.LiveTarget(); key.GroupKind() == gk {
+		if key, _ := l.LiveTarget(time.Time{}); key.GroupKind() == gk {
 			in = append(in, l)
 		}
 	}

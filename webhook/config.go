@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 
@@ -50,6 +52,12 @@ type Config struct {
 	// are answered Errored (the handler was not configured for what the
 	// webhook configuration sends it).
 	Cluster *ClusterConfig
+	// Now is the clock a Lock is live by (Lock.Live: docs/contract.md
+	// rule 19, a Lock past its expiresAt protects nothing). It must be
+	// the clock Locks keeps its Locks by (in lockguard,
+	// readmodel.LockIndex.Now), so that the cache's Locks and the API
+	// server's are kept alike. nil: time.Now.
+	Now func() time.Time
 }
 
 // CascadeConfig makes the handler walk the cascade of every DELETE of a

@@ -1,6 +1,8 @@
 package webhook_test
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 	"strings"
@@ -126,7 +128,7 @@ func (a allLocks) all() []lockv1alpha1.Lock {
 	var locks []lockv1alpha1.Lock
 	for _, o := range a.informer.GetIndexer().List() {
 		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if _, live := l.LiveTarget(); live {
+			if _, live := l.LiveTarget(time.Time{}); live {
 				locks = append(locks, *l.DeepCopy())
 			}
 		}

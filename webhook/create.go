@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,9 @@ type CreateOptions struct {
 	// Labeler labels the Lock's namespace before the create is allowed,
 	// after the announcement.
 	Labeler NamespaceLabeler
+	// Now is the clock a create's expiresAt is compared with (the
+	// delete guards' Config.Now); nil: time.Now.
+	Now func() time.Time
 }
 
 // CreateHandler admits Lock CREATEs (CreatePath).
@@ -102,28 +106,42 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 	if o.Gate == nil {
 		o.Gate = transport.NewGate(transport.Limits{}, nil)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &CreateHandler{o: o}
 }
 
 // Handle admits a Lock create once the Announcer and the Labeler, those
-// that are on, have done their part. It allows every other request, dry
-// runs (which write nothing) and the creates of Locks that protect
-// nothing without calling either, and everything when both are off.
+// that are on, have done their part. It refuses, dry run or not, the
+// create of a Lock that has already expired (ExpiredMessage). It allows
+// every other request, dry runs (which write nothing) and the creates of
+// Locks that protect nothing without calling either collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if c.o.Announcer == nil && c.o.Labeler == nil ||
-		req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" || (req.DryRun != nil && *req.DryRun) {
+	if req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" {
 		return admission.Allowed("")
 	}
 	var l lockv1alpha1.Lock
 	if err := json.Unmarshal(req.Object.Raw, &l); err != nil {
+		if c.o.Announcer == nil && c.o.Labeler == nil {
+			return admission.Allowed("") // Nothing to keep of it, and no expiry to judge.
+		}
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the Lock: %w", err))
+	}
+	if now := c.o.Now(); l.ExpiredAt(now) {
+		// docs/contract.md rule 19: a Lock created expired would protect
+		// nothing while looking like it does.
+		return admission.Denied(ExpiredCreateMessage(&l, now))
+	}
+	if c.o.Announcer == nil && c.o.Labeler == nil || (req.DryRun != nil && *req.DryRun) {
+		return admission.Allowed("")
 	}
 	if l.Namespace != req.Namespace {
 		// The API server sets the object's namespace to the request's: a
 		// review where they differ is not its.
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create in namespace %q for a Lock of namespace %q", req.Namespace, l.Namespace))
 	}
-	if !l.Live() {
+	if !l.Standing() {
 		// It protects nothing: no delete can depend on it.
 		return admission.Allowed("")
 	}
@@ -149,4 +167,11 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		}
 	}
 	return admission.Allowed("")
+}
+
+// ExpiredCreateMessage is lockguard's refusal of the create of Lock l,
+// which has expired at now (docs/contract.md rule 19).
+func ExpiredCreateMessage(l *lockv1alpha1.Lock, now time.Time) string {
+	return fmt.Sprintf("spec.expiresAt %s is not in the future (it is %s): a Lock that has already expired protects nothing; set a later expiresAt, or none",
+		l.ExpiresAtString(), now.UTC().Format(time.RFC3339))
 }

@@ -151,7 +151,7 @@ func (g *clusterGuards) protecting(ctx context.Context, locks []lockv1alpha1.Loc
 			selectors = append(selectors, l)
 			continue
 		}
-		key, _ := l.LiveTarget()
+		key, _ := l.StandingTarget()
 		k := nsKind{key.Namespace, key.GroupKind()}
 		if _, seen := byKind[k]; !seen {
 			order = append(order, k)

@@ -38,7 +38,7 @@ func NewHandler(c Config) *Handler {
 	if c.Cluster != nil {
 		api = c.Cluster.API
 	}
-	h := &Handler{locks: newLockReader(c.Locks, c.Live, api, c.Freshness), op: admissionv1.Delete, gate: c.Gate}
+	h := &Handler{locks: newLockReader(c.Locks, c.Live, api, c.Freshness, c.Now), op: admissionv1.Delete, gate: c.Gate}
 	if h.gate == nil {
 		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}

@@ -48,6 +48,7 @@ const maxNamespaceReads = 1
 // cascade, say) costs a few reads rather than one each.
 type apiLists struct {
 	api LockLister
+	now func() time.Time // Locks are live by it (Lock.Live)
 
 	mu         sync.Mutex
 	namespaces map[string]*namespaceReads
@@ -69,8 +70,8 @@ type namespaceRead struct {
 	err      error
 }
 
-func newAPILists(api LockLister) *apiLists {
-	return &apiLists{api: api, namespaces: map[string]*namespaceReads{}}
+func newAPILists(api LockLister, now func() time.Time) *apiLists {
+	return &apiLists{api: api, now: now, namespaces: map[string]*namespaceReads{}}
 }
 
 // namespace returns the live Locks of namespace ns from a read of the API
@@ -155,9 +156,10 @@ func (l *apiLists) list(ctx context.Context, ns string, keep func(*lockv1alpha1.
 		if err := l.api.List(ctx, &page, append(opts, client.Continue(cont))...); err != nil {
 			return nil, 0, fmt.Errorf("listing Locks from the API server: %w", err)
 		}
+		now := l.now()
 		for i := range page.Items {
 			lk := &page.Items[i]
-			if !lk.Live() || keep != nil && !keep(lk) {
+			if !lk.Live(now) || keep != nil && !keep(lk) {
 				continue
 			}
 			if limit > 0 && len(live) >= limit {

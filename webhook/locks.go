@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -98,15 +99,15 @@ func (uncached) LiveSelectorLocksCovering(string, []lockv1alpha1.Object) ([][]lo
 // LiveSelectorLocksIn fails.
 func (uncached) LiveSelectorLocksIn(string) ([]lockv1alpha1.Lock, error) { return nil, errUncached }
 
-// Covering returns, for each of objs, those of selectors (live selector
-// Locks of the objects' namespace) that cover it (Lock.Covers), in the
-// order of objs: LiveSelectorLocksCovering of a Locks that holds its
+// Covering returns, for each of objs, those of selectors (selector Locks
+// of the objects' namespace) that cover it at time now (Lock.Covers), in
+// the order of objs: LiveSelectorLocksCovering of a Locks that holds its
 // selector Locks in a slice.
-func Covering(selectors []lockv1alpha1.Lock, objs []lockv1alpha1.Object) [][]lockv1alpha1.Lock {
+func Covering(selectors []lockv1alpha1.Lock, objs []lockv1alpha1.Object, now time.Time) [][]lockv1alpha1.Lock {
 	out := make([][]lockv1alpha1.Lock, len(objs))
 	for i, o := range objs {
 		for j := range selectors {
-			if selectors[j].Covers(o) {
+			if selectors[j].Covers(o, now) {
 				out[i] = append(out[i], selectors[j])
 			}
 		}

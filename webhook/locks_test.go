@@ -43,7 +43,7 @@ func (w withCache) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, e
 
 // readerOf is the reader of cache that confirms through live.
 func readerOf(cache Locks, live LockLister) *lockReader {
-	return newLockReader(cache, live, nil, nil)
+	return newLockReader(cache, live, nil, nil, nil)
 }
 
 // cascadeOf is the cascade guard of h; nil when it has none.

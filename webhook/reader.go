@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,22 +44,31 @@ type lockReader struct {
 	// confirm is whether what the cache would allow for a target is
 	// confirmed with the API server (false: --cache-only-decisions).
 	confirm bool
+	// now is the clock a Lock is live by (Lock.Live, docs/contract.md
+	// rule 19): the Locks read from the API server are kept by it, and
+	// cache's must be kept by the same.
+	now func() time.Time
 }
 
 // newLockReader returns a reader of cache (nil: uncached) that confirms the
 // decisions of targets by listing through live (nil: it confirms none of
 // them, and the namespace and CRD guards list through api), asking fresh
 // (nil: none) which ones to confirm.
-func newLockReader(cache Locks, live, api LockLister, fresh Freshness) *lockReader {
+//
+// now (nil: time.Now) is the clock Locks are live by.
+func newLockReader(cache Locks, live, api LockLister, fresh Freshness, now func() time.Time) *lockReader {
 	if cache == nil {
 		cache = uncached{}
 	}
-	r := &lockReader{cache: cache, fresh: fresh, confirm: live != nil}
+	if now == nil {
+		now = time.Now
+	}
+	r := &lockReader{cache: cache, fresh: fresh, confirm: live != nil, now: now}
 	switch {
 	case live != nil:
-		r.api = newAPILists(live)
+		r.api = newAPILists(live, now)
 	case api != nil:
-		r.api = newAPILists(api)
+		r.api = newAPILists(api, now)
 	}
 	return r
 }
@@ -132,9 +142,10 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		index[o.Key()] = i
 	}
 	lagged := 0
+	now := r.now()
 	for i := range all {
 		l := &all[i]
-		if target, live := l.LiveTarget(); live {
+		if target, live := l.LiveTarget(now); live {
 			if j, ok := index[target]; ok && !hasLock(found[j], l.Name) {
 				found[j] = append(found[j], *l.DeepCopy())
 				lagged++
@@ -142,7 +153,7 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 			continue
 		}
 		for j, o := range objs {
-			if l.HasSelector() && l.Covers(o) && !hasLock(found[j], l.Name) {
+			if l.HasSelector() && l.Covers(o, now) && !hasLock(found[j], l.Name) {
 				found[j] = append(found[j], *l.DeepCopy())
 				lagged++
 			}
@@ -179,8 +190,9 @@ func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema
 		all = live
 	}
 	var out []lockv1alpha1.Lock
+	now := r.now()
 	for i := range all {
-		if all[i].HasSelector() && all[i].CoversKind(gk) {
+		if all[i].HasSelector() && all[i].CoversKind(gk, now) {
 			out = append(out, *all[i].DeepCopy())
 		}
 	}
@@ -240,13 +252,14 @@ func (s lockScope) cached(c Locks) ([]lockv1alpha1.Lock, error) {
 	return append(locks, selectors...), err
 }
 
-// holds reports whether the live Lock l is one of s: a Lock of namespace
-// ns, or one that could cover an object of kind (Lock.CoversKind).
-func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
+// holds reports whether the live Lock l is one of s at time now: a Lock
+// of namespace ns, or one that could cover an object of kind
+// (Lock.CoversKind).
+func (s lockScope) holds(l *lockv1alpha1.Lock, now time.Time) bool {
 	if s.ns != "" {
 		return l.Namespace == s.ns
 	}
-	return l.CoversKind(s.kind)
+	return l.CoversKind(s.kind, now)
 }
 
 // inScope calls denies with the live Locks of scope from the cache, and,
@@ -256,8 +269,10 @@ func (s lockScope) holds(l *lockv1alpha1.Lock) bool {
 // It never holds a Lock outside scope (issue 22: a CRD delete does not
 // copy every Lock of the cluster).
 func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([]lockv1alpha1.Lock) (bool, error)) error {
+	now := r.now()
+	holds := func(l *lockv1alpha1.Lock) bool { return scope.holds(l, now) }
 	if cached, err := scope.cached(r.cache); err == nil {
-		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !scope.holds(&l) })
+		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !holds(&l) })
 		if denied, err := denies(live); err != nil || denied {
 			return err
 		}
@@ -267,7 +282,7 @@ func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([
 	if scope.ns != "" {
 		live, err = r.api.namespace(ctx, scope.ns)
 	} else {
-		live, _, err = r.api.list(ctx, "", scope.holds, 0)
+		live, _, err = r.api.list(ctx, "", holds, 0)
 	}
 	if err != nil {
 		return err

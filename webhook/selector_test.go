@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"time"
+
 	"context"
 	"net/http"
 	"testing"
@@ -20,7 +22,7 @@ type selectorIndex []lockv1alpha1.Lock
 func (x selectorIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
 	var out []lockv1alpha1.Lock
 	for _, l := range x {
-		if k, live := l.LiveTarget(); live && k == key {
+		if k, live := l.LiveTarget(time.Time{}); live && k == key {
 			out = append(out, l)
 		}
 	}
@@ -30,7 +32,7 @@ func (x selectorIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Loc
 func (x selectorIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
 	var out []lockv1alpha1.Lock
 	for _, l := range x {
-		if l.Namespace == ns && l.HasSelector() && l.Live() {
+		if l.Namespace == ns && l.HasSelector() && l.Live(time.Time{}) {
 			out = append(out, l)
 		}
 	}
@@ -39,7 +41,7 @@ func (x selectorIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, erro
 
 func (x selectorIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	selectors, err := x.LiveSelectorLocksIn(ns)
-	return Covering(selectors, objs), err
+	return Covering(selectors, objs, time.Time{}), err
 }
 
 func (selectorIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {

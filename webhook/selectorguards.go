@@ -19,7 +19,8 @@ import (
 // ClusterConfig.Served), count as covered: a guard that cannot check only
 // errs towards denying.
 func (g *clusterGuards) selectorProtects(ctx context.Context, l *lockv1alpha1.Lock, kind schema.GroupKind, seen map[nsKind]presence) (bool, error) {
-	if kind.Empty() && l.CoversNamespace() {
+	now := g.locks.now()
+	if kind.Empty() && l.CoversNamespace(now) {
 		return true, nil
 	}
 	kinds, err := g.selectorKinds(l, kind)
@@ -35,7 +36,7 @@ func (g *clusterGuards) selectorProtects(ctx context.Context, l *lockv1alpha1.Lo
 			return true, nil
 		}
 		for name, alive := range p.objects {
-			if alive && l.Covers(lockv1alpha1.Object{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: name, Labels: p.labels[name]}) {
+			if alive && l.Covers(lockv1alpha1.Object{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: name, Labels: p.labels[name]}, now) {
 				return true, nil
 			}
 		}

@@ -21,6 +21,10 @@ const (
 	// in the core.navique.com group, it is itself a Lock, or it is not a
 	// namespaced resource.
 	ReasonInvalidTarget = "InvalidTarget"
+	// ReasonExpired means the Lock's spec.expiresAt has passed: it protects
+	// nothing any more (docs/contract.md rule 19), and stays as a record
+	// until it is deleted.
+	ReasonExpired = "Expired"
 )
 
 // TargetReference names the resource a Lock protects, in the Lock's namespace.
@@ -102,6 +106,14 @@ type LockSpec struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Reason string `json:"reason,omitempty"`
+
+	// ExpiresAt is when the Lock stops protecting (RFC 3339, a whole
+	// second): from that second on, it refuses nothing on any path, its
+	// status says Expired, and it stays, as a record, until someone
+	// deletes it. A create whose expiresAt is not in the future is
+	// refused. Unset (the default): the Lock never expires.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
 // LockStatus is the observed state of a Lock.
@@ -119,7 +131,7 @@ type LockStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions of the Lock. Ready is True when the Lock is active, and
-	// False with reason MissingReference, InvalidTarget or
+	// False with reason MissingReference, InvalidTarget, Expired or
 	// NamespaceNotGuarded otherwise. A ReadOnly Lock also has ReadOnly:
 	// True (InForce), or False (Pending or GuardDisabled).
 	// +listType=map
@@ -158,6 +170,7 @@ type LockStatus struct {
 // +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 // +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.selector`,priority=1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -154,26 +155,22 @@ func (l *Lock) Scope() error {
 	return err
 }
 
-// Live reports whether the Lock counts (docs/contract.md rule 2): it is not being
-// deleted and its scope is valid (Scope).
-func (l *Lock) Live() bool {
-	return l.DeletionTimestamp == nil && l.Scope() == nil
-}
-
-// Covers reports whether the Lock protects o now: the Lock is live, o is a
-// lockable object of the Lock's namespace (Protectable), and o is the
-// Lock's target (group, kind and name) or its selector matches o's kind
-// and labels (Selects). A delete of o is denied while a Lock covers it.
-func (l *Lock) Covers(o Object) bool {
-	return l.Live() && l.Selects(o)
+// Covers reports whether the Lock protects o at time t: the Lock is live
+// at t (Live), o is a lockable object of the Lock's namespace
+// (Protectable), and o is the Lock's target (group, kind and name) or its
+// selector matches o's kind and labels (Selects). A delete of o is denied
+// while a Lock covers it.
+func (l *Lock) Covers(o Object, t time.Time) bool {
+	return l.Live(t) && l.Selects(o)
 }
 
 // Selects is Covers without the Lock's liveness: whether o is a lockable
 // object of the Lock's namespace (Protectable) that is the Lock's target or
 // that its selector matches (LockSelector.Matches). It means something only
 // for a live Lock: it is for readers that already know that the Lock is
-// live (the Lock index, which holds live Locks alone), and costs them no
-// parsing, where Live validates the selector each time it is asked.
+// standing (the Lock index, which holds standing Locks alone, and checks
+// their expiry with Live as it reads them), and costs them no parsing,
+// where Standing validates the selector each time it is asked.
 func (l *Lock) Selects(o Object) bool {
 	if o.Namespace != l.Namespace || Protectable(schema.GroupKind{Group: o.Group, Kind: o.Kind}) != nil {
 		return false
@@ -186,11 +183,12 @@ func (l *Lock) Selects(o Object) bool {
 }
 
 // CoversKind reports whether the Lock could cover some object of kind gk
-// whatever its name and labels: a live targetRef Lock of that kind, or a
-// live selector Lock whose kinds are empty or include it. A guard that
-// cannot read an object's labels fails closed when a Lock could cover it.
-func (l *Lock) CoversKind(gk schema.GroupKind) bool {
-	if Protectable(gk) != nil || !l.Live() {
+// at time t whatever its name and labels: a targetRef Lock live at t of
+// that kind, or a selector Lock live at t whose kinds are empty or include
+// it. A guard that cannot read an object's labels fails closed when a
+// Lock could cover it.
+func (l *Lock) CoversKind(gk schema.GroupKind, t time.Time) bool {
+	if Protectable(gk) != nil || !l.Live(t) {
 		return false
 	}
 	if s := l.Spec.Selector; s != nil {
@@ -200,9 +198,10 @@ func (l *Lock) CoversKind(gk schema.GroupKind) bool {
 	return key.GroupKind() == gk
 }
 
-// CoversNamespace reports whether the Lock protects its namespace itself,
-// whatever the namespace holds: it is a live Lock with an empty selector.
-func (l *Lock) CoversNamespace() bool {
+// CoversNamespace reports whether the Lock protects its namespace itself
+// at time t, whatever the namespace holds: it is a Lock live at t with an
+// empty selector.
+func (l *Lock) CoversNamespace(t time.Time) bool {
 	s := l.Spec.Selector
-	return s != nil && s.IsEmpty() && l.Live()
+	return s != nil && s.IsEmpty() && l.Live(t)
 }

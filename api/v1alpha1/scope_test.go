@@ -146,22 +146,22 @@ func TestCovers(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := tc.lock.Covers(tc.obj); got != tc.covers {
+			if got := tc.lock.Covers(tc.obj, time.Time{}); got != tc.covers {
 				t.Errorf("%s\nCovers(%+v) = %v, want %v", tc.reason, tc.obj, got, tc.covers)
 			}
-			if got := tc.lock.CoversNamespace(); got != tc.coversNS {
+			if got := tc.lock.CoversNamespace(time.Time{}); got != tc.coversNS {
 				t.Errorf("%s\nCoversNamespace() = %v, want %v", tc.reason, got, tc.coversNS)
 			}
-			if got := tc.lock.Live(); got != tc.live && name != "BeingDeleted" {
+			if got := tc.lock.Live(time.Time{}); got != tc.live && name != "BeingDeleted" {
 				t.Errorf("%s\nLive() = %v, want %v", tc.reason, got, tc.live)
 			}
-			if tc.covers && !tc.lock.CoversKind(schema.GroupKind{Group: tc.obj.Group, Kind: tc.obj.Kind}) {
+			if tc.covers && !tc.lock.CoversKind(schema.GroupKind{Group: tc.obj.Group, Kind: tc.obj.Kind}, time.Time{}) {
 				t.Errorf("%s\nCoversKind(%s) = false for a Lock that covers an object of it", tc.reason, tc.obj.Kind)
 			}
-			if tc.coversKindErr && tc.lock.CoversKind(schema.GroupKind{Group: Group, Kind: "Stack"}) {
+			if tc.coversKindErr && tc.lock.CoversKind(schema.GroupKind{Group: Group, Kind: "Stack"}, time.Time{}) {
 				t.Errorf("%s\nCoversKind(Stack) = true for a Lock that is not live", tc.reason)
 			}
-			if tc.lock.Live() && tc.lock.Selects(tc.obj) != tc.covers {
+			if tc.lock.Live(time.Time{}) && tc.lock.Selects(tc.obj) != tc.covers {
 				t.Errorf("%s\nSelects(%+v) = %v for a live Lock, want Covers' %v", tc.reason, tc.obj, !tc.covers, tc.covers)
 			}
 		})
@@ -179,7 +179,7 @@ func TestScopeErrors(t *testing.T) {
 	if _, err := l.Target(); err != ErrNoTargetRef {
 		t.Errorf("Target() of a selector Lock = %v, want ErrNoTargetRef", err)
 	}
-	if _, live := selectorLock("ns", "l", LockSelector{}).LiveTarget(); live {
+	if _, live := selectorLock("ns", "l", LockSelector{}).LiveTarget(time.Time{}); live {
 		t.Error("LiveTarget() of a selector Lock is live; want false (it has no target)")
 	}
 }
@@ -220,7 +220,7 @@ func FuzzMatchesAgreesWithLabelSelector(f *testing.F) {
 		}
 		if parseErr != nil {
 			l := &Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "ns"}, Spec: LockSpec{Selector: s}}
-			if l.Covers(Object{Namespace: "ns", Group: Group, Kind: "Stack", Name: "s", Labels: obj}) {
+			if l.Covers(Object{Namespace: "ns", Group: Group, Kind: "Stack", Name: "s", Labels: obj}, time.Time{}) {
 				t.Fatalf("a Lock with the invalid selector %+v covers an object", s)
 			}
 			return

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -83,10 +84,18 @@ func (l *Lock) Target() (TargetKey, error) {
 }
 
 // LiveTarget returns the key of the object the Lock protects, and whether
-// the Lock counts (docs/contract.md rule 2): it is not being deleted and its
-// target is valid. A delete of the object is denied while a live Lock
-// targets it. A selector Lock has no target: false (see Covers and Live).
-func (l *Lock) LiveTarget() (TargetKey, bool) {
+// the Lock counts at time t (Live). A delete of the object is denied while
+// a live Lock targets it. A selector Lock has no target: false (see
+// Covers and Live).
+func (l *Lock) LiveTarget(t time.Time) (TargetKey, bool) {
+	key, standing := l.StandingTarget()
+	return key, standing && !l.ExpiredAt(t)
+}
+
+// StandingTarget is LiveTarget whatever the time (Standing): for the Lock
+// index, which holds standing Locks and checks their expiry as it reads
+// them.
+func (l *Lock) StandingTarget() (TargetKey, bool) {
 	if l.DeletionTimestamp != nil {
 		return TargetKey{}, false
 	}

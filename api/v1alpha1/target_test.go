@@ -76,7 +76,7 @@ func TestTarget(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("%s\nTarget(): -want, +got:\n%s", tc.reason, diff)
 			}
-			if _, live := tc.lock.LiveTarget(); live != tc.wantLive {
+			if _, live := tc.lock.LiveTarget(time.Time{}); live != tc.wantLive {
 				t.Errorf("%s\nLiveTarget(): live %v, want %v", tc.reason, live, tc.wantLive)
 			}
 		})

@@ -44,8 +44,14 @@ const (
 // UnlockMessage ("lowering the <Lowered> of Lock ...").
 type Lowered string
 
-// LoweredLevel: the level goes from ReadOnly to CanNotDelete.
-const LoweredLevel Lowered = "level"
+const (
+	// LoweredLevel: the level goes from ReadOnly to CanNotDelete.
+	LoweredLevel Lowered = "level"
+	// LoweredExpiry: expiresAt is set on a Lock that had none, or moved
+	// earlier (docs/contract.md rule 19). Removing it, or moving it later,
+	// extends the Lock and is free.
+	LoweredExpiry Lowered = "expiresAt"
+)
 
 // Lowers reports what the update of a Lock from old to next lowers, and
 // whether it lowers anything: it then needs UnlockVerb (docs/contract.md
@@ -56,6 +62,9 @@ const LoweredLevel Lowered = "level"
 func Lowers(old, next *LockSpec) (Lowered, bool) {
 	if old.Level == LevelReadOnly && next.Level != LevelReadOnly {
 		return LoweredLevel, true
+	}
+	if next.ExpiresAt != nil && (old.ExpiresAt == nil || next.ExpiresAt.Before(old.ExpiresAt)) {
+		return LoweredExpiry, true
 	}
 	return "", false
 }

@@ -2,11 +2,15 @@ package v1alpha1
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestLowers(t *testing.T) {
+	monday := metav1.NewTime(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	tuesday := metav1.NewTime(monday.Add(24 * time.Hour))
 	type want struct {
 		what   Lowered
 		lowers bool
@@ -21,6 +25,12 @@ func TestLowers(t *testing.T) {
 		"CanNotDeleteToReadOnly": {reason: "raising is free", old: LockSpec{Level: LevelCanNotDelete}, next: LockSpec{Level: LevelReadOnly}, want: want{}},
 		"ReadOnlyKept":           {reason: "a new reason lowers nothing", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{Level: LevelReadOnly, Reason: "other"}, want: want{}},
 		"CanNotDeleteKept":       {reason: "nothing changes", old: LockSpec{}, next: LockSpec{Level: LevelCanNotDelete}, want: want{}},
+		"ExpiryAdded":            {reason: "an expiry on a Lock that had none shortens it", old: LockSpec{}, next: LockSpec{ExpiresAt: &monday}, want: want{LoweredExpiry, true}},
+		"ExpiryEarlier":          {reason: "an earlier expiry shortens it", old: LockSpec{ExpiresAt: &tuesday}, next: LockSpec{ExpiresAt: &monday}, want: want{LoweredExpiry, true}},
+		"ExpiryLater":            {reason: "extending is free", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{ExpiresAt: &tuesday}, want: want{}},
+		"ExpiryKept":             {reason: "the same expiry lowers nothing", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{ExpiresAt: &monday}, want: want{}},
+		"ExpiryRemoved":          {reason: "no expiry protects longest: removing it extends the Lock", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{}, want: want{}},
+		"LevelFirst":             {reason: "both lowered: the level is named", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{ExpiresAt: &monday}, want: want{LoweredLevel, true}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

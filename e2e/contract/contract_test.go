@@ -14,7 +14,8 @@ import (
 )
 
 // TestKubectlGetLocks checks the printer columns: target kind and name,
-// level, active, ready reason and age, and the reason, selector, protected
+// level, active, ready reason, expiry (empty for a Lock that never
+// expires) and age, and the reason, selector, protected
 // count and last denial in -o wide.
 func TestKubectlGetLocks(t *testing.T) {
 	ns := kube.NewNamespace(t, "printer")
@@ -30,7 +31,7 @@ func TestKubectlGetLocks(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("kubectl get locks -o wide: got %q", r.Stdout)
 	}
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "LEVEL", "ACTIVE", "READY", "AGE", "REASON", "SELECTOR", "PROTECTED", "LAST", "DENIED"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "LEVEL", "ACTIVE", "READY", "EXPIRES", "AGE", "REASON", "SELECTOR", "PROTECTED", "LAST", "DENIED"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("headers: got %q, want %q", got, want)
 	}
 	f := strings.Fields(lines[1])

@@ -87,11 +87,11 @@ func TestLockListUnlock(t *testing.T) {
 
 	r = kubectlLock(t, "", "list", "-n", ns)
 	wantTable := "" +
-		"SCOPE                   LOCK                    LEVEL          STATUS             PROTECTED   LAST DENIED   REASON\n" +
-		"PostgresCluster/forge   postgrescluster-forge   CanNotDelete   Active             1           <none>        <none>\n" +
-		"Stack/forge             change-freeze           CanNotDelete   Active             1           <none>        Change freeze\n" +
-		"Stack/forge             stack-forge             CanNotDelete   Active             1           <none>        Production environment\n" +
-		"Stack/ghost             ghost                   CanNotDelete   MissingReference   0           <none>        not created yet\n"
+		"SCOPE                   LOCK                    LEVEL          STATUS             EXPIRES   PROTECTED   LAST DENIED   REASON\n" +
+		"PostgresCluster/forge   postgrescluster-forge   CanNotDelete   Active             <none>    1           <none>        <none>\n" +
+		"Stack/forge             change-freeze           CanNotDelete   Active             <none>    1           <none>        Change freeze\n" +
+		"Stack/forge             stack-forge             CanNotDelete   Active             <none>    1           <none>        Production environment\n" +
+		"Stack/ghost             ghost                   CanNotDelete   MissingReference   <none>    0           <none>        not created yet\n"
 	if r.err != nil || r.stdout != wantTable {
 		t.Errorf("kubectl lock list: err %v; stdout -want, +got:\n%s", r.err, cmp.Diff(wantTable, r.stdout))
 	}
@@ -104,11 +104,11 @@ func TestLockListUnlock(t *testing.T) {
 		}
 	}
 	wantRows := []string{
-		"NAMESPACE SCOPE LOCK LEVEL STATUS PROTECTED LAST DENIED REASON",
-		ns + " PostgresCluster/forge postgrescluster-forge CanNotDelete Active 1 <none> <none>",
-		ns + " Stack/forge change-freeze CanNotDelete Active 1 <none> Change freeze",
-		ns + " Stack/forge stack-forge CanNotDelete Active 1 <none> Production environment",
-		ns + " Stack/ghost ghost CanNotDelete MissingReference 0 <none> not created yet",
+		"NAMESPACE SCOPE LOCK LEVEL STATUS EXPIRES PROTECTED LAST DENIED REASON",
+		ns + " PostgresCluster/forge postgrescluster-forge CanNotDelete Active <none> 1 <none> <none>",
+		ns + " Stack/forge change-freeze CanNotDelete Active <none> 1 <none> Change freeze",
+		ns + " Stack/forge stack-forge CanNotDelete Active <none> 1 <none> Production environment",
+		ns + " Stack/ghost ghost CanNotDelete MissingReference <none> 0 <none> not created yet",
 	}
 	if diff := cmp.Diff(wantRows, rows); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock list -A: err %v; header and %s's rows -want, +got:\n%s", r.err, ns, diff)
@@ -317,7 +317,7 @@ func TestThroughKubectl(t *testing.T) {
 		t.Fatalf("kubectl lock: %v\n%s", err, out)
 	}
 	kube.WantDenied(t, dryRunDelete(t, framework.StackGVK, ns, "forge"), getLock(t, ns, "stack-forge"))
-	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   CanNotDelete   Active   1           <none>        through kubectl") {
+	if out, err := run("", "lock", "list", "-n", ns); err != nil || !strings.Contains(out, "Stack/forge   stack-forge   CanNotDelete   Active   <none>    1           <none>        through kubectl") {
 		t.Errorf("kubectl lock list: %v\n%s", err, out)
 	}
 	// why is a report: it exits 0 whatever the verdict.

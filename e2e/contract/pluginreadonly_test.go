@@ -55,9 +55,9 @@ func TestPluginReadOnly(t *testing.T) {
 	}
 
 	r = kubectlLock(t, "", "list", "-n", ns)
-	wantList := "SCOPE                 LOCK           LEVEL                 STATUS   PROTECTED   LAST DENIED   REASON\n" +
-		"Stack/db              stack-db       ReadOnly (in force)   Active   1           <none>        Change freeze\n" +
-		"selector:tier=cache   freeze-cache   ReadOnly (in force)   Active   1           <none>        <none>\n"
+	wantList := "SCOPE                 LOCK           LEVEL                 STATUS   EXPIRES   PROTECTED   LAST DENIED   REASON\n" +
+		"Stack/db              stack-db       ReadOnly (in force)   Active   <none>    1           <none>        Change freeze\n" +
+		"selector:tier=cache   freeze-cache   ReadOnly (in force)   Active   <none>    1           <none>        <none>\n"
 	if diff := cmp.Diff(wantList, r.stdout); r.err != nil || diff != "" {
 		t.Errorf("kubectl lock list: err %v; -want, +got:\n%s", r.err, diff)
 	}

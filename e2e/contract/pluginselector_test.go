@@ -44,8 +44,8 @@ func TestPluginSelector(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("kubectl lock list: %v", r.err)
 	}
-	wantList := "SCOPE              LOCK      LEVEL          STATUS   PROTECTED   LAST DENIED   REASON\n" +
-		"selector:tier=db   tier-db   CanNotDelete   Active   1           <none>        Customer data\n"
+	wantList := "SCOPE              LOCK      LEVEL          STATUS   EXPIRES   PROTECTED   LAST DENIED   REASON\n" +
+		"selector:tier=db   tier-db   CanNotDelete   Active   <none>    1           <none>        Customer data\n"
 	if diff := cmp.Diff(wantList, r.stdout); diff != "" {
 		t.Errorf("kubectl lock list: -want, +got:\n%s", diff)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -174,6 +175,24 @@ func checkUnlock(t *testing.T, ns, decider string) {
 	}
 	if err := unlocker.Delete(ctx, lkA.DeepCopy()); err != nil {
 		t.Errorf("a lockguard-unlock user deleting a Lock: %v", err)
+	}
+
+	// Expiry (rule 19): an earlier expiresAt, or one on a Lock that had
+	// none, shortens the Lock; a later one, or none, extends it.
+	expires := func(d time.Duration) client.Patch {
+		return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"expiresAt":%q}}`, time.Now().Add(d).UTC().Format(time.RFC3339)))
+	}
+	wantShorten := lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredExpiry, ns, "lk-two")
+	refused("an edit user setting an expiry on a Lock that had none", editor.Patch(ctx, lkTwo.DeepCopy(), expires(time.Hour)), wantShorten)
+	if err := unlocker.Patch(ctx, lkTwo.DeepCopy(), expires(2*time.Hour)); err != nil {
+		t.Errorf("a lockguard-unlock user setting an expiry: %v", err)
+	}
+	if err := editor.Patch(ctx, lkTwo.DeepCopy(), expires(3*time.Hour)); err != nil {
+		t.Errorf("an edit user extending a Lock: %v", err)
+	}
+	refused("an edit user moving a Lock's expiry earlier", editor.Patch(ctx, lkTwo.DeepCopy(), expires(time.Hour)), wantShorten)
+	if err := editor.Patch(ctx, lkTwo.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"expiresAt":null}}`))); err != nil {
+		t.Errorf("an edit user removing a Lock's expiry (it then never expires): %v", err)
 	}
 
 	// unlock on lk-one alone.

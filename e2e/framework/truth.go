@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,6 +118,9 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &l); err != nil {
 		return err
 	}
+	if l.ExpiredAt(time.Now()) {
+		return k.checkExpiredTruth(ctx, &l, kinds, opts)
+	}
 	active, hasActive, _ := unstructured.NestedBool(u.Object, "status", "active")
 	cond := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady)
 	if cond == nil || l.Status.ObservedGeneration != l.Generation || cond.ObservedGeneration != l.Generation {
@@ -161,6 +165,26 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 		return fmt.Errorf("active, but a dry-run DELETE of %s %s/%s returned %w, not a denial", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
 	case !deniedBy(err.Error(), l.Name):
 		return fmt.Errorf("active, but the dry-run DELETE of %s %s/%s was denied without naming it: %w", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+	}
+	return nil
+}
+
+// checkExpiredTruth checks the expired Lock l (docs/contract.md rule 19):
+// no dry-run DELETE of its target is denied naming it, whatever its
+// status says; and its status says Expired, not active, or (with
+// opts.AllowPending, the reconciler not yet past the expiry) anything.
+func (k *Kube) checkExpiredTruth(ctx context.Context, l *lockv1alpha1.Lock, kinds []servedKind, opts TruthOptions) error {
+	if target, found := lookupKind(kinds, l.Spec.TargetRef.Kind); found && !l.HasSelector() {
+		err := k.Client.Delete(ctx, Object(target, l.Namespace, l.Spec.TargetRef.Name), client.DryRunAll)
+		if err != nil && apierrors.IsForbidden(err) && deniedBy(err.Error(), l.Name) {
+			return fmt.Errorf("expired at %s, but a dry-run DELETE of %s %s/%s was denied naming it: %w", l.ExpiresAtString(), target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+		}
+	}
+	cond := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady)
+	switch {
+	case opts.AllowPending:
+	case cond == nil || cond.Reason != lockv1alpha1.ReasonExpired || cond.Status != metav1.ConditionFalse || l.Status.Active:
+		return fmt.Errorf("expired at %s, but its status is %+v", l.ExpiresAtString(), l.Status)
 	}
 	return nil
 }

@@ -23,18 +23,20 @@ type Announcement struct {
 }
 
 // AnnouncementOf returns the announcement of l, and false when l protects
-// nothing (Lock.Live): such a Lock needs no marker. A selector Lock's
+// nothing at any time (Lock.Standing): such a Lock needs no marker. A Lock
+// that will expire has one until the cache delivers it, expired or not:
+// a marker only makes a replica read the API server. A selector Lock's
 // announcement claims selectorKey of its namespace (Kind and Target
 // AnySelected), which every object of the namespace is checked against.
 func AnnouncementOf(l *lockv1alpha1.Lock) (Announcement, bool) {
 	if l.HasSelector() {
-		if !l.Live() {
+		if !l.Standing() {
 			return Announcement{}, false
 		}
 		return Announcement{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Group: lockv1alpha1.Group, Kind: AnySelected, Target: AnySelected}, true
 	}
-	key, live := l.LiveTarget()
-	if !live {
+	key, standing := l.StandingTarget()
+	if !standing {
 		return Announcement{}, false
 	}
 	return Announcement{Namespace: l.Namespace, Name: l.Name, UID: l.UID, Group: key.Group, Kind: key.Kind, Target: key.Name}, true

@@ -22,7 +22,7 @@ const coverageIndex = "lockguard.selector-coverage"
 // one, both indexed, never neither.
 func indexByCoverage(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
-	if !ok || !l.HasSelector() || !l.Live() {
+	if !ok || !l.HasSelector() || !l.Standing() {
 		return nil, nil
 	}
 	return coverageKeys(l.Namespace, l.Spec.Selector), nil
@@ -80,20 +80,21 @@ func labelKey(ns, key, value string) string { return ns + "/" + key + "=" + valu
 func keyKey(ns, key string) string          { return ns + "/" + key }
 func anyKey(ns string) string               { return ns + "/*" }
 
-// eachSelectorLock calls fn with every live selector Lock of o's namespace
-// that covers o (Lock.Covers), once each: the cache's own object,
+// eachSelectorLock calls fn with every selector Lock of o's namespace that
+// covers o at the index's now (Lock.Covers), once each: the cache's own object,
 // read-only. It reads the coverage index under anyKey and under each of
 // o's labels, with and without its value; a Lock that covers o is under
 // one of them (coverageKeys), and under one only.
 func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
 	indexer := x.informer.GetIndexer()
+	now := x.now()
 	visit := func(key string) error {
 		found, err := indexer.ByIndex(coverageIndex, key)
 		if err != nil {
 			return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
 		}
 		for _, f := range found {
-			if l, ok := f.(*lockv1alpha1.Lock); ok && l.Selects(o) {
+			if l, ok := f.(*lockv1alpha1.Lock); ok && liveIndexed(l, now) && l.Selects(o) {
 				fn(l)
 			}
 		}

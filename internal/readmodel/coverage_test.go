@@ -1,6 +1,8 @@
 package readmodel
 
 import (
+	"time"
+
 	"slices"
 	"testing"
 
@@ -58,7 +60,7 @@ func TestCoverageIndex(t *testing.T) {
 			o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: kind, Name: "o", Labels: labels}
 			var want []string
 			for i := range all {
-				if all[i].Covers(o) {
+				if all[i].Covers(o, time.Time{}) {
 					want = append(want, all[i].Name)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,17 +18,25 @@ import (
 )
 
 // targetIndex is the name of the index NewLockIndex adds to the Lock
-// informer: live Locks by lockv1alpha1.TargetKey.String of their target.
+// informer: standing Locks by lockv1alpha1.TargetKey.String of their
+// target.
+//
+// The indexes hold standing Locks (Lock.Standing): whether a Lock counts
+// whatever the time is decided once, when it enters them. Whether it has
+// expired depends on the time, which no index can hold: every read of the
+// LockIndex keeps only the Locks live at its clock's now (Lock.Live,
+// docs/contract.md rule 19), so a Lock stops counting at its expiry
+// without any event, on every replica at once.
 const targetIndex = "lockguard.target"
 
-// indexByTarget is the targetIndex function: a live Lock is indexed by its
-// target (Lock.LiveTarget), any other Lock not at all.
+// indexByTarget is the targetIndex function: a standing Lock is indexed by
+// its target (Lock.StandingTarget), any other Lock not at all.
 func indexByTarget(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
 	if !ok {
 		return nil, nil
 	}
-	if key, live := l.LiveTarget(); live {
+	if key, standing := l.StandingTarget(); standing {
 		return []string{key.String()}, nil
 	}
 	return nil, nil
@@ -47,10 +56,10 @@ func indexByTargetKind(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if key, live := l.LiveTarget(); live {
+	if key, standing := l.StandingTarget(); standing {
 		return []string{key.GroupKind().String()}, nil
 	}
-	if l.HasSelector() && l.Live() {
+	if l.HasSelector() && l.Standing() {
 		return []string{selectorKinds}, nil
 	}
 	return nil, nil
@@ -70,7 +79,7 @@ const selectorIndex = "lockguard.selector"
 // indexed by its namespace, any other Lock not at all.
 //
 // Whether a Lock is live is decided here once, when the Lock enters the
-// index (Lock.Live validates its selector), not at each decision: the
+// index (Lock.Standing validates its selector), not at each decision: the
 // store never changes an object it holds, and replaces it, in every
 // index at once and under its lock, when the Lock changes. So a Lock read
 // from the selector index is live, and covers an object when it selects
@@ -79,7 +88,7 @@ const selectorIndex = "lockguard.selector"
 // reader sees the old object or the new one, both in it.
 func indexBySelector(obj any) ([]string, error) {
 	l, ok := obj.(*lockv1alpha1.Lock)
-	if !ok || !l.HasSelector() || !l.Live() {
+	if !ok || !l.HasSelector() || !l.Standing() {
 		return nil, nil
 	}
 	return []string{l.Namespace}, nil
@@ -103,6 +112,8 @@ var ErrNotSynced = errors.New("the Lock cache has not synced yet")
 // Locks up through it alike.
 type LockIndex struct {
 	informer indexedInformer
+	// now is the clock the reads keep live Locks by (Lock.Live).
+	now func() time.Time
 }
 
 // NewLockIndex adds the indexes by target, by target kind and of selector
@@ -123,8 +134,17 @@ func NewLockIndex(ctx context.Context, c cache.Informers) (*LockIndex, error) {
 	if err := ii.AddIndexers(toolscache.Indexers{targetIndex: indexByTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector, coverageIndex: indexByCoverage}); err != nil {
 		return nil, fmt.Errorf("indexing Locks by target: %w", err)
 	}
-	return &LockIndex{informer: ii}, nil
+	return &LockIndex{informer: ii, now: time.Now}, nil
 }
+
+// SetClock makes the index's reads keep the Locks live at now() rather
+// than at time.Now(): the one clock of the webhook, the reconciler and
+// the index, which tests set to decide at a given instant. Call it before
+// the index is read.
+func (x *LockIndex) SetClock(now func() time.Time) { x.now = now }
+
+// Now returns the time of the index's clock.
+func (x *LockIndex) Now() time.Time { return x.now() }
 
 // HasSynced reports whether the Lock informer has synced, so that
 // LiveLocks answers. It is a readiness check.
@@ -140,22 +160,20 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
 	}
-	return copyLocks(objs), nil
+	return x.copyLive(objs), nil
 }
 
-// copyLocks returns copies of the Locks among objs, nil for none.
-func copyLocks(objs []any) []lockv1alpha1.Lock {
-	if len(objs) == 0 {
-		return nil
-	}
-	locks := make([]lockv1alpha1.Lock, 0, len(objs))
-	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			locks = append(locks, *l.DeepCopy())
-		}
-	}
-	return locks
+// copyLive returns copies of the Locks among objs (standing Locks) that
+// are live at the index's now, nil for none.
+func (x *LockIndex) copyLive(objs []any) []lockv1alpha1.Lock {
+	now := x.now()
+	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return liveIndexed(l, now) })
 }
+
+// liveIndexed is Lock.Live of a Lock read from the indexes, which hold
+// standing Locks alone: it is live at now unless it has expired. It
+// validates no selector again (issue 24).
+func liveIndexed(l *lockv1alpha1.Lock, now time.Time) bool { return !l.ExpiredAt(now) }
 
 // LiveLocksOfKind returns copies of the live targetRef Locks, in every
 // namespace, whose target is of kind gk, or ErrNotSynced before the
@@ -169,7 +187,7 @@ func (x *LockIndex) LiveLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1.Lock, e
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of kind %s: %w", gk, err)
 	}
-	return copyLocks(objs), nil
+	return x.copyLive(objs), nil
 }
 
 // AnyLiveLocks returns copies of at most limit live Locks of every
@@ -181,6 +199,7 @@ func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _
 		return nil, 0, ErrNotSynced
 	}
 	indexer := x.informer.GetIndexer()
+	now := x.now()
 	// first holds the first limit Locks seen so far, in order.
 	first := make([]*lockv1alpha1.Lock, 0, max(limit, 0))
 	for _, kind := range indexer.ListIndexFuncValues(kindIndex) {
@@ -190,7 +209,7 @@ func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _
 		}
 		for _, o := range objs {
 			l, ok := o.(*lockv1alpha1.Lock)
-			if !ok {
+			if !ok || !liveIndexed(l, now) {
 				continue
 			}
 			total++
@@ -272,15 +291,17 @@ func (x *LockIndex) Each(fn func(*lockv1alpha1.Lock)) {
 	}
 }
 
-// HasLiveLocksIn reports whether namespace ns holds a live Lock, targetRef
-// or selector, in the Lock cache (the namespace label's question).
+// HasLiveLocksIn reports whether namespace ns holds a Lock live now,
+// targetRef or selector, in the Lock cache (the namespace label's
+// question).
 func (x *LockIndex) HasLiveLocksIn(ns string) (bool, error) {
+	now := x.now()
 	objs, err := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
 	if err != nil {
 		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
 	}
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok && l.Live() {
+		if l, ok := o.(*lockv1alpha1.Lock); ok && l.Live(now) {
 			return true, nil
 		}
 	}
@@ -290,11 +311,12 @@ func (x *LockIndex) HasLiveLocksIn(ns string) (bool, error) {
 // LiveTargetsIn returns the targets of the live Locks of namespace ns, in
 // the Lock cache, one per Lock.
 func (x *LockIndex) LiveTargetsIn(ns string) []lockv1alpha1.TargetKey {
+	now := x.now()
 	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
 	var out []lockv1alpha1.TargetKey
 	for _, o := range objs {
 		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if key, live := l.LiveTarget(); live {
+			if key, live := l.LiveTarget(now); live {
 				out = append(out, key)
 			}
 		}
@@ -315,10 +337,11 @@ func (x *LockIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
 	}
+	now := x.now()
 	var locks []lockv1alpha1.Lock
 	for _, o := range objs {
 		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			if _, live := l.LiveTarget(); live {
+			if _, live := l.LiveTarget(now); live {
 				locks = append(locks, *l.DeepCopy())
 			}
 		}

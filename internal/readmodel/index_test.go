@@ -48,7 +48,8 @@ func startIndex(t *testing.T, src *lockSource) *LockIndex {
 	if err := lockv1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	inf := toolscache.NewSharedIndexInformer(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{})
+	// The namespace index, as controller-runtime's informers have it.
+	inf := toolscache.NewSharedIndexInformer(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	informers := &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
 		lockv1alpha1.GroupVersion.WithKind("Lock"): inf,
 	}}

@@ -22,7 +22,8 @@ func (x *LockIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1
 	if err != nil {
 		return nil, fmt.Errorf("looking up the selector Locks: %w", err)
 	}
-	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.CoversKind(gk) }), nil
+	now := x.now()
+	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.CoversKind(gk, now) }), nil
 }
 
 // LiveSelectorLocksIn returns copies of the live selector Locks of
@@ -35,7 +36,7 @@ func (x *LockIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error) 
 	if err != nil {
 		return nil, fmt.Errorf("looking up the selector Locks of namespace %s: %w", ns, err)
 	}
-	return copyLocks(objs), nil
+	return x.copyLive(objs), nil
 }
 
 // LiveLocksCovering returns copies of the live Locks that cover o

@@ -41,8 +41,13 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
                lockguard reports its ReadOnly condition InForce
   STATUS       Active (deleting what it covers is denied), MissingReference (the
                target does not exist; it is protected as soon as it is
-               created), InvalidTarget (the Lock can protect nothing), Pending
-               (lockguard has not reported yet) or Deleting
+               created), InvalidTarget (the Lock can protect nothing), Expired
+               (its expiresAt has passed: it protects nothing, and is kept as
+               a record until deleted), Pending (lockguard has not reported
+               yet) or Deleting
+  EXPIRES      when the Lock stops protecting (spec.expiresAt, RFC 3339 UTC)
+               and how long until then, or how long ago; <none> if it never
+               expires
   PROTECTED    how many resources the Lock covers now (status.protected.count;
                <none> until lockguard reports it)
   LAST DENIED  how long ago the Lock last refused a request, the operation and
@@ -103,7 +108,7 @@ func (o *listOptions) run(ctx context.Context, s Streams) error {
 		}
 		return nil
 	}
-	return printLockTable(s.Out, items, o.allNamespaces, time.Now())
+	return printLockTable(s.Out, items, o.allNamespaces, clock())
 }
 
 // sortLocks orders Locks by namespace, target and name.
@@ -120,7 +125,7 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool, now
 	if namespaces {
 		fmt.Fprint(tw, "NAMESPACE\t")
 	}
-	fmt.Fprintln(tw, "SCOPE\tLOCK\tLEVEL\tSTATUS\tPROTECTED\tLAST DENIED\tREASON")
+	fmt.Fprintln(tw, "SCOPE\tLOCK\tLEVEL\tSTATUS\tEXPIRES\tPROTECTED\tLAST DENIED\tREASON")
 	for i := range items {
 		l := &items[i]
 		if namespaces {
@@ -130,7 +135,7 @@ func printLockTable(w io.Writer, items []lockv1alpha1.Lock, namespaces bool, now
 		if reason == "" {
 			reason = "<none>"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", scopeString(l), l.Name, levelString(l), lockStatus(l), protectedCount(l), lastDenied(l, now), oneLine(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", scopeString(l), l.Name, levelString(l), lockStatusAt(l, now), expiresCell(l, now), protectedCount(l), lastDenied(l, now), oneLine(reason))
 	}
 	return tw.Flush()
 }

@@ -39,17 +39,30 @@ func TestLockTable(t *testing.T) {
 	pending.Spec.TargetRef = lockv1alpha1.TargetReference{Kind: "Stack", Name: "web"}
 	pending.Spec.Level = lockv1alpha1.LevelReadOnly
 	active(&pending, 1, metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionFalse, Reason: lockv1alpha1.ReasonPending})
+	// An expiring Lock, and one whose expiry has passed though its status
+	// still says Active (lockguard has not written Expired yet): the
+	// table says Expired at now, as every guard decides (rule 19).
+	expiring := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "for-3h"}}
+	expiring.Spec.TargetRef = lockv1alpha1.TargetReference{Kind: "Stack", Name: "db"}
+	expiring.Spec.ExpiresAt = &metav1.Time{Time: now.Add(3 * time.Hour)}
+	active(&expiring, 1)
+	expired := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "until-now"}}
+	expired.Spec.TargetRef = lockv1alpha1.TargetReference{Kind: "Stack", Name: "db"}
+	expired.Spec.ExpiresAt = &metav1.Time{Time: now}
+	active(&expired, 1)
 
 	var out bytes.Buffer
-	if err := printLockTable(&out, []lockv1alpha1.Lock{quiet, frozen, denied, pending}, false, now); err != nil {
+	if err := printLockTable(&out, []lockv1alpha1.Lock{quiet, frozen, expiring, expired, denied, pending}, false, now); err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"SCOPE              LOCK         LEVEL                 STATUS    PROTECTED   LAST DENIED          REASON\n" +
-		"<all>              all          CanNotDelete          Pending   <none>      <none>               freeze\n" +
-		"selector:tier=db   freeze-db    ReadOnly (in force)   Active    2           90s UPDATE by bob    <none>\n" +
-		"Stack/web          keep         CanNotDelete          Active    1           5m DELETE by alice   <none>\n" +
-		"Stack/web          freeze-web   ReadOnly (pending)    Active    1           <none>               <none>\n"
+		"SCOPE              LOCK         LEVEL                 STATUS    EXPIRES                         PROTECTED   LAST DENIED          REASON\n" +
+		"<all>              all          CanNotDelete          Pending   <none>                          <none>      <none>               freeze\n" +
+		"selector:tier=db   freeze-db    ReadOnly (in force)   Active    <none>                          2           90s UPDATE by bob    <none>\n" +
+		"Stack/db           for-3h       CanNotDelete          Active    2026-12-02T09:00:00Z (in 3h)    1           <none>               <none>\n" +
+		"Stack/db           until-now    CanNotDelete          Expired   2026-12-02T06:00:00Z (0s ago)   1           <none>               <none>\n" +
+		"Stack/web          keep         CanNotDelete          Active    <none>                          1           5m DELETE by alice   <none>\n" +
+		"Stack/web          freeze-web   ReadOnly (pending)    Active    <none>                          1           <none>               <none>\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("printLockTable(...): -want, +got:\n%s", diff)
 	}
@@ -59,8 +72,8 @@ func TestLockTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = "" +
-		"NAMESPACE   SCOPE       LOCK   LEVEL          STATUS   PROTECTED   LAST DENIED          REASON\n" +
-		"forge       Stack/web   keep   CanNotDelete   Active   1           5m DELETE by alice   <none>\n"
+		"NAMESPACE   SCOPE       LOCK   LEVEL          STATUS   EXPIRES   PROTECTED   LAST DENIED          REASON\n" +
+		"forge       Stack/web   keep   CanNotDelete   Active   <none>    1           5m DELETE by alice   <none>\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("printLockTable(..., all namespaces): -want, +got:\n%s", diff)
 	}

@@ -39,6 +39,12 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Freeze every resource of namespace forge labelled tier=db
   kubectl lock --selector tier=db -n forge --read-only --name freeze-db
 
+  # Freeze namespace prod until Monday 06:00 UTC: the Lock expires then by itself
+  kubectl lock --all -n prod --read-only --reason "Change freeze" --until 2026-12-07T06:00:00Z
+
+  # Protect the Stack forge for three days
+  kubectl lock stack/forge -n forge --for 72h
+
   # What is locked, in every namespace
   kubectl lock list -A
 
@@ -58,6 +64,11 @@ type lockOptions struct {
 	selector string
 	all      bool
 	readOnly bool
+	// forDuration and until are --for and --until: the Lock's expiresAt
+	// (expiry.go).
+	forDuration time.Duration
+	until       string
+	expiresAt   *metav1.Time
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
@@ -93,6 +104,11 @@ until lockguard reports the freeze in force (the Lock's ReadOnly condition
 InForce), which it does once every resource the Lock covers carries the
 core.navique.com/read-only label that sends their updates to lockguard.
 
+--for DURATION (72h) or --until TIME (RFC 3339, 2026-12-07T06:00:00Z) sets the
+Lock's spec.expiresAt: at that second the Lock stops protecting, on every path
+at once, and its status says Expired; it stays as a record until it is
+deleted. Without either, the Lock never expires.
+
 An existing Lock of the same name and scope is kept as it is: its reason, and
 its level unless --read-only asks for ReadOnly and it is CanNotDelete, which is
 an error (raise its level with kubectl patch, or choose another --name).`,
@@ -109,6 +125,7 @@ an error (raise its level with kubectl patch, or choose another --name).`,
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml prints the Lock once active.")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Lock the resources of the namespace whose labels match this selector (tier=db,env!=dev), now and later, instead of TYPE/NAME.")
 	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
+	addExpiryFlags(cmd, o)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
 	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
 	return cmd
@@ -130,12 +147,15 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 	if scopes != 1 {
 		return fmt.Errorf("give exactly one of TYPE/NAME, --selector LABELS or --all")
 	}
+	var err error
+	if o.expiresAt, err = o.expiry(clock()); err != nil {
+		return err
+	}
 	if len(args) == 1 {
 		return o.run(ctx, s, args[0])
 	}
 	sel := &lockv1alpha1.LockSelector{}
 	if o.selector != "" {
-		var err error
 		if sel, err = parseSelector(o.selector); err != nil {
 			return err
 		}
@@ -178,7 +198,7 @@ func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 	l := &lockv1alpha1.Lock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       lockv1alpha1.LockSpec{Reason: o.reason},
+		Spec:       lockv1alpha1.LockSpec{Reason: o.reason, ExpiresAt: o.expiresAt},
 	}
 	if o.readOnly {
 		l.Spec.Level = lockv1alpha1.LevelReadOnly
@@ -267,6 +287,9 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if levelOf(existing) != levelOf(lock) {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's level %s was kept\n", levelOf(existing))
 		}
+		if existing.ExpiresAtString() != lock.ExpiresAtString() {
+			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's expiry (%s) was kept\n", expiresText(existing))
+		}
 	default:
 		return err
 	}
@@ -279,7 +302,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		active.ManagedFields = nil // as kubectl prints objects
 		return printObject(s.Out, o.output, active)
 	}
-	fmt.Fprintln(s.Out, done(readOnly(active)))
+	fmt.Fprintln(s.Out, done(readOnly(active))+expiryNote(active))
 	return nil
 }
 
@@ -351,6 +374,8 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 				}
 			case lockv1alpha1.ReasonInvalidTarget:
 				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
+			case lockv1alpha1.ReasonExpired:
+				return nil, fmt.Errorf("%s/%s has expired: %s", lockGroupResource, name, readyMessage(l))
 			}
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		default:

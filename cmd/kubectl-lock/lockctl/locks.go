@@ -1,6 +1,8 @@
 package lockctl
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,12 +74,20 @@ func toUnstructured(l *lockv1alpha1.Lock) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: obj}, nil
 }
 
-// lockStatus sums a Lock's state up in one word: Active, Pending,
-// Deleting, or the reason it is not ready (MissingReference,
-// InvalidTarget).
-func lockStatus(l *lockv1alpha1.Lock) string {
+// lockStatus sums a Lock's state up in one word, now (lockStatusAt).
+func lockStatus(l *lockv1alpha1.Lock) string { return lockStatusAt(l, clock()) }
+
+// lockStatusAt sums a Lock's state up in one word at time now: Active,
+// Pending, Deleting, Expired, or the reason it is not ready
+// (MissingReference, InvalidTarget).
+func lockStatusAt(l *lockv1alpha1.Lock, now time.Time) string {
 	if l.DeletionTimestamp != nil {
 		return statusDeleting
+	}
+	if l.ExpiredAt(now) {
+		// docs/contract.md rule 19: expired from its expiresAt on, whether
+		// or not lockguard has written so yet.
+		return lockv1alpha1.ReasonExpired
 	}
 	c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady)
 	if c == nil || l.Status.ObservedGeneration < l.Generation {

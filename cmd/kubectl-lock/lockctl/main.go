@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,3 +32,8 @@ func ErrorMessage(err error) string {
 	}
 	return "error: " + err.Error()
 }
+
+// clock is the plugin's clock: the instant at which kubectl lock why and
+// list tell whether a Lock is live (Lock.Live) or expired, and kubectl
+// lock --for counts from. Tests set it to decide at a given instant.
+var clock = time.Now

@@ -153,8 +153,9 @@ func coveringSelectors(ctx context.Context, c *clients, t target, locks []lockv1
 	gk := t.mapping.GroupVersionKind.GroupKind()
 	o := lockv1alpha1.Object{Namespace: c.namespace, Group: gk.Group, Kind: gk.Kind, Name: t.name, Labels: obj.GetLabels()}
 	var out []lockv1alpha1.Lock
+	now := clock()
 	for i := range locks {
-		if locks[i].HasSelector() && locks[i].Covers(o) {
+		if locks[i].HasSelector() && locks[i].Covers(o, now) {
 			out = append(out, locks[i])
 		}
 	}

@@ -95,8 +95,9 @@ func whyCRD(ctx context.Context, c *clients, name string) (*whyReport, error) {
 	}
 	gk := schema.GroupKind{Group: group, Kind: kind}
 	var locks []lockv1alpha1.Lock
+	now := clock()
 	for i := range all {
-		if kind == "Lock" || all[i].CoversKind(gk) {
+		if kind == "Lock" || all[i].CoversKind(gk, now) {
 			locks = append(locks, all[i])
 		}
 	}
@@ -177,8 +178,9 @@ func liveLocks(ctx context.Context, api client.Reader, ns string) ([]lockv1alpha
 		return nil, err
 	}
 	var live []lockv1alpha1.Lock
+	now := clock()
 	for i := range list.Items {
-		if list.Items[i].Live() {
+		if list.Items[i].Live(now) {
 			live = append(live, list.Items[i])
 		}
 	}
@@ -192,7 +194,7 @@ func liveLocks(ctx context.Context, api client.Reader, ns string) ([]lockv1alpha
 // not being deleted. A kind that is not served, or is cluster-scoped, has
 // no target a Lock can protect.
 func targetExists(ctx context.Context, api client.Client, l *lockv1alpha1.Lock) (bool, error) {
-	key, _ := l.LiveTarget()
+	key, _ := l.StandingTarget()
 	mapping, err := api.RESTMapper().RESTMapping(key.GroupKind())
 	if meta.IsNoMatchError(err) {
 		return false, nil

@@ -24,7 +24,7 @@ func decideCluster(ctx context.Context, api client.Client, req webhook.Request, 
 	if served != nil {
 		cluster.Served = func() ([]schema.GroupKind, error) { return served, nil }
 	}
-	h := webhook.NewHandler(webhook.Config{Cluster: cluster})
+	h := webhook.NewHandler(webhook.Config{Cluster: cluster, Now: clock})
 	return h.Decide(ctx, req), decidedByWebhook
 }
 
@@ -32,13 +32,14 @@ func decideCluster(ctx context.Context, api client.Client, req webhook.Request, 
 // namespace (kind empty and an empty selector) or an existing object, of
 // kind when set, among objects (its namespace's objects of the group).
 func selectorCovers(l *lockv1alpha1.Lock, kind schema.GroupKind, objects []node) bool {
-	if kind.Empty() && l.CoversNamespace() {
+	now := clock()
+	if kind.Empty() && l.CoversNamespace(now) {
 		return true
 	}
 	for _, o := range objects {
 		gk := o.gvk.GroupKind()
 		if (kind.Empty() || gk == kind) && o.meta.DeletionTimestamp == nil &&
-			l.Covers(lockv1alpha1.Object{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.meta.Name, Labels: o.meta.Labels}) {
+			l.Covers(lockv1alpha1.Object{Namespace: l.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.meta.Name, Labels: o.meta.Labels}, now) {
 			return true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,9 +80,10 @@ func whyObject(ctx context.Context, s Streams, c *clients, arg string) (*whyRepo
 
 // lockedBy returns the names of the live Locks that target t.
 func lockedBy(locks []lockv1alpha1.Lock, t target) []string {
+	now := clock()
 	var names []string
 	for i := range locks {
-		key, ok := locks[i].LiveTarget()
+		key, ok := locks[i].LiveTarget(now)
 		if ok && key.GroupKind() == t.mapping.GroupVersionKind.GroupKind() && key.Name == t.name {
 			names = append(names, locks[i].Name)
 		}
@@ -101,16 +103,17 @@ type decider struct {
 	byTarget  map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock
 	selectors []lockv1alpha1.Lock // the live selector Locks
 	graph     *listGraph
+	now       time.Time // the instant the Locks are live at
 }
 
 // newDecider indexes the live Locks of a namespace by target, and keeps
 // its live selector Locks apart, as lockguard's index does.
 func newDecider(namespace string, locks []lockv1alpha1.Lock, graph *listGraph) *decider {
-	d := &decider{namespace: namespace, locks: locks, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph}
+	d := &decider{namespace: namespace, locks: locks, byTarget: map[lockv1alpha1.TargetKey][]lockv1alpha1.Lock{}, graph: graph, now: clock()}
 	for i := range locks {
-		if key, ok := locks[i].LiveTarget(); ok {
+		if key, ok := locks[i].LiveTarget(d.now); ok {
 			d.byTarget[key] = append(d.byTarget[key], locks[i])
-		} else if locks[i].HasSelector() && locks[i].Live() {
+		} else if locks[i].HasSelector() && locks[i].Live(d.now) {
 			d.selectors = append(d.selectors, locks[i])
 		}
 	}
@@ -143,7 +146,7 @@ func (x deciderIndex) LiveSelectorLocksIn(ns string) ([]lockv1alpha1.Lock, error
 // selector Locks that cover it, when ns is its namespace.
 func (x deciderIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	selectors, err := x.LiveSelectorLocksIn(ns)
-	return webhook.Covering(selectors, objs), err
+	return webhook.Covering(selectors, objs, x.d.now), err
 }
 
 // decide returns the webhook's answer to a dry-run DELETE of the object
@@ -157,7 +160,7 @@ func (d *decider) decide(ctx context.Context, gvk schema.GroupVersionKind, name 
 		return admission.Response{}, nil, err
 	}
 	self := lockv1alpha1.TargetKey{Namespace: d.namespace, Group: gvk.Group, Kind: gvk.Kind, Name: name}
-	c := webhook.Config{Locks: deciderIndex{d: d}}
+	c := webhook.Config{Locks: deciderIndex{d: d}, Now: func() time.Time { return d.now }}
 	if cascade {
 		c.Cascade = webhook.CascadeConfig{Graph: d.graph, Mode: webhook.CascadeDeny}
 	}

@@ -102,8 +102,9 @@ type whyFreeze struct {
 // match it), sorted by name.
 func covering(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) []lockv1alpha1.Lock {
 	var out []lockv1alpha1.Lock
+	now := clock()
 	for i := range locks {
-		if locks[i].Covers(o) {
+		if locks[i].Covers(o, now) {
 			out = append(out, locks[i])
 		}
 	}
@@ -118,16 +119,17 @@ func covering(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) []lockv1alpha1.L
 // explain the verdict and never disagree with it.
 func selectorVerdicts(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) []whySelector {
 	out := []whySelector{}
+	now := clock()
 	for i := range locks {
 		l := &locks[i]
-		if !l.HasSelector() || !l.Live() {
+		if !l.HasSelector() || !l.Live(now) {
 			continue
 		}
 		out = append(out, whySelector{
 			Name:         l.Name,
 			Selector:     l.Spec.Selector.String(),
 			Level:        string(levelOf(l)),
-			Covers:       l.Covers(o),
+			Covers:       l.Covers(o, now),
 			Requirements: requirements(l.Spec.Selector, o),
 		})
 	}

@@ -172,7 +172,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(recorder); err != nil {
 		return nil, fmt.Errorf("adding the denial recorder: %w", err)
 	}
-	hc := webhook.Config{Locks: locks, Live: live, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder,
+	// One clock for every path (docs/contract.md rule 19): the index's
+	// reads, the guards' reads of the API server, Lock creates and the
+	// reconciler all tell an expired Lock by locks.Now.
+	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder,
 		Cluster: &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)}}
 	// The cascade guard walks owner references over metadata caches that
 	// every replica keeps, fed by kind discovery on every replica.
@@ -201,7 +204,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	creates := webhook.CreateOptions{Gate: gate}
+	creates := webhook.CreateOptions{Gate: gate, Now: locks.Now}
 	if p != nil {
 		hc.Freshness = p
 		o.Controller.Pending = p

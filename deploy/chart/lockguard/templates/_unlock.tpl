@@ -28,6 +28,7 @@ in Lowers.
 */}}
 {{- define "lockguard.unlockLowers" -}}
 level: "has(oldObject.spec.level) && oldObject.spec.level == 'ReadOnly' && !(has(object.spec.level) && object.spec.level == 'ReadOnly')"
+expiresAt: "has(object.spec.expiresAt) && (!has(oldObject.spec.expiresAt) || timestamp(string(object.spec.expiresAt)) < timestamp(string(oldObject.spec.expiresAt)))"
 {{- end }}
 
 {{/* CEL: the refusal (api/v1alpha1.UnlockDeleteMessage, UnlockLowerMessage) for an action ("deleting", "lowering the level of"). */}}

@@ -1,0 +1,63 @@
+package readmodel
+
+import (
+	"fmt"
+	"time"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The LockIndex's reads of expiry (docs/contract.md rule 19), for the
+// reconciler: which standing Locks have expired, and when the next one
+// will. The guards' reads (index.go, selectorlocks.go) keep the live
+// Locks alone.
+
+// ExpiredLocks returns copies of the standing Locks that target key and
+// have expired at the index's now (Lock.ExpiredAt), or ErrNotSynced
+// before the informer has synced: the Locks whose status says Expired.
+func (x *LockIndex) ExpiredLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+	}
+	now := x.now()
+	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.ExpiredAt(now) }), nil
+}
+
+// NextExpiryIn returns how long after now the first standing Lock of
+// namespace ns that has not expired will expire, and whether one will.
+func (x *LockIndex) NextExpiryIn(ns string, now time.Time) (time.Duration, bool) {
+	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
+	var next time.Duration
+	found := false
+	for _, o := range objs {
+		l, ok := o.(*lockv1alpha1.Lock)
+		if !ok || l.DeletionTimestamp != nil {
+			continue
+		}
+		if d, will := l.ExpiresIn(now); will && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
+}
+
+// NextExpiry returns how long after now the first of locks that has not
+// expired will expire, and whether one will.
+func NextExpiry(now time.Time, locks ...[]lockv1alpha1.Lock) (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	for _, ls := range locks {
+		for i := range ls {
+			if d, will := ls[i].ExpiresIn(now); will && (!found || d < next) {
+				next, found = d, true
+			}
+		}
+	}
+	return next, found
+}
