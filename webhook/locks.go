@@ -43,6 +43,12 @@ type Locks interface {
 	// namespace, the first by "namespace/name", and how many live Locks
 	// there are in all.
 	AnyLiveLocks(limit int) (locks []lockv1alpha1.Lock, total int, err error)
+	// StandingLocksCover reports whether the cache holds a standing Lock
+	// (Lock.Standing: live or expired) that covers one of objs (objects
+	// of namespace ns) whatever its expiry: a Lock whose expiry alone
+	// keeps it from protecting, which an update the cache has not seen
+	// may have extended (docs/contract.md rule 19).
+	StandingLocksCover(ns string, objs []lockv1alpha1.Object) (bool, error)
 }
 
 // NoLocks is a Locks that holds no Lock: every lookup answers none. A fake
@@ -75,6 +81,9 @@ func (NoLocks) LiveLocksOfKind(schema.GroupKind) ([]lockv1alpha1.Lock, error) { 
 
 // AnyLiveLocks returns none.
 func (NoLocks) AnyLiveLocks(int) ([]lockv1alpha1.Lock, int, error) { return nil, 0, nil }
+
+// StandingLocksCover reports none.
+func (NoLocks) StandingLocksCover(string, []lockv1alpha1.Object) (bool, error) { return false, nil }
 
 // errUncached is the error of the lookups of targets of a Handler
 // configured without Locks.

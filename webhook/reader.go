@@ -31,10 +31,18 @@ import (
 //   - of a target (the object and cascade guards), when the handler has a
 //     reader of the API server (without one, lockguard's
 //     --cache-only-decisions, the index alone decides) and no Freshness
-//     proves that the index lacks no Lock of the targets (internal/peers);
+//     proves that the index lacks no Lock of the targets (internal/peers),
+//     or the index holds a Lock of one of them that has expired (an update
+//     the index has not seen may have extended it: only creates are
+//     announced, docs/contract.md rule 19);
 //   - of a namespace or a CustomResourceDefinition (the namespace and CRD
 //     guards), always: such deletes are rare, and remove objects without
 //     asking admission about each.
+
+// ReasonExpired is the reason a replica confirms an allowed delete, as
+// lockguard_confirmations_total counts it, when the only Locks its cache
+// holds of the target have expired (lockReader.covering).
+const ReasonExpired = "expired"
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
@@ -115,6 +123,20 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 			locks = append(locks, selected[i]...)
 		}
 		found[i], cached = locks, cached || len(locks) > 0
+	}
+	// A Lock the cache holds may not protect only because it has expired,
+	// and an update the cache has not seen may have extended it: updates
+	// are not announced as creates are (docs/contract.md rule 19). Asked
+	// after the live Locks: a cache that has the extension by then shows
+	// the Lock standing here too.
+	if r.confirm && !mayLack && !cached {
+		standing, err := r.cache.StandingLocksCover(ns, objs)
+		if err != nil {
+			return nil, err
+		}
+		if standing {
+			reason, mayLack = ReasonExpired, true
+		}
 	}
 	// A denial names every Lock that covers the object (docs/contract.md rule
 	// 14): when a create of a Lock of one of objs is pending

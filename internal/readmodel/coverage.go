@@ -86,15 +86,26 @@ func anyKey(ns string) string               { return ns + "/*" }
 // o's labels, with and without its value; a Lock that covers o is under
 // one of them (coverageKeys), and under one only.
 func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
-	indexer := x.informer.GetIndexer()
 	now := x.now()
+	return x.eachStandingSelectorLock(o, func(l *lockv1alpha1.Lock) {
+		if liveIndexed(l, now) {
+			fn(l)
+		}
+	})
+}
+
+// eachStandingSelectorLock calls fn with every standing selector Lock of
+// o's namespace that selects o (Lock.Selects), live or expired, once
+// each: the cache's own object, read-only.
+func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
+	indexer := x.informer.GetIndexer()
 	visit := func(key string) error {
 		found, err := indexer.ByIndex(coverageIndex, key)
 		if err != nil {
 			return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
 		}
 		for _, f := range found {
-			if l, ok := f.(*lockv1alpha1.Lock); ok && liveIndexed(l, now) && l.Selects(o) {
+			if l, ok := f.(*lockv1alpha1.Lock); ok && l.Selects(o) {
 				fn(l)
 			}
 		}

@@ -29,6 +29,41 @@ func (x *LockIndex) ExpiredLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Loc
 	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.ExpiredAt(now) }), nil
 }
 
+// StandingLocksCover reports whether a standing Lock (live or expired)
+// covers one of objs (objects of namespace ns) whatever its expiry: a
+// targetRef Lock of one of their keys, or a selector Lock of ns that
+// selects one; or ErrNotSynced before the informer has synced. It copies
+// no Lock. The webhook asks it when it finds no live Lock, so that a
+// delete allowed only because a Lock the cache holds has expired is
+// confirmed with the API server (docs/contract.md rule 19: an update the
+// cache has not seen may have extended it).
+func (x *LockIndex) StandingLocksCover(ns string, objs []lockv1alpha1.Object) (bool, error) {
+	if !x.HasSynced() {
+		return false, ErrNotSynced
+	}
+	for _, o := range objs {
+		if o.Namespace != ns {
+			continue
+		}
+		key := o.Key()
+		found, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+		if err != nil {
+			return false, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+		}
+		if len(found) > 0 {
+			return true, nil
+		}
+		selected := false
+		if err := x.eachStandingSelectorLock(o, func(*lockv1alpha1.Lock) { selected = true }); err != nil {
+			return false, err
+		}
+		if selected {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // NextExpiryIn returns how long after now the first standing Lock of
 // namespace ns that has not expired will expire, and whether one will.
 func (x *LockIndex) NextExpiryIn(ns string, now time.Time) (time.Duration, bool) {

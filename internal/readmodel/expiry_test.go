@@ -18,7 +18,8 @@ import (
 // the expiry: a targetRef and a selector Lock that expire at the same
 // second leave every lookup at that second, and ExpiredLocks and
 // NextExpiryIn tell the reconciler which have expired and when the next
-// will.
+// will; StandingLocksCover still finds both, for the webhook's
+// confirming read.
 func TestLockIndexExpiry(t *testing.T) {
 	expiry := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
 	expiring := newLock("forge", "for-now", "", "Stack", "forge")
@@ -40,7 +41,10 @@ func TestLockIndexExpiry(t *testing.T) {
 		Covering, OfKind, SelectorsOfKind, SelectorsIn, In, Any, Expired []string
 		Total                                                            int
 		HasLive                                                          bool
-		Next                                                             time.Duration
+		// Standing: StandingLocksCover of forge, of a Stack of forge
+		// only the selector Lock covers, and of one of another namespace.
+		Standing []bool
+		Next     time.Duration
 	}
 	read := func() reads {
 		var r reads
@@ -63,11 +67,19 @@ func TestLockIndexExpiry(t *testing.T) {
 		expired, _ := index.ExpiredLocks(forge.Key())
 		r.Expired = lockNames(expired)
 		r.Next, _ = index.NextExpiryIn("forge", now)
+		for _, o := range []lockv1alpha1.Object{forge, {Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "lone"}, {Namespace: "elsewhere", Group: lockv1alpha1.Group, Kind: "Stack", Name: "forge"}} {
+			standing, err := index.StandingLocksCover(o.Namespace, []lockv1alpha1.Object{o})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Standing = append(r.Standing, standing)
+		}
 		return r
 	}
 	before := reads{
 		Covering: []string{"all", "for-now"}, OfKind: []string{"for-now", "forever"}, SelectorsOfKind: []string{"all"}, SelectorsIn: []string{"all"},
 		In: []string{"for-now", "forever"}, Any: []string{"all", "for-now", "forever"}, Expired: []string{}, Total: 3, HasLive: true, Next: time.Second,
+		Standing: []bool{true, true, false},
 	}
 	if diff := cmp.Diff(before, read()); diff != "" {
 		t.Errorf("a second before the expiry: -want, +got:\n%s", diff)
@@ -76,6 +88,9 @@ func TestLockIndexExpiry(t *testing.T) {
 	at := reads{
 		Covering: []string{}, OfKind: []string{"forever"}, SelectorsOfKind: []string{}, SelectorsIn: []string{},
 		In: []string{"forever"}, Any: []string{"forever"}, Expired: []string{"for-now"}, Total: 1, HasLive: true,
+		// Expired Locks still stand: the webhook confirms an allowed
+		// delete of what they cover (an update may have extended them).
+		Standing: []bool{true, true, false},
 	}
 	if diff := cmp.Diff(at, read()); diff != "" {
 		t.Errorf("at the expiry: -want, +got:\n%s", diff)

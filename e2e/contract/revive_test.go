@@ -1,0 +1,157 @@
+package contract_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/certs"
+	"github.com/navique/lockguard/cmd/lockguard/manager"
+	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/readmodel"
+	"github.com/navique/lockguard/webhook"
+)
+
+// warm is the Freshness of a warm replica that holds no marker: it
+// never says the cache may lack a Lock, so the cache decides alone
+// wherever it may.
+type warm struct{}
+
+func (warm) MayLack(lockv1alpha1.TargetKey) (string, bool) { return "", false }
+func (warm) Confirmed(string)                              {}
+func (warm) PendingCreate(lockv1alpha1.TargetKey) bool     { return false }
+
+// TestExpiryExtendedWhileCacheLags (docs/contract.md rule 19, issue 39): a
+// Lock that expired is extended (expiresAt moved later, or removed) while
+// a warm replica's Lock cache lags (its watch events held back) and still
+// holds the expired copy; the delete of the target sent right after the
+// update returned must be denied. The update is not announced as a create
+// is, so no marker makes the replica read: it must see for itself that
+// its allowance rests on an expiry. The replica is lockguard's handler
+// over its own Lock index, with a Freshness that is warm and holds no
+// marker (the suite's replica, whose webhook configuration the suite
+// edits, is never warm), served for one namespace.
+func TestExpiryExtendedWhileCacheLags(t *testing.T) {
+	inProcess(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(suite.env.Config)
+	cfg.Wrap(lagWatches)
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := readmodel.NewLockIndex(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		t.Fatal("the test's Lock cache did not sync")
+	}
+	live, err := client.New(suite.env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh, err := framework.NewLocalWebhook(suite.env.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
+	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(webhook.Config{Locks: index, Live: live, Freshness: warm{}, Now: index.Now})})
+	go func() { _ = server.Start(ctx) }()
+	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
+
+	// A namespace the suite's lockguard leaves out (ownWebhookLabel),
+	// whose deletes of targets only the test's replica decides.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "revive-", Labels: map[string]string{ownWebhookLabel: "revive"}}}
+	if err := kube.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kube.Client.DeleteAllOf(context.Background(), &lockv1alpha1.Lock{}, client.InNamespace(ns.Name))
+		_ = kube.Client.Delete(context.Background(), ns)
+	})
+	vwc, err := wh.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vwc.Name = "lockguard-revive-test"
+	vwc.Webhooks = vwc.Webhooks[:1] // The object guard's; this server admits no Lock create.
+	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
+	if err := kube.Client.Create(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), vwc) })
+	// Until the API server has loaded the configuration, no webhook
+	// decides in the namespace: a Lock that never expires tells when.
+	kube.CreateObject(t, framework.StackGVK, ns.Name, "probe")
+	probe := kube.CreateLock(t, framework.NewLock(ns.Name, "probe", "Stack", "probe", ""))
+	framework.Eventually(t, framework.DefaultTimeout, "the test's webhook configuration in effect", func(ctx context.Context) error {
+		err := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "probe", client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), webhook.DenialMessage([]lockv1alpha1.Lock{*probe})) {
+			return fmt.Errorf("not yet: %v", err)
+		}
+		return nil
+	})
+
+	for _, tc := range []struct{ name, extend string }{
+		{"Later", `{"spec":{"expiresAt":%q}}`},
+		{"Removed", `{"spec":{"expiresAt":null%.0s}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := "forge-" + strings.ToLower(tc.name)
+			kube.CreateObject(t, framework.StackGVK, ns.Name, target)
+			lock := framework.NewLock(ns.Name, "until-soon-"+strings.ToLower(tc.name), "Stack", target, "freeze")
+			lock.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(3 * time.Second).Truncate(time.Second)}
+			kube.CreateLock(t, lock)
+			// Once the Lock expired, and the replica's cache holds it, the
+			// delete is allowed.
+			framework.Eventually(t, framework.DefaultTimeout, "the Stack's delete allowed once its Lock expired", func(ctx context.Context) error {
+				key := lockv1alpha1.TargetKey{Namespace: ns.Name, Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
+				if held, err := index.ExpiredLocks(key); err != nil || len(held) != 1 {
+					return fmt.Errorf("the cache holds %d expired Locks of the Stack (%v), want the one", len(held), err)
+				}
+				return kube.DeleteObject(ctx, framework.StackGVK, ns.Name, target, client.DryRunAll)
+			})
+
+			watchLag.Store(int64(5 * time.Second))
+			defer watchLag.Store(0)
+			later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, tc.extend, later))
+			if err := kube.Client.Patch(ctx, lock, patch); err != nil {
+				t.Fatalf("extending the expired Lock: %v", err)
+			}
+			err := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, target, client.DryRunAll)
+			wantDeniedBy(t, err, vwc.Webhooks[0].Name, lock)
+		})
+	}
+}
+
+// wantDeniedBy fails t unless err is the denial of webhook entry name
+// naming lock alone, with its reason.
+func wantDeniedBy(t *testing.T, err error, name string, lock *lockv1alpha1.Lock) {
+	t.Helper()
+	want := fmt.Sprintf("admission webhook %q denied the request: %s", name, webhook.DenialMessage([]lockv1alpha1.Lock{*lock}))
+	if err == nil || err.Error() != want {
+		t.Fatalf("the delete right after the expired Lock was extended, while the replica's cache lags: got %v, want %s", err, want)
+	}
+}
