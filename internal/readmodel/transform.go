@@ -28,7 +28,12 @@ import (
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status.
 //   - Anything else loses its managedFields.
+//
+// The labels, the owner references' apiVersion and kind and the
+// finalizers kept are shared between the objects that repeat them
+// (interner): a cached object is read-only.
 func CacheTransform() toolscache.TransformFunc {
+	shared := newInterner()
 	return func(in any) (any, error) {
 		switch o := in.(type) {
 		case *metav1.PartialObjectMetadata:
@@ -43,22 +48,21 @@ func CacheTransform() toolscache.TransformFunc {
 			switch v, has := o.Labels[lockv1alpha1.HasLocksLabel]; {
 			case o.Namespace != "":
 				// A namespaced object's labels are what selector Locks match.
+				o.Labels = shared.labelSet(o.Labels)
 			case has:
-				o.Labels = map[string]string{lockv1alpha1.HasLocksLabel: v} // a namespace's
+				o.Labels = shared.labelSet(map[string]string{lockv1alpha1.HasLocksLabel: v}) // a namespace's
 			default:
 				o.Labels = nil
 			}
 			for i := range o.OwnerReferences {
-				o.OwnerReferences[i].Controller, o.OwnerReferences[i].BlockOwnerDeletion = nil, nil
+				r := &o.OwnerReferences[i]
+				r.Controller, r.BlockOwnerDeletion = nil, nil
+				r.APIVersion, r.Kind = shared.string(r.APIVersion), shared.string(r.Kind)
 			}
 			if o.OwnerReferences = slices.Clip(o.OwnerReferences); len(o.OwnerReferences) == 0 {
 				o.OwnerReferences = nil
 			}
-			if o.Finalizers = slices.DeleteFunc(o.Finalizers, func(f string) bool {
-				return f != metav1.FinalizerOrphanDependents && f != metav1.FinalizerDeleteDependents
-			}); len(o.Finalizers) == 0 {
-				o.Finalizers = nil
-			}
+			o.Finalizers = gcFinalizers(o.Finalizers)
 			o.ManagedFields = nil
 		case *lockv1alpha1.Lock:
 			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
@@ -70,4 +74,19 @@ func CacheTransform() toolscache.TransformFunc {
 		}
 		return in, nil
 	}
+}
+
+// gcFinalizers returns, of fs, the garbage collector's finalizers
+// (orphan, foregroundDeletion), as the package's constants: nil for none.
+func gcFinalizers(fs []string) []string {
+	var kept []string
+	for _, f := range fs {
+		switch f {
+		case metav1.FinalizerOrphanDependents:
+			kept = append(kept, metav1.FinalizerOrphanDependents)
+		case metav1.FinalizerDeleteDependents:
+			kept = append(kept, metav1.FinalizerDeleteDependents)
+		}
+	}
+	return kept
 }

@@ -1,0 +1,83 @@
+package readmodel
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Bounds of an interner: past them it starts afresh (the objects keep what
+// they were given), so that what it holds beyond the cache's objects stays
+// under about internStrings short strings and internLabelSets label sets,
+// whatever the cluster holds.
+const (
+	internStrings   = 1 << 16
+	internLabelSets = 1 << 13
+)
+
+// interner shares the strings and label sets that many cached objects
+// repeat (label keys and values, owner references' apiVersion and kind),
+// so that the cache holds each once (issue 38: a label set of three
+// costs about 400 bytes per object, a shared one nothing). The maps it
+// hands out are shared between objects: like every object in the cache,
+// they are read-only. Safe for concurrent use: the informers of every kind
+// share the cache's transform.
+type interner struct {
+	mu      sync.Mutex
+	strings map[string]string
+	labels  map[string]map[string]string
+}
+
+func newInterner() *interner {
+	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}}
+}
+
+// string returns s, or an equal string handed out before.
+func (n *interner) string(s string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.stringLocked(s)
+}
+
+func (n *interner) stringLocked(s string) string {
+	if c, ok := n.strings[s]; ok {
+		return c
+	}
+	if len(n.strings) >= internStrings {
+		clear(n.strings)
+	}
+	n.strings[s] = s
+	return s
+}
+
+// labelSet returns a map equal to l, l itself or one handed out before,
+// its keys and values interned; nil for no labels.
+func (n *interner) labelSet(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	// Label keys and values cannot hold a NUL: the key is unambiguous.
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(l[k])
+		b.WriteByte(0)
+	}
+	key := b.String()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.labels[key]; ok {
+		return c
+	}
+	if len(n.labels) >= internLabelSets {
+		clear(n.labels)
+	}
+	c := make(map[string]string, len(l))
+	for k, v := range l {
+		c[n.stringLocked(k)] = n.stringLocked(v)
+	}
+	n.labels[key] = c
+	return c
+}
