@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,14 @@ func annotationValue(locks []lockv1alpha1.Lock) string {
 	slices.Sort(names)
 	names = slices.Compact(names)
 	return strings.Join(names, ",")
+}
+
+// enforcing returns the Locks of locks that refuse at now
+// (Lock.Enforcing, the one rule the guards decide by too): the annotation
+// names only those, so that an audit Lock (docs/contract.md rule 20) makes
+// no guard deny, policy mode's ValidatingAdmissionPolicy included.
+func enforcing(locks []lockv1alpha1.Lock, now time.Time) []lockv1alpha1.Lock {
+	return slices.DeleteFunc(slices.Clone(locks), func(l lockv1alpha1.Lock) bool { return !l.Enforcing(now) })
 }
 
 // metadataPatch is a JSON merge patch that sets LockedAnnotation to

@@ -13,6 +13,9 @@ const (
 	StateActive           = "active"
 	StateMissingReference = "missing_reference"
 	StateInvalidTarget    = "invalid_target"
+	// StateAudit is a live Lock in Audit enforcement (docs/contract.md
+	// rule 20): it refuses nothing.
+	StateAudit = "audit"
 	// StatePending is a Lock whose status lockguard has not written yet.
 	StatePending = "pending"
 )
@@ -30,7 +33,7 @@ type LockStateCollector struct {
 func NewLockStateCollector(locks *readmodel.LockIndex) *LockStateCollector {
 	return &LockStateCollector{
 		locks: locks,
-		desc:  prometheus.NewDesc("lockguard_locks", "Locks by state: active, missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
+		desc:  prometheus.NewDesc("lockguard_locks", "Locks by state: active, audit (in Audit enforcement: refusing nothing), missing_reference, invalid_target, or pending (status not written yet).", []string{"state"}, nil),
 	}
 }
 
@@ -43,7 +46,7 @@ func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
 	if !c.locks.HasSynced() {
 		return
 	}
-	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StatePending: 0}
+	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StateAudit: 0, StatePending: 0}
 	c.locks.Each(func(l *lockv1alpha1.Lock) { counts[lockState(l)]++ })
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
@@ -61,6 +64,8 @@ func lockState(l *lockv1alpha1.Lock) string {
 		return StateMissingReference
 	case c.Reason == lockv1alpha1.ReasonInvalidTarget:
 		return StateInvalidTarget
+	case c.Reason == lockv1alpha1.ReasonAudit:
+		return StateAudit
 	default:
 		return StatePending
 	}

@@ -209,7 +209,12 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	}
 	// Back at the first expiry of a Lock that covers the target.
 	next := ctrl.Result{RequeueAfter: soonest(0, now, locks, covering)}
-	want := annotationValue(covering)
+	// The annotation names only the Locks that refuse (enforcing): policy
+	// mode's ValidatingAdmissionPolicy denies from it, and an audit Lock
+	// refuses nothing (docs/contract.md rule 20). The read-only label
+	// still routes the updates an audit ReadOnly Lock covers to the update
+	// guard, which allows them with its would-deny warning.
+	want := annotationValue(enforcing(covering, now))
 	readOnly := readOnlyCovered(covering)
 	label := labelChange(obj.Labels, readOnly)
 	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want || label != nil {

@@ -94,6 +94,10 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 		ro = readOnlyObservation{message: "this Lock's scope is invalid (see its Ready condition): it covers and freezes nothing"}
 	case lockv1alpha1.ReasonExpired:
 		ro = readOnlyObservation{message: "this Lock has expired (see its Ready condition): it freezes nothing"}
+	case lockv1alpha1.ReasonAudit:
+		meta.SetStatusCondition(&lock.Status.Conditions, metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionFalse,
+			Reason: lockv1alpha1.ReasonAudit, Message: auditReadOnlyMessage, ObservedGeneration: lock.Generation})
+		return
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
 		Message: inForceMessage, ObservedGeneration: lock.Generation}
@@ -107,6 +111,37 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 		}
 	}
 	meta.SetStatusCondition(&lock.Status.Conditions, c)
+}
+
+// auditReadOnlyMessage is the message of the ReadOnly condition of a
+// ReadOnly Lock in Audit enforcement.
+const auditReadOnlyMessage = "this Lock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and recorded in status.lastWouldDeny"
+
+// audited returns obs as the status of lock says it: for a Lock in Audit
+// enforcement (Lock.Enforces false) that would otherwise be active, or
+// wait only for its namespace's label (which guards nothing for it), not
+// active, Ready True with reason Audit (docs/contract.md rule 20): it
+// refuses nothing, as the guards and the annotation (enforcing) agree.
+// What it covers is still said. An expired Lock, or one whose scope is
+// invalid or whose target is missing, keeps saying so whatever its
+// enforcement.
+func audited(lock *lockv1alpha1.Lock, obs observation) observation {
+	if lock.Enforces() || !(obs.active || obs.reason == lockv1alpha1.ReasonNamespaceNotGuarded) {
+		return obs
+	}
+	obs.active, obs.reason, obs.message = false, lockv1alpha1.ReasonAudit, AuditMessage(lock)
+	return obs
+}
+
+// AuditMessage is the Ready message of a live Lock in Audit enforcement:
+// that it refuses nothing, where what it would refuse goes, and its
+// spec.reason if it gives one.
+func AuditMessage(lock *lockv1alpha1.Lock) string {
+	msg := "this Lock is in Audit enforcement and refuses nothing: each request it would refuse is allowed with a warning and recorded in status.lastWouldDeny; set spec.enforcement to Enforce to protect"
+	if lock.Spec.Reason != "" {
+		msg += ": " + lock.Spec.Reason
+	}
+	return msg
 }
 
 // covering returns obs with protected p.
@@ -171,12 +206,13 @@ func statusPatch(resourceVersion string, s lockv1alpha1.LockStatus) client.Patch
 // writeStatus patches the Lock's status to obs, if it differs, and records
 // an Event when its Ready reason changes.
 func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, obs observation) error {
+	obs = audited(lock, obs)
 	if obs.active {
 		obs.message = ActiveMessage(lock)
 	}
 	orig := lock.DeepCopy()
 	status := metav1.ConditionFalse
-	if obs.active {
+	if obs.active || obs.reason == lockv1alpha1.ReasonAudit {
 		status = metav1.ConditionTrue
 	}
 	lock.Status.Active = obs.active
@@ -208,7 +244,7 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
-		if obs.active || obs.reason == lockv1alpha1.ReasonExpired {
+		if obs.active || obs.reason == lockv1alpha1.ReasonExpired || obs.reason == lockv1alpha1.ReasonAudit {
 			eventType = corev1.EventTypeNormal
 		}
 		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)

@@ -135,6 +135,18 @@ func TestCascadeGuard(t *testing.T) {
 			index:   locksOn("db"),
 			want:    denied([]string{"keep-db"}, "PostgresCluster/db"),
 		},
+		"BackgroundAuditOnly": {
+			reason:  "A dependent only a Lock in Audit enforcement covers refuses nothing (docs/contract.md rule 20): the cascade goes ahead.",
+			req:     ownerDelete(""),
+			objects: []graphObject{obj("PostgresCluster", "db", "Stack/root")},
+			index: ByTarget(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+				if key.Name == "db" {
+					return []lockv1alpha1.Lock{auditing(*newLock("forge", "watch-db", "", key.Kind, "db"))}, nil
+				}
+				return nil, nil
+			}),
+			want: allowed,
+		},
 		"Foreground": {
 			reason:  "Foreground deletes the dependents too.",
 			req:     ownerDelete(metav1.DeletePropagationForeground),

@@ -114,7 +114,9 @@ func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*membe
 	}
 	var locked []lockedDependent
 	for i, ls := range found {
-		if len(ls) > 0 {
+		// An audit Lock refuses nothing (Lock.Enforces), not even a
+		// cascade.
+		if ls = slices.DeleteFunc(ls, audits); len(ls) > 0 {
 			locked = append(locked, lockedDependent{name: named[i].gk.Kind + "/" + named[i].meta.Name, locks: ls})
 		}
 	}

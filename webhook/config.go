@@ -45,6 +45,10 @@ type Config struct {
 	// Denials is handed every request Locks refuse, by any guard, that is
 	// not a dry run; nil: lastDenied is not recorded.
 	Denials DenialRecorder
+	// WouldDeny is handed every request that audit Locks would refuse
+	// and no Lock refuses, by the object and update guards, that is not a
+	// dry run; nil: lastWouldDeny is not recorded.
+	WouldDeny DenialRecorder
 	// Cascade configures the cascade guard; its zero value walks no
 	// cascade.
 	Cascade CascadeConfig

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +78,11 @@ type decision struct {
 	// that deny it too but are not in locks.
 	locks []lockv1alpha1.Lock
 	more  int
+	// audit are the live Locks in Audit enforcement that would deny the
+	// request, which no Lock denies; wouldDeny is the refusal they would
+	// give (finisher.finish warns with it and records it).
+	audit     []lockv1alpha1.Lock
+	wouldDeny string
 	// kind is the kind of the object the request writes when the guard
 	// read it elsewhere than in the request (an UPDATE through a
 	// subresource: a scale's review names autoscaling/v1 Scale); zero:
@@ -95,4 +101,24 @@ func errored(code int32, err error) admission.Response {
 		resp.Result.Reason = metav1.StatusReasonBadRequest
 	}
 	return resp
+}
+
+// refusal returns d answered by locks, the live Locks that would refuse
+// its request, message the refusal naming some of them: denied by those
+// that enforce (Lock.Enforces), naming only them; when none does,
+// allowed, with what the audit Locks would refuse (docs/contract.md rule
+// 20: an audit Lock refuses nothing and records what it would refuse);
+// allowed when locks is empty. Every guard that refuses for the Locks of
+// one object answers through it.
+func (d decision) refusal(locks []lockv1alpha1.Lock, message func([]lockv1alpha1.Lock) string) decision {
+	enforcing := slices.DeleteFunc(slices.Clone(locks), audits)
+	switch {
+	case len(enforcing) > 0:
+		d.resp, d.locks = admission.Denied(message(enforcing)), enforcing
+	case len(locks) > 0:
+		d.resp, d.audit, d.wouldDeny = admission.Allowed(""), locks, message(locks)
+	default:
+		d.resp = admission.Allowed("")
+	}
+	return d
 }

@@ -42,7 +42,7 @@ func NewHandler(c Config) *Handler {
 	if h.gate == nil {
 		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}
-	h.finish = &finisher{metrics: c.Metrics, denials: c.Denials}
+	h.finish = &finisher{metrics: c.Metrics, denials: c.Denials, wouldDeny: c.WouldDeny}
 	if c.Events != nil {
 		h.finish.events = newLimitedRecorder(eventnote.Recorder(c.Events), c.EventLimits, c.Metrics, time.Now)
 	}
@@ -105,6 +105,11 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 		if !ok {
 			continue
 		}
+		if next.resp.Allowed && len(next.audit) == 0 {
+			// What audit Locks would refuse stays said (the object
+			// guard's, when the cascade guard allows too).
+			next.audit, next.wouldDeny = d.audit, d.wouldDeny
+		}
 		if d = next; !d.resp.Allowed {
 			break
 		}
@@ -114,9 +119,10 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 
 // finisher is the one step every decision of every path ends in (finish).
 type finisher struct {
-	metrics *Metrics
-	events  events.EventRecorder // nil: no Events
-	denials DenialRecorder       // nil: lastDenied is not recorded
+	metrics   *Metrics
+	events    events.EventRecorder // nil: no Events
+	denials   DenialRecorder       // nil: lastDenied is not recorded
+	wouldDeny DenialRecorder       // nil: lastWouldDeny is not recorded
 }
 
 // finish ends d, the decision of req that began at start: it counts it,
@@ -125,27 +131,49 @@ type finisher struct {
 // hands the refusal to the DenialRecorder, for the refusing Locks'
 // status.lastDenied, and records its Warning Events (recordRefused). Both
 // recorders only update memory: their writes are asynchronous.
+//
+// A request that only audit Locks would refuse (decision.refusal) is
+// allowed, ends with the would-deny ending: a warning that says the
+// refusal (WouldDenyWarning), lockguard_would_deny_total and, unless a
+// dry run, the audit Locks' status.lastWouldDeny (docs/contract.md rule
+// 20).
 func (f *finisher) finish(req Request, d decision, start time.Time) admission.Response {
 	if d.kind.Kind != "" {
 		req.Kind = d.kind
 	}
 	f.metrics.observe(req, d.guard, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
+	if d.resp.Allowed && len(d.audit) > 0 {
+		d.resp = d.resp.WithWarnings(WouldDenyWarning(d.wouldDeny))
+		f.metrics.wouldDeny(req, d.guard)
+		if !req.DryRun && f.wouldDeny != nil {
+			f.wouldDeny.RecordDenial(d.audit, deniedRequest(req))
+		}
+	}
 	if len(d.locks) == 0 || req.DryRun {
 		return d.resp
 	}
 	name := req.Target().Name
 	if !d.resp.Allowed && f.denials != nil {
-		f.denials.RecordDenial(d.locks, lockv1alpha1.DeniedRequest{
-			Time:      metav1.NewTime(time.Now()),
-			User:      req.UserInfo.Username,
-			Operation: string(req.Operation),
-			Kind:      req.Kind.Kind,
-			Name:      name,
-		})
+		f.denials.RecordDenial(d.locks, deniedRequest(req))
 	}
 	if f.events != nil {
 		recordRefused(f.events, req, name, d)
 	}
 	return d.resp
+}
+
+// WouldDenyWarning is the admission warning of a request that audit Locks
+// would have refused with message, and that was allowed.
+func WouldDenyWarning(message string) string { return "lockguard: would deny: " + message }
+
+// deniedRequest is req as status.lastDenied and lastWouldDeny record it.
+func deniedRequest(req Request) lockv1alpha1.DeniedRequest {
+	return lockv1alpha1.DeniedRequest{
+		Time:      metav1.NewTime(time.Now()),
+		User:      req.UserInfo.Username,
+		Operation: string(req.Operation),
+		Kind:      req.Kind.Kind,
+		Name:      req.Target().Name,
+	}
 }

@@ -26,6 +26,7 @@ const (
 type Metrics struct {
 	deniedTotal   *prometheus.CounterVec
 	updateDenied  *prometheus.CounterVec
+	wouldDenied   *prometheus.CounterVec
 	reviewsTotal  *prometheus.CounterVec
 	duration      prometheus.Histogram
 	refused       *prometheus.CounterVec
@@ -45,6 +46,10 @@ func NewMetrics() *Metrics {
 			Name: "lockguard_update_denied_total",
 			Help: "UPDATEs (and PATCHes) denied because live ReadOnly Locks cover the object, by namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run updates.",
 		}, []string{"namespace", "group", "kind", "dry_run"}),
+		wouldDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_would_deny_total",
+			Help: "Requests allowed although Locks in Audit enforcement would have refused them (no enforcing Lock did), by guard (object: a DELETE; readonly: an UPDATE), namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run requests.",
+		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
 			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
@@ -76,7 +81,7 @@ func NewMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.wouldDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -146,5 +151,13 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 func (m *Metrics) cascadeIncomplete(reason string) {
 	if m != nil && reason != "" {
 		m.incomplete.WithLabelValues(reason).Inc()
+	}
+}
+
+// wouldDeny counts a request of guard allowed although audit Locks would
+// have refused it. It is safe on a nil *Metrics.
+func (m *Metrics) wouldDeny(req Request, guard string) {
+	if m != nil {
+		m.wouldDenied.WithLabelValues(guard, req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
 	}
 }

@@ -64,10 +64,8 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 	case err != nil:
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
 			target.GroupKind(), target.Namespace, target.Name, err))
-	case len(locks) == 0:
-		d.resp = admission.Allowed("")
 	default:
-		d.resp, d.locks = admission.Denied(DenialMessage(locks)), locks
+		d = d.refusal(locks, DenialMessage)
 	}
 	return d, true
 }

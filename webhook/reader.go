@@ -122,7 +122,10 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		if selected != nil {
 			locks = append(locks, selected[i]...)
 		}
-		found[i], cached = locks, cached || len(locks) > 0
+		// Only a Lock that enforces denies from the index alone: an audit
+		// Lock refuses nothing, so the API server may still hold one that
+		// does.
+		found[i], cached = locks, cached || slices.ContainsFunc(locks, enforces)
 	}
 	// A Lock the cache holds may not protect only because it has expired,
 	// and an update the cache has not seen may have extended it: updates
@@ -195,15 +198,16 @@ func hasLock(locks []lockv1alpha1.Lock, name string) bool {
 }
 
 // selectorsMayCover returns the live selector Locks of namespace ns that
-// could cover an object of kind gk whatever its labels
-// (Lock.CoversKind), from the cache and, when the handler confirms, from
-// the API server: the Locks a guard that cannot read an object's labels
-// fails closed on.
+// enforce (Lock.Enforces: an audit Lock refuses nothing) and could cover
+// an object of kind gk whatever its labels (Lock.CoversKind), from the
+// cache and, when the handler confirms, from the API server: the Locks a
+// guard that cannot read an object's labels fails closed on.
 func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
 	all, err := r.cache.LiveSelectorLocksIn(ns)
 	if err != nil {
 		return nil, err
 	}
+	all = slices.DeleteFunc(all, audits)
 	if len(all) == 0 && r.confirm {
 		live, err := r.api.namespace(ctx, ns)
 		if err != nil {
@@ -214,7 +218,7 @@ func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema
 	var out []lockv1alpha1.Lock
 	now := r.now()
 	for i := range all {
-		if all[i].HasSelector() && all[i].CoversKind(gk, now) {
+		if all[i].HasSelector() && all[i].Enforces() && all[i].CoversKind(gk, now) {
 			out = append(out, *all[i].DeepCopy())
 		}
 	}
@@ -284,7 +288,9 @@ func (s lockScope) holds(l *lockv1alpha1.Lock, now time.Time) bool {
 	return l.CoversKind(s.kind, now)
 }
 
-// inScope calls denies with the live Locks of scope from the cache, and,
+// inScope calls denies with the live Locks of scope that enforce
+// (Lock.Enforces: the namespace and CRD guards refuse nothing for an
+// audit Lock) from the cache, and,
 // unless those deny the delete (or the cache cannot tell), again with the
 // live Locks of scope read from the API server (shared with other
 // decisions: read-only). It returns the error of denies or of the read.
@@ -292,7 +298,7 @@ func (s lockScope) holds(l *lockv1alpha1.Lock, now time.Time) bool {
 // copy every Lock of the cluster).
 func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([]lockv1alpha1.Lock) (bool, error)) error {
 	now := r.now()
-	holds := func(l *lockv1alpha1.Lock) bool { return scope.holds(l, now) }
+	holds := func(l *lockv1alpha1.Lock) bool { return l.Enforces() && scope.holds(l, now) }
 	if cached, err := scope.cached(r.cache); err == nil {
 		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !holds(&l) })
 		if denied, err := denies(live); err != nil || denied {
@@ -309,20 +315,29 @@ func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([
 	if err != nil {
 		return err
 	}
-	_, err = denies(live)
+	_, err = denies(slices.DeleteFunc(slices.Clone(live), audits)) // live is shared: read-only
 	return err
 }
 
-// anyLive returns at most maxNamed live Locks of every namespace, the
-// first by namespace and name, and how many more live Locks there are:
-// from the cache when it has some, otherwise from the API server, whose
+// anyLive returns at most maxNamed live Locks that enforce
+// (Lock.Enforces) of every namespace, the first by namespace and name, and
+// how many more live Locks there are: from the cache when it has some
+// that enforce (more then counts every other live Lock of the cache, audit
+// ones too: it errs towards denying), otherwise from the API server, whose
 // list it reads to the end, counting the Locks past maxNamed without
 // keeping them (kubectl lock why reads the same list: both name and count
 // the same Locks). It never copies or holds more than that (and a page of
 // the API server's list).
 func (r *lockReader) anyLive(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
 	if named, total, err := r.cache.AnyLiveLocks(maxNamed); err == nil && total > 0 {
-		return named, total - len(named), nil
+		if enforcing := slices.DeleteFunc(slices.Clone(named), audits); len(enforcing) > 0 {
+			return enforcing, total - len(enforcing), nil
+		}
 	}
-	return r.api.list(ctx, "", nil, maxNamed)
+	return r.api.list(ctx, "", func(l *lockv1alpha1.Lock) bool { return l.Enforces() }, maxNamed)
 }
+
+// enforces and audits say whether a live Lock refuses (Lock.Enforces),
+// as slices' functions take it.
+func enforces(l lockv1alpha1.Lock) bool { return l.Enforces() }
+func audits(l lockv1alpha1.Lock) bool   { return !l.Enforces() }

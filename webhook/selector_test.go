@@ -142,6 +142,21 @@ func TestSelectorGuards(t *testing.T) {
 			index:  selectorIndex{}, api: &fakeAPI{locks: []lockv1alpha1.Lock{tierDB}, objects: objects, labels: labelled}, req: crdRequest(lockv1alpha1.Group, "Stack"),
 			want: denied(CRDDenialMessage([]lockv1alpha1.Lock{tierDB})),
 		},
+		"ObjectAudit": {
+			reason: "A selector Lock in Audit enforcement refuses nothing (docs/contract.md rule 20), in the cache and the API server.",
+			index:  selectorIndex{auditing(tierDB)}, api: &fakeAPI{locks: []lockv1alpha1.Lock{auditing(tierDB)}}, req: stackDelete("db", db),
+			want: allowed,
+		},
+		"ObjectLabelsUnknownAudit": {
+			reason: "Without an oldObject, only a selector Lock that enforces fails the delete closed.",
+			index:  selectorIndex{auditing(tierDB)}, api: &fakeAPI{locks: []lockv1alpha1.Lock{auditing(tierDB)}}, req: noOld,
+			want: allowed,
+		},
+		"NamespaceAllAudit": {
+			reason: "An empty selector Lock in Audit enforcement does not hold its namespace.",
+			index:  selectorIndex{}, api: &fakeAPI{locks: []lockv1alpha1.Lock{auditing(all)}}, req: namespaceRequest("forge"),
+			want: allowed,
+		},
 		"CRDOtherKind": {
 			reason: "A selector Lock limited to Widgets does not hold the Stack CRD.",
 			index:  selectorIndex{}, api: &fakeAPI{locks: []lockv1alpha1.Lock{widgets}, objects: objects, labels: labelled}, req: crdRequest(lockv1alpha1.Group, "Stack"),

@@ -205,12 +205,7 @@ func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Reques
 		return d
 	}
 	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
-	if len(locks) == 0 {
-		d.resp = admission.Allowed("")
-		return d
-	}
-	d.resp, d.locks = admission.Denied(UpdateDenialMessage(locks, field)), locks
-	return d
+	return d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
 }
 
 // decodeObject decodes raw, an object of a review, as the API server

@@ -22,6 +22,20 @@ func (l *Lock) Live(t time.Time) bool {
 	return !l.ExpiredAt(t) && l.Standing()
 }
 
+// Enforces reports whether the Lock refuses what it covers: its
+// enforcement is not Audit (docs/contract.md rule 20). The guards refuse
+// only for live Locks that enforce (Enforcing); a live Lock that does not
+// is an audit Lock: it refuses nothing and records what it would refuse.
+func (l *Lock) Enforces() bool {
+	return l.Spec.Enforcement != EnforcementAudit
+}
+
+// Enforcing reports whether the Lock refuses at time t: it is live and
+// enforces (Enforces).
+func (l *Lock) Enforcing(t time.Time) bool {
+	return l.Enforces() && l.Live(t)
+}
+
 // ExpiredAt reports whether the Lock has expired at time t: it has an
 // expiresAt and t is that instant or later. A Lock that expires at
 // 10:00:00 protects at 09:59:59.999 and not at 10:00:00.

@@ -108,3 +108,19 @@ type DeniedRequest struct {
 	// +kubebuilder:validation:Minimum=0
 	Count int64 `json:"count"`
 }
+
+// Enforcement says whether a Lock refuses what it covers (Enforce) or
+// only reports what it would refuse (Audit).
+//
+// +kubebuilder:validation:Enum=Enforce;Audit
+type Enforcement string
+
+const (
+	// EnforcementEnforce refuses what the Lock's level refuses. It is the
+	// default.
+	EnforcementEnforce Enforcement = "Enforce"
+	// EnforcementAudit refuses nothing (docs/contract.md rule 20): each
+	// request the Lock would refuse is allowed with an admission warning,
+	// counted and recorded in its status.lastWouldDeny.
+	EnforcementAudit Enforcement = "Audit"
+)

@@ -25,6 +25,9 @@ const (
 	// nothing any more (docs/contract.md rule 19), and stays as a record
 	// until it is deleted.
 	ReasonExpired = "Expired"
+	// ReasonAudit means the Lock is in Audit enforcement: it refuses
+	// nothing and records what it would refuse (Ready True, active false).
+	ReasonAudit = "Audit"
 )
 
 // TargetReference names the resource a Lock protects, in the Lock's namespace.
@@ -114,6 +117,16 @@ type LockSpec struct {
 	// refused. Unset (the default): the Lock never expires.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// Enforcement is Enforce (the default: the Lock refuses what its level
+	// refuses) or Audit: the Lock refuses nothing, on any path, and each
+	// request it would refuse is allowed with an admission warning,
+	// counted (lockguard_would_deny_total) and recorded in
+	// status.lastWouldDeny. Changing Enforce to Audit needs the verb
+	// unlock, as any change that lowers a Lock.
+	// +kubebuilder:default=Enforce
+	// +optional
+	Enforcement Enforcement `json:"enforcement,omitempty"`
 }
 
 // LockStatus is the observed state of a Lock.
@@ -148,6 +161,12 @@ type LockStatus struct {
 	// refusals so far. Absent until the Lock refuses something.
 	// +optional
 	LastDenied *DeniedRequest `json:"lastDenied,omitempty"`
+
+	// LastWouldDeny is, for a Lock in Audit enforcement, the last request
+	// it would have refused (and allowed), with the count so far. Absent
+	// until then.
+	// +optional
+	LastWouldDeny *DeniedRequest `json:"lastWouldDeny,omitempty"`
 }
 
 // Lock protects core.navique.com resources of its namespace against
@@ -170,6 +189,7 @@ type LockStatus struct {
 // +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1

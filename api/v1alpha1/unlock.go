@@ -51,6 +51,9 @@ const (
 	// earlier (docs/contract.md rule 19). Removing it, or moving it later,
 	// extends the Lock and is free.
 	LoweredExpiry Lowered = "expiresAt"
+	// LoweredEnforcement: the enforcement goes from Enforce (or unset) to
+	// Audit (docs/contract.md rule 20).
+	LoweredEnforcement Lowered = "enforcement"
 )
 
 // Lowers reports what the update of a Lock from old to next lowers, and
@@ -65,6 +68,9 @@ func Lowers(old, next *LockSpec) (Lowered, bool) {
 	}
 	if next.ExpiresAt != nil && (old.ExpiresAt == nil || next.ExpiresAt.Before(old.ExpiresAt)) {
 		return LoweredExpiry, true
+	}
+	if old.Enforcement != EnforcementAudit && next.Enforcement == EnforcementAudit {
+		return LoweredEnforcement, true
 	}
 	return "", false
 }

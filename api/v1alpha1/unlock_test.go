@@ -30,6 +30,9 @@ func TestLowers(t *testing.T) {
 		"ExpiryLater":            {reason: "extending is free", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{ExpiresAt: &tuesday}, want: want{}},
 		"ExpiryKept":             {reason: "the same expiry lowers nothing", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{ExpiresAt: &monday}, want: want{}},
 		"ExpiryRemoved":          {reason: "no expiry protects longest: removing it extends the Lock", old: LockSpec{ExpiresAt: &monday}, next: LockSpec{}, want: want{}},
+		"EnforceToAudit":         {reason: "audit refuses nothing: it lowers the Lock", old: LockSpec{Enforcement: EnforcementEnforce}, next: LockSpec{Enforcement: EnforcementAudit}, want: want{LoweredEnforcement, true}},
+		"DefaultToAudit":         {reason: "an empty enforcement is Enforce", old: LockSpec{}, next: LockSpec{Enforcement: EnforcementAudit}, want: want{LoweredEnforcement, true}},
+		"AuditToEnforce":         {reason: "enforcing is free", old: LockSpec{Enforcement: EnforcementAudit}, next: LockSpec{Enforcement: EnforcementEnforce}, want: want{}},
 		"LevelFirst":             {reason: "both lowered: the level is named", old: LockSpec{Level: LevelReadOnly}, next: LockSpec{ExpiresAt: &monday}, want: want{LoweredLevel, true}},
 	}
 	for name, tc := range cases {

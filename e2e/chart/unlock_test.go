@@ -60,6 +60,8 @@ func TestUnlockRender(t *testing.T) {
 		Validations: []admissionregistrationv1.Validation{
 			{Expression: "request.operation != 'DELETE' || variables.unlocker",
 				MessageExpression: unlockCEL(lockv1alpha1.UnlockDeleteMessage("NS", "NAME")), Reason: ptr.To(metav1.StatusReasonForbidden)},
+			{Expression: "request.operation != 'UPDATE' || !(!(has(oldObject.spec.enforcement) && oldObject.spec.enforcement == 'Audit') && has(object.spec.enforcement) && object.spec.enforcement == 'Audit') || variables.unlocker",
+				MessageExpression: unlockCEL(lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredEnforcement, "NS", "NAME")), Reason: ptr.To(metav1.StatusReasonForbidden)},
 			{Expression: "request.operation != 'UPDATE' || !(has(object.spec.expiresAt) && (!has(oldObject.spec.expiresAt) || timestamp(string(object.spec.expiresAt)) < timestamp(string(oldObject.spec.expiresAt)))) || variables.unlocker",
 				MessageExpression: unlockCEL(lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredExpiry, "NS", "NAME")), Reason: ptr.To(metav1.StatusReasonForbidden)},
 			{Expression: "request.operation != 'UPDATE' || !(has(oldObject.spec.level) && oldObject.spec.level == 'ReadOnly' && !(has(object.spec.level) && object.spec.level == 'ReadOnly')) || variables.unlocker",

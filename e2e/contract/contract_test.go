@@ -15,8 +15,8 @@ import (
 
 // TestKubectlGetLocks checks the printer columns: target kind and name,
 // level, active, ready reason, expiry (empty for a Lock that never
-// expires) and age, and the reason, selector, protected
-// count and last denial in -o wide.
+// expires) and age, and the enforcement (Enforce, the API server's
+// default), reason, selector, protected count and last denial in -o wide.
 func TestKubectlGetLocks(t *testing.T) {
 	ns := kube.NewNamespace(t, "printer")
 	kube.CreateObject(t, framework.StackGVK, ns, "forge")
@@ -31,14 +31,14 @@ func TestKubectlGetLocks(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("kubectl get locks -o wide: got %q", r.Stdout)
 	}
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "LEVEL", "ACTIVE", "READY", "EXPIRES", "AGE", "REASON", "SELECTOR", "PROTECTED", "LAST", "DENIED"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "TARGET", "KIND", "TARGET", "LEVEL", "ACTIVE", "READY", "ENFORCEMENT", "EXPIRES", "AGE", "REASON", "SELECTOR", "PROTECTED", "LAST", "DENIED"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("headers: got %q, want %q", got, want)
 	}
 	f := strings.Fields(lines[1])
 	// A targetRef Lock's selector cell is empty, and so is the last denial
 	// of a Lock that never refused anything.
-	if len(f) != 9 || f[0] != "protect-forge-stack" || f[1] != "Stack" || f[2] != "forge" || f[3] != "CanNotDelete" || f[4] != "true" || f[5] != "Active" || f[7] != "prod" || f[8] != "1" {
-		t.Errorf("row: got %q, want protect-forge-stack Stack forge CanNotDelete true Active <age> prod 1", f)
+	if len(f) != 10 || f[0] != "protect-forge-stack" || f[1] != "Stack" || f[2] != "forge" || f[3] != "CanNotDelete" || f[4] != "true" || f[5] != "Active" || f[6] != "Enforce" || f[8] != "prod" || f[9] != "1" {
+		t.Errorf("row: got %q, want protect-forge-stack Stack forge CanNotDelete true Active Enforce <age> prod 1", f)
 	}
 }
 

@@ -43,9 +43,10 @@ func TestLockListUnlock(t *testing.T) {
 	}
 	l := getLock(t, ns, "stack-forge")
 	wantSpec := lockv1alpha1.LockSpec{
-		TargetRef: lockv1alpha1.TargetReference{APIVersion: "core.navique.com/v1beta1", Kind: "Stack", Name: "forge"},
-		Level:     lockv1alpha1.LevelCanNotDelete, // the API server's default
-		Reason:    "Production environment",
+		TargetRef:   lockv1alpha1.TargetReference{APIVersion: "core.navique.com/v1beta1", Kind: "Stack", Name: "forge"},
+		Level:       lockv1alpha1.LevelCanNotDelete, // the API server's default
+		Reason:      "Production environment",
+		Enforcement: lockv1alpha1.EnforcementEnforce, // the API server's default
 	}
 	if diff := cmp.Diff(wantSpec, l.Spec); diff != "" {
 		t.Errorf("Lock spec: -want, +got:\n%s", diff)

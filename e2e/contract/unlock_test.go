@@ -31,8 +31,8 @@ const unlockWebhook = `admission webhook "unlock.lockguard.core.navique.com" den
 // as real users with the chart's roles: a user bound to the built-in edit
 // ClusterRole (into which the chart's lockguard-view and lockguard-edit
 // are aggregated) creates Locks and raises their level, but neither
-// deletes one nor lowers one, refused with the message that names the
-// verb; bound to lockguard-unlock too, it does both; a Role granting
+// deletes one nor lowers one (its level, its expiry, or its enforcement
+// to Audit: rule 20), refused with the message that names the verb; bound to lockguard-unlock too, it does both; a Role granting
 // unlock on one Lock (resourceNames) lifts that Lock only. The namespace
 // controller is exempt, the garbage collector is not. Checked through the
 // webhook entry (the suite's install, as on 1.29) and, where the API
@@ -193,6 +193,20 @@ func checkUnlock(t *testing.T, ns, decider string) {
 	refused("an edit user moving a Lock's expiry earlier", editor.Patch(ctx, lkTwo.DeepCopy(), expires(time.Hour)), wantShorten)
 	if err := editor.Patch(ctx, lkTwo.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"expiresAt":null}}`))); err != nil {
 		t.Errorf("an edit user removing a Lock's expiry (it then never expires): %v", err)
+	}
+
+	// Enforcement (rule 20): Audit refuses nothing, so putting a Lock in
+	// Audit lowers it; putting it back to Enforce is free.
+	enforcement := func(e lockv1alpha1.Enforcement) client.Patch {
+		return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"enforcement":%q}}`, e))
+	}
+	refused("an edit user putting a Lock in Audit", editor.Patch(ctx, lkTwo.DeepCopy(), enforcement(lockv1alpha1.EnforcementAudit)),
+		lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredEnforcement, ns, "lk-two"))
+	if err := unlocker.Patch(ctx, lkTwo.DeepCopy(), enforcement(lockv1alpha1.EnforcementAudit)); err != nil {
+		t.Errorf("a lockguard-unlock user putting a Lock in Audit: %v", err)
+	}
+	if err := editor.Patch(ctx, lkTwo.DeepCopy(), enforcement(lockv1alpha1.EnforcementEnforce)); err != nil {
+		t.Errorf("an edit user putting an audit Lock back to Enforce: %v", err)
 	}
 
 	// unlock on lk-one alone.

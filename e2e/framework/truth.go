@@ -74,7 +74,9 @@ type TruthOptions struct {
 //     Lock, of each object its status.protected names;
 //   - for every Lock that says it is not active, status.active is present
 //     and false and the Ready condition says why: False, with reason
-//     MissingReference or InvalidTarget and a message;
+//     MissingReference or InvalidTarget and a message; or, for a live Lock
+//     in Audit enforcement (rule 20), True with reason Audit, and no
+//     dry-run DELETE of its target is denied naming it;
 //   - the status was computed for the Lock's current generation.
 //
 // The target of a Lock is found as a user would mean it: the
@@ -132,6 +134,9 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 	if !hasActive {
 		return fmt.Errorf("status.active is missing (Ready %s, reason %s)", cond.Status, cond.Reason)
 	}
+	if !l.Enforces() && !active && cond.Reason != lockv1alpha1.ReasonMissingReference && cond.Reason != lockv1alpha1.ReasonInvalidTarget {
+		return k.checkAuditTruth(ctx, &l, kinds, cond)
+	}
 	if !active {
 		switch {
 		case cond.Status != metav1.ConditionFalse:
@@ -185,6 +190,23 @@ func (k *Kube) checkExpiredTruth(ctx context.Context, l *lockv1alpha1.Lock, kind
 	case opts.AllowPending:
 	case cond == nil || cond.Reason != lockv1alpha1.ReasonExpired || cond.Status != metav1.ConditionFalse || l.Status.Active:
 		return fmt.Errorf("expired at %s, but its status is %+v", l.ExpiresAtString(), l.Status)
+	}
+	return nil
+}
+
+// checkAuditTruth checks the live Lock l in Audit enforcement
+// (docs/contract.md rule 20), not active: its status says Ready True,
+// reason Audit, with a message; and no dry-run DELETE of its target is
+// denied naming it.
+func (k *Kube) checkAuditTruth(ctx context.Context, l *lockv1alpha1.Lock, kinds []servedKind, cond *metav1.Condition) error {
+	if cond.Status != metav1.ConditionTrue || cond.Reason != lockv1alpha1.ReasonAudit || cond.Message == "" {
+		return fmt.Errorf("in Audit enforcement, but Ready is %s reason %s (%q), want True, reason %s, with a message", cond.Status, cond.Reason, cond.Message, lockv1alpha1.ReasonAudit)
+	}
+	if target, found := lookupKind(kinds, l.Spec.TargetRef.Kind); found && !l.HasSelector() {
+		err := k.Client.Delete(ctx, Object(target, l.Namespace, l.Spec.TargetRef.Name), client.DryRunAll)
+		if err != nil && apierrors.IsForbidden(err) && deniedBy(err.Error(), l.Name) {
+			return fmt.Errorf("in Audit enforcement, but a dry-run DELETE of %s %s/%s was denied naming it: %w", target.Kind, l.Namespace, l.Spec.TargetRef.Name, err)
+		}
 	}
 	return nil
 }

@@ -357,6 +357,13 @@ func ActiveStatus(l *lockv1alpha1.Lock) LockStatus {
 	return LockStatus{Active: true, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive, Message: controller.ActiveMessage(l)}
 }
 
+// AuditStatus is the status of a live Lock in Audit enforcement
+// (docs/contract.md rule 20): Ready True, reason Audit, not active, with
+// the product's message (controller.AuditMessage).
+func AuditStatus(l *lockv1alpha1.Lock) LockStatus {
+	return LockStatus{Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonAudit, Message: controller.AuditMessage(l)}
+}
+
 // MissingStatus is the status of a Lock whose target does not exist, with
 // the product's message (controller.MissingMessage).
 func MissingStatus(l *lockv1alpha1.Lock) LockStatus {

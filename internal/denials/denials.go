@@ -62,6 +62,10 @@ type Options struct {
 	Interval time.Duration
 	// Metrics, when set, count the Recorder's writes.
 	Metrics *Metrics
+	// WouldDeny makes the Recorder write status.lastWouldDeny, the
+	// requests audit Locks would have refused (docs/contract.md rule 20),
+	// rather than status.lastDenied, the same way.
+	WouldDeny bool
 }
 
 // Recorder keeps the refusals of each Lock in memory and writes them to
@@ -72,8 +76,11 @@ type Recorder struct {
 	api      client.Reader // reads Locks from the API server after a conflict
 	interval time.Duration
 	metrics  *Metrics
-	limiter  *rate.Limiter
-	now      func() time.Time
+	// wouldDeny: the Recorder writes status.lastWouldDeny
+	// (Options.WouldDeny).
+	wouldDeny bool
+	limiter   *rate.Limiter
+	now       func() time.Time
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
@@ -100,14 +107,15 @@ func New(c client.Client, api client.Reader, o Options) *Recorder {
 		o.Interval = DefaultInterval
 	}
 	return &Recorder{
-		writer:   c,
-		api:      api,
-		interval: o.Interval,
-		metrics:  o.Metrics,
-		limiter:  rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
-		now:      time.Now,
-		entries:  map[types.NamespacedName]*entry{},
-		wake:     make(chan struct{}, 1),
+		writer:    c,
+		api:       api,
+		interval:  o.Interval,
+		metrics:   o.Metrics,
+		wouldDeny: o.WouldDeny,
+		limiter:   rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
+		now:       time.Now,
+		entries:   map[types.NamespacedName]*entry{},
+		wake:      make(chan struct{}, 1),
 	}
 }
 

@@ -118,8 +118,12 @@ func (r *Recorder) write(ctx context.Context, d due) (gone bool, err error) {
 			r.metrics.write(resultGone)
 			return true, nil
 		}
-		denied := merged(lock.Status.LastDenied, d.last, d.pending)
-		err := r.writer.Status().Patch(ctx, &lock, lastDeniedPatch(lock.ResourceVersion, denied))
+		cur, field := lock.Status.LastDenied, "lastDenied"
+		if r.wouldDeny {
+			cur, field = lock.Status.LastWouldDeny, "lastWouldDeny"
+		}
+		denied := merged(cur, d.last, d.pending)
+		err := r.writer.Status().Patch(ctx, &lock, lastDeniedPatch(lock.ResourceVersion, field, denied))
 		switch {
 		case err == nil:
 			r.metrics.write(resultWritten)
@@ -156,12 +160,13 @@ func merged(cur *lockv1alpha1.DeniedRequest, last lockv1alpha1.DeniedRequest, pe
 	return out
 }
 
-// lastDeniedPatch is a JSON merge patch that sets status.lastDenied to d,
-// and touches no other field, if the Lock is still at resourceVersion.
-func lastDeniedPatch(resourceVersion string, d lockv1alpha1.DeniedRequest) client.Patch {
+// lastDeniedPatch is a JSON merge patch that sets status.<field>
+// (lastDenied or lastWouldDeny) to d, and touches no other field, if the
+// Lock is still at resourceVersion.
+func lastDeniedPatch(resourceVersion, field string, d lockv1alpha1.DeniedRequest) client.Patch {
 	data, _ := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": resourceVersion},
-		"status":   map[string]any{"lastDenied": d},
+		"status":   map[string]any{field: d},
 	})
 	return client.RawPatch(types.MergePatchType, data)
 }

@@ -65,3 +65,17 @@ func TestLockStatusExpired(t *testing.T) {
 		t.Errorf("lockStatusAt(a second before, at, after the expiry): -want, +got:\n%s", diff)
 	}
 }
+
+// TestLockStatusAudit: a live Lock in Audit enforcement reads Audit (Ready
+// True, not active: docs/contract.md rule 20), and Expired once expired.
+func TestLockStatusAudit(t *testing.T) {
+	expiry := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
+	l := &lockv1alpha1.Lock{}
+	l.Spec.Enforcement, l.Spec.ExpiresAt = lockv1alpha1.EnforcementAudit, &metav1.Time{Time: expiry}
+	l.Generation, l.Status.ObservedGeneration = 1, 1
+	l.Status.Conditions = []metav1.Condition{{Type: lockv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonAudit}}
+	got := []string{lockStatusAt(l, expiry.Add(-time.Second)), lockStatusAt(l, expiry)}
+	if diff := cmp.Diff([]string{"Audit", "Expired"}, got); diff != "" {
+		t.Errorf("lockStatusAt(before, at the expiry): -want, +got:\n%s", diff)
+	}
+}

@@ -43,7 +43,9 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
                target does not exist; it is protected as soon as it is
                created), InvalidTarget (the Lock can protect nothing), Expired
                (its expiresAt has passed: it protects nothing, and is kept as
-               a record until deleted), Pending (lockguard has not reported
+               a record until deleted), Audit (spec.enforcement Audit: it
+               refuses nothing, and records what it would refuse in
+               status.lastWouldDeny), Pending (lockguard has not reported
                yet) or Deleting
   EXPIRES      when the Lock stops protecting (spec.expiresAt, RFC 3339 UTC)
                and how long until then, or how long ago; <none> if it never

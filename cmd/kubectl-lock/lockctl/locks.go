@@ -78,8 +78,9 @@ func toUnstructured(l *lockv1alpha1.Lock) (*unstructured.Unstructured, error) {
 func lockStatus(l *lockv1alpha1.Lock) string { return lockStatusAt(l, clock()) }
 
 // lockStatusAt sums a Lock's state up in one word at time now: Active,
-// Pending, Deleting, Expired, or the reason it is not ready
-// (MissingReference, InvalidTarget).
+// Audit (a live Lock in Audit enforcement: it refuses nothing), Pending,
+// Deleting, Expired, or the reason it is not ready (MissingReference,
+// InvalidTarget).
 func lockStatusAt(l *lockv1alpha1.Lock, now time.Time) string {
 	if l.DeletionTimestamp != nil {
 		return statusDeleting
@@ -96,6 +97,9 @@ func lockStatusAt(l *lockv1alpha1.Lock, now time.Time) string {
 	switch {
 	case c.Status == metav1.ConditionTrue && l.Status.Active:
 		return statusActive
+	case c.Status == metav1.ConditionTrue && c.Reason == lockv1alpha1.ReasonAudit:
+		// docs/contract.md rule 20: live, refusing nothing.
+		return lockv1alpha1.ReasonAudit
 	case c.Status == metav1.ConditionTrue || c.Reason == "":
 		return statusPending
 	}

@@ -172,10 +172,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(recorder); err != nil {
 		return nil, fmt.Errorf("adding the denial recorder: %w", err)
 	}
+	// The requests audit Locks would refuse go to their lastWouldDeny, the
+	// same way (docs/contract.md rule 20).
+	wouldDeny := denials.New(mgr.GetClient(), mgr.GetAPIReader(), denials.Options{Interval: o.DenialFlushInterval, WouldDeny: true})
+	if err := mgr.Add(wouldDeny); err != nil {
+		return nil, fmt.Errorf("adding the would-deny recorder: %w", err)
+	}
 	// One clock for every path (docs/contract.md rule 19): the index's
 	// reads, the guards' reads of the API server, Lock creates and the
 	// reconciler all tell an expired Lock by locks.Now.
-	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder,
+	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder, WouldDeny: wouldDeny,
 		Cluster: &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)}}
 	// The cascade guard walks owner references over metadata caches that
 	// every replica keeps, fed by kind discovery on every replica.

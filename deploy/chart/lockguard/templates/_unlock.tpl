@@ -29,6 +29,7 @@ in Lowers.
 {{- define "lockguard.unlockLowers" -}}
 level: "has(oldObject.spec.level) && oldObject.spec.level == 'ReadOnly' && !(has(object.spec.level) && object.spec.level == 'ReadOnly')"
 expiresAt: "has(object.spec.expiresAt) && (!has(oldObject.spec.expiresAt) || timestamp(string(object.spec.expiresAt)) < timestamp(string(oldObject.spec.expiresAt)))"
+enforcement: "!(has(oldObject.spec.enforcement) && oldObject.spec.enforcement == 'Audit') && has(object.spec.enforcement) && object.spec.enforcement == 'Audit'"
 {{- end }}
 
 {{/* CEL: the refusal (api/v1alpha1.UnlockDeleteMessage, UnlockLowerMessage) for an action ("deleting", "lowering the level of"). */}}
