@@ -45,9 +45,10 @@ type Locks interface {
 	AnyLiveLocks(limit int) (locks []lockv1alpha1.Lock, total int, err error)
 	// StandingLocksCover reports whether the cache holds a standing Lock
 	// (Lock.Standing: live or expired) that covers one of objs (objects
-	// of namespace ns) whatever its expiry: a Lock whose expiry alone
-	// keeps it from protecting, which an update the cache has not seen
-	// may have extended (docs/contract.md rule 19).
+	// of namespace ns) whatever its expiry and enforcement: a Lock whose
+	// expiry or Audit enforcement alone keeps it from protecting, which an
+	// update the cache has not seen may have extended or enforced
+	// (docs/contract.md rules 19, 20).
 	StandingLocksCover(ns string, objs []lockv1alpha1.Object) (bool, error)
 }
 

@@ -32,17 +32,21 @@ import (
 //     reader of the API server (without one, lockguard's
 //     --cache-only-decisions, the index alone decides) and no Freshness
 //     proves that the index lacks no Lock of the targets (internal/peers),
-//     or the index holds a Lock of one of them that has expired (an update
-//     the index has not seen may have extended it: only creates are
-//     announced, docs/contract.md rule 19);
+//     or the index holds a Lock of one of them that has expired or is in
+//     Audit (an update the index has not seen may have extended or
+//     enforced it: only creates are announced, docs/contract.md rules 19
+//     and 20);
 //   - of a namespace or a CustomResourceDefinition (the namespace and CRD
 //     guards), always: such deletes are rare, and remove objects without
 //     asking admission about each.
 
-// ReasonExpired is the reason a replica confirms an allowed delete, as
+// ReasonLowered is the reason a replica confirms an allowed delete, as
 // lockguard_confirmations_total counts it, when the only Locks its cache
-// holds of the target have expired (lockReader.covering).
-const ReasonExpired = "expired"
+// holds of the target protect nothing now: expired, or in Audit
+// enforcement (lockReader.covering). An update the cache has not seen may
+// have extended or enforced one, and updates are not announced as creates
+// are.
+const ReasonLowered = "lowered"
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
@@ -127,18 +131,18 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		// does.
 		found[i], cached = locks, cached || slices.ContainsFunc(locks, enforces)
 	}
-	// A Lock the cache holds may not protect only because it has expired,
-	// and an update the cache has not seen may have extended it: updates
-	// are not announced as creates are (docs/contract.md rule 19). Asked
-	// after the live Locks: a cache that has the extension by then shows
-	// the Lock standing here too.
+	// A Lock the cache holds may not protect only because it has expired
+	// or is in Audit, and an update the cache has not seen may have
+	// extended or enforced it: updates are not announced as creates are
+	// (docs/contract.md rules 19, 20). Asked after the live Locks: a cache
+	// that has the update by then shows the Lock standing here too.
 	if r.confirm && !mayLack && !cached {
 		standing, err := r.cache.StandingLocksCover(ns, objs)
 		if err != nil {
 			return nil, err
 		}
 		if standing {
-			reason, mayLack = ReasonExpired, true
+			reason, mayLack = ReasonLowered, true
 		}
 	}
 	// A denial names every Lock that covers the object (docs/contract.md rule
@@ -171,16 +175,14 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	for i := range all {
 		l := &all[i]
 		if target, live := l.LiveTarget(now); live {
-			if j, ok := index[target]; ok && !hasLock(found[j], l.Name) {
-				found[j] = append(found[j], *l.DeepCopy())
-				lagged++
+			if j, ok := index[target]; ok {
+				lagged += withLock(&found[j], l)
 			}
 			continue
 		}
 		for j, o := range objs {
-			if l.HasSelector() && l.Covers(o, now) && !hasLock(found[j], l.Name) {
-				found[j] = append(found[j], *l.DeepCopy())
-				lagged++
+			if l.HasSelector() && l.Covers(o, now) {
+				lagged += withLock(&found[j], l)
 			}
 		}
 	}
@@ -191,10 +193,23 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	return found, nil
 }
 
-// hasLock reports whether locks (Locks of one namespace) has the Lock
-// named name.
-func hasLock(locks []lockv1alpha1.Lock, name string) bool {
-	return slices.ContainsFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Name == name })
+// withLock puts a copy of l, a live Lock read from the API server, into
+// *locks (Locks of one namespace from the cache): in place of the cache's
+// copy of the same name when that is of another resourceVersion (the
+// cache lags: an update it has not seen may have extended or enforced
+// the Lock, docs/contract.md rules 19 and 20), else added. It returns 1
+// when it changed *locks, 0 when the cache had l already.
+func withLock(locks *[]lockv1alpha1.Lock, l *lockv1alpha1.Lock) int {
+	i := slices.IndexFunc(*locks, func(c lockv1alpha1.Lock) bool { return c.Name == l.Name })
+	switch {
+	case i < 0:
+		*locks = append(*locks, *l.DeepCopy())
+	case (*locks)[i].ResourceVersion != l.ResourceVersion:
+		(*locks)[i] = *l.DeepCopy()
+	default:
+		return 0
+	}
+	return 1
 }
 
 // selectorsMayCover returns the live selector Locks of namespace ns that

@@ -35,13 +35,15 @@ func (warm) MayLack(lockv1alpha1.TargetKey) (string, bool) { return "", false }
 func (warm) Confirmed(string)                              {}
 func (warm) PendingCreate(lockv1alpha1.TargetKey) bool     { return false }
 
-// TestExpiryExtendedWhileCacheLags (docs/contract.md rule 19, issue 39): a
-// Lock that expired is extended (expiresAt moved later, or removed) while
+// TestExpiryExtendedWhileCacheLags (docs/contract.md rules 19 and 20,
+// issue 39): a Lock that expired is extended (expiresAt moved later, or
+// removed), or a Lock in Audit is switched to Enforce, while
 // a warm replica's Lock cache lags (its watch events held back) and still
-// holds the expired copy; the delete of the target sent right after the
+// holds the old copy; the delete of the target sent right after the
 // update returned must be denied. The update is not announced as a create
 // is, so no marker makes the replica read: it must see for itself that
-// its allowance rests on an expiry. The replica is lockguard's handler
+// its allowance rests on a Lock that an expiry or Audit keeps from
+// protecting. The replica is lockguard's handler
 // over its own Lock index, with a Freshness that is warm and holds no
 // marker (the suite's replica, whose webhook configuration the suite
 // edits, is never warm), served for one namespace.
@@ -113,22 +115,34 @@ func TestExpiryExtendedWhileCacheLags(t *testing.T) {
 		return nil
 	})
 
-	for _, tc := range []struct{ name, extend string }{
-		{"Later", `{"spec":{"expiresAt":%q}}`},
-		{"Removed", `{"spec":{"expiresAt":null%.0s}}`},
+	for _, tc := range []struct {
+		name, raise string
+		audit       bool // the Lock is in Audit rather than expiring
+	}{
+		{name: "Later", raise: `{"spec":{"expiresAt":%q}}`},
+		{name: "Removed", raise: `{"spec":{"expiresAt":null%.0s}}`},
+		{name: "Enforced", raise: `{"spec":{"enforcement":"Enforce"%.0s}}`, audit: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			target := "forge-" + strings.ToLower(tc.name)
 			kube.CreateObject(t, framework.StackGVK, ns.Name, target)
 			lock := framework.NewLock(ns.Name, "until-soon-"+strings.ToLower(tc.name), "Stack", target, "freeze")
-			lock.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(3 * time.Second).Truncate(time.Second)}
+			if tc.audit {
+				lock.Spec.Enforcement = lockv1alpha1.EnforcementAudit
+			} else {
+				lock.Spec.ExpiresAt = &metav1.Time{Time: time.Now().Add(3 * time.Second).Truncate(time.Second)}
+			}
 			kube.CreateLock(t, lock)
-			// Once the Lock expired, and the replica's cache holds it, the
-			// delete is allowed.
-			framework.Eventually(t, framework.DefaultTimeout, "the Stack's delete allowed once its Lock expired", func(ctx context.Context) error {
+			// Once the Lock expired (or, in Audit, at once), and the
+			// replica's cache holds it, the delete is allowed.
+			framework.Eventually(t, framework.DefaultTimeout, "the Stack's delete allowed with its Lock in the cache", func(ctx context.Context) error {
 				key := lockv1alpha1.TargetKey{Namespace: ns.Name, Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
-				if held, err := index.ExpiredLocks(key); err != nil || len(held) != 1 {
-					return fmt.Errorf("the cache holds %d expired Locks of the Stack (%v), want the one", len(held), err)
+				held, err := index.ExpiredLocks(key)
+				if tc.audit {
+					held, err = index.LiveLocks(key)
+				}
+				if err != nil || len(held) != 1 {
+					return fmt.Errorf("the cache holds %d such Locks of the Stack (%v), want the one", len(held), err)
 				}
 				return kube.DeleteObject(ctx, framework.StackGVK, ns.Name, target, client.DryRunAll)
 			})
@@ -136,9 +150,9 @@ func TestExpiryExtendedWhileCacheLags(t *testing.T) {
 			watchLag.Store(int64(5 * time.Second))
 			defer watchLag.Store(0)
 			later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, tc.extend, later))
+			patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, tc.raise, later))
 			if err := kube.Client.Patch(ctx, lock, patch); err != nil {
-				t.Fatalf("extending the expired Lock: %v", err)
+				t.Fatalf("raising the Lock's protection: %v", err)
 			}
 			err := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, target, client.DryRunAll)
 			wantDeniedBy(t, err, vwc.Webhooks[0].Name, lock)

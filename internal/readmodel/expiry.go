@@ -30,13 +30,14 @@ func (x *LockIndex) ExpiredLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Loc
 }
 
 // StandingLocksCover reports whether a standing Lock (live or expired)
-// covers one of objs (objects of namespace ns) whatever its expiry: a
-// targetRef Lock of one of their keys, or a selector Lock of ns that
-// selects one; or ErrNotSynced before the informer has synced. It copies
-// no Lock. The webhook asks it when it finds no live Lock, so that a
-// delete allowed only because a Lock the cache holds has expired is
-// confirmed with the API server (docs/contract.md rule 19: an update the
-// cache has not seen may have extended it).
+// covers one of objs (objects of namespace ns) whatever its expiry and
+// enforcement: a targetRef Lock of one of their keys, or a selector Lock
+// of ns that selects one; or ErrNotSynced before the informer has synced. It copies
+// no Lock. The webhook asks it when it finds no live Lock that enforces,
+// so that a delete allowed only because a Lock the cache holds has
+// expired or is in Audit is confirmed with the API server
+// (docs/contract.md rules 19 and 20: an update the cache has not seen may
+// have extended or enforced it).
 func (x *LockIndex) StandingLocksCover(ns string, objs []lockv1alpha1.Object) (bool, error) {
 	if !x.HasSynced() {
 		return false, ErrNotSynced
