@@ -12,50 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/readmodel"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 	"github.com/navique/lockguard/webhook"
 )
-
-// lockIndex returns lockguard's Lock index over locks, synced, on the
-// clock now: the one the webhook and the reconciler both read.
-func lockIndex(t *testing.T, s *runtime.Scheme, now func() time.Time, locks ...lockv1alpha1.Lock) *readmodel.LockIndex {
-	t.Helper()
-	lw := &toolscache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
-			return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: locks}, nil
-		},
-		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
-	}
-	inf := toolscache.NewSharedIndexInformer(listThenWatch{lw}, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	index, err := readmodel.NewLockIndex(ctx, &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
-		lockv1alpha1.GroupVersion.WithKind("Lock"): inf,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index.SetClock(now)
-	go inf.RunWithContext(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), index.HasSynced) {
-		t.Fatal("the Lock informer did not sync")
-	}
-	return index
-}
-
-// listThenWatch is a ListWatch whose reflector lists, then watches.
-type listThenWatch struct{ *toolscache.ListWatch }
-
-// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
-func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // TestAuditAgreement: the annotation, the status and the webhook agree on
 // which Locks protect (docs/contract.md rule 20): for each mix of
@@ -99,7 +62,7 @@ func TestAuditAgreement(t *testing.T) {
 	del.OldObject.Metadata.Name = "forge"
 	for name, locks := range cases {
 		t.Run(name, func(t *testing.T) {
-			index := lockIndex(t, s, clock, locks...)
+			index := readmodeltest.Index(t, clock, locks...)
 			covering, err := index.LiveLocksCovering(obj)
 			if err != nil {
 				t.Fatal(err)

@@ -9,50 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/readmodel"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
-
-// expiringIndex returns lockguard's Lock index (readmodel.LockIndex) over
-// locks, synced, on the clock now.
-func expiringIndex(t *testing.T, now func() time.Time, locks ...lockv1alpha1.Lock) *readmodel.LockIndex {
-	t.Helper()
-	s := lockScheme(t)
-	lw := &toolscache.ListWatch{
-		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
-			return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: locks}, nil
-		},
-		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
-	}
-	inf := toolscache.NewSharedIndexInformer(listThenWatch{lw}, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	index, err := readmodel.NewLockIndex(ctx, &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
-		lockv1alpha1.GroupVersion.WithKind("Lock"): inf,
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index.SetClock(now)
-	go inf.RunWithContext(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), index.HasSynced) {
-		t.Fatal("the Lock informer did not sync")
-	}
-	return index
-}
-
-// listThenWatch is a ListWatch whose reflector lists, then watches.
-type listThenWatch struct{ *toolscache.ListWatch }
-
-// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
-func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // TestExpiryAgreement: at every instant, the delete guards decide an
 // expiring Lock as Lock.Live says (docs/contract.md rule 19), whether they
@@ -72,7 +33,7 @@ func TestExpiryAgreement(t *testing.T) {
 		t.Run(l.Name, func(t *testing.T) {
 			var now time.Time
 			clock := func() time.Time { return now }
-			cached := NewHandler(Config{Locks: expiringIndex(t, clock, *l), Now: clock})
+			cached := NewHandler(Config{Locks: readmodeltest.Index(t, clock, *l), Now: clock})
 			api := NewHandler(Config{Locks: NoLocks{}, Live: fake.NewClientBuilder().WithScheme(lockScheme(t)).WithObjects(l).Build(), Now: clock})
 			req := request(admissionv1.Delete, lockv1alpha1.Group, "Stack", "forge", "forge", "")
 			for _, at := range []time.Duration{-time.Second, -time.Nanosecond, 0, time.Nanosecond, time.Hour} {
