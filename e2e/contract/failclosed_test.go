@@ -45,14 +45,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wh, err := framework.NewLocalWebhook(suite.env.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
-	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(webhook.Config{Locks: locks})})
-	go func() { _ = server.Start(ctx) }()
-	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
+	wh := serveDeletes(ctx, t, webhook.NewHandler(webhook.Config{Locks: locks}))
 
 	// The product configuration, renamed and limited to one namespace.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "it-failclosed-", Labels: map[string]string{"lockguard-test": "fail-closed"}}}
@@ -97,4 +90,21 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	}
 	// Locks can still be deleted: the webhook never sees them.
 	kube.DeleteLock(t, kube.CreateLock(t, framework.NewLock(ns.Name, "free", "Stack", "forge", "")))
+}
+
+// serveDeletes serves h on webhook.Path, the object guard's, from a
+// webhook server of the test's own (TLS as lockguard's, on a loopback
+// port) until ctx ends, and returns it once it is up: the test's replica,
+// which a webhook configuration of the test's points at.
+func serveDeletes(ctx context.Context, t *testing.T, h admission.Handler) *framework.LocalWebhook {
+	t.Helper()
+	wh, err := framework.NewLocalWebhook(suite.env.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
+	server.Register(webhook.Path, &admission.Webhook{Handler: h})
+	go func() { _ = server.Start(ctx) }()
+	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
+	return wh
 }

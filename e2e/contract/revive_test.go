@@ -2,9 +2,7 @@ package contract_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/readmodel"
@@ -73,14 +68,7 @@ func TestExpiryExtendedWhileCacheLags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, err := framework.NewLocalWebhook(suite.env.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
-	server.Register(webhook.Path, &admission.Webhook{Handler: webhook.NewHandler(webhook.Config{Locks: index, Live: live, Freshness: warm{}, Now: index.Now})})
-	go func() { _ = server.Start(ctx) }()
-	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
+	wh := serveDeletes(ctx, t, webhook.NewHandler(webhook.Config{Locks: index, Live: live, Freshness: warm{}, Now: index.Now}))
 
 	// A namespace the suite's lockguard leaves out (ownWebhookLabel),
 	// whose deletes of targets only the test's replica decides.
