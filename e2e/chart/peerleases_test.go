@@ -1,11 +1,13 @@
 package chart_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/navique/lockguard/e2e/framework"
@@ -52,32 +54,10 @@ func TestPeerLeasesRender(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs := render(t, tc.r)
-			var entry *admissionregistrationv1.ValidatingWebhook
-			if u := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"); u != nil {
-				vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, u)
-				for i := range vwc.Webhooks {
-					if vwc.Webhooks[i].Name == wantEntry.Name {
-						entry = &vwc.Webhooks[i]
-					}
-				}
-			}
-			if (entry != nil) != tc.entry {
-				t.Fatalf("%s\nwebhook entry %s rendered: %v, want %v", tc.reason, wantEntry.Name, entry != nil, tc.entry)
-			}
-			if entry != nil {
-				if diff := cmp.Diff(wantEntry, *entry); diff != "" {
-					t.Errorf("%s\nthe entry: -want, +got:\n%s", tc.reason, diff)
-				}
-			}
-			u := framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases")
-			b := framework.Find(objs, "ValidatingAdmissionPolicyBinding", "lockguard-peer-leases")
-			if (u != nil) != tc.policy || (b != nil) != tc.policy {
-				t.Fatalf("%s\npolicy rendered: %v, binding: %v; want %v", tc.reason, u != nil, b != nil, tc.policy)
-			}
-			if u == nil {
+			vap, ok := entryAndPolicy(t, objs, tc.reason, wantEntry, tc.entry, "lockguard-peer-leases", tc.policy)
+			if !ok {
 				return
 			}
-			vap := convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u)
 			mc := vap.Spec.MatchConstraints
 			if *vap.Spec.FailurePolicy != admissionregistrationv1.Fail || len(vap.Spec.Validations) != 1 || vap.Spec.Validations[0].Expression != writer ||
 				mc.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "lockguard-system" ||
@@ -85,10 +65,44 @@ func TestPeerLeasesRender(t *testing.T) {
 				cmp.Diff(wantEntry.Rules[0].Operations, mc.ResourceRules[0].Operations) != "" || mc.ResourceRules[0].Resources[0] != "leases" {
 				t.Errorf("%s\npolicy spec %+v: want Fail, the writer check, the release namespace's labelled Leases", tc.reason, vap.Spec)
 			}
-			vb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b)
-			if vb.Spec.PolicyName != "lockguard-peer-leases" || cmp.Diff([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vb.Spec.ValidationActions) != "" {
-				t.Errorf("%s\nbinding spec %+v: want Deny of lockguard-peer-leases", tc.reason, vb.Spec)
-			}
 		})
 	}
+}
+
+// entryAndPolicy checks what the chart rendered (objs) of one rule the
+// API server may enforce in-process: the webhook entry named as
+// wantEntry, equal to it, rendered when entry is; the
+// ValidatingAdmissionPolicy policy and its binding (Deny, of that
+// policy), rendered when policy is. It returns the policy, and false when
+// none was rendered (or t failed fatally).
+func entryAndPolicy(t *testing.T, objs []*unstructured.Unstructured, reason string, wantEntry admissionregistrationv1.ValidatingWebhook, entry bool, policy string, rendered bool) (*admissionregistrationv1.ValidatingAdmissionPolicy, bool) {
+	t.Helper()
+	var got *admissionregistrationv1.ValidatingWebhook
+	if u := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"); u != nil {
+		vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, u)
+		if i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == wantEntry.Name }); i >= 0 {
+			got = &vwc.Webhooks[i]
+		}
+	}
+	if (got != nil) != entry {
+		t.Fatalf("%s\nwebhook entry %s rendered: %v, want %v", reason, wantEntry.Name, got != nil, entry)
+	}
+	if got != nil {
+		if diff := cmp.Diff(wantEntry, *got); diff != "" {
+			t.Errorf("%s\nthe entry: -want, +got:\n%s", reason, diff)
+		}
+	}
+	u := framework.Find(objs, "ValidatingAdmissionPolicy", policy)
+	b := framework.Find(objs, "ValidatingAdmissionPolicyBinding", policy)
+	if (u != nil) != rendered || (b != nil) != rendered {
+		t.Fatalf("%s\npolicy rendered: %v, binding: %v; want %v", reason, u != nil, b != nil, rendered)
+	}
+	if u == nil {
+		return nil, false
+	}
+	vb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b)
+	if vb.Spec.PolicyName != policy || cmp.Diff([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vb.Spec.ValidationActions) != "" {
+		t.Errorf("%s\nbinding spec %+v: want Deny of %s", reason, vb.Spec, policy)
+	}
+	return convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u), true
 }

@@ -1,7 +1,6 @@
 package chart_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
 
@@ -81,35 +80,12 @@ func TestUnlockRender(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs := render(t, tc.r)
-			var entry *admissionregistrationv1.ValidatingWebhook
-			if u := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"); u != nil {
-				vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, u)
-				if i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == wantEntry.Name }); i >= 0 {
-					entry = &vwc.Webhooks[i]
-				}
-			}
-			if (entry != nil) != tc.entry {
-				t.Fatalf("%s\nwebhook entry %s rendered: %v, want %v", tc.reason, wantEntry.Name, entry != nil, tc.entry)
-			}
-			if entry != nil {
-				if diff := cmp.Diff(wantEntry, *entry); diff != "" {
-					t.Errorf("%s\nthe entry: -want, +got:\n%s", tc.reason, diff)
-				}
-			}
-			u := framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-unlock")
-			b := framework.Find(objs, "ValidatingAdmissionPolicyBinding", "lockguard-unlock")
-			if (u != nil) != tc.policy || (b != nil) != tc.policy {
-				t.Fatalf("%s\npolicy rendered: %v, binding: %v; want %v", tc.reason, u != nil, b != nil, tc.policy)
-			}
-			if u == nil {
+			vap, ok := entryAndPolicy(t, objs, tc.reason, wantEntry, tc.entry, "lockguard-unlock", tc.policy)
+			if !ok {
 				return
 			}
-			if diff := cmp.Diff(wantPolicy, convert[admissionregistrationv1.ValidatingAdmissionPolicy](t, u).Spec); diff != "" {
+			if diff := cmp.Diff(wantPolicy, vap.Spec); diff != "" {
 				t.Errorf("%s\nthe policy: -want, +got:\n%s", tc.reason, diff)
-			}
-			vb := convert[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, b)
-			if vb.Spec.PolicyName != "lockguard-unlock" || cmp.Diff([]admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, vb.Spec.ValidationActions) != "" {
-				t.Errorf("%s\nbinding spec %+v: want Deny of lockguard-unlock", tc.reason, vb.Spec)
 			}
 		})
 	}

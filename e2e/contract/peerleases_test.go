@@ -43,14 +43,7 @@ func TestPeerLeasesOnlyLockguard(t *testing.T) {
 		checkPeerLeases(t, framework.ServiceAccountNamespace, sa)
 	})
 	t.Run("policy", func(t *testing.T) {
-		dc, err := discovery.NewDiscoveryClientForConfig(suite.env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rl, err := dc.ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1"); err != nil ||
-			!slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Kind == "ValidatingAdmissionPolicy" }) {
-			t.Skip("the API server serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before 1.30): the webhook entry does it")
-		}
+		skipWithoutPolicies(t)
 		// The chart for another release namespace, rendered as for a 1.30+
 		// API server: its ServiceAccount, Role and the policy only (the
 		// suite's webhook entry matches the suite's namespace alone).
@@ -257,5 +250,20 @@ func TestPeerIdentityLeaseDeletedByAdmin(t *testing.T) {
 	defer mu.Unlock()
 	if from.Equal(first) || from.Before(deleted.Add(duration/2)) {
 		t.Errorf("fresh again from %v (first streak from %v, Lease deleted at %v): want a new streak, from at least %v", from, first, deleted, deleted.Add(duration/2))
+	}
+}
+
+// skipWithoutPolicies skips t unless the API server serves
+// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (1.30+):
+// before, the chart's webhook entries decide what its policies would.
+func skipWithoutPolicies(t *testing.T) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(suite.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rl, err := dc.ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1"); err != nil ||
+		!slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Kind == "ValidatingAdmissionPolicy" }) {
+		t.Skip("the API server serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before 1.30): the webhook entry does it")
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,14 +44,7 @@ func TestUnlockPermission(t *testing.T) {
 		checkPluginRoles(t, ns)
 	})
 	t.Run("policy", func(t *testing.T) {
-		dc, err := discovery.NewDiscoveryClientForConfig(suite.env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rl, err := dc.ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1"); err != nil ||
-			!slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Kind == "ValidatingAdmissionPolicy" }) {
-			t.Skip("the API server serves no admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy (before 1.30): the webhook entry does it")
-		}
+		skipWithoutPolicies(t)
 		ns := kube.NewNamespace(t, "unlock-policy")
 		// The chart's policy, rendered as for a 1.30+ API server, bound to
 		// ns alone (the suite's webhook entry still answers elsewhere; the
