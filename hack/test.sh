@@ -234,6 +234,8 @@ rm -f "$logs"/*.done "$logs"/*.log
 
 finish() {
   local rc=$? f pid
+  # A run a stage failed in, or that a signal stopped, never reports PASS.
+  grep -q '^end .* FAIL$' "$rec" && [ "$rc" = 0 ] && rc=1
   for pid in "${lane_pid[@]}"; do
     if kill -0 "$pid" 2>/dev/null; then
       kill -- -"$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
@@ -250,6 +252,11 @@ finish() {
   exit "$rc"
 }
 trap finish EXIT
+# Stopped by a signal: exit with its status (128 + its number), so that
+# finish records FAIL rather than the status of the last command.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # start_lane LANE NICENESS STEP...: runs the lane in the background, in its
 # own process group, so that a failure in the foreground stops it whole,
