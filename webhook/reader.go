@@ -36,6 +36,8 @@ import (
 //     Audit (an update the index has not seen may have extended or
 //     enforced it: only creates are announced, docs/contract.md rules 19
 //     and 20);
+//   - of an update of an object labelled lockv1alpha1.ReadOnlyLabel that
+//     no Lock of the cache freezes (the update guard; ReasonLabelled);
 //   - of a namespace or a CustomResourceDefinition (the namespace and CRD
 //     guards), always: such deletes are rare, and remove objects without
 //     asking admission about each.
@@ -47,6 +49,14 @@ import (
 // have extended or enforced one, and updates are not announced as creates
 // are.
 const ReasonLowered = "lowered"
+
+// ReasonLabelled is the reason a replica confirms an allowed update, as
+// lockguard_confirmations_total counts it, when the object carries
+// lockv1alpha1.ReadOnlyLabel (the reconciler put it on for a ReadOnly Lock)
+// and no Lock the cache holds of it is ReadOnly: the cache has not seen the
+// Lock's create or its update to ReadOnly (docs/contract.md rule 16), which
+// the reconciler, reading its own cache, has (readOnlyGuard.readOnlyLocks).
+const ReasonLabelled = "labelled"
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
@@ -154,12 +164,21 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	if !r.confirm || !mayLack || (cached && !pending) {
 		return found, nil
 	}
+	return r.reread(ctx, ns, objs, found, reason, cached)
+}
+
+// reread returns found (the Locks of each of objs, objects of namespace
+// ns, from the cache) with the live Locks of ns read from the API server
+// merged in (withLock), counting the read under reason
+// (lockguard_confirmations_total). When the read fails it returns found if
+// denies (the cache's Locks deny already: the read only adds names), an
+// error otherwise.
+func (r *lockReader) reread(ctx context.Context, ns string, objs []lockv1alpha1.Object, found [][]lockv1alpha1.Lock, reason string, denies bool) ([][]lockv1alpha1.Lock, error) {
 	if r.fresh != nil {
 		r.fresh.Confirmed(reason)
 	}
 	all, err := r.api.namespace(ctx, ns)
-	if err != nil && cached {
-		// The index's Locks deny already; the read only adds names.
+	if err != nil && denies {
 		ctrl.LoggerFrom(ctx).V(1).Info("Denied from the Lock cache alone: reading the pending Lock from the API server failed", "namespace", ns, "error", err.Error())
 		return found, nil
 	}

@@ -198,7 +198,18 @@ func frozenChange(req Request, what string) (oldObj map[string]any, field string
 // when live ReadOnly Locks cover it, naming them; Errored when the Locks
 // cannot be read; allowed otherwise.
 func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Request, gk schema.GroupKind, labels map[string]string, field string) decision {
-	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
+	obj := keyOf(req.Namespace, gk, req.Name).Object(labels)
+	locks, err := g.locks.find(ctx, obj)
+	if err == nil && labels[lockv1alpha1.ReadOnlyLabel] == "true" && g.locks.confirm && !slices.ContainsFunc(locks, freezes) {
+		// The reconciler labelled the object for a ReadOnly Lock that the
+		// cache does not show freezing it: the cache lags a create or an
+		// update to ReadOnly (no marker announces a level raised), or the
+		// label outlived its Lock. The API server's Locks decide.
+		var found [][]lockv1alpha1.Lock
+		if found, err = g.locks.reread(ctx, req.Namespace, []lockv1alpha1.Object{obj}, [][]lockv1alpha1.Lock{locks}, ReasonLabelled, false); err == nil {
+			locks = found[0]
+		}
+	}
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))
@@ -206,6 +217,12 @@ func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Reques
 	}
 	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
 	return d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
+}
+
+// freezes says whether a live Lock refuses updates: ReadOnly, and
+// enforcing (Lock.Enforces).
+func freezes(l lockv1alpha1.Lock) bool {
+	return l.Spec.Level == lockv1alpha1.LevelReadOnly && l.Enforces()
 }
 
 // decodeObject decodes raw, an object of a review, as the API server

@@ -98,12 +98,18 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 // which a webhook configuration of the test's points at.
 func serveDeletes(ctx context.Context, t *testing.T, h admission.Handler) *framework.LocalWebhook {
 	t.Helper()
+	return serveAt(ctx, t, webhook.Path, h)
+}
+
+// serveAt is serveDeletes of h served on path.
+func serveAt(ctx context.Context, t *testing.T, path string, h admission.Handler) *framework.LocalWebhook {
+	t.Helper()
 	wh, err := framework.NewLocalWebhook(suite.env.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir, TLSOpts: []func(*tls.Config){certs.ServerTLS(false)}})
-	server.Register(webhook.Path, &admission.Webhook{Handler: h})
+	server.Register(path, &admission.Webhook{Handler: h})
 	go func() { _ = server.Start(ctx) }()
 	framework.Eventually(t, framework.DefaultTimeout, "the webhook server is up", func(context.Context) error { return server.StartedChecker()(&http.Request{}) })
 	return wh

@@ -26,14 +26,22 @@ var lockPages atomic.Int64
 // lagWatches wraps the transport of the suite's lockguard: the bodies of
 // its watches on Locks deliver their events watchLag late. It also counts
 // lockPages.
-func lagWatches(rt http.RoundTripper) http.RoundTripper {
+func lagWatches(rt http.RoundTripper) http.RoundTripper { return lagWatchesBy(&watchLag)(rt) }
+
+// lagWatchesBy returns lagWatches with its own lag: a test's cache that
+// must lag while the suite's lockguard does not.
+func lagWatchesBy(lag *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper { return lagged(rt, lag) }
+}
+
+func lagged(rt http.RoundTripper, lag *atomic.Int64) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.URL.Query().Get("continue") != "" && strings.HasSuffix(req.URL.Path, "/locks") {
 			lockPages.Add(1)
 		}
 		resp, err := rt.RoundTrip(req)
 		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/locks") {
-			resp.Body = lateBody{resp.Body}
+			resp.Body = lateBody{resp.Body, lag}
 		}
 		return resp, err
 	})
@@ -43,12 +51,15 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// lateBody hands on what it reads watchLag after it arrived.
-type lateBody struct{ io.ReadCloser }
+// lateBody hands on what it reads lag after it arrived.
+type lateBody struct {
+	io.ReadCloser
+	lag *atomic.Int64
+}
 
 func (b lateBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if d := time.Duration(watchLag.Load()); d > 0 && n > 0 {
+	if d := time.Duration(b.lag.Load()); d > 0 && n > 0 {
 		time.Sleep(d)
 	}
 	return n, err
