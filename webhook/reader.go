@@ -28,6 +28,8 @@ import (
 // it). Only the decisions the cache would allow pay for the read, and of
 // those only the ones:
 //
+//   - of a target whose Locks the index cannot give (it has not synced
+//     yet): from the API server alone (ReasonUnsynced);
 //   - of a target (the object and cascade guards), when the handler has a
 //     reader of the API server (without one, lockguard's
 //     --cache-only-decisions, the index alone decides) and no Freshness
@@ -57,6 +59,11 @@ const ReasonLowered = "lowered"
 // Lock's create or its update to ReadOnly (docs/contract.md rule 16), which
 // the reconciler, reading its own cache, has (readOnlyGuard.readOnlyLocks).
 const ReasonLabelled = "labelled"
+
+// ReasonUnsynced is the reason a replica reads a decision's Locks from the
+// API server alone, as lockguard_confirmations_total counts it, when its
+// Lock index cannot answer: it has not synced yet (lockReader.unindexed).
+const ReasonUnsynced = "unsynced"
 
 // lockReader reads the live Locks that the guards decide from.
 type lockReader struct {
@@ -124,14 +131,14 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	pending := mayLack && r.pendingCreate(objs)
 	selected, err := r.cache.LiveSelectorLocksCovering(ns, objs)
 	if err != nil {
-		return nil, err
+		return r.unindexed(ctx, ns, objs, err)
 	}
 	found := make([][]lockv1alpha1.Lock, len(objs))
 	cached := false
 	for i, o := range objs {
 		locks, err := r.cache.LiveLocks(o.Key())
 		if err != nil {
-			return nil, err
+			return r.unindexed(ctx, ns, objs, err)
 		}
 		if selected != nil {
 			locks = append(locks, selected[i]...)
@@ -165,6 +172,22 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		return found, nil
 	}
 	return r.reread(ctx, ns, objs, found, reason, cached)
+}
+
+// unindexed returns covering's answer when the index cannot give one
+// (cause: it has not synced yet, as in a replica that just started): read
+// from the API server alone when the handler confirms (so that a replica
+// decides before its cache has synced, and never from less than the API
+// server holds), counted under ReasonUnsynced; cause otherwise.
+func (r *lockReader) unindexed(ctx context.Context, ns string, objs []lockv1alpha1.Object, cause error) ([][]lockv1alpha1.Lock, error) {
+	if !r.confirm {
+		return nil, cause
+	}
+	found, err := r.reread(ctx, ns, objs, make([][]lockv1alpha1.Lock, len(objs)), ReasonUnsynced, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w, and %w", cause, err)
+	}
+	return found, nil
 }
 
 // reread returns found (the Locks of each of objs, objects of namespace
@@ -238,10 +261,10 @@ func withLock(locks *[]lockv1alpha1.Lock, l *lockv1alpha1.Lock) int {
 // guard that cannot read an object's labels fails closed on.
 func (r *lockReader) selectorsMayCover(ctx context.Context, ns string, gk schema.GroupKind) ([]lockv1alpha1.Lock, error) {
 	all, err := r.cache.LiveSelectorLocksIn(ns)
-	if err != nil {
+	if err != nil && !r.confirm {
 		return nil, err
 	}
-	all = slices.DeleteFunc(all, audits)
+	all = slices.DeleteFunc(all, audits) // An index that cannot answer has none.
 	if len(all) == 0 && r.confirm {
 		live, err := r.api.namespace(ctx, ns)
 		if err != nil {

@@ -55,6 +55,9 @@ func TestConfirm(t *testing.T) {
 			return errors.New("connection refused")
 		},
 	}).Build()
+	unsynced := ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
+		return nil, errors.New("the Lock cache has not synced yet")
+	})
 	deleting := newLock("forge", "deleting", "", "Stack", "forge")
 	deleting.Finalizers = []string{"example.com/keep"}
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
@@ -96,10 +99,22 @@ func TestConfirm(t *testing.T) {
 			wantErr: true,
 		},
 		"IndexNotSynced": {
-			reason: "When the index cannot answer, find fails without reading the API server.",
-			finder: readerOf(ByTarget(func(lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
-				return nil, errors.New("the Lock cache has not synced yet")
-			}), apiServer()),
+			reason: "When the index cannot answer (a replica that just started), the API server's Locks decide.",
+			finder: readerOf(unsynced, apiServer(newLock("forge", "a", "", "Stack", "forge"), newLock("forge", "other", "", "Stack", "other"))),
+			want:   []string{"a"},
+		},
+		"IndexNotSyncedNoLock": {
+			reason: "When the index cannot answer, and the API server holds no Lock of the object, nothing protects it.",
+			finder: readerOf(unsynced, apiServer(newLock("forge", "other", "", "Stack", "other"))),
+		},
+		"IndexNotSyncedAPIServerUnreadable": {
+			reason:  "When neither the index nor the API server can answer, find fails, and the webhook fails closed.",
+			finder:  readerOf(unsynced, failing),
+			wantErr: true,
+		},
+		"IndexNotSyncedCacheOnly": {
+			reason:  "Without a reader of the API server, an index that cannot answer fails find.",
+			finder:  readerOf(unsynced, nil),
 			wantErr: true,
 		},
 	}

@@ -251,12 +251,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("lock-cache", func(*http.Request) error {
-		if !locks.HasSynced() {
-			return errors.New("the Lock cache has not synced")
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.AddReadyzCheck("lock-reads", lockReadsReady(locks.HasSynced, live)); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
