@@ -44,6 +44,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Protect the Stack forge for three days
   kubectl lock stack/forge -n forge --for 72h
 
+  # Try a Lock first: refuse nothing, record what it would refuse
+  kubectl lock --selector tier=db -n forge --audit --name try-db
+
   # What is locked, in every namespace
   kubectl lock list -A
 
@@ -68,6 +71,9 @@ type lockOptions struct {
 	forDuration time.Duration
 	until       string
 	expiresAt   *metav1.Time
+	// audit is --audit: the Lock is created in Audit enforcement
+	// (audit.go).
+	audit bool
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
@@ -76,7 +82,7 @@ type lockOptions struct {
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
-		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--reason TEXT] [--name LOCK]",
+		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--audit] [--reason TEXT] [--name LOCK]",
 		Short: "Protect core.navique.com resources against deletion, or freeze them, with a Lock",
 		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
 until lockguard reports it active: from then on every DELETE of the resource is
@@ -108,9 +114,16 @@ Lock's spec.expiresAt: at that second the Lock stops protecting, on every path
 at once, and its status says Expired; it stays as a record until it is
 deleted. Without either, the Lock never expires.
 
+--audit creates the Lock in Audit enforcement (spec.enforcement Audit): it
+refuses nothing, and each request it would refuse is allowed with a warning
+and recorded in its status.lastWouldDeny (kubectl lock show NAME). kubectl
+lock returns once lockguard reports it live (Ready, reason Audit); kubectl
+lock update NAME --enforce makes it refuse.
+
 An existing Lock of the same name and scope is kept as it is: its reason, and
-its level unless --read-only asks for ReadOnly and it is CanNotDelete, which is
-an error (raise its level with kubectl patch, or choose another --name).`,
+its level unless --read-only asks for ReadOnly and it is CanNotDelete, and its
+enforcement unless it is Audit and --audit is not given, which are errors
+(raise it with kubectl lock update, or choose another --name).`,
 		Example: lockExample,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -125,6 +138,7 @@ an error (raise its level with kubectl patch, or choose another --name).`,
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Lock the resources of the namespace whose labels match this selector (tier=db,env!=dev), now and later, instead of TYPE/NAME.")
 	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
 	addExpiryFlags(cmd, o)
+	addAuditFlag(cmd, o)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
 	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
 	return cmd
@@ -192,7 +206,8 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 
 // newLock returns the Lock name in ns with the reason and, with
 // --read-only, the level ReadOnly (without, the level is left to the API
-// server's default, CanNotDelete); its scope unset.
+// server's default, CanNotDelete), and with --audit the enforcement
+// Audit (without, the default, Enforce); its scope unset.
 func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 	l := &lockv1alpha1.Lock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
@@ -201,6 +216,9 @@ func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 	}
 	if o.readOnly {
 		l.Spec.Level = lockv1alpha1.LevelReadOnly
+	}
+	if o.audit {
+		l.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	}
 	return l
 }
@@ -245,9 +263,10 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 
 // create creates lock (the same Lock again is not an error: sameScope
 // says whether an existing one of its name is, and a CanNotDelete one
-// when lock is ReadOnly is not), waits until it is active (and, for a
-// ReadOnly Lock, its freeze in force) and prints it, or done of whether
-// it is ReadOnly.
+// when lock is ReadOnly is not, nor an Audit one when lock enforces),
+// waits until it is active (and, for a ReadOnly Lock, its freeze in
+// force; for an Audit Lock, live) and prints it, or done of whether it is
+// ReadOnly (auditDone for an Audit Lock).
 func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
 	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
@@ -277,6 +296,9 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if err := sameLevel(existing, lock, c.namespace); err != nil {
 			return err
 		}
+		if err := sameEnforcement(existing, lock, c.namespace); err != nil {
+			return err
+		}
 		if text {
 			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
 		}
@@ -285,6 +307,9 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		}
 		if levelOf(existing) != levelOf(lock) {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's level %s was kept\n", levelOf(existing))
+		}
+		if enforcementOf(existing) != enforcementOf(lock) {
+			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's enforcement %s was kept\n", enforcementOf(existing))
 		}
 		if existing.ExpiresAtString() != lock.ExpiresAtString() {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's expiry (%s) was kept\n", expiresText(existing))
@@ -300,6 +325,10 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 	if !text {
 		active.ManagedFields = nil // as kubectl prints objects
 		return printObject(s.Out, o.output, active)
+	}
+	if !active.Enforces() {
+		fmt.Fprintln(s.Out, auditDone(active))
+		return nil
 	}
 	fmt.Fprintln(s.Out, done(readOnly(active))+expiryNote(active))
 	return nil

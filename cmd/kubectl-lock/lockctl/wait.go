@@ -46,8 +46,10 @@ func isCreateRefused(err error) bool {
 // generation (status.active and Ready=True), which means a delete of its
 // target is denied, and, for a ReadOnly Lock, its freeze in force
 // (freezeState), which means updates of what it covers are refused too.
-// An InvalidTarget Lock fails at once, and so does a ReadOnly Lock whose
-// lockguard serves no update guard (it would never be in force).
+// A Lock in Audit enforcement is done once lockguard reports it live
+// (Ready, reason Audit). An InvalidTarget Lock fails at once, and so does
+// a ReadOnly Lock whose lockguard serves no update guard (it would never
+// be in force).
 func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -66,6 +68,10 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 				default:
 					return l, nil
 				}
+			case lockv1alpha1.ReasonAudit:
+				// docs/contract.md rule 20: live, refusing nothing; nor is a
+				// ReadOnly one's freeze ever in force.
+				return l, nil
 			case lockv1alpha1.ReasonInvalidTarget:
 				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
 			case lockv1alpha1.ReasonExpired:
