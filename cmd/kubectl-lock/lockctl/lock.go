@@ -140,7 +140,7 @@ enforcement unless it is Audit and --audit is not given, which are errors
 	addExpiryFlags(cmd, o)
 	addAuditFlag(cmd, o)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
-	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags))
+	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags))
 	return cmd
 }
 
@@ -339,7 +339,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 // CanNotDelete. A stricter existing Lock is kept (with a warning).
 func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
 	if readOnly(want) && !readOnly(existing) {
-		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl patch lock %s -n %s --type merge -p '{\"spec\":{\"level\":\"ReadOnly\"}}') or choose another name with --name",
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update %s -n %s --level ReadOnly) or choose another name with --name",
 			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)
 	}
 	return nil
