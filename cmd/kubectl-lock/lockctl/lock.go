@@ -50,6 +50,12 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # What is locked, in every namespace
   kubectl lock list -A
 
+  # One Lock in full: scope, level, expiry, status, what it covers, its last refusal
+  kubectl lock show stack-forge -n forge
+
+  # Raise it to ReadOnly (lowering it needs the verb unlock)
+  kubectl lock update stack-forge -n forge --level ReadOnly
+
   # Which Locks would block deleting the Stack forge, and how
   kubectl lock why stack/forge -n forge
 
