@@ -1,8 +1,9 @@
 // Command kubectl-lock is the kubectl plugin `kubectl lock`: it protects a
 // core.navique.com resource against deletion with a Lock and waits until
 // lockguard enforces it (`kubectl lock stack/forge --reason ...`), lists
-// what is locked (`kubectl lock list`) and says which Locks would block a
-// delete (`kubectl lock why`). Put it on PATH, next to
+// what is locked (`kubectl lock list`), shows and changes one Lock
+// (`kubectl lock show`, `kubectl lock update`) and says which Locks would
+// block a delete (`kubectl lock why`). Put it on PATH, next to
 // kubectl-unlock:
 //
 //	go install github.com/navique/lockguard/cmd/kubectl-lock@latest

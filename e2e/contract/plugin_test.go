@@ -262,7 +262,7 @@ func TestLockRefuses(t *testing.T) {
 		{[]string{"stak/forge"}, `the server doesn't have a resource type "stak"`},
 		{[]string{"stack/missing"}, `stacks.core.navique.com "missing" not found`},
 		{[]string{"stack/forge", "--name", "taken"}, `lock.core.navique.com "taken" already exists and protects Stack/other: choose another name with --name`},
-		{[]string{"stack/other", "--name", "taken", "--read-only"}, `lock.core.navique.com "taken" already exists with level CanNotDelete: raise its level (kubectl patch lock taken -n ` + ns + ` --type merge -p '{"spec":{"level":"ReadOnly"}}') or choose another name with --name`},
+		{[]string{"stack/other", "--name", "taken", "--read-only"}, `lock.core.navique.com "taken" already exists with level CanNotDelete: raise its level (kubectl lock update taken -n ` + ns + ` --level ReadOnly) or choose another name with --name`},
 		{[]string{"stack/forge", "-o", "wide"}, `unable to match a printer suitable for the output format "wide", allowed formats are: json,yaml`},
 		{[]string{"list", "-o", "name"}, `unable to match a printer suitable for the output format "name", allowed formats are: json,yaml`},
 	} {

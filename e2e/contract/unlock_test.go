@@ -35,13 +35,15 @@ const unlockWebhook = `admission webhook "unlock.lockguard.core.navique.com" den
 // controller is exempt, the garbage collector is not. Checked through the
 // webhook entry (the suite's install, as on 1.29) and, where the API
 // server serves admissionregistration.k8s.io/v1 policies, through the
-// chart's ValidatingAdmissionPolicy.
+// chart's ValidatingAdmissionPolicy; both times, kubectl lock update too
+// (checkPluginUpdate).
 func TestUnlockPermission(t *testing.T) {
 	inProcess(t)
 	t.Run("webhook", func(t *testing.T) {
 		ns := kube.NewNamespace(t, "unlock")
 		checkUnlock(t, ns, unlockWebhook)
 		checkPluginRoles(t, ns)
+		checkPluginUpdate(t, ns, unlockWebhook)
 	})
 	t.Run("policy", func(t *testing.T) {
 		skipWithoutPolicies(t)
@@ -83,7 +85,9 @@ func TestUnlockPermission(t *testing.T) {
 				_ = kube.Client.Delete(context.Background(), o)
 			}
 		})
-		checkUnlock(t, ns, fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: ", name, name))
+		decider := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: ", name, name)
+		checkUnlock(t, ns, decider)
+		checkPluginUpdate(t, ns, decider)
 	})
 }
 

@@ -83,10 +83,11 @@ var plugins = map[string]krewPlugin{
 one core.navique.com resource (kubectl lock TYPE/NAME), or on the
 resources of a namespace selected by label, now or later (--selector;
 --all for the whole namespace). A Lock denies their deletes
-(CanNotDelete), or their changes too (--read-only: ReadOnly). Also
-lists the Locks (kubectl lock list) and says why a delete is denied
-(kubectl lock why). kubectl unlock (its own plugin, "unlock") removes
-Locks.`,
+(CanNotDelete), or their changes too (--read-only: ReadOnly), or only
+records what it would deny (--audit). Also lists the Locks (kubectl
+lock list), shows and changes one (kubectl lock show, kubectl lock
+update) and says why a delete is denied (kubectl lock why). kubectl
+unlock (its own plugin, "unlock") removes Locks.`,
 	},
 	"unlock": {
 		Short: "Remove lockguard Locks protecting a resource",

@@ -1,10 +1,11 @@
 // Package lockctl is the kubectl plugin for Locks: `kubectl lock`
 // (cmd/kubectl-lock) creates a Lock on a core.navique.com resource and
 // waits until it is active, `kubectl lock list` shows what is locked,
+// `kubectl lock show` shows one Lock, `kubectl lock update` changes one,
 // `kubectl lock why` shows which Locks would block deleting a resource, a
-// namespace or a CRD, and `kubectl unlock` (cmd/kubectl-unlock) deletes the
-// Locks that protect a resource. Each verb is its own cobra command in its
-// own file, sharing the kubectl-style connection flags of Flags.
+// namespace or a CRD, and `kubectl unlock` (cmd/kubectl-unlock) deletes
+// the Locks that protect a resource. Each verb is its own cobra command in
+// its own file, sharing the kubectl-style connection flags of Flags.
 //
 // It talks to the API server with client-go (discovery, a RESTMapper, the
 // dynamic and metadata clients) and, for why, controller-runtime's client,

@@ -2,7 +2,6 @@ package lockctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -45,8 +44,17 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Protect the Stack forge for three days
   kubectl lock stack/forge -n forge --for 72h
 
+  # Try a Lock first: refuse nothing, record what it would refuse
+  kubectl lock --selector tier=db -n forge --audit --name try-db
+
   # What is locked, in every namespace
   kubectl lock list -A
+
+  # One Lock in full: scope, level, expiry, status, what it covers, its last refusal
+  kubectl lock show stack-forge -n forge
+
+  # Raise it to ReadOnly (lowering it needs the verb unlock)
+  kubectl lock update stack-forge -n forge --level ReadOnly
 
   # Which Locks would block deleting the Stack forge, and how
   kubectl lock why stack/forge -n forge
@@ -69,6 +77,9 @@ type lockOptions struct {
 	forDuration time.Duration
 	until       string
 	expiresAt   *metav1.Time
+	// audit is --audit: the Lock is created in Audit enforcement
+	// (audit.go).
+	audit bool
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
@@ -77,7 +88,7 @@ type lockOptions struct {
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
-		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--reason TEXT] [--name LOCK]",
+		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--audit] [--reason TEXT] [--name LOCK]",
 		Short: "Protect core.navique.com resources against deletion, or freeze them, with a Lock",
 		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
 until lockguard reports it active: from then on every DELETE of the resource is
@@ -109,9 +120,16 @@ Lock's spec.expiresAt: at that second the Lock stops protecting, on every path
 at once, and its status says Expired; it stays as a record until it is
 deleted. Without either, the Lock never expires.
 
+--audit creates the Lock in Audit enforcement (spec.enforcement Audit): it
+refuses nothing, and each request it would refuse is allowed with a warning
+and recorded in its status.lastWouldDeny (kubectl lock show NAME). kubectl
+lock returns once lockguard reports it live (Ready, reason Audit); kubectl
+lock update NAME --enforce makes it refuse.
+
 An existing Lock of the same name and scope is kept as it is: its reason, and
-its level unless --read-only asks for ReadOnly and it is CanNotDelete, which is
-an error (raise its level with kubectl patch, or choose another --name).`,
+its level unless --read-only asks for ReadOnly and it is CanNotDelete, and its
+enforcement unless it is Audit and --audit is not given, which are errors
+(raise it with kubectl lock update, or choose another --name).`,
 		Example: lockExample,
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -126,8 +144,9 @@ an error (raise its level with kubectl patch, or choose another --name).`,
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "Lock the resources of the namespace whose labels match this selector (tier=db,env!=dev), now and later, instead of TYPE/NAME.")
 	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
 	addExpiryFlags(cmd, o)
+	addAuditFlag(cmd, o)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
-	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags))
+	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags))
 	return cmd
 }
 
@@ -193,7 +212,8 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 
 // newLock returns the Lock name in ns with the reason and, with
 // --read-only, the level ReadOnly (without, the level is left to the API
-// server's default, CanNotDelete); its scope unset.
+// server's default, CanNotDelete), and with --audit the enforcement
+// Audit (without, the default, Enforce); its scope unset.
 func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 	l := &lockv1alpha1.Lock{
 		TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
@@ -202,6 +222,9 @@ func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 	}
 	if o.readOnly {
 		l.Spec.Level = lockv1alpha1.LevelReadOnly
+	}
+	if o.audit {
+		l.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	}
 	return l
 }
@@ -246,9 +269,10 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 
 // create creates lock (the same Lock again is not an error: sameScope
 // says whether an existing one of its name is, and a CanNotDelete one
-// when lock is ReadOnly is not), waits until it is active (and, for a
-// ReadOnly Lock, its freeze in force) and prints it, or done of whether
-// it is ReadOnly.
+// when lock is ReadOnly is not, nor an Audit one when lock enforces),
+// waits until it is active (and, for a ReadOnly Lock, its freeze in
+// force; for an Audit Lock, live) and prints it, or done of whether it is
+// ReadOnly (auditDone for an Audit Lock).
 func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
 	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
@@ -278,6 +302,9 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if err := sameLevel(existing, lock, c.namespace); err != nil {
 			return err
 		}
+		if err := sameEnforcement(existing, lock, c.namespace); err != nil {
+			return err
+		}
 		if text {
 			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
 		}
@@ -286,6 +313,9 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		}
 		if levelOf(existing) != levelOf(lock) {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's level %s was kept\n", levelOf(existing))
+		}
+		if enforcementOf(existing) != enforcementOf(lock) {
+			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's enforcement %s was kept\n", enforcementOf(existing))
 		}
 		if existing.ExpiresAtString() != lock.ExpiresAtString() {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's expiry (%s) was kept\n", expiresText(existing))
@@ -302,6 +332,10 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		active.ManagedFields = nil // as kubectl prints objects
 		return printObject(s.Out, o.output, active)
 	}
+	if !active.Enforces() {
+		fmt.Fprintln(s.Out, auditDone(active))
+		return nil
+	}
 	fmt.Fprintln(s.Out, done(readOnly(active))+expiryNote(active))
 	return nil
 }
@@ -311,7 +345,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 // CanNotDelete. A stricter existing Lock is kept (with a warning).
 func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
 	if readOnly(want) && !readOnly(existing) {
-		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl patch lock %s -n %s --type merge -p '{\"spec\":{\"level\":\"ReadOnly\"}}') or choose another name with --name",
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update %s -n %s --level ReadOnly) or choose another name with --name",
 			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)
 	}
 	return nil
@@ -320,79 +354,4 @@ func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
 // defaultLockName is KIND-NAME, lowercased: stack-forge.
 func defaultLockName(t target) string {
 	return strings.ToLower(t.kind()) + "-" + t.name
-}
-
-// CreateRetrying calls create until it succeeds, fails otherwise than with
-// lockguard's retryable refusal (lockv1alpha1.CreateRefusedRetry: a replica
-// could not be told about the Lock yet), or timeout has passed, waiting
-// 100 ms to 2 s between tries; it returns the last error. kubectl lock and
-// the e2e harness create Locks through it.
-func CreateRetrying(ctx context.Context, timeout time.Duration, create func(context.Context) error) error {
-	deadline := time.Now().Add(timeout)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		err := create(ctx)
-		if !isCreateRefused(err) || time.Now().Add(wait).After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
-		}
-	}
-}
-
-// isCreateRefused reports whether err is lockguard's retryable refusal of
-// a Lock create.
-func isCreateRefused(err error) bool {
-	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), lockv1alpha1.CreateRefusedRetry)
-}
-
-// waitActive waits until lockguard reports the Lock active for its current
-// generation (status.active and Ready=True), which means a delete of its
-// target is denied, and, for a ReadOnly Lock, its freeze in force
-// (freezeState), which means updates of what it covers are refused too.
-// An InvalidTarget Lock fails at once, and so does a ReadOnly Lock whose
-// lockguard serves no update guard (it would never be in force).
-func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last *lockv1alpha1.Lock
-	for {
-		l, err := getLock(ctx, locks, name)
-		switch {
-		case err == nil:
-			last = l
-			switch st := lockStatus(l); st {
-			case statusActive:
-				switch state, msg := freezeState(l); state {
-				case freezeOff:
-					return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is never in force: %s", lockGroupResource, name, msg)
-				case freezePending:
-				default:
-					return l, nil
-				}
-			case lockv1alpha1.ReasonInvalidTarget:
-				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
-			case lockv1alpha1.ReasonExpired:
-				return nil, fmt.Errorf("%s/%s has expired: %s", lockGroupResource, name, readyMessage(l))
-			}
-		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
-		default:
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				return nil, fmt.Errorf("waiting for %s/%s: %w", lockGroupResource, name, ctx.Err())
-			}
-			if lockStatus(last) == statusActive {
-				// Active, but the freeze is pending.
-				_, msg := freezeState(last)
-				return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is not in force after %s: %s", lockGroupResource, name, timeout, msg)
-			}
-			return nil, fmt.Errorf("%s/%s is not active after %s: %s (is lockguard running?)", lockGroupResource, name, timeout, describeStatus(last))
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

@@ -140,7 +140,7 @@ func TestSameLevel(t *testing.T) {
 	lock := func(level lockv1alpha1.LockLevel) *lockv1alpha1.Lock {
 		return &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Name: "stack-db"}, Spec: lockv1alpha1.LockSpec{Level: level}}
 	}
-	want := `lock.core.navique.com "stack-db" already exists with level CanNotDelete: raise its level (kubectl patch lock stack-db -n forge --type merge -p '{"spec":{"level":"ReadOnly"}}') or choose another name with --name`
+	want := `lock.core.navique.com "stack-db" already exists with level CanNotDelete: raise its level (kubectl lock update stack-db -n forge --level ReadOnly) or choose another name with --name`
 	if err := sameLevel(lock(lockv1alpha1.LevelCanNotDelete), lock(lockv1alpha1.LevelReadOnly), "forge"); err == nil || err.Error() != want {
 		t.Errorf("sameLevel(CanNotDelete, ReadOnly) = %v, want\n  %s", err, want)
 	}
