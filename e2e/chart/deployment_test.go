@@ -47,12 +47,17 @@ func TestDeployment(t *testing.T) {
 		"webhook-max-connections-per-source": "512",
 		// One address has at most half of the requests served at once.
 		"webhook-max-in-flight-per-source": "256",
-		"health-probe-bind-address":        ":8081",
-		"metrics-bind-address":             ":8443",
-		"metrics-secure":                   "true",
-		"metrics-cert-dir":                 "/tmp/k8s-webhook-server/serving-certs",
-		"shutdown-delay":                   "10s",
-		"cascade-guard":                    "Deny",
+		// The transport's memory, which the render checks against
+		// GOMEMLIMIT (TestSizingTransportFails): 1024 connections and a
+		// 64 MiB body budget, the binary's defaults.
+		"webhook-max-connections":    "1024",
+		"webhook-max-buffered-bytes": "67108864",
+		"health-probe-bind-address":  ":8081",
+		"metrics-bind-address":       ":8443",
+		"metrics-secure":             "true",
+		"metrics-cert-dir":           "/tmp/k8s-webhook-server/serving-certs",
+		"shutdown-delay":             "10s",
+		"cascade-guard":              "Deny",
 		// The chart's default exempt principal of ReadOnly Locks.
 		"read-only-exempt": "system:serviceaccount:navique-system:navique-operator",
 		// The other replicas: the webhook Service's endpoints, verified

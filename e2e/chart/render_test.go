@@ -254,6 +254,16 @@ func TestRenderRejects(t *testing.T) {
 			r:      framework.Release{Set: []string{"webhook.failurPolicy=Ignore"}},
 			want:   "additional properties 'failurPolicy' not allowed",
 		},
+		"BufferedBytesZero": {
+			reason: "webhook.maxBufferedBytes 0 would be the binary's default, not what the memory check counts",
+			r:      framework.Release{Set: []string{"webhook.maxBufferedBytes=0Mi"}},
+			want:   "at '/webhook/maxBufferedBytes': '0Mi' does not match pattern",
+		},
+		"SizingNegative": {
+			reason: "sizing.locks is a count",
+			r:      framework.Release{Set: []string{"sizing.locks=-1"}},
+			want:   "at '/sizing/locks': minimum: got -1, want 0",
+		},
 		"Mode": {
 			reason: "mode is webhook, policy or both",
 			r:      framework.Release{Set: []string{"mode=webhooks"}},

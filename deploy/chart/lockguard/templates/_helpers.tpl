@@ -122,15 +122,5 @@ authorizer.group('coordination.k8s.io').resource('leases').namespace(request.nam
 
 {{/* GOMEMLIMIT of the lockguard container: 90% of resources.limits.memory, in bytes (the rest is headroom for what the Go runtime does not count: the binary's pages, stacks growing). The chart is the one place that sets lockguard's soft memory limit (docs/limits.md, Memory). A quantity with a fraction or an exponent is refused. */}}
 {{- define "lockguard.goMemLimit" -}}
-{{- $q := toString . -}}
-{{- if not (kindIs "string" .) -}}
-{{- $q = printf "%.0f" (float64 .) -}}
-{{- end -}}
-{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
-{{- $num := regexFind "^[0-9]+" $q -}}
-{{- $suffix := trimPrefix $num $q -}}
-{{- if or (not $num) (not (hasKey $units $suffix)) -}}
-{{- fail (printf "resources.limits.memory %q: the chart sets GOMEMLIMIT from it and reads a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti" $q) -}}
-{{- end -}}
-{{- div (mul (int64 $num) (int64 (get $units $suffix)) 9) 10 -}}
+{{- div (mul (include "lockguard.bytes" (dict "value" . "name" "resources.limits.memory" "use" "the chart sets GOMEMLIMIT from it") | int64) 9) 10 -}}
 {{- end }}

@@ -1,0 +1,56 @@
+{{/* The memory formula's figures (docs/limits.md, Memory: limits.memory ≥ (R0 + T + L × Locks + O × objects) / 0.9, T = the body budget + C × connections), the one place the chart holds them; hack/doccheck TestChartSizingFigures checks that they equal limits.md's table. */}}
+{{- define "lockguard.sizingFigures" -}}
+idleMiB: 61
+connectionKiB: 61
+lockBytes: 9600
+objectBytes: 3300
+{{- end }}
+
+{{/* A memory quantity in bytes: a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti (dict "value" the quantity, "name" the value's name, "use" what the chart does with it, for the error). */}}
+{{- define "lockguard.bytes" -}}
+{{- $q := toString .value -}}
+{{- if not (kindIs "string" .value) -}}
+{{- $q = printf "%.0f" (float64 .value) -}}
+{{- end -}}
+{{- $units := dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 -}}
+{{- $num := regexFind "^[0-9]+" $q -}}
+{{- $suffix := trimPrefix $num $q -}}
+{{- if or (not $num) (not (hasKey $units $suffix)) -}}
+{{- fail (printf "%s %q: %s and reads a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti" .name $q .use) -}}
+{{- end -}}
+{{- mul (int64 $num) (int64 (get $units $suffix)) -}}
+{{- end }}
+
+{{/* The memory budget of the values, in bytes, as YAML: transport (T: webhook.maxBufferedBytes + C × webhook.maxConnections), needed (R0 + T + L × sizing.locks + O × sizing.objects, what GOMEMLIMIT must hold), required (needed / 0.9, what limits.memory must be), and with a memory limit, limit and goMemLimit (90% of it, as the Deployment sets it). */}}
+{{- define "lockguard.sizing" -}}
+{{- $f := include "lockguard.sizingFigures" . | fromYaml -}}
+{{- $body := include "lockguard.bytes" (dict "value" .Values.webhook.maxBufferedBytes "name" "webhook.maxBufferedBytes" "use" "the chart passes it to --webhook-max-buffered-bytes") | int64 -}}
+{{- $transport := add $body (mul (int64 .Values.webhook.maxConnections) (int64 $f.connectionKiB) 1024) -}}
+{{- $caches := add (mul (int64 .Values.sizing.locks) (int64 $f.lockBytes)) (mul (int64 .Values.sizing.objects) (int64 $f.objectBytes)) -}}
+{{- $needed := add (mul (int64 $f.idleMiB) 1048576) $transport $caches }}
+transport: {{ $transport }}
+needed: {{ $needed }}
+required: {{ div (add (mul $needed 10) 8) 9 }}
+{{- with (.Values.resources.limits | default dict).memory }}
+limit: {{ include "lockguard.bytes" (dict "value" . "name" "resources.limits.memory" "use" "the chart sets GOMEMLIMIT from it") }}
+goMemLimit: {{ include "lockguard.goMemLimit" . }}
+{{- end }}
+{{- end }}
+
+{{/* Fails the render when the transport's worst case alone (webhook.maxBufferedBytes and webhook.maxConnections) exceeds GOMEMLIMIT: no count of Locks fits then. Nothing without a memory limit. */}}
+{{- define "lockguard.checkTransport" -}}
+{{- $s := include "lockguard.sizing" . | fromYaml -}}
+{{- if and (hasKey $s "goMemLimit") (gt (int64 $s.transport) (int64 $s.goMemLimit)) -}}
+{{- fail (printf "the webhook's transport alone can hold %s (webhook.maxBufferedBytes %s + webhook.maxConnections %d × %d KiB), more than GOMEMLIMIT %s (90%% of resources.limits.memory %s): lower webhook.maxBufferedBytes or webhook.maxConnections, or raise resources.limits.memory (docs/limits.md, Memory)" (include "lockguard.mib" $s.transport) (include "lockguard.quantity" .Values.webhook.maxBufferedBytes) (int64 .Values.webhook.maxConnections) (int64 (include "lockguard.sizingFigures" . | fromYaml).connectionKiB) (include "lockguard.mib" $s.goMemLimit) (include "lockguard.quantity" .Values.resources.limits.memory)) -}}
+{{- end -}}
+{{- end }}
+
+{{/* Bytes as MiB, to a tenth, with the unit. */}}
+{{- define "lockguard.mib" -}}
+{{- printf "%.1f MiB" (divf (float64 .) 1048576) -}}
+{{- end }}
+
+{{/* A value as written: a string as it is, a number (which a values file gives as a float) whole. */}}
+{{- define "lockguard.quantity" -}}
+{{- if kindIs "string" . }}{{ . }}{{ else }}{{ printf "%.0f" (float64 .) }}{{ end -}}
+{{- end }}
