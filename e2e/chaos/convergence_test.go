@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,9 +25,10 @@ import (
 // objects whose labels and kind its selector matches, counted in
 // status.protected), a ReadOnly Lock's ReadOnly condition (InForce for its
 // generation, once every object it covers carries the read-only label;
-// Pending for an invalid target), and each object's lock annotation (the
-// live Locks that cover it) and read-only label (present exactly when a
-// live ReadOnly Lock covers it). It is the oracle of lockguard's
+// Pending for an invalid target; Expired for an expired Lock, Audit for
+// one in Audit that would be active), and each object's lock annotation
+// (the live Locks that enforce and cover it) and read-only label (present
+// exactly when a live ReadOnly Lock covers it, Audit ones too). It is the oracle of lockguard's
 // reconciler: it works out what each status, annotation and label should
 // be itself, from the objects and Locks the API server holds, and calls
 // none of the product's code (controller/), so that a mistake there cannot
@@ -55,12 +57,29 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 		}
 		protecting := map[string][]string{} // kind/name -> Lock names
 		frozen := map[string]bool{}         // kind/name -> a ReadOnly Lock covers it
+		now := time.Now()
 		for _, l := range locks.Items {
 			if l.DeletionTimestamp != nil {
 				continue
 			}
 			readOnly := l.Spec.Level == lockv1alpha1.LevelReadOnly
+			// An Audit Lock protects nothing: it is in no annotation,
+			// but its ReadOnly level still labels what it covers (so that
+			// the update guard warns); it says Audit where it would be
+			// active (docs/contract.md rule 20).
+			audit := !l.Enforces()
 			var want lockStatus
+			if l.ExpiredAt(now) {
+				// It covers nothing and says so (rule 19).
+				want = lockStatus{Reason: lockv1alpha1.ReasonExpired, Ready: metav1.ConditionFalse}
+				if readOnly {
+					want.ReadOnly, want.ReadOnlyReason = metav1.ConditionFalse, lockv1alpha1.ReasonPending
+				}
+				if got := statusOf(&l); got != want {
+					problems = append(problems, fmt.Sprintf("Lock %s/%s (expired at %s): status %+v, want %+v", w.ns, l.Name, l.ExpiresAtString(), got, want))
+				}
+				continue
+			}
 			if sel := l.Spec.Selector; sel != nil {
 				labels, err := metav1.LabelSelectorAsSelector(sel.LabelSelector())
 				if err != nil {
@@ -73,12 +92,17 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 					}
 					count++
 					key := o.gvk.Kind + "/" + o.meta.Name
-					protecting[key] = append(protecting[key], l.Name)
+					if !audit {
+						protecting[key] = append(protecting[key], l.Name)
+					}
 					frozen[key] = frozen[key] || readOnly
 				}
 				want = lockStatus{Active: true, Reason: lockv1alpha1.ReasonActive, Ready: metav1.ConditionTrue, Protected: count}
 				if readOnly {
 					want.ReadOnly, want.ReadOnlyReason = metav1.ConditionTrue, lockv1alpha1.ReasonInForce
+				}
+				if audit {
+					want = audited(want, readOnly)
 				}
 				if got := statusOf(&l); got != want {
 					problems = append(problems, fmt.Sprintf("Lock %s/%s (selector %s, %s): status %+v, want %+v", w.ns, l.Name, sel, orDefault(string(l.Spec.Level), "CanNotDelete"), got, want))
@@ -93,7 +117,9 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 			}
 			if valid {
 				key := l.Spec.TargetRef.Kind + "/" + l.Spec.TargetRef.Name
-				protecting[key] = append(protecting[key], l.Name)
+				if !audit {
+					protecting[key] = append(protecting[key], l.Name)
+				}
 				frozen[key] = frozen[key] || readOnly
 				exists, err := h.exists(ctx, w.ns, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
 				if err != nil {
@@ -105,6 +131,9 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 				}
 				if readOnly {
 					want.ReadOnly, want.ReadOnlyReason = metav1.ConditionTrue, lockv1alpha1.ReasonInForce
+				}
+				if audit && exists {
+					want = audited(want, readOnly)
 				}
 			}
 			if got := statusOf(&l); got != want {
@@ -154,6 +183,18 @@ type lockStatus struct {
 	// condition is for the Lock's generation.
 	ReadOnly       metav1.ConditionStatus
 	ReadOnlyReason string
+}
+
+// audited is the status of a Lock in Audit enforcement that would be
+// active with status want: not active, Ready True with reason Audit, what
+// it covers counted, and a ReadOnly level's condition False with reason
+// Audit.
+func audited(want lockStatus, readOnly bool) lockStatus {
+	want.Active, want.Reason = false, lockv1alpha1.ReasonAudit
+	if readOnly {
+		want.ReadOnly, want.ReadOnlyReason = metav1.ConditionFalse, lockv1alpha1.ReasonAudit
+	}
+	return want
 }
 
 func statusOf(l *lockv1alpha1.Lock) lockStatus {

@@ -64,7 +64,7 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 	readOnly := w.rng.IntN(3) == 0
 	var l *lockRec
 	if t.label != "" && w.rng.IntN(3) == 0 && w.selectorLocks() < maxSelectorLocks {
-		if l = w.createSelectorLockOn(ctx, &selectorRec{value: t.label}, readOnly); l.state != live {
+		if l = w.createSelectorLockOn(ctx, &selectorRec{value: t.label}, readOnly, false); l.state != live {
 			return
 		}
 	} else {
@@ -168,7 +168,11 @@ func (w *worker) deleteTarget(ctx context.Context) {
 func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind deleteKind, sent time.Time, err error) {
 	k := &w.n.byKind[kind]
 	dryRun := kinds[kind].dryRun
+	locks = w.unexpired(locks)
 	locked := len(locks) > 0
+	if isDenial(err) {
+		w.deniedByAudit(kind, err, denialPrefix)
+	}
 	if locked {
 		k.locked.Add(1)
 		countScope(k, locks, false)
@@ -325,6 +329,11 @@ func (w *worker) deleteCollection(ctx context.Context) {
 	k.sent.Add(1)
 	sent := time.Now()
 	err := w.c.DeleteAllOf(ctx, w.object(&target{name: ""}, gvk), opts...)
+	// Those whose Locks all expired before the answer may have gone.
+	locked = slices.DeleteFunc(locked, func(m member) bool { return len(w.unexpired(m.locks)) == 0 })
+	if isDenial(err) {
+		w.deniedByAudit(kind, err, denialPrefix)
+	}
 	switch {
 	case err == nil && len(locked) > 0:
 		k.allowed.Add(1)

@@ -22,6 +22,7 @@ func (w *worker) resolve(ctx context.Context) bool { return w.resolveErr(ctx) ==
 
 // resolveErr is resolve, with the API server's error.
 func (w *worker) resolveErr(ctx context.Context) error {
+	defer w.expire(time.Now())
 	kept := w.locks[:0]
 	for i, l := range w.locks {
 		if l.state == creating || l.state == deleting {
@@ -80,6 +81,7 @@ func (w *worker) createLock(ctx context.Context) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
 		Spec:       lockv1alpha1.LockSpec{TargetRef: ref, Reason: "chaos", Level: l.level()},
 	}
+	w.withTerms(l, lock)
 	w.locks = append(w.locks, l)
 	w.n.lockCreates.Add(1)
 	if readOnly {
@@ -114,7 +116,7 @@ func (w *worker) createSelectorLock(ctx context.Context, readOnly bool) {
 	if w.rng.IntN(4) == 0 {
 		sel.kinds = []string{[]string{stackGVK.Kind, pgGVK.Kind}[w.rng.IntN(2)]}
 	}
-	if l := w.createSelectorLockOn(ctx, sel, readOnly); l.state == live {
+	if l := w.createSelectorLockOn(ctx, sel, readOnly, true); l.state == live {
 		w.observeLock(ctx, l)
 	}
 }
@@ -133,12 +135,16 @@ func (w *worker) selectorLocks() int {
 
 // createSelectorLockOn creates a selector Lock with sel and returns its
 // record, live when the create was answered; it sends no other request.
-func (w *worker) createSelectorLockOn(ctx context.Context, sel *selectorRec, readOnly bool) *lockRec {
+// With terms, the Lock may expire or be in Audit (withTerms).
+func (w *worker) createSelectorLockOn(ctx context.Context, sel *selectorRec, readOnly, terms bool) *lockRec {
 	w.seq++
 	l := newLockRec(fmt.Sprintf("sel-%d", w.seq), nil, sel, readOnly)
 	lock := &lockv1alpha1.Lock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
 		Spec:       lockv1alpha1.LockSpec{Selector: sel.spec(), Reason: "chaos", Level: l.level()},
+	}
+	if terms {
+		w.withTerms(l, lock)
 	}
 	w.locks = append(w.locks, l)
 	w.n.lockCreates.Add(1)

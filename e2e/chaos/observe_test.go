@@ -54,6 +54,7 @@ func (w *worker) observe(ctx context.Context, t *target) bool {
 	u := w.object(t, t.gvk)
 	err := w.c.Get(ctx, client.ObjectKeyFromObject(u), u)
 	now := time.Now()
+	w.expire(now) // An expired Lock's objects may go (terms_test.go).
 	var uid, ownerRef types.UID
 	var annotated []string
 	switch {

@@ -71,8 +71,7 @@ func (w *worker) update(ctx context.Context, relabel bool) {
 	if !known {
 		return
 	}
-	var frozen []*lockRec
-	inForce := false
+	var frozen, forced []*lockRec
 	for _, l := range locks {
 		if !l.readOnly {
 			continue
@@ -82,7 +81,9 @@ func (w *worker) update(ctx context.Context, relabel bool) {
 		if err != nil {
 			return
 		}
-		inForce = inForce || ok
+		if ok {
+			forced = append(forced, l)
+		}
 	}
 	// The object as it is now (after the Locks' status): the update sends
 	// it back changed, at this resourceVersion.
@@ -121,7 +122,11 @@ func (w *worker) update(ctx context.Context, relabel bool) {
 	}
 	k := &w.n.byKind[kind]
 	k.sent.Add(1)
-	mustRefuse := inForce && labelled
+	sent := time.Now()
+	err := w.c.Update(ctx, u, opts...)
+	// The Locks read in force that had not expired by the answer
+	// (terms_test.go): when every one had, either answer is right.
+	mustRefuse := labelled && len(forced) > 0 && len(w.unexpired(forced)) > 0
 	switch {
 	case mustRefuse:
 		k.locked.Add(1)
@@ -131,8 +136,9 @@ func (w *worker) update(ctx context.Context, relabel bool) {
 	default:
 		w.n.updateFree.Add(1)
 	}
-	sent := time.Now()
-	err := w.c.Update(ctx, u, opts...)
+	if isUpdateDenial(err) {
+		w.deniedByAudit(kind, err, updateDenialPrefix)
+	}
 	switch {
 	case err == nil && mustRefuse:
 		k.allowed.Add(1)

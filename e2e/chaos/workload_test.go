@@ -62,6 +62,12 @@ type counts struct {
 	// selectorLocks and readOnlyLocks count the Lock creates with a
 	// selector, and with level ReadOnly.
 	selectorLocks, readOnlyLocks atomic.Int64
+	// expiringLocks and auditLocks count the Lock creates with an
+	// expiresAt, and in Audit; expiredLocks the Locks the client saw
+	// expire while live, expiredInFlight the requests a Lock protected
+	// when sent that were answered after it expired (either answer is
+	// right).
+	expiringLocks, auditLocks, expiredLocks, expiredInFlight atomic.Int64
 	// relabels counts the changes of setLabel that went through (objects
 	// moved in or out of selectors).
 	relabels atomic.Int64
@@ -132,6 +138,10 @@ type lockRec struct {
 	// client first saw after acked, protected or not yet.
 	sawUID  map[*target]types.UID
 	invalid bool // targets another group: never protects
+	// audit: in Audit enforcement, it never protects; expires: when it
+	// stops protecting (zero: never). See terms_test.go.
+	audit   bool
+	expires time.Time
 }
 
 // newLockRec returns the record of a Lock about to be created.
@@ -152,7 +162,7 @@ func (l *lockRec) forget(t *target) {
 // change of that label with an unknown outcome may still be under way.
 func (l *lockRec) covers(t *target) bool {
 	switch {
-	case l.invalid:
+	case l.invalid, l.audit:
 		return false
 	case l.sel == nil:
 		return l.target == t
@@ -273,6 +283,8 @@ type worker struct {
 	targets []*target
 	locks   []*lockRec
 	seq     int
+	// audits are the names of the worker's Audit Locks, gone ones too.
+	audits map[string]bool
 	report  func(kind deleteKind, msg string) // a violation, with details
 	logf    func(format string, args ...any)
 }
@@ -351,6 +363,12 @@ func (l *lockRec) describe() string {
 	level := ""
 	if l.readOnly {
 		level = ", ReadOnly"
+	}
+	if !l.expires.IsZero() {
+		level += ", expires " + l.expires.Format("15:04:05")
+	}
+	if l.audit {
+		level += ", Audit"
 	}
 	if l.sel != nil {
 		return fmt.Sprintf("%s (selector %s%s)", l.name, l.sel, level)
