@@ -285,8 +285,8 @@ type worker struct {
 	seq     int
 	// audits are the names of the worker's Audit Locks, gone ones too.
 	audits map[string]bool
-	report  func(kind deleteKind, msg string) // a violation, with details
-	logf    func(format string, args ...any)
+	report func(kind deleteKind, msg string) // a violation, with details
+	logf   func(format string, args ...any)
 }
 
 func newWorker(ns string, id int, c client.Client, seed uint64, n *counts, report func(deleteKind, string), logf func(string, ...any)) *worker {
