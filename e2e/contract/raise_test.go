@@ -3,23 +3,20 @@ package contract_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -37,77 +34,43 @@ func TestReadOnlyRaisedWhileCacheLags(t *testing.T) {
 	inProcess(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var lag atomic.Int64
-	cfg := rest.CopyConfig(suite.env.Config)
-	cfg.Wrap(lagWatchesBy(&lag))
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := readmodel.NewLockIndex(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("the test's Lock cache did not sync")
-	}
-	live, err := client.New(suite.env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	index, live := replicaIndex(ctx, t, lagWatchesBy(&lag), true)
 	h := webhook.NewHandler(webhook.Config{Locks: index, Live: live, Freshness: warm{}, Now: index.Now})
 	wh := serveAt(ctx, t, webhook.UpdatePath, webhook.NewUpdateHandler(h, webhook.Exemptions{}, nil))
 
 	// A namespace the suite's lockguard's webhook leaves out
 	// (ownWebhookLabel), whose updates of frozen Stacks only the test's
 	// replica decides; the suite's reconciler labels them.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "raise-", Labels: map[string]string{ownWebhookLabel: "raise"}}}
-	if err := kube.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.Client.DeleteAllOf(context.Background(), &lockv1alpha1.Lock{}, client.InNamespace(ns.Name))
-		_ = kube.Client.Delete(context.Background(), ns)
-	})
+	ns := ownNamespace(ctx, t, "raise")
 	vwc, err := wh.WebhookConfiguration(ctx, "guards.namespace.enabled=false", "guards.crd.enabled=false")
 	if err != nil {
 		t.Fatal(err)
 	}
-	vwc.Name = "lockguard-raise-test"
-	for _, e := range vwc.Webhooks {
-		// The update guard's entry for the main resource; this server
-		// answers nothing else.
-		if strings.HasPrefix(e.Name, "update.") {
-			e.NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-			vwc.Webhooks = append(vwc.Webhooks[:0:0], e)
-			break
-		}
-	}
-	if len(vwc.Webhooks) != 1 || !strings.HasPrefix(vwc.Webhooks[0].Name, "update.") {
+	// The update guard's entry for the main resource; this server answers
+	// nothing else.
+	i := slices.IndexFunc(vwc.Webhooks, func(e admissionregistrationv1.ValidatingWebhook) bool { return strings.HasPrefix(e.Name, "update.") })
+	if i < 0 {
 		t.Fatalf("the chart rendered no update entry: %d entries", len(vwc.Webhooks))
 	}
-	if err := kube.Client.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), vwc) })
+	installFor(ctx, t, vwc, "lockguard-raise-test", vwc.Webhooks[i], ns)
 
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "probe")
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "raise")
 	person := kube.Impersonate(t, restConfig(t), ns.Name, "probe", "jane@example.com")
+	// A dry-run spec change, read again and resent while the reconciler's
+	// writes of the annotation and label conflict with it.
 	specChange := func(ctx context.Context, name string) error {
-		u, err := kube.GetObject(ctx, framework.StackGVK, ns.Name, name)
-		if err != nil {
-			return err
-		}
-		if err := unstructured.SetNestedField(u.Object, "large", "spec", "size"); err != nil {
-			return err
-		}
-		return person.Update(ctx, u, client.DryRunAll)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u, err := kube.GetObject(ctx, framework.StackGVK, ns.Name, name)
+			if err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedField(u.Object, "large", "spec", "size"); err != nil {
+				return err
+			}
+			return person.Update(ctx, u, client.DryRunAll)
+		})
 	}
 	refusal := func(l *lockv1alpha1.Lock) string {
 		return fmt.Sprintf("admission webhook %q denied the request: %s", vwc.Webhooks[0].Name, webhook.UpdateDenialMessage([]lockv1alpha1.Lock{*l}, "spec"))

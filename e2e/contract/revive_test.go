@@ -7,17 +7,12 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -46,51 +41,18 @@ func TestExpiryExtendedWhileCacheLags(t *testing.T) {
 	inProcess(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(suite.env.Config)
-	cfg.Wrap(lagWatches)
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	index, err := readmodel.NewLockIndex(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		t.Fatal("the test's Lock cache did not sync")
-	}
-	live, err := client.New(suite.env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	index, live := replicaIndex(ctx, t, lagWatches, true)
 	wh := serveDeletes(ctx, t, webhook.NewHandler(webhook.Config{Locks: index, Live: live, Freshness: warm{}, Now: index.Now}))
 
 	// A namespace the suite's lockguard leaves out (ownWebhookLabel),
 	// whose deletes of targets only the test's replica decides.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "revive-", Labels: map[string]string{ownWebhookLabel: "revive"}}}
-	if err := kube.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.Client.DeleteAllOf(context.Background(), &lockv1alpha1.Lock{}, client.InNamespace(ns.Name))
-		_ = kube.Client.Delete(context.Background(), ns)
-	})
+	ns := ownNamespace(ctx, t, "revive")
 	vwc, err := wh.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vwc.Name = "lockguard-revive-test"
-	vwc.Webhooks = vwc.Webhooks[:1] // The object guard's; this server admits no Lock create.
-	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-	if err := kube.Client.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), vwc) })
+	// The object guard's entry; this server admits no Lock create.
+	installFor(ctx, t, vwc, "lockguard-revive-test", vwc.Webhooks[0], ns)
 	// Until the API server has loaded the configuration, no webhook
 	// decides in the namespace: a Lock that never expires tells when.
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "probe")

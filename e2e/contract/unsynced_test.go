@@ -5,15 +5,10 @@ import (
 	"fmt"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -27,44 +22,17 @@ func TestDecidesBeforeCacheSynced(t *testing.T) {
 	inProcess(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstarted, err := cache.New(suite.env.Config, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks, err := readmodel.NewLockIndex(ctx, unstarted)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := client.New(suite.env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	locks, live := replicaIndex(ctx, t, nil, false)
 	wh := serveDeletes(ctx, t, webhook.NewHandler(webhook.Config{Locks: locks, Live: live, Now: locks.Now}))
 
 	// A namespace the suite's lockguard leaves out (ownWebhookLabel).
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "unsynced-", Labels: map[string]string{ownWebhookLabel: "unsynced"}}}
-	if err := kube.Client.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = kube.Client.DeleteAllOf(context.Background(), &lockv1alpha1.Lock{}, client.InNamespace(ns.Name))
-		_ = kube.Client.Delete(context.Background(), ns)
-	})
+	ns := ownNamespace(ctx, t, "unsynced")
 	vwc, err := wh.WebhookConfiguration(ctx, framework.ObjectGuardOnly...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vwc.Name = "lockguard-unsynced-test"
-	vwc.Webhooks = vwc.Webhooks[:1] // The object guard's; this server admits no Lock create.
-	vwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: ns.Labels}
-	if err := kube.Client.Create(ctx, vwc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), vwc) })
+	// The object guard's entry; this server admits no Lock create.
+	installFor(ctx, t, vwc, "lockguard-unsynced-test", vwc.Webhooks[0], ns)
 
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "kept")
 	kube.CreateObject(t, framework.StackGVK, ns.Name, "free")
