@@ -119,9 +119,11 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 // readOnlyGuard is the update guard: like the delete guards, it reads the
 // handler's Locks and answers with a decision, which ends as theirs do.
 type readOnlyGuard struct {
-	locks   *lockReader // the Handler's
-	exempt  Exemptions
-	parents Parents // nil: subresource updates fail closed
+	locks *lockReader // the Handler's
+	// exceptions are the Handler's (nil: none lets an update through).
+	exceptions *exceptions
+	exempt     Exemptions
+	parents    Parents // nil: subresource updates fail closed
 }
 
 // decide answers req, an UPDATE: allowed when it is not one of a
@@ -198,14 +200,17 @@ func frozenChange(req Request, what string) (oldObj map[string]any, field string
 // when live ReadOnly Locks cover it, naming them; Errored when the Locks
 // cannot be read; allowed otherwise.
 func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Request, gk schema.GroupKind, labels map[string]string, field string) decision {
-	locks, err := g.locks.find(ctx, keyOf(req.Namespace, gk, req.Name).Object(labels))
+	object := keyOf(req.Namespace, gk, req.Name).Object(labels)
+	locks, err := g.locks.find(ctx, object)
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the update is refused; retry when lockguard is ready: %w",
 			gk, req.Namespace, req.Name, err))
 		return d
 	}
 	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
-	return d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
+	d = d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
+	// An exception may let the user through (docs/contract.md rule 20).
+	return g.exceptions.pierce(ctx, d, req, object, lockv1alpha1.ExceptionUpdate, func(l *lockv1alpha1.Lock) bool { return l.Spec.Level == lockv1alpha1.LevelReadOnly })
 }
 
 // decodeObject decodes raw, an object of a review, as the API server

@@ -103,10 +103,12 @@ func TestGuardWebhooks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
 				framework.Find(render(t, framework.Release{Set: tc.set}), "ValidatingWebhookConfiguration", "lockguard"))
-			// The identity Leases' and the unlock entries are not guards:
-			// TestPeerLeasesRender, TestUnlockRender.
+			// The identity Leases', the unlock and the exception entries are
+			// not guards: TestPeerLeasesRender, TestUnlockRender,
+			// TestWebhookConfiguration.
 			vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com"
+				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com" ||
+					w.Name == "exception.lockguard.core.navique.com"
 			})
 			if vwc.Webhooks[0].Name != framework.DefaultWebhookName {
 				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)
