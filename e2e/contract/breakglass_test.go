@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
@@ -125,10 +126,15 @@ func TestBreakGlassException(t *testing.T) {
 			t.Errorf("%s: warnings %q, want %q", what, got, wantWarning)
 		}
 	}
+	usesBefore := exceptionUses(t, "DELETE")
 	allowed("the creator's dry-run delete", func() error {
 		return holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "app"), client.DryRunAll)
 	})
 	allowed("the creator's delete", func() error { return holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "app")) })
+	// Counted, the dry run too (the suite's tests run one at a time).
+	if got := exceptionUses(t, "DELETE") - usesBefore; got != 2 {
+		t.Errorf("lockguard_exception_uses_total{operation=\"DELETE\"} grew by %v, want 2", got)
+	}
 	framework.Eventually(t, framework.DefaultTimeout, "status.lastException of lk-a", func(ctx context.Context) error {
 		var got lockv1alpha1.Lock
 		if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(lkA), &got); err != nil {
@@ -214,6 +220,28 @@ func checkUpdateException(t *testing.T, ns string, holder, other client.Client,
 	wantRefused(t, update(other, "small"), want)
 	// An UPDATE exception is no DELETE exception.
 	kube.WantDenied(t, holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "frozen"), client.DryRunAll), ro)
+}
+
+// exceptionUses is lockguard_exception_uses_total{operation=op} of the
+// lockguard in this process.
+func exceptionUses(t *testing.T, op string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "lockguard_exception_uses_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == op {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no lockguard_exception_uses_total{operation=%q}", op)
+	return 0
 }
 
 // userClient returns a client acting as user (in system:authenticated),
