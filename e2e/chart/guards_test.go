@@ -184,6 +184,21 @@ func TestCascadeGuardValue(t *testing.T) {
 	}
 }
 
+// TestExceptionsBesidePolicy: in mode both, where the chart's policy
+// refuses what a LockException lets through the webhook, lockguard is
+// told so (--exceptions-beside-policy) and warns on each exception's
+// create; in mode webhook it is not (docs/contract.md rule 20).
+func TestExceptionsBesidePolicy(t *testing.T) {
+	requireHelm(t)
+	for mode, want := range map[string]bool{"webhook": false, "both": true} {
+		objs := render(t, framework.Release{Set: []string{"mode=" + mode}, APIVersions: []string{vapCapability}})
+		d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+		if got := slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--exceptions-beside-policy"); got != want {
+			t.Errorf("mode=%s: --exceptions-beside-policy %t, want %t (args %v)", mode, got, want, d.Spec.Template.Spec.Containers[0].Args)
+		}
+	}
+}
+
 // TestReadOnlyGuardValues: guards.readOnly.enabled and
 // readOnly.exemptPrincipals reach lockguard as --read-only-guard and one
 // --read-only-exempt each; mode policy, which renders no update entry,
