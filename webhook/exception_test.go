@@ -215,3 +215,41 @@ func TestExceptionPierce(t *testing.T) {
 		})
 	}
 }
+
+// TestExceptionPierceUpdate (docs/contract.md rule 20): under a ReadOnly
+// Lock, an UPDATE exception lets its user change the object; a DELETE
+// exception does not, nor does an UPDATE exception for another user.
+func TestExceptionPierceUpdate(t *testing.T) {
+	const labelled = `{"core.navique.com/read-only":"true"}`
+	before, after := stackJSON(1, labelled), stackJSON(2, labelled)
+	ro := newLock("forge", "ro", "", "Stack", "forge")
+	ro.Spec.Level = lockv1alpha1.LevelReadOnly
+	hour := exceptionNow.Add(time.Hour)
+	update := newException("x-update", "alice", hour, []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionUpdate}, "ro")
+	del := newException("x-delete", "alice", hour, []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}, "ro")
+	for _, tc := range []struct {
+		name    string
+		x       *lockv1alpha1.LockException
+		user    string
+		allowed bool
+	}{
+		{"UpdateException", update, "alice", true},
+		{"DeleteException", del, "alice", false},
+		{"AnotherUser", update, "bob", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := func() time.Time { return exceptionNow }
+			s := lockScheme(t)
+			api := fake.NewClientBuilder().WithScheme(s).WithObjects(ro, tc.x).Build()
+			h := NewHandler(Config{Locks: readmodeltest.Index(t, clock, *ro), Live: api, Now: clock,
+				Exceptions: &ExceptionConfig{Cache: api, API: api}})
+			resp := NewUpdateHandler(h, Exemptions{}, nil).Handle(context.Background(), updateRequest(tc.user, nil, before, after))
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed %v (%+v), want %v", resp.Allowed, resp.Result, tc.allowed)
+			}
+			if want := ExceptionWarning(tc.x, []lockv1alpha1.Lock{*ro}); slices.Contains(resp.Warnings, want) != tc.allowed {
+				t.Errorf("warnings %q, want %q: %v", resp.Warnings, want, tc.allowed)
+			}
+		})
+	}
+}
