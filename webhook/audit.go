@@ -14,6 +14,9 @@ const (
 	AuditDecision = "decision"
 	AuditGuard    = "guard"
 	AuditLocks    = "locks"
+	// AuditException names the LockException that let the request
+	// through (docs/contract.md rule 20).
+	AuditException = "exception"
 )
 
 // auditAnnotations are the audit annotations of resp, the decision of

@@ -49,6 +49,9 @@ type Config struct {
 	// and no Lock refuses, by the object and update guards, that is not a
 	// dry run; nil: lastWouldDeny is not recorded.
 	WouldDeny DenialRecorder
+	// Exceptions make the object and update guards honour LockExceptions
+	// (docs/contract.md rule 20); nil: none lets anything through.
+	Exceptions *ExceptionConfig
 	// Cascade configures the cascade guard; its zero value walks no
 	// cascade.
 	Cascade CascadeConfig

@@ -83,6 +83,9 @@ type decision struct {
 	// give (finisher.finish warns with it and records it).
 	audit     []lockv1alpha1.Lock
 	wouldDeny string
+	// pierced is set when an exception let the request through Locks
+	// that refused it (exceptions.pierce; locks is then empty).
+	pierced *pierced
 	// kind is the kind of the object the request writes when the guard
 	// read it elsewhere than in the request (an UPDATE through a
 	// subresource: a scale's review names autoscaling/v1 Scale); zero:

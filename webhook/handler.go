@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -23,7 +24,8 @@ import (
 // CustomResourceDefinitions. The update guard's (NewUpdateHandler) is a
 // Handler too, of one guard, that answers UPDATEs.
 type Handler struct {
-	locks *lockReader
+	locks      *lockReader
+	exceptions *exceptions // nil: no exception lets anything through
 	// op is the operation the guards answer (DELETE; UPDATE for the
 	// update guard's): Decide allows every other.
 	op     admissionv1.Operation
@@ -43,10 +45,14 @@ func NewHandler(c Config) *Handler {
 		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}
 	h.finish = &finisher{metrics: c.Metrics, denials: c.Denials, wouldDeny: c.WouldDeny}
+	if x := c.Exceptions; x != nil && x.Cache != nil && x.API != nil {
+		h.exceptions = &exceptions{cache: x.Cache, api: x.API, locks: h.locks}
+		h.finish.uses = x.Uses
+	}
 	if c.Events != nil {
 		h.finish.events = newLimitedRecorder(eventnote.Recorder(c.Events), c.EventLimits, c.Metrics, time.Now)
 	}
-	h.guards = []guard{objectGuard{locks: h.locks}}
+	h.guards = []guard{objectGuard{locks: h.locks, exceptions: h.exceptions}}
 	if g := newCascadeGuard(c.Cascade, h.locks, c.Metrics); g != nil {
 		h.guards = append(h.guards, g)
 	}
@@ -67,8 +73,8 @@ type UpdateHandler struct{ h *Handler }
 // decisions as h does, exempting exempt, reading through parents the
 // objects that subresource updates write (nil: such updates are refused).
 func NewUpdateHandler(h *Handler, exempt Exemptions, parents Parents) *UpdateHandler {
-	g := readOnlyGuard{locks: h.locks, exempt: exempt, parents: parents}
-	return &UpdateHandler{&Handler{locks: h.locks, op: admissionv1.Update, guards: []guard{g}, gate: h.gate, finish: h.finish}}
+	g := readOnlyGuard{locks: h.locks, exceptions: h.exceptions, exempt: exempt, parents: parents}
+	return &UpdateHandler{&Handler{locks: h.locks, exceptions: h.exceptions, op: admissionv1.Update, guards: []guard{g}, gate: h.gate, finish: h.finish}}
 }
 
 // Decide decides one admission request. It denies the DELETE of a
@@ -110,6 +116,12 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 			// guard's, when the cascade guard allows too).
 			next.audit, next.wouldDeny = d.audit, d.wouldDeny
 		}
+		if next.resp.Allowed && next.pierced == nil && d.pierced != nil {
+			// The exception's use stays recorded (the object guard's,
+			// when the cascade guard allows too), with its warning.
+			next.pierced = d.pierced
+			next.resp.Warnings = append(slices.Clone(d.resp.Warnings), next.resp.Warnings...)
+		}
 		if d = next; !d.resp.Allowed {
 			break
 		}
@@ -123,6 +135,7 @@ type finisher struct {
 	events    events.EventRecorder // nil: no Events
 	denials   DenialRecorder       // nil: lastDenied is not recorded
 	wouldDeny DenialRecorder       // nil: lastWouldDeny is not recorded
+	uses      DenialRecorder       // nil: lastException is not recorded
 }
 
 // finish ends d, the decision of req that began at start: it counts it,
@@ -149,6 +162,9 @@ func (f *finisher) finish(req Request, d decision, start time.Time) admission.Re
 		if !req.DryRun && f.wouldDeny != nil {
 			f.wouldDeny.RecordDenial(d.audit, deniedRequest(req))
 		}
+	}
+	if d.pierced != nil {
+		f.exceptionUsed(req, d)
 	}
 	if len(d.locks) == 0 || req.DryRun {
 		return d.resp

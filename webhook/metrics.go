@@ -33,6 +33,7 @@ type Metrics struct {
 	connsClosed   *prometheus.CounterVec
 	eventsDropped prometheus.Counter
 	incomplete    *prometheus.CounterVec
+	exceptionUses *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered handler metrics.
@@ -71,6 +72,10 @@ func NewMetrics() *Metrics {
 			Name: "lockguard_cascade_incomplete_total",
 			Help: "Cascades the cascade guard could not walk to the end, by reason: depth (owner chains too long), objects (too many dependents), unsynced (the owner index's caches have not synced), deadline (the review's). Such a delete is allowed with a warning unless a locked dependent was found; the garbage collector's delete of a locked dependent is still denied.",
 		}, []string{"reason"}),
+		exceptionUses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lockguard_exception_uses_total",
+			Help: "Requests that enforcing Locks would have refused and a LockException let through (docs/contract.md rule 20), by operation (DELETE, UPDATE); dry runs included.",
+		}, []string{"operation"}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lockguard_events_dropped_total",
 			Help: "DeleteBlocked Events not recorded because their object (the target, or a Lock) or all Events together were over the Event rate limits.",
@@ -81,7 +86,7 @@ func NewMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.wouldDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.wouldDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete, m.exceptionUses} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -98,6 +103,9 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	}
 	for _, r := range []string{transport.ClosedPerSource, transport.ClosedFull, transport.ClosedEvicted} {
 		m.connsClosed.WithLabelValues(r)
+	}
+	for _, op := range []string{"DELETE", "UPDATE"} {
+		m.exceptionUses.WithLabelValues(op)
 	}
 	for _, r := range []string{IncompleteDepth, IncompleteObjects, IncompleteUnsynced, IncompleteDeadline} {
 		m.incomplete.WithLabelValues(r)
@@ -159,5 +167,13 @@ func (m *Metrics) cascadeIncomplete(reason string) {
 func (m *Metrics) wouldDeny(req Request, guard string) {
 	if m != nil {
 		m.wouldDenied.WithLabelValues(guard, req.Namespace, req.Kind.Group, req.Kind.Kind, strconv.FormatBool(req.DryRun)).Inc()
+	}
+}
+
+// exceptionUse counts a request of operation op that a LockException let
+// through. It is safe on a nil *Metrics.
+func (m *Metrics) exceptionUse(op string) {
+	if m != nil {
+		m.exceptionUses.WithLabelValues(op).Inc()
 	}
 }

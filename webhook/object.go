@@ -16,7 +16,8 @@ import (
 // Locks in its namespace cover: target, or select by the labels of the
 // request's oldObject (docs/contract.md rules 1 to 3, 10, 15).
 type objectGuard struct {
-	locks *lockReader
+	locks      *lockReader
+	exceptions *exceptions // nil: no exception lets a delete through
 }
 
 // decide answers the DELETE of anything but a Namespace or a
@@ -44,6 +45,7 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 	}
 	var locks []lockv1alpha1.Lock
 	var err error
+	object := target.Object(req.OldObject.Metadata.Labels)
 	if req.OldObject.Metadata.Name == "" {
 		// No oldObject: its labels are unknown, and a selector Lock could
 		// cover it. Refused (fail closed) when a live selector Lock of its
@@ -58,14 +60,15 @@ func (g objectGuard) decide(ctx context.Context, req Request, kind string) (deci
 		}
 	}
 	if err == nil {
-		locks, err = g.locks.find(ctx, target.Object(req.OldObject.Metadata.Labels))
+		locks, err = g.locks.find(ctx, object)
 	}
 	switch {
 	case err != nil:
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks for %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
 			target.GroupKind(), target.Namespace, target.Name, err))
 	default:
-		d = d.refusal(locks, DenialMessage)
+		// An exception may let the user through (docs/contract.md rule 20).
+		d = g.exceptions.pierce(ctx, d.refusal(locks, DenialMessage), req, object, lockv1alpha1.ExceptionDelete, nil)
 	}
 	return d, true
 }

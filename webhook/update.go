@@ -119,9 +119,11 @@ func (e Exemptions) exempt(user string, groups []string) bool {
 // readOnlyGuard is the update guard: like the delete guards, it reads the
 // handler's Locks and answers with a decision, which ends as theirs do.
 type readOnlyGuard struct {
-	locks   *lockReader // the Handler's
-	exempt  Exemptions
-	parents Parents // nil: subresource updates fail closed
+	locks *lockReader // the Handler's
+	// exceptions are the Handler's (nil: none lets an update through).
+	exceptions *exceptions
+	exempt     Exemptions
+	parents    Parents // nil: subresource updates fail closed
 }
 
 // decide answers req, an UPDATE: allowed when it is not one of a
@@ -198,15 +200,15 @@ func frozenChange(req Request, what string) (oldObj map[string]any, field string
 // when live ReadOnly Locks cover it, naming them; Errored when the Locks
 // cannot be read; allowed otherwise.
 func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Request, gk schema.GroupKind, labels map[string]string, field string) decision {
-	obj := keyOf(req.Namespace, gk, req.Name).Object(labels)
-	locks, err := g.locks.find(ctx, obj)
+	object := keyOf(req.Namespace, gk, req.Name).Object(labels)
+	locks, err := g.locks.find(ctx, object)
 	if err == nil && labels[lockv1alpha1.ReadOnlyLabel] == "true" && g.locks.confirm && !slices.ContainsFunc(locks, freezes) {
 		// The reconciler labelled the object for a ReadOnly Lock that the
 		// cache does not show freezing it: the cache lags a create or an
 		// update to ReadOnly (no marker announces a level raised), or the
 		// label outlived its Lock. The API server's Locks decide.
 		var found [][]lockv1alpha1.Lock
-		if found, err = g.locks.reread(ctx, req.Namespace, []lockv1alpha1.Object{obj}, [][]lockv1alpha1.Lock{locks}, ReasonLabelled, false); err == nil {
+		if found, err = g.locks.reread(ctx, req.Namespace, []lockv1alpha1.Object{object}, [][]lockv1alpha1.Lock{locks}, ReasonLabelled, false); err == nil {
 			locks = found[0]
 		}
 	}
@@ -216,7 +218,9 @@ func (g readOnlyGuard) readOnlyLocks(ctx context.Context, d decision, req Reques
 		return d
 	}
 	locks = slices.DeleteFunc(locks, func(l lockv1alpha1.Lock) bool { return l.Spec.Level != lockv1alpha1.LevelReadOnly })
-	return d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
+	d = d.refusal(locks, func(locks []lockv1alpha1.Lock) string { return UpdateDenialMessage(locks, field) })
+	// An exception may let the user through (docs/contract.md rule 20).
+	return g.exceptions.pierce(ctx, d, req, object, lockv1alpha1.ExceptionUpdate, func(l *lockv1alpha1.Lock) bool { return l.Spec.Level == lockv1alpha1.LevelReadOnly })
 }
 
 // freezes says whether a live Lock refuses updates: ReadOnly, and

@@ -107,6 +107,12 @@ type DeniedRequest struct {
 	// count of the next write).
 	// +kubebuilder:validation:Minimum=0
 	Count int64 `json:"count"`
+
+	// Exception is, in status.lastException only, the LockException that
+	// let the request through.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Exception string `json:"exception,omitempty"`
 }
 
 // Enforcement says whether a Lock refuses what it covers (Enforce) or

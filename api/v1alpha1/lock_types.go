@@ -167,6 +167,13 @@ type LockStatus struct {
 	// until then.
 	// +optional
 	LastWouldDeny *DeniedRequest `json:"lastWouldDeny,omitempty"`
+
+	// LastException is the last request this Lock would have refused that
+	// a LockException let through (docs/contract.md rule 20): the
+	// exception, the user, the operation, the object, when, and the count
+	// of such requests so far. Absent until then.
+	// +optional
+	LastException *DeniedRequest `json:"lastException,omitempty"`
 }
 
 // Lock protects core.navique.com resources of its namespace against

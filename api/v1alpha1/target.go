@@ -25,15 +25,21 @@ const CreateRefusedRetry = "the Lock was not created because every lockguard rep
 // ErrLockTarget is the error of a Lock that targets a Lock.
 var ErrLockTarget = errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
 
+// ErrExceptionTarget is the error of a Lock that targets a LockException:
+// revoking an exception (deleting it) is never blocked.
+var ErrExceptionTarget = errors.New("a Lock cannot protect a LockException: deleting an exception is never blocked")
+
 // Protectable returns nil when Locks can protect objects of gk: kinds of the
-// core.navique.com group other than Lock. Otherwise it returns
-// ErrNotProtectable or ErrLockTarget.
+// core.navique.com group other than Lock and LockException. Otherwise it
+// returns ErrNotProtectable, ErrLockTarget or ErrExceptionTarget.
 func Protectable(gk schema.GroupKind) error {
 	switch {
 	case gk.Group != Group:
 		return ErrNotProtectable
 	case gk.Kind == "Lock":
 		return ErrLockTarget
+	case gk.Kind == "LockException":
+		return ErrExceptionTarget
 	}
 	return nil
 }

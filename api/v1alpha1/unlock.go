@@ -17,9 +17,9 @@ import "fmt"
 const UnlockVerb = "unlock"
 
 // BreakGlassVerb is the RBAC verb on locks.core.navique.com that creating
-// an exception to a Lock will need (docs/contract.md rule 20, not built
-// yet): the chart ships BreakGlassRole with it so that it can be granted
-// ahead.
+// a LockException naming a Lock needs (docs/contract.md rule 20): lockguard
+// checks it, on every Lock the exception names, with a
+// SubjectAccessReview of the creator's identity.
 const BreakGlassVerb = "break-glass"
 
 // The ClusterRoles the chart ships for Locks, named alike in every
@@ -36,7 +36,8 @@ const (
 	// UnlockRole grants UnlockVerb on Locks; not aggregated: it is bound
 	// deliberately, with edit (or lockguard-edit) for delete and update.
 	UnlockRole = "lockguard-unlock"
-	// BreakGlassRole grants BreakGlassVerb on Locks; not aggregated.
+	// BreakGlassRole grants BreakGlassVerb on Locks, and creating,
+	// reading and deleting LockExceptions; not aggregated.
 	BreakGlassRole = "lockguard-break-glass"
 )
 
@@ -95,4 +96,14 @@ const UnlockRefusal = `needs the verb "` + UnlockVerb + `" on locks.` + Group + 
 
 func unlockMessage(action, namespace, name string) string {
 	return fmt.Sprintf("%s Lock %s/%s %s; ask for the ClusterRole %s", action, namespace, name, UnlockRefusal, UnlockRole)
+}
+
+// BreakGlassRefusal is the part of BreakGlassMessage that names the verb.
+const BreakGlassRefusal = `needs the verb "` + BreakGlassVerb + `" on locks.` + Group + ` (RBAC)`
+
+// BreakGlassMessage is lockguard's refusal of creating a LockException
+// that names Lock namespace/name by a principal without BreakGlassVerb on
+// it (docs/contract.md rule 20).
+func BreakGlassMessage(namespace, name string) string {
+	return fmt.Sprintf("creating a LockException that pierces Lock %s/%s %s; ask for the ClusterRole %s", namespace, name, BreakGlassRefusal, BreakGlassRole)
 }

@@ -103,10 +103,12 @@ func TestGuardWebhooks(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
 				framework.Find(render(t, framework.Release{Set: tc.set}), "ValidatingWebhookConfiguration", "lockguard"))
-			// The identity Leases' and the unlock entries are not guards:
-			// TestPeerLeasesRender, TestUnlockRender.
+			// The identity Leases', the unlock and the exception entries are
+			// not guards: TestPeerLeasesRender, TestUnlockRender,
+			// TestWebhookConfiguration.
 			vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com"
+				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com" ||
+					w.Name == "exception.lockguard.core.navique.com"
 			})
 			if vwc.Webhooks[0].Name != framework.DefaultWebhookName {
 				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)
@@ -178,6 +180,21 @@ func TestCascadeGuardValue(t *testing.T) {
 		}
 		if diff := cmp.Diff(base.Object, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard").Object); diff != "" {
 			t.Errorf("guards.cascade=%s: the webhook configuration changed: -default, +got:\n%s", mode, diff)
+		}
+	}
+}
+
+// TestExceptionsBesidePolicy: in mode both, where the chart's policy
+// refuses what a LockException lets through the webhook, lockguard is
+// told so (--exceptions-beside-policy) and warns on each exception's
+// create; in mode webhook it is not (docs/contract.md rule 20).
+func TestExceptionsBesidePolicy(t *testing.T) {
+	requireHelm(t)
+	for mode, want := range map[string]bool{"webhook": false, "both": true} {
+		objs := render(t, framework.Release{Set: []string{"mode=" + mode}, APIVersions: []string{vapCapability}})
+		d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
+		if got := slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--exceptions-beside-policy"); got != want {
+			t.Errorf("mode=%s: --exceptions-beside-policy %t, want %t (args %v)", mode, got, want, d.Spec.Template.Spec.Containers[0].Args)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // vapCapability is what an API server serving ValidatingAdmissionPolicy in
@@ -166,7 +167,7 @@ func TestRenderedObjects(t *testing.T) {
 		"DisabledWithCRDs": {
 			reason: "lockGuard.enabled=false still ships the CRD",
 			r:      framework.Release{Set: []string{"lockGuard.enabled=false"}, IncludeCRDs: true},
-			want:   []string{"CustomResourceDefinition/locks.core.navique.com"},
+			want:   []string{"CustomResourceDefinition/lockexceptions.core.navique.com", "CustomResourceDefinition/locks.core.navique.com"},
 		},
 		"UserIssuer": {
 			reason: "a user-named issuer replaces the chart's CA",
@@ -363,5 +364,25 @@ func TestWebhookConfiguration(t *testing.T) {
 	}
 	if a := got.Annotations["cert-manager.io/inject-ca-from"]; a != "ops/guard-lockguard-serving" {
 		t.Errorf("cert-manager.io/inject-ca-from = %q; want ops/guard-lockguard-serving", a)
+	}
+	// Break-glass (docs/contract.md rule 20): lockguard admits every
+	// LockException create, failing closed whatever webhook.failurePolicy
+	// says.
+	i := slices.IndexFunc(got.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == "exception.lockguard.core.navique.com"
+	})
+	if i < 0 {
+		t.Fatal("no exception.lockguard.core.navique.com entry")
+	}
+	x := got.Webhooks[i]
+	wantRules := []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule: admissionregistrationv1.Rule{APIGroups: []string{"core.navique.com"}, APIVersions: []string{"*"}, Resources: []string{"lockexceptions"}, Scope: new(admissionregistrationv1.NamespacedScope)}}}
+	switch {
+	case *x.FailurePolicy != admissionregistrationv1.Fail || *x.SideEffects != admissionregistrationv1.SideEffectClassNone:
+		t.Errorf("exception entry: failurePolicy %s, sideEffects %s; want Fail, None", *x.FailurePolicy, *x.SideEffects)
+	case x.ClientConfig.Service == nil || *x.ClientConfig.Service.Path != webhook.ExceptionPath:
+		t.Errorf("exception entry: clientConfig %+v; want the path %s", x.ClientConfig, webhook.ExceptionPath)
+	case !cmp.Equal(x.Rules, wantRules):
+		t.Errorf("exception entry rules: %s", cmp.Diff(wantRules, x.Rules))
 	}
 }

@@ -92,9 +92,11 @@ func TestUnlockRender(t *testing.T) {
 }
 
 // TestLockRoles checks the ClusterRoles the chart ships for Locks (issue
-// 39): view and edit aggregated into the built-in roles, edit without the
-// verb unlock, unlock and break-glass aggregated nowhere; named as
-// api/v1alpha1 names them, whatever the release's name.
+// 39): view and edit aggregated into the built-in roles, view reading
+// LockExceptions too, edit without the verb unlock and without
+// LockExceptions, unlock and break-glass aggregated nowhere, break-glass
+// granting the LockExceptions its verb lets one create (docs/contract.md
+// rule 20); named as api/v1alpha1 names them, whatever the release's name.
 func TestLockRoles(t *testing.T) {
 	requireHelm(t)
 	aggregate := func(roles ...string) map[string]string {
@@ -112,10 +114,12 @@ func TestLockRoles(t *testing.T) {
 		Rules     []rbacv1.PolicyRule
 	}
 	want := map[string]role{
-		lockv1alpha1.ViewRole:       {aggregate("view", "edit", "admin"), rule("get", "list", "watch")},
-		lockv1alpha1.EditRole:       {aggregate("edit", "admin"), rule("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")},
-		lockv1alpha1.UnlockRole:     {aggregate(), rule(lockv1alpha1.UnlockVerb)},
-		lockv1alpha1.BreakGlassRole: {aggregate(), rule(lockv1alpha1.BreakGlassVerb)},
+		lockv1alpha1.ViewRole: {aggregate("view", "edit", "admin"), []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group},
+			Resources: []string{"locks", "lockexceptions"}, Verbs: []string{"get", "list", "watch"}}}},
+		lockv1alpha1.EditRole:   {aggregate("edit", "admin"), rule("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")},
+		lockv1alpha1.UnlockRole: {aggregate(), rule(lockv1alpha1.UnlockVerb)},
+		lockv1alpha1.BreakGlassRole: {aggregate(), append(rule(lockv1alpha1.BreakGlassVerb), rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group},
+			Resources: []string{"lockexceptions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}})},
 	}
 	objs := render(t, framework.Release{Name: "other"})
 	got := map[string]role{}
@@ -140,7 +144,11 @@ func TestLockRoles(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ClusterRoles: -want, +got:\n%s", diff)
 	}
-	if bg := framework.Find(objs, "ClusterRole", lockv1alpha1.BreakGlassRole); bg != nil && !strings.Contains(bg.GetAnnotations()["kubernetes.io/description"], "Not built yet") {
-		t.Errorf("ClusterRole %s does not say that break-glass is not built yet: %q", lockv1alpha1.BreakGlassRole, bg.GetAnnotations()["kubernetes.io/description"])
+	for _, name := range []string{lockv1alpha1.BreakGlassRole, lockv1alpha1.ViewRole} {
+		if r := framework.Find(objs, "ClusterRole", name); r != nil {
+			if d := r.GetAnnotations()["kubernetes.io/description"]; !strings.Contains(d, "LockExceptions") || strings.Contains(d, "Not built yet") {
+				t.Errorf("ClusterRole %s's description does not say what it grants of LockExceptions: %q", name, d)
+			}
+		}
 	}
 }

@@ -44,6 +44,7 @@ func TestOddSpecs(t *testing.T) {
 		"other group":      {reason: "only core.navique.com", apiVersion: "apps/v1", kind: "Deployment", target: "forge"},
 		"core group":       {reason: "only core.navique.com", apiVersion: "v1", kind: "ConfigMap", target: "forge"},
 		"a Lock":           {reason: "Locks cannot be locked", kind: "Lock", target: "forge"},
+		"a LockException":  {reason: "LockExceptions cannot be locked (rule 20)", kind: "LockException", target: "forge"},
 		"not installed":    {reason: "may be installed later", kind: "Gateway", target: "forge"},
 		"with digits":      {reason: "Kind-shaped, not installed", kind: "Stack2", target: "forge"},
 		"longest kind":     {reason: "63 characters", kind: "S" + strings.Repeat("k", 62), target: "forge"},

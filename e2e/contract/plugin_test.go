@@ -258,6 +258,7 @@ func TestLockRefuses(t *testing.T) {
 		{[]string{"deployments.apps/forge"}, `deployments.apps is in API group "apps": only core.navique.com resources can be locked`},
 		{[]string{"stacks.a.example.com/forge"}, `stacks.a.example.com is in API group "a.example.com": only core.navique.com resources can be locked`},
 		{[]string{"lock/taken"}, `a Lock cannot be locked: delete protection applies to the resources Locks protect`},
+		{[]string{"lockexception/forge"}, lockv1alpha1.ErrExceptionTarget.Error()},
 		{[]string{"region/forge"}, `regions.core.navique.com is cluster-scoped: a Lock protects a resource in its own namespace`},
 		{[]string{"stak/forge"}, `the server doesn't have a resource type "stak"`},
 		{[]string{"stack/missing"}, `stacks.core.navique.com "missing" not found`},

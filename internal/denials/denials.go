@@ -66,6 +66,10 @@ type Options struct {
 	// requests audit Locks would have refused (docs/contract.md rule 20),
 	// rather than status.lastDenied, the same way.
 	WouldDeny bool
+	// Exceptions makes the Recorder write status.lastException, the
+	// requests LockExceptions let through the Lock (docs/contract.md rule
+	// 20), the same way.
+	Exceptions bool
 }
 
 // Recorder keeps the refusals of each Lock in memory and writes them to
@@ -79,8 +83,11 @@ type Recorder struct {
 	// wouldDeny: the Recorder writes status.lastWouldDeny
 	// (Options.WouldDeny).
 	wouldDeny bool
-	limiter   *rate.Limiter
-	now       func() time.Time
+	// exceptions: the Recorder writes status.lastException
+	// (Options.Exceptions).
+	exceptions bool
+	limiter    *rate.Limiter
+	now        func() time.Time
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]*entry
@@ -107,15 +114,16 @@ func New(c client.Client, api client.Reader, o Options) *Recorder {
 		o.Interval = DefaultInterval
 	}
 	return &Recorder{
-		writer:    c,
-		api:       api,
-		interval:  o.Interval,
-		metrics:   o.Metrics,
-		wouldDeny: o.WouldDeny,
-		limiter:   rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
-		now:       time.Now,
-		entries:   map[types.NamespacedName]*entry{},
-		wake:      make(chan struct{}, 1),
+		writer:     c,
+		api:        api,
+		interval:   o.Interval,
+		metrics:    o.Metrics,
+		wouldDeny:  o.WouldDeny,
+		exceptions: o.Exceptions,
+		limiter:    rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
+		now:        time.Now,
+		entries:    map[types.NamespacedName]*entry{},
+		wake:       make(chan struct{}, 1),
 	}
 }
 
@@ -151,6 +159,7 @@ func (r *Recorder) RecordDenial(locks []lockv1alpha1.Lock, denied lockv1alpha1.D
 // so that a long user name never makes the write fail.
 func bounded(d lockv1alpha1.DeniedRequest) lockv1alpha1.DeniedRequest {
 	d.User, d.Operation, d.Kind, d.Name = truncate(d.User, 512), truncate(d.Operation, 16), truncate(d.Kind, 63), truncate(d.Name, 253)
+	d.Exception = truncate(d.Exception, 253)
 	return d
 }
 

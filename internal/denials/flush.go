@@ -119,8 +119,11 @@ func (r *Recorder) write(ctx context.Context, d due) (gone bool, err error) {
 			return true, nil
 		}
 		cur, field := lock.Status.LastDenied, "lastDenied"
-		if r.wouldDeny {
+		switch {
+		case r.wouldDeny:
 			cur, field = lock.Status.LastWouldDeny, "lastWouldDeny"
+		case r.exceptions:
+			cur, field = lock.Status.LastException, "lastException"
 		}
 		denied := merged(cur, d.last, d.pending)
 		err := r.writer.Status().Patch(ctx, &lock, lastDeniedPatch(lock.ResourceVersion, field, denied))
@@ -161,7 +164,7 @@ func merged(cur *lockv1alpha1.DeniedRequest, last lockv1alpha1.DeniedRequest, pe
 }
 
 // lastDeniedPatch is a JSON merge patch that sets status.<field>
-// (lastDenied or lastWouldDeny) to d, and touches no other field, if the
+// (lastDenied, lastWouldDeny or lastException) to d, and touches no other field, if the
 // Lock is still at resourceVersion.
 func lastDeniedPatch(resourceVersion, field string, d lockv1alpha1.DeniedRequest) client.Patch {
 	data, _ := json.Marshal(map[string]any{

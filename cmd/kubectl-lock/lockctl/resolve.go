@@ -49,6 +49,8 @@ func resolveTarget(ctx context.Context, mapper meta.RESTMapperWithContext, arg s
 		return target{}, fmt.Errorf("%s is in API group %q: only %s resources can be locked", gr, gvk.Group, lockv1alpha1.Group)
 	case gvk.Kind == "Lock":
 		return target{}, fmt.Errorf("a Lock cannot be locked: delete protection applies to the resources Locks protect")
+	case gvk.Kind == "LockException":
+		return target{}, lockv1alpha1.ErrExceptionTarget
 	case mapping.Scope.Name() != meta.RESTScopeNameNamespace:
 		return target{}, fmt.Errorf("%s is cluster-scoped: a Lock protects a resource in its own namespace", gr)
 	}

@@ -305,7 +305,8 @@ func groupObjects(ctx context.Context, c *clients, ns string) ([]node, map[schem
 		}
 		version, _ := schema.ParseGroupVersion(gv)
 		for _, res := range list.APIResources {
-			if !res.Namespaced || res.Kind == "Lock" || strings.Contains(res.Name, "/") || seen[res.Name] || !slices.Contains(res.Verbs, "list") {
+			// Neither Locks nor LockExceptions are ever locked (Protectable).
+			if !res.Namespaced || lockv1alpha1.Protectable(schema.GroupKind{Group: lockv1alpha1.Group, Kind: res.Kind}) != nil || strings.Contains(res.Name, "/") || seen[res.Name] || !slices.Contains(res.Verbs, "list") {
 				continue
 			}
 			seen[res.Name] = true

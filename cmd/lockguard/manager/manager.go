@@ -53,6 +53,7 @@ func NewScheme() (*runtime.Scheme, error) {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=core.navique.com,resources=lockexceptions,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=lockguard-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // New builds a lockguard manager for the API server of cfg. Start it with
@@ -178,11 +179,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(wouldDeny); err != nil {
 		return nil, fmt.Errorf("adding the would-deny recorder: %w", err)
 	}
+	// The uses of LockExceptions go to the pierced Locks' lastException,
+	// the same way (docs/contract.md rule 20); the exceptions are read
+	// from an informer, started with the cache.
+	uses := denials.New(mgr.GetClient(), mgr.GetAPIReader(), denials.Options{Interval: o.DenialFlushInterval, Exceptions: true})
+	if err := mgr.Add(uses); err != nil {
+		return nil, fmt.Errorf("adding the exception-use recorder: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &lockv1alpha1.LockException{}); err != nil {
+		// Read lazily, then: until it can be, no exception lets anything through.
+		mgr.GetLogger().Info("Cannot watch LockExceptions yet (is their CRD installed?)", "error", err.Error())
+	}
 	// One clock for every path (docs/contract.md rule 19): the index's
 	// reads, the guards' reads of the API server, Lock creates and the
 	// reconciler all tell an expired Lock by locks.Now.
 	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder, WouldDeny: wouldDeny,
-		Cluster: &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)}}
+		Cluster:    &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)},
+		Exceptions: &webhook.ExceptionConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Uses: uses}}
 	// The cascade guard walks owner references over metadata caches that
 	// every replica keeps, fed by kind discovery on every replica.
 	if o.CascadeGuard != webhook.CascadeOff {
@@ -231,6 +244,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// docs/contract.md rule 18): served whatever the flags, as the entry may
 	// be rendered whatever they say.
 	mgr.GetWebhookServer().Register(webhook.UnlockPath, review(webhook.NewUnlockHandler(gate)))
+	// Creating a LockException needs break-glass on its Locks (rule 20).
+	mgr.GetWebhookServer().Register(webhook.ExceptionPath, review(webhook.NewExceptionHandler(webhook.ExceptionOptions{
+		Gate: gate, Reviews: mgr.GetClient(), Now: locks.Now, BesidePolicy: o.ExceptionsBesidePolicy})))
 	if !o.DisableReadOnlyGuard {
 		// lockguard's own writes are exempt once it knows who it is.
 		self := &selfIdentity{client: mgr.GetClient()}

@@ -96,6 +96,11 @@ type Options struct {
 	// refuse, besides lockguard itself (learned at start with a
 	// SelfSubjectReview); their Self is set by New.
 	ReadOnlyExempt webhook.Exemptions
+	// ExceptionsBesidePolicy says that the chart's ValidatingAdmissionPolicy
+	// runs beside the webhook (mode both): a LockException create is then
+	// allowed with a warning that the policy ignores exceptions
+	// (webhook.PolicyWarning).
+	ExceptionsBesidePolicy bool
 
 	// DenialFlushInterval is how often, at most, this replica writes the
 	// status.lastDenied of one Lock (internal/denials): the refusals in

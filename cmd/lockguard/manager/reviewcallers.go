@@ -8,7 +8,7 @@ import (
 
 // ReviewCallerOptions make the admission review paths (webhook.Path,
 // webhook.CreatePath, webhook.UpdatePath, webhook.UnlockPath,
-// peers.LeaseGuardPath) answer
+// webhook.ExceptionPath, peers.LeaseGuardPath) answer
 // only a caller with a client certificate of a CA (certs.ReviewCallers):
 // the API server, once its AdmissionConfiguration presents one to
 // lockguard's webhook. The peer paths check their own callers. Zero: off, every caller that
