@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
@@ -90,6 +92,28 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	}
 	// Locks can still be deleted: the webhook never sees them.
 	kube.DeleteLock(t, kube.CreateLock(t, framework.NewLock(ns.Name, "free", "Stack", "forge", "")))
+	// Nor LockExceptions (the entry's not-an-exception condition):
+	// revoking a break-glass exception never waits for lockguard, even
+	// while the entry's lockguard is down.
+	kube.CreateLock(t, framework.NewLock(ns.Name, "pierced", "Stack", "forge", ""))
+	x := &lockv1alpha1.LockException{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "revoked"}, Spec: lockv1alpha1.LockExceptionSpec{
+		TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: "forge"}, Locks: []string{"pierced"},
+		Operations: []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}, Reason: "revoked at once", User: whoAmI(t),
+		ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour))}}
+	if err := kube.Client.Create(ctx, x); err != nil {
+		t.Fatalf("creating a LockException: %v", err)
+	}
+	cancel() // The test's webhook server stops: its entry fails closed.
+	framework.Eventually(t, framework.DefaultTimeout, "the not-synced webhook down", func(ctx context.Context) error {
+		err := kube.DeleteObject(ctx, framework.StackGVK, ns.Name, "forge", client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), `failed calling webhook "not-synced.lockguard`) {
+			return fmt.Errorf("not yet: %v", err)
+		}
+		return nil
+	})
+	if err := kube.Client.Delete(context.Background(), x); err != nil {
+		t.Fatalf("deleting a LockException while the delete entry's lockguard is down: %v, want it deleted", err)
+	}
 }
 
 // serveDeletes serves h on webhook.Path, the object guard's, from a
