@@ -171,9 +171,9 @@ func TestChartWithCertManager(t *testing.T) {
 	// cainjector puts the CA into the webhook configuration.
 	// Before 1.30 the identity Leases' and the unlock rules are two more
 	// entries (policies from 1.30).
-	wantWebhooks := 6
+	wantWebhooks := 7
 	if framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases") == nil {
-		wantWebhooks = 8
+		wantWebhooks = 9
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -181,9 +181,10 @@ func TestChartWithCertManager(t *testing.T) {
 			return false, err
 		}
 		// The object guard's webhook, the namespace and CRD guards', the
-		// update guard's two (objects, subresources) and the Lock create
-		// entry of the peer protocol; before 1.30, the identity Leases'
-		// entry too (a policy from 1.30).
+		// update guard's two (objects, subresources), the Lock create
+		// entry of the peer protocol and the LockException create entry;
+		// before 1.30, the unlock and identity Leases' entries too
+		// (policies from 1.30).
 		return len(vwc.Webhooks) == wantWebhooks && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
