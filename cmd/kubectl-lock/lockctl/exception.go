@@ -61,7 +61,8 @@ func newExceptionCreateCommand(s Streams, flags *Flags) *cobra.Command {
 		Long: `Create a LockException for TYPE/NAME in its namespace: spec.user is you, as the
 API server names you (a SelfSubjectReview); spec.locks are the --lock Locks or,
 by default, the live enforcing Locks that cover TYPE/NAME now (its targetRef
-Locks and the selector Locks that match its labels); operations default to
+Locks and the selector Locks that match its labels; only the ReadOnly ones for
+--operations update); operations default to
 delete; it expires after --for (default 1h) or at --until (RFC 3339), at most
 24h ahead. It is named TYPE-NAME- plus a suffix the API server generates,
 unless --name is given.`,
@@ -154,7 +155,8 @@ func (o *exceptionOptions) build(ctx context.Context, c *clients, t target) (*lo
 	}
 	locks := slices.Clone(o.locks)
 	if len(locks) == 0 {
-		if locks, err = enforcingLocks(ctx, c, t, now); err != nil {
+		readOnly := !slices.Contains(ops, lockv1alpha1.ExceptionDelete)
+		if locks, err = enforcingLocks(ctx, c, t, now, readOnly); err != nil {
 			return nil, err
 		}
 		if len(locks) == 0 {
@@ -207,9 +209,11 @@ func (o *exceptionOptions) run(ctx context.Context, s Streams, c *clients, t tar
 }
 
 // enforcingLocks returns the names of the Locks that cover t (as it is
-// now, with its labels) and enforce at now, sorted: those a request on t
-// is refused by, so those an exception must name.
-func enforcingLocks(ctx context.Context, c *clients, t target, now time.Time) ([]string, error) {
+// now, with its labels) and enforce at now, only the ReadOnly ones when
+// readOnly (an UPDATE-only exception: the others refuse no update),
+// sorted: those a request on t is refused by, so those an exception must
+// name.
+func enforcingLocks(ctx context.Context, c *clients, t target, now time.Time, readOnly bool) ([]string, error) {
 	all, err := listLocks(ctx, c.dynamic.Resource(locksResource).Namespace(c.namespace))
 	if err != nil {
 		return nil, err
@@ -226,7 +230,7 @@ func enforcingLocks(ctx context.Context, c *clients, t target, now time.Time) ([
 	o := lockv1alpha1.Object{Namespace: c.namespace, Group: gk.Group, Kind: gk.Kind, Name: t.name, Labels: labels}
 	var names []string
 	for i := range all {
-		if all[i].Enforcing(now) && all[i].Covers(o, now) {
+		if all[i].Enforcing(now) && all[i].Covers(o, now) && (!readOnly || all[i].Spec.Level == lockv1alpha1.LevelReadOnly) {
 			names = append(names, all[i].Name)
 		}
 	}

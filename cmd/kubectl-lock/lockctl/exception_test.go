@@ -21,7 +21,8 @@ import (
 
 // exceptionFixture is a fake API server of namespace forge holding the
 // Stack db (tier=db), a Lock targeting it, an Audit Lock targeting it, an
-// expired one, a selector Lock matching it and one that does not, plus
+// expired one, a selector Lock matching it, a ReadOnly one matching it and
+// one that does not, plus
 // objs; its SelfSubjectReview answers user.
 func exceptionFixture(t *testing.T, now time.Time, user string, objs ...runtime.Object) (*dynamicfake.FakeDynamicClient, *clients) {
 	t.Helper()
@@ -33,12 +34,13 @@ func exceptionFixture(t *testing.T, now time.Time, user string, objs ...runtime.
 		return &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: name},
 			Spec: lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": tier}}}}
 	}
-	audit, expired := ref("audit"), ref("expired")
+	audit, expired, frozen := ref("audit"), ref("expired"), sel("frozen", "db")
+	frozen.Spec.Level = lockv1alpha1.LevelReadOnly
 	audit.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	past := metav1.NewTime(now.Add(-time.Minute))
 	expired.Spec.ExpiresAt = &past
 	all := []runtime.Object{stack("db", map[string]string{"tier": "db"}),
-		lockObject(t, ref("keep")), lockObject(t, audit), lockObject(t, expired), lockObject(t, sel("tier-db", "db")), lockObject(t, sel("web", "web"))}
+		lockObject(t, ref("keep")), lockObject(t, audit), lockObject(t, expired), lockObject(t, sel("tier-db", "db")), lockObject(t, sel("web", "web")), lockObject(t, frozen)}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		stackGVR: "StackList", locksResource: "LockList", exceptionsResource: "LockExceptionList"}, append(all, objs...)...)
 	dyn.PrependReactor("create", "selfsubjectreviews", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -89,7 +91,7 @@ func TestExceptionCreate(t *testing.T) {
 		"Defaults": {
 			reason: "Covering enforcing Locks, DELETE, 1h, the reviewed user, a generated name.",
 			o:      exceptionOptions{reason: "INC-1", operations: []string{"delete"}}, user: "ann",
-			want: &lockv1alpha1.LockExceptionSpec{Locks: []string{"keep", "tier-db"}, Operations: []lockv1alpha1.ExceptionOperation{"DELETE"},
+			want: &lockv1alpha1.LockExceptionSpec{Locks: []string{"frozen", "keep", "tier-db"}, Operations: []lockv1alpha1.ExceptionOperation{"DELETE"},
 				Reason: "INC-1", User: "ann", ExpiresAt: metav1.NewTime(sec.Add(time.Hour))},
 			name: "stack-db-",
 		},
@@ -104,8 +106,15 @@ func TestExceptionCreate(t *testing.T) {
 		"Until": {
 			reason: "--until is the expiry.",
 			o:      exceptionOptions{reason: "r", until: "2026-12-03T12:00:00Z", operations: []string{"delete"}}, user: "ann",
-			want: &lockv1alpha1.LockExceptionSpec{Locks: []string{"keep", "tier-db"}, Operations: []lockv1alpha1.ExceptionOperation{"DELETE"},
+			want: &lockv1alpha1.LockExceptionSpec{Locks: []string{"frozen", "keep", "tier-db"}, Operations: []lockv1alpha1.ExceptionOperation{"DELETE"},
 				Reason: "r", User: "ann", ExpiresAt: metav1.NewTime(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))},
+			name: "stack-db-",
+		},
+		"UpdateOnly": {
+			reason: "An UPDATE-only exception names only the ReadOnly Locks that cover the target: the others refuse no update.",
+			o:      exceptionOptions{reason: "r", operations: []string{"update"}, forD: time.Minute}, user: "ann",
+			want: &lockv1alpha1.LockExceptionSpec{Locks: []string{"frozen"}, Operations: []lockv1alpha1.ExceptionOperation{"UPDATE"},
+				Reason: "r", User: "ann", ExpiresAt: metav1.NewTime(sec.Add(time.Minute))},
 			name: "stack-db-",
 		},
 		"TooLong":    {reason: "More than 24h is refused before sending.", o: exceptionOptions{reason: "r", forD: 25 * time.Hour, operations: []string{"delete"}}, user: "ann", err: "lives at most 24h0m0s"},
