@@ -146,7 +146,7 @@ enforcement unless it is Audit and --audit is not given, which are errors
 	addExpiryFlags(cmd, o)
 	addAuditFlag(cmd, o)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
-	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags))
+	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags), newExceptionCommand(s, &o.flags))
 	return cmd
 }
 

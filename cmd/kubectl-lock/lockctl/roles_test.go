@@ -19,6 +19,8 @@ func TestWithRoleHint(t *testing.T) {
 	unlock := apierrors.NewForbidden(locks, "db-lock", errors.New(`ValidatingAdmissionPolicy 'lockguard-unlock' with binding 'lockguard-unlock' denied request: `+
 		lockv1alpha1.UnlockDeleteMessage("prod", "db-lock")))
 	other := apierrors.NewForbidden(schema.GroupResource{Group: lockv1alpha1.Group, Resource: "stacks"}, "forge", errors.New("resource is protected by Lock(s) [a]"))
+	rbacExc := apierrors.NewForbidden(schema.GroupResource{Group: lockv1alpha1.Group, Resource: "lockexceptions"}, "",
+		errors.New(`User "ann" cannot create resource "lockexceptions" in API group "core.navique.com" in the namespace "prod"`))
 	cases := map[string]struct {
 		reason string
 		err    error
@@ -30,6 +32,8 @@ func TestWithRoleHint(t *testing.T) {
 			want: rbac("create").Error() + "\nYou lack the verb \"create\" on Locks: ask for the ClusterRole lockguard-edit (aggregated into the built-in edit and admin ClusterRoles) in this namespace"},
 		"List": {reason: "reading Locks is lockguard-view", err: rbac("list"),
 			want: rbac("list").Error() + "\nYou lack the verb \"list\" on Locks: ask for the ClusterRole lockguard-view (aggregated into the built-in view, edit and admin ClusterRoles) in this namespace"},
+		"Exceptions": {reason: "RBAC's refusal on lockexceptions is lockguard-break-glass", err: rbacExc,
+			want: rbacExc.Error() + "\nYou lack the verb \"break-glass\" on these Locks, or access to LockExceptions: ask for a RoleBinding to the ClusterRole lockguard-break-glass in this namespace"},
 		"Other": {reason: "a Lock's own denial is no role missing", err: other, want: other.Error()},
 		"NotForbidden": {reason: "only refusals", err: errors.New(`cannot create resource "locks" in API group "core.navique.com"`),
 			want: `cannot create resource "locks" in API group "core.navique.com"`},
