@@ -178,11 +178,13 @@ func finalizerPolicy(finalizers []string) metav1.DeletionPropagation {
 // dependentsDeleted from the root down, within the guard's limits and the
 // context's deadline.
 func (g cascadeWalker) walk(ctx context.Context, ns string, root types.UID, policy metav1.DeletionPropagation) walked {
+	if policy == metav1.DeletePropagationOrphan || g.limits.MaxDepth > 0 && g.noDependents(ns, root) {
+		// Nothing to walk (most deletes): the walk below would find
+		// nothing either, at the cost of its maps.
+		return walked{}
+	}
 	members := map[types.UID]*member{root: {policy: policy}}
 	var out walked
-	if policy == metav1.DeletePropagationOrphan {
-		return out
-	}
 	queue := []types.UID{root}
 	visited := 0
 	for len(queue) > 0 && out.incomplete == "" {
@@ -281,6 +283,17 @@ func (g cascadeWalker) dependentsDeleted(ns string, o *metav1.PartialObjectMetad
 		return metav1.DeletePropagationForeground, true
 	}
 	return finalizerPolicy(o.Finalizers), true
+}
+
+// noDependents reports whether the graph holds no dependent of uid, and
+// can tell (false when it cannot: the walk reports why).
+func (g cascadeWalker) noDependents(ns string, uid types.UID) bool {
+	found := false
+	err := g.graph.Dependents(ns, uid, func(schema.GroupKind, *metav1.PartialObjectMetadata) bool {
+		found = true
+		return false
+	})
+	return err == nil && !found
 }
 
 // hasDependents reports whether the graph holds a dependent of uid.

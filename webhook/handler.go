@@ -105,12 +105,13 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 		d.resp = admission.Allowed(notGuarded[h.op])
 		return h.finish.finish(req, d, start)
 	}
-	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the %s of a %s", h.op, req.Kind.Kind))
+	answered := false
 	for _, g := range h.guards {
 		next, ok := g.decide(ctx, req, kind)
 		if !ok {
 			continue
 		}
+		answered = true
 		if next.resp.Allowed && len(next.audit) == 0 {
 			// What audit Locks would refuse stays said (the object
 			// guard's, when the cascade guard allows too).
@@ -125,6 +126,9 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 		if d = next; !d.resp.Allowed {
 			break
 		}
+	}
+	if !answered {
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify Locks: it is not configured to guard the %s of a %s", h.op, req.Kind.Kind))
 	}
 	return h.finish.finish(req, d, start)
 }

@@ -34,10 +34,25 @@ type Metrics struct {
 	eventsDropped prometheus.Counter
 	incomplete    *prometheus.CounterVec
 	exceptionUses *prometheus.CounterVec
+	// reviews are reviewsTotal's counters of every guard and decision,
+	// looked up once (observe).
+	reviews map[[2]string]prometheus.Counter
 }
 
 // NewMetrics returns unregistered handler metrics.
 func NewMetrics() *Metrics {
+	m := newMetrics()
+	m.reviews = map[[2]string]prometheus.Counter{}
+	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly} {
+		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
+			m.reviews[[2]string{g, d}] = m.reviewsTotal.WithLabelValues(g, d)
+		}
+	}
+	return m
+}
+
+// newMetrics returns the metrics of NewMetrics.
+func newMetrics() *Metrics {
 	return &Metrics{
 		deniedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_delete_denied_total",
@@ -144,7 +159,11 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 	}
 	m.duration.Observe(took.Seconds())
 	d := decisionOf(resp)
-	m.reviewsTotal.WithLabelValues(guard, d).Inc()
+	if c, ok := m.reviews[[2]string{guard, d}]; ok {
+		c.Inc()
+	} else {
+		m.reviewsTotal.WithLabelValues(guard, d).Inc()
+	}
 	switch {
 	case d != DecisionDenied:
 	case guard == GuardReadOnly:

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,11 +130,31 @@ var reviewFields = skim.FieldsOf(reflect.TypeFor[review]())
 // matched case-sensitively, the whole body validated), storing only the
 // fields of Request. It is decodeStandard of what skim.Skim keeps of body.
 func decodeReview(body []byte) (Request, error) {
-	kept, err := skim.Skim(body, reviewFields)
+	bp := skimBuffers.Get().(*[]byte)
+	defer putSkimBuffer(bp)
+	kept, err := skim.AppendSkim((*bp)[:0], body, reviewFields)
 	if err != nil {
 		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
+	if cap(kept) > 0 && cap(*bp) > 0 && &kept[:1][0] != &body[:1][0] {
+		*bp = kept[:0] // kept is in the buffer (grown perhaps), not body
+	}
+	// The decoder copies what it stores: kept is not referenced after.
 	return decodeStandard(kept)
+}
+
+// skimBuffers keep the buffers decodeReview skims reviews into; one grown
+// over maxSkimBuffer is not kept.
+var skimBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+const maxSkimBuffer = 16 << 10
+
+// putSkimBuffer gives bp back to skimBuffers unless it grew over
+// maxSkimBuffer.
+func putSkimBuffer(bp *[]byte) {
+	if cap(*bp) <= maxSkimBuffer {
+		skimBuffers.Put(bp)
+	}
 }
 
 // decodeStandard is decodeReview with sigs.k8s.io/json alone.

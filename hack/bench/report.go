@@ -337,7 +337,7 @@ func (r *report) webhookSection(w writer) {
 		res := m.res
 		w("| %s | %.2f | %s | %s | %.0f/s | %s | %s |\n", m.mode, res.Ratio, res.LockCPUPerReq.Round(time.Microsecond), res.BareCPUPerReq.Round(time.Microsecond), res.HalfRate, res.LockHalf.Latency.Summary(), res.BareHalf.Latency.Summary())
 	}
-	w("\n")
+	w("\n%s", webhookProfile)
 }
 
 func (r *report) apiSection(w writer) {

@@ -72,12 +72,19 @@ func FieldsOf(t reflect.Type) Fields {
 // validation, nesting limited to maxNestingDepth. A body that is not an
 // object is returned as it is.
 func Skim(body []byte, f Fields) ([]byte, error) {
+	return AppendSkim(make([]byte, 0, 512), body, f)
+}
+
+// AppendSkim is Skim appending what it keeps of body to out (a buffer the
+// caller reuses), and returning the result; a body that is not an object
+// is returned as it is, not appended.
+func AppendSkim(out, body []byte, f Fields) ([]byte, error) {
 	s := &scanner{data: body}
 	s.ws()
 	if s.i >= len(body) || body[s.i] != '{' {
 		return body, nil
 	}
-	out, err := s.skim(make([]byte, 0, 512), f)
+	out, err := s.skim(out, f)
 	if err == nil {
 		err = s.end()
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -94,6 +93,9 @@ var refusals = map[string]string{
 
 // checkContentType accepts application/json, optionally with charset utf-8.
 func checkContentType(ct string) error {
+	if ct == "application/json" {
+		return nil // what the API server sends, without parsing it
+	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err == nil && mt == "application/json" {
 		if cs, ok := params["charset"]; len(params) == 0 || len(params) == 1 && ok && strings.EqualFold(cs, "utf-8") {
@@ -130,12 +132,13 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 			return
 		}
 		resp := complete(ctx, uid, func(ctx context.Context) admission.Response { return decide(ctx, req) })
-		out := admissionv1.AdmissionReview{
-			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-			Response: &resp.AdmissionResponse,
+		out, err := encodeReview(&resp.AdmissionResponse)
+		if err == nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, err = w.Write(*out)
+			putResponseBuffer(out)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(w).Encode(out); err != nil {
+		if err != nil {
 			logf.FromContext(r.Context()).WithName("admission").Error(err, "Cannot write an admission response", "requestID", uid)
 		}
 	})
