@@ -43,13 +43,20 @@ func (c *collaborators) LabelNamespace(_ context.Context, ns string) error {
 // lockCreate is the admission request of the create of l in namespace ns.
 func lockCreate(t *testing.T, ns string, l *lockv1alpha1.Lock, dryRun bool) admission.Request {
 	t.Helper()
-	raw, err := json.Marshal(l)
+	return createReview(t, "Lock", ns, l.Name, l, dryRun)
+}
+
+// createReview is the admission request of the create of obj, a
+// core.navique.com/v1alpha1 object of kind named name, in namespace ns.
+func createReview(t *testing.T, kind, ns, name string, obj any, dryRun bool) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: "r", Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Lock"},
-		Namespace: ns, Name: l.Name, Object: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(dryRun),
+		UID: "r", Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: kind},
+		Namespace: ns, Name: name, Object: runtime.RawExtension{Raw: raw}, DryRun: ptr.To(dryRun),
 	}}
 }
 

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -15,8 +14,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -57,14 +54,9 @@ func newException(name, user string, expires time.Time, ops []lockv1alpha1.Excep
 // exceptionCreate is the review of the create of e by user.
 func exceptionCreate(t *testing.T, e *lockv1alpha1.LockException, user authenticationv1.UserInfo) admission.Request {
 	t.Helper()
-	raw, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-		UID: "r", Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "LockException"},
-		Namespace: "forge", Name: e.Name, Object: runtime.RawExtension{Raw: raw}, UserInfo: user, DryRun: ptr.To(true),
-	}}
+	req := createReview(t, "LockException", "forge", e.Name, e, true)
+	req.UserInfo = user
+	return req
 }
 
 // TestExceptionCreate (docs/contract.md rule 20): lockguard admits a
