@@ -47,6 +47,9 @@ func newShowCommand(s Streams, flags *Flags) *cobra.Command {
   Last would-deny
                 in Audit, the last request it would have refused
                 (status.lastWouldDeny)
+  Last exception
+                the last request a break-glass LockException let through
+                it, and which exception (status.lastException)
 
 -o json and -o yaml print the Lock itself, without managed fields.`,
 		Example: `  # The Lock stack-forge of namespace forge
@@ -139,6 +142,11 @@ func printLockSummary(w io.Writer, l *lockv1alpha1.Lock, now time.Time) error {
 	row("Protected", protectedSentence(l))
 	row("Last denied", deniedSentence(l.Status.LastDenied, now, "refused"))
 	row("Last would-deny", deniedSentence(l.Status.LastWouldDeny, now, "would have been refused"))
+	last := deniedSentence(l.Status.LastException, now, "let through by exceptions")
+	if e := l.Status.LastException; e != nil && e.Exception != "" {
+		last += "; by LockException " + e.Exception
+	}
+	row("Last exception", last)
 	return nil
 }
 

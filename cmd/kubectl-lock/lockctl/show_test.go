@@ -37,7 +37,9 @@ func TestLockSummary(t *testing.T) {
 			{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce, Message: "frozen"}},
 		Protected: &lockv1alpha1.ProtectedStatus{Count: 12, Resources: []lockv1alpha1.ProtectedResource{{Kind: "PostgresCluster", Name: "db"}, {Kind: "Stack", Name: "db"}}},
 		LastDenied: &lockv1alpha1.DeniedRequest{Time: metav1.NewTime(now.Add(-5 * time.Minute)), User: "alice", Operation: "UPDATE",
-			Kind: "Stack", Name: "db", Count: 3}}
+			Kind: "Stack", Name: "db", Count: 3},
+		LastException: &lockv1alpha1.DeniedRequest{Time: metav1.NewTime(now.Add(-2 * time.Minute)), User: "oncall", Operation: "UPDATE",
+			Kind: "Stack", Name: "db", Count: 2, Exception: "db-hotfix"}}
 
 	audit := &lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "try-all", Generation: 1}}
 	audit.Spec = lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{}, Level: lockv1alpha1.LevelCanNotDelete, Enforcement: lockv1alpha1.EnforcementAudit}
@@ -76,7 +78,8 @@ func TestLockSummary(t *testing.T) {
 			"  ReadOnly   True     InForce   frozen\n" +
 			"Protected:       12 resources now: PostgresCluster/db, Stack/db and 10 more\n" +
 			"Last denied:     UPDATE Stack/db by alice, 5m ago (2026-12-02T05:55:00Z); 3 refused so far\n" +
-			"Last would-deny: <none>\n"},
+			"Last would-deny: <none>\n" +
+			"Last exception:  UPDATE Stack/db by oncall, 2m ago (2026-12-02T05:58:00Z); 2 let through by exceptions so far; by LockException db-hotfix\n"},
 		"Audit": {lock: audit, want: "" +
 			"Name:            try-all\n" +
 			"Namespace:       forge\n" +
@@ -91,7 +94,8 @@ func TestLockSummary(t *testing.T) {
 			"  Ready   True     Audit    this Lock is in Audit enforcement\n" +
 			"Protected:       1 resource now, and the namespace itself: Stack/forge\n" +
 			"Last denied:     <none>\n" +
-			"Last would-deny: DELETE Namespace/forge by bob, 90s ago (2026-12-02T05:58:30Z); 1 would have been refused so far\n"},
+			"Last would-deny: DELETE Namespace/forge by bob, 90s ago (2026-12-02T05:58:30Z); 1 would have been refused so far\n" +
+			"Last exception:  <none>\n"},
 		"Expired": {lock: expired, want: "" +
 			"Name:            stack-forge\n" +
 			"Namespace:       forge\n" +
@@ -106,7 +110,8 @@ func TestLockSummary(t *testing.T) {
 			"  Ready   True     Active   \n" +
 			"Protected:       no resource now\n" +
 			"Last denied:     <none>\n" +
-			"Last would-deny: <none>\n"},
+			"Last would-deny: <none>\n" +
+			"Last exception:  <none>\n"},
 		"NoStatus": {lock: fresh, want: "" +
 			"Name:            new\n" +
 			"Namespace:       forge\n" +
@@ -119,7 +124,8 @@ func TestLockSummary(t *testing.T) {
 			"Conditions:      <none> (lockguard has not reported on this Lock yet)\n" +
 			"Protected:       <unknown> (lockguard has not reported it yet)\n" +
 			"Last denied:     <none>\n" +
-			"Last would-deny: <none>\n"},
+			"Last would-deny: <none>\n" +
+			"Last exception:  <none>\n"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
