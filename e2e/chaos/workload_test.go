@@ -68,6 +68,10 @@ type counts struct {
 	// when sent that were answered after it expired (either answer is
 	// right).
 	expiringLocks, auditLocks, expiredLocks, expiredInFlight atomic.Int64
+	// exceptions counts the LockException creates; exceptionUsed the
+	// deletes a Lock protected that an exception let through, and
+	// exceptionRefused those refused while such an exception lived.
+	exceptions, exceptionUsed, exceptionRefused atomic.Int64
 	// relabels counts the changes of setLabel that went through (objects
 	// moved in or out of selectors).
 	relabels atomic.Int64
@@ -285,8 +289,12 @@ type worker struct {
 	seq     int
 	// audits are the names of the worker's Audit Locks, gone ones too.
 	audits map[string]bool
-	report func(kind deleteKind, msg string) // a violation, with details
-	logf   func(format string, args ...any)
+	// username is the client's user (worker.user); exceptions the
+	// break-glass exceptions it created (exceptions_test.go).
+	username   string
+	exceptions []exceptionRec
+	report     func(kind deleteKind, msg string) // a violation, with details
+	logf       func(format string, args ...any)
 }
 
 func newWorker(ns string, id int, c client.Client, seed uint64, n *counts, report func(deleteKind, string), logf func(string, ...any)) *worker {
@@ -343,8 +351,10 @@ func (w *worker) step(ctx context.Context) {
 		w.lockThenDelete(ctx)
 	case r < 0.45:
 		w.deleteLock(ctx)
-	case r < 0.73:
+	case r < 0.71:
 		w.deleteTarget(ctx)
+	case r < 0.73:
+		w.breakGlass(ctx)
 	case r < 0.77:
 		w.deleteCollection(ctx)
 	case r < 0.80:
