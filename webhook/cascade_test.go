@@ -136,7 +136,7 @@ func TestCascadeGuard(t *testing.T) {
 			want:    denied([]string{"keep-db"}, "PostgresCluster/db"),
 		},
 		"BackgroundAuditOnly": {
-			reason:  "A dependent only a Lock in Audit enforcement covers refuses nothing (docs/contract.md rule 20): the cascade goes ahead.",
+			reason:  "A dependent only a Lock in Audit enforcement covers refuses nothing (docs/contract.md rule 20): the cascade goes ahead, with the refusal it would have got as a warning.",
 			req:     ownerDelete(""),
 			objects: []graphObject{obj("PostgresCluster", "db", "Stack/root")},
 			index: ByTarget(func(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
@@ -145,7 +145,8 @@ func TestCascadeGuard(t *testing.T) {
 				}
 				return nil, nil
 			}),
-			want: allowed,
+			want:    allowed,
+			warning: WouldDenyWarning(denied([]string{"watch-db"}, "PostgresCluster/db").Message),
 		},
 		"Foreground": {
 			reason:  "Foreground deletes the dependents too.",

@@ -51,15 +51,17 @@ func (g *cascadeGuard) decide(ctx context.Context, req Request, _ string) (decis
 	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
-	resp, locks, decided := g.decideCascade(ctx, req, target, uid)
-	return decision{guard: GuardCascade, resp: resp, locks: locks}, decided
+	return g.decideCascade(ctx, req, target, uid)
 }
 
 // decideCascade walks the cascade of req, the DELETE of target (UID uid),
 // and returns the answer when the cascade guard has one (decided true): a
-// denial (and the Locks that deny it), or an allowed delete with a
-// warning.
-func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lockv1alpha1.TargetKey, uid types.UID) (resp admission.Response, locks []lockv1alpha1.Lock, decided bool) {
+// denial (holding the Locks that deny it), an allowed delete with a
+// warning, or, when only Locks in Audit enforcement would deny it, an
+// allowed delete with what they would refuse (decision.refusal,
+// docs/contract.md rule 20).
+func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lockv1alpha1.TargetKey, uid types.UID) (d decision, decided bool) {
+	d = decision{guard: GuardCascade}
 	policy := rootPolicy(req)
 	walked := policy
 	if policy == metav1.DeletePropagationOrphan {
@@ -70,29 +72,44 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	c := g.walk(ctx, target.Namespace, uid, walked)
 	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
 	if err != nil {
-		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
-			target.GroupKind(), target.Namespace, target.Name, err)), nil, true
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
+			target.GroupKind(), target.Namespace, target.Name, err))
+		return d, true
 	}
 	g.metrics.cascadeIncomplete(c.incomplete)
-	locks = locksOf(locked)
+	// An audit Lock refuses nothing (Lock.Enforces), not even a cascade:
+	// it only says what it would refuse.
+	enforced := protectedBy(locked, enforces)
+	locks := locksOf(enforced)
 	switch {
-	case len(locked) > 0 && policy == metav1.DeletePropagationOrphan:
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
+	case len(enforced) > 0 && policy == metav1.DeletePropagationOrphan:
+		d.resp = admission.Allowed("").WithWarnings(fmt.Sprintf(
 			"the dependents of this resource are orphaned, not deleted; locked dependents that stay: %s (Lock(s) %v)",
-			dependentNames(locked), lockNames(locks, false, 0))), nil, true
-	case len(locked) > 0 && g.mode == CascadeWarn:
-		return admission.Allowed("").WithWarnings(CascadeWarning(locks, dependentList(locked))), nil, true
-	case len(locked) > 0:
-		return admission.Denied(CascadeDenialMessage(locks, dependentList(locked))), locks, true
+			dependentNames(enforced), lockNames(locks, false, 0)))
+	case len(enforced) > 0 && g.mode == CascadeWarn:
+		d.resp = admission.Allowed("").WithWarnings(CascadeWarning(locks, dependentList(enforced)))
+	case len(locked) > 0 && policy != metav1.DeletePropagationOrphan && g.mode != CascadeWarn:
+		// Denied by the Locks that enforce, naming the dependents they
+		// protect; with none, allowed with what the audit Locks would
+		// refuse.
+		d = d.refusal(locksOf(locked), func(ls []lockv1alpha1.Lock) string {
+			names := make(map[string]bool, len(ls))
+			for _, l := range ls {
+				names[l.Name] = true
+			}
+			return CascadeDenialMessage(ls, dependentList(protectedBy(locked, func(l lockv1alpha1.Lock) bool { return names[l.Name] })))
+		})
 	case c.incomplete != "" && policy != metav1.DeletePropagationOrphan:
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"lockguard could not check all of this delete's cascade (%s): if the garbage collector reaches a locked resource, its delete is denied and the cascade stops there", c.detail)), nil, true
+		d.resp = admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"lockguard could not check all of this delete's cascade (%s): if the garbage collector reaches a locked resource, its delete is denied and the cascade stops there", c.detail))
+	default:
+		return d, false
 	}
-	return admission.Response{}, nil, false
+	return d, true
 }
 
 // lockedIn returns the objects of deleted, in namespace ns, that live
-// Locks protect, as the handler's reader finds them (a cache that lags
+// Locks protect (or, in Audit enforcement, would), as the handler's reader finds them (a cache that lags
 // must not let a cascade through that the API server's Locks would deny).
 func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*member) ([]lockedDependent, error) {
 	var objs []lockv1alpha1.Object
@@ -114,13 +131,29 @@ func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*membe
 	}
 	var locked []lockedDependent
 	for i, ls := range found {
-		// An audit Lock refuses nothing (Lock.Enforces), not even a
-		// cascade.
-		if ls = slices.DeleteFunc(ls, audits); len(ls) > 0 {
+		if len(ls) > 0 {
 			locked = append(locked, lockedDependent{name: named[i].gk.Kind + "/" + named[i].meta.Name, locks: ls})
 		}
 	}
 	return locked, nil
+}
+
+// protectedBy returns the dependents of locked that a Lock keep accepts
+// protects, each with only those Locks.
+func protectedBy(locked []lockedDependent, keep func(lockv1alpha1.Lock) bool) []lockedDependent {
+	var out []lockedDependent
+	for _, d := range locked {
+		var ls []lockv1alpha1.Lock
+		for _, l := range d.locks {
+			if keep(l) {
+				ls = append(ls, l)
+			}
+		}
+		if len(ls) > 0 {
+			out = append(out, lockedDependent{name: d.name, locks: ls})
+		}
+	}
+	return out
 }
 
 // locksOf returns the Locks of locked, each once, sorted by name.

@@ -46,8 +46,8 @@ type Config struct {
 	// not a dry run; nil: lastDenied is not recorded.
 	Denials DenialRecorder
 	// WouldDeny is handed every request that audit Locks would refuse
-	// and no Lock refuses, by the object and update guards, that is not a
-	// dry run; nil: lastWouldDeny is not recorded.
+	// and no Lock refuses, by any guard, that is not a dry run; nil:
+	// lastWouldDeny is not recorded.
 	WouldDeny DenialRecorder
 	// Exceptions make the object and update guards honour LockExceptions
 	// (docs/contract.md rule 20); nil: none lets anything through.

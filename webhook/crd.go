@@ -20,8 +20,7 @@ func (g crdGuard) decide(ctx context.Context, req Request, kind string) (decisio
 		return decision{}, false
 	}
 	return g.run(ctx, GuardCRD, func(ctx context.Context) decision {
-		resp, locks, more := g.decideCRD(ctx, req)
-		return decision{guard: GuardCRD, resp: resp, locks: locks, more: more}
+		return g.decideCRD(ctx, req)
 	}), true
 }
 
@@ -30,48 +29,64 @@ func (g crdGuard) decide(ctx context.Context, req Request, kind string) (decisio
 // core.navique.com kind is denied while a live Lock protects an object of
 // that kind that exists, and the Lock CRD while any live Lock exists, as
 // the API server says. CRDs of other groups are allowed (the webhook
-// configuration does not even send them). It returns the Locks that deny
-// the delete, and how many more do that it does not return.
+// configuration does not even send them). The decision holds the Locks
+// that deny the delete, and counts (more) how many more do that it does
+// not hold. When only Locks in Audit enforcement would deny it, it is
+// allowed with what they would refuse (decision.refusedBy,
+// docs/contract.md rule 20).
 //
 // It reads the Locks of the CRD's kind alone, and for the Lock CRD only
 // the first few live Locks: a CRD delete, forged or not, never copies or
 // holds every Lock of the cluster.
-func (g crdGuard) decideCRD(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock, int) {
+func (g crdGuard) decideCRD(ctx context.Context, req Request) decision {
+	d := decision{guard: GuardCRD}
 	spec := req.OldObject.Spec
 	if spec.Group != lockv1alpha1.Group {
-		return admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition"), nil, 0
+		d.resp = admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition")
+		return d
 	}
 	name := req.Target().Name
 	if spec.Names.Kind == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name)), nil, 0
+		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the CustomResourceDefinition %q being deleted has no spec.names.kind", name))
+		return d
 	}
 	kind := spec.Names.Kind
-	refused := func(err error) admission.Response {
-		return errored(http.StatusServiceUnavailable, fmt.Errorf(
+	refused := func(err error) decision {
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf(
 			"lockguard could not verify the Locks on CustomResourceDefinition %s, so its delete is refused; retry when lockguard is ready: %w", name, err))
+		return d
+	}
+	// refusedBy of enforcing or, when none, of audit: more counts the
+	// Locks past those of the refusal, in its message and in the audit
+	// annotation of a denial.
+	refusal := func(enforcing []lockv1alpha1.Lock, more int, audit []lockv1alpha1.Lock, auditMore int, suffix string) decision {
+		if len(enforcing) == 0 {
+			more = auditMore
+		}
+		d = d.refusedBy(enforcing, audit, func(locks []lockv1alpha1.Lock) string { return crdDenialMessage(locks, more) + suffix })
+		if !d.resp.Allowed {
+			d.more = more
+		}
+		return d
 	}
 	if kind == "Lock" {
 		// Every live Lock holds the Lock CRD back, whatever its target.
-		live, more, err := g.locks.anyLive(ctx)
+		live, more, audit, auditMore, err := g.locks.anyLive(ctx)
 		if err != nil {
-			return refused(err), nil, 0
+			return refused(err)
 		}
-		if len(live) > 0 {
-			return admission.Denied(crdDenialMessage(live, more) + "; deleting the Lock CustomResourceDefinition would delete every Lock"), live, more
-		}
-		return admission.Allowed(""), nil, 0
+		return refusal(live, more, audit, auditMore, "; deleting the Lock CustomResourceDefinition would delete every Lock")
 	}
-	protected, missing, unchecked, err := g.check(ctx, lockScope{kind: schema.GroupKind{Group: spec.Group, Kind: kind}}, maxNamed)
+	c, err := g.check(ctx, lockScope{kind: schema.GroupKind{Group: spec.Group, Kind: kind}}, maxNamed)
 	switch {
 	case err != nil:
-		return refused(err), nil, 0
-	case len(protected) > 0:
-		return admission.Denied(crdDenialMessage(protected, unchecked)), protected, unchecked
-	case len(missing) > 0:
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(missing, true, 0), kind)), nil, 0
+		return refused(err)
+	case len(c.protected) == 0 && len(c.audit) == 0 && len(c.missing) > 0:
+		d.resp = admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"Lock(s) %v target %s objects that do not exist: they protect nothing", lockNames(c.missing, true, 0), kind))
+		return d
 	}
-	return admission.Allowed(""), nil, 0
+	return refusal(c.protected, c.unchecked, c.audit, c.auditUnchecked, "")
 }
 
 // CRDDenialMessage is the message of a denied CustomResourceDefinition

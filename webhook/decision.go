@@ -112,14 +112,24 @@ func errored(code int32, err error) admission.Response {
 // allowed, with what the audit Locks would refuse (docs/contract.md rule
 // 20: an audit Lock refuses nothing and records what it would refuse);
 // allowed when locks is empty. Every guard that refuses for the Locks of
-// one object answers through it.
+// one object answers through it, or through refusedBy.
 func (d decision) refusal(locks []lockv1alpha1.Lock, message func([]lockv1alpha1.Lock) string) decision {
 	enforcing := slices.DeleteFunc(slices.Clone(locks), audits)
+	return d.refusedBy(enforcing, locks, message)
+}
+
+// refusedBy is refusal for a guard that finds the Locks that enforce
+// (enforcing) apart from the ones in Audit (audit; the namespace, CRD and
+// cascade guards look for these only when no Lock enforces): denied by
+// enforcing, naming only them; otherwise allowed, with the refusal the
+// audit Locks would give (finisher.finish warns with it, counts it and
+// records it); allowed when both are empty.
+func (d decision) refusedBy(enforcing, audit []lockv1alpha1.Lock, message func([]lockv1alpha1.Lock) string) decision {
 	switch {
 	case len(enforcing) > 0:
 		d.resp, d.locks = admission.Denied(message(enforcing)), enforcing
-	case len(locks) > 0:
-		d.resp, d.audit, d.wouldDeny = admission.Allowed(""), locks, message(locks)
+	case len(audit) > 0:
+		d.resp, d.audit, d.wouldDeny = admission.Allowed(""), audit, message(audit)
 	default:
 		d.resp = admission.Allowed("")
 	}

@@ -67,29 +67,69 @@ func (g *clusterGuards) enter(ctx context.Context) error {
 // leave frees the slot of a decision that enter admitted.
 func (g *clusterGuards) leave() { <-g.slots }
 
-// check returns, of the live Locks of scope, the ones whose target exists
-// and is not being deleted (protected) and the ones whose target does not
-// exist (missing), from the Locks the handler's reader gives (the cache's,
-// whose protected Locks deny at once, then the API server's); the targets
-// are always read from the API server.
+// checked is what check found of the live Locks of a scope.
+type checked struct {
+	// protected are the Locks that enforce (Lock.Enforces) whose target
+	// exists and is not being deleted, missing those whose target does not
+	// exist, and unchecked counts those whose targets were not checked.
+	protected, missing []lockv1alpha1.Lock
+	unchecked          int
+	// audit are, when no Lock in protected enforces, the Locks in Audit
+	// enforcement that would protect, and auditUnchecked counts the audit
+	// Locks whose targets were not checked (docs/contract.md rule 20).
+	audit          []lockv1alpha1.Lock
+	auditUnchecked int
+}
+
+// check returns, of the live Locks of scope, the ones that enforce whose
+// target exists and is not being deleted (protected) and the ones whose
+// target does not exist (missing), from the Locks the handler's reader
+// gives (the cache's, whose protected Locks deny at once, then the API
+// server's); the targets are always read from the API server. When none
+// protects, it returns the Locks in Audit enforcement of the API server
+// that would (audit), checked alike (docs/contract.md rule 20).
 //
 // With enough > 0 it stops checking targets once it has found that many
-// protected Locks, and counts the Locks it did not check (protecting).
-func (g *clusterGuards) check(ctx context.Context, scope lockScope, enough int) (protected, missing []lockv1alpha1.Lock, unchecked int, err error) {
+// protected Locks (of those that enforce, then of those in Audit), and
+// counts the Locks it did not check (unchecked, auditUnchecked).
+func (g *clusterGuards) check(ctx context.Context, scope lockScope, enough int) (checked, error) {
 	// The objects of a kind are read once per decision, though the API
 	// server's Locks may be checked after the cache's.
 	seen := map[nsKind]presence{}
-	err = g.locks.inScope(ctx, scope, func(live []lockv1alpha1.Lock) (bool, error) {
+	var c checked
+	err := g.locks.inScope(ctx, scope, func(live []lockv1alpha1.Lock, final bool) (bool, error) {
+		enforcing, audit := splitEnforcing(live)
 		var rest []lockv1alpha1.Lock
 		var err error
-		protected, missing, rest, err = g.protecting(ctx, live, scope.kind, enough, seen)
-		unchecked = len(rest)
-		return len(protected) > 0, err
+		c = checked{}
+		c.protected, c.missing, rest, err = g.protecting(ctx, enforcing, scope.kind, enough, seen)
+		c.unchecked = len(rest)
+		if err != nil || len(c.protected) > 0 || !final {
+			return len(c.protected) > 0, err
+		}
+		// Only the API server's Locks say what audit Locks would
+		// refuse (the cache's are read first only to deny at once).
+		c.audit, _, rest, err = g.protecting(ctx, audit, scope.kind, enough, seen)
+		c.auditUnchecked = len(rest)
+		return false, err
 	})
 	if err != nil {
-		return nil, nil, 0, err
+		return checked{}, err
 	}
-	return protected, missing, unchecked, nil
+	return c, nil
+}
+
+// splitEnforcing returns the Locks of live that enforce (Lock.Enforces)
+// and those in Audit enforcement, in new slices: live may be shared.
+func splitEnforcing(live []lockv1alpha1.Lock) (enforcing, audit []lockv1alpha1.Lock) {
+	for _, l := range live {
+		if l.Enforces() {
+			enforcing = append(enforcing, l)
+		} else {
+			audit = append(audit, l)
+		}
+	}
+	return enforcing, audit
 }
 
 // run returns decide's decision, made within the guards' bound of

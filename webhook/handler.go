@@ -112,7 +112,12 @@ func (h *Handler) Decide(ctx context.Context, req Request) admission.Response {
 			continue
 		}
 		answered = true
-		if next.resp.Allowed && len(next.audit) == 0 {
+		if next.resp.Allowed && len(d.audit) > 0 {
+			if len(next.audit) > 0 {
+				// Both would refuse: the first stands, as a refusal
+				// would (the object guard's, before the cascade's).
+				continue
+			}
 			// What audit Locks would refuse stays said (the object
 			// guard's, when the cascade guard allows too).
 			next.audit, next.wouldDeny = d.audit, d.wouldDeny

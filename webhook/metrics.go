@@ -64,7 +64,7 @@ func newMetrics() *Metrics {
 		}, []string{"namespace", "group", "kind", "dry_run"}),
 		wouldDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_would_deny_total",
-			Help: "Requests allowed although Locks in Audit enforcement would have refused them (no enforcing Lock did), by guard (object: a DELETE; readonly: an UPDATE), namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run requests.",
+			Help: "Requests allowed although Locks in Audit enforcement would have refused them (no enforcing Lock did), by guard (object: a DELETE; cascade: an owner's DELETE whose cascade would delete an object they cover; namespace: a namespace holding one; crd: the CustomResourceDefinition of its kind, or of Locks; readonly: an UPDATE), namespace, group and kind of the object; dry_run=\"true\" for server-side dry-run requests.",
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",

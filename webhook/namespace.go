@@ -20,37 +20,41 @@ func (g namespaceGuard) decide(ctx context.Context, req Request, kind string) (d
 		return decision{}, false
 	}
 	return g.run(ctx, GuardNamespace, func(ctx context.Context) decision {
-		resp, locks := g.decideNamespace(ctx, req)
-		return decision{guard: GuardNamespace, resp: resp, locks: locks}
+		return g.decideNamespace(ctx, req)
 	}), true
 }
 
 // decideNamespace answers the DELETE of a Namespace (docs/contract.md rule 11): it
 // is denied while a live Lock in it protects an object that exists and is
-// not being deleted, as the API server says. A namespace already
-// terminating is allowed (its delete was decided when it began); one whose
-// live Locks all point at missing targets is allowed with a warning. It
-// returns the Locks that deny the delete, all of them.
-func (g namespaceGuard) decideNamespace(ctx context.Context, req Request) (admission.Response, []lockv1alpha1.Lock) {
+// not being deleted, as the API server says, naming all of them. A
+// namespace already terminating is allowed (its delete was decided when
+// it began); one whose live Locks all point at missing targets is allowed
+// with a warning. When only Locks in Audit enforcement would protect, it
+// is allowed with what they would refuse (decision.refusedBy,
+// docs/contract.md rule 20).
+func (g namespaceGuard) decideNamespace(ctx context.Context, req Request) decision {
+	d := decision{guard: GuardNamespace}
 	ns := req.Target().Name
 	if ns == "" {
-		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace")), nil
+		d.resp = errored(http.StatusBadRequest, fmt.Errorf("lockguard could not verify Locks: the DELETE of a Namespace names no namespace"))
+		return d
 	}
 	if req.OldObject.Metadata.DeletionTimestamp != nil || req.OldObject.Status.Phase == string(corev1.NamespaceTerminating) {
-		return admission.Allowed("the namespace is already terminating"), nil
+		d.resp = admission.Allowed("the namespace is already terminating")
+		return d
 	}
-	protected, missing, _, err := g.check(ctx, lockScope{ns: ns}, 0)
+	c, err := g.check(ctx, lockScope{ns: ns}, 0)
 	switch {
 	case err != nil:
-		return errored(http.StatusServiceUnavailable, fmt.Errorf(
-			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err)), nil
-	case len(protected) > 0:
-		return admission.Denied(NamespaceDenialMessage(ns, protected)), protected
-	case len(missing) > 0:
-		return admission.Allowed("").WithWarnings(fmt.Sprintf(
-			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(missing, false, 0))), nil
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf(
+			"lockguard could not verify the Locks of namespace %s, so its delete is refused; retry when lockguard is ready: %w", ns, err))
+	case len(c.protected) == 0 && len(c.audit) == 0 && len(c.missing) > 0:
+		d.resp = admission.Allowed("").WithWarnings(fmt.Sprintf(
+			"namespace %s holds Lock(s) %v whose targets do not exist: they protect nothing", ns, lockNames(c.missing, false, 0)))
+	default:
+		d = d.refusedBy(c.protected, c.audit, func(locks []lockv1alpha1.Lock) string { return NamespaceDenialMessage(ns, locks) })
 	}
-	return admission.Allowed(""), nil
+	return d
 }
 
 // NamespaceDenialMessage is the message of a denied namespace delete: the

@@ -346,19 +346,19 @@ func (s lockScope) holds(l *lockv1alpha1.Lock, now time.Time) bool {
 }
 
 // inScope calls denies with the live Locks of scope that enforce
-// (Lock.Enforces: the namespace and CRD guards refuse nothing for an
-// audit Lock) from the cache, and,
-// unless those deny the delete (or the cache cannot tell), again with the
-// live Locks of scope read from the API server (shared with other
-// decisions: read-only). It returns the error of denies or of the read.
-// It never holds a Lock outside scope (issue 22: a CRD delete does not
-// copy every Lock of the cluster).
-func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([]lockv1alpha1.Lock) (bool, error)) error {
+// (Lock.Enforces) from the cache, and, unless those deny the delete (or
+// the cache cannot tell), again, final, with the live Locks of scope read
+// from the API server (shared with other decisions: read-only), those in
+// Audit enforcement too: what they would refuse is decided from the API
+// server's Locks alone, as is what the cache would allow (docs/contract.md
+// rule 20). It returns the error of denies or of the read. It never holds
+// a Lock outside scope (issue 22: a CRD delete does not copy every Lock of
+// the cluster).
+func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func(live []lockv1alpha1.Lock, final bool) (bool, error)) error {
 	now := r.now()
-	holds := func(l *lockv1alpha1.Lock) bool { return l.Enforces() && scope.holds(l, now) }
 	if cached, err := scope.cached(r.cache); err == nil {
-		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !holds(&l) })
-		if denied, err := denies(live); err != nil || denied {
+		live := slices.DeleteFunc(cached, func(l lockv1alpha1.Lock) bool { return !l.Enforces() || !scope.holds(&l, now) })
+		if denied, err := denies(live, false); err != nil || denied {
 			return err
 		}
 	}
@@ -367,12 +367,12 @@ func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([
 	if scope.ns != "" {
 		live, err = r.api.namespace(ctx, scope.ns)
 	} else {
-		live, _, err = r.api.list(ctx, "", holds, 0)
+		live, _, err = r.api.list(ctx, "", func(l *lockv1alpha1.Lock) bool { return scope.holds(l, now) }, 0)
 	}
 	if err != nil {
 		return err
 	}
-	_, err = denies(slices.DeleteFunc(slices.Clone(live), audits)) // live is shared: read-only
+	_, err = denies(live, true)
 	return err
 }
 
@@ -383,15 +383,32 @@ func (r *lockReader) inScope(ctx context.Context, scope lockScope, denies func([
 // ones too: it errs towards denying), otherwise from the API server, whose
 // list it reads to the end, counting the Locks past maxNamed without
 // keeping them (kubectl lock why reads the same list: both name and count
-// the same Locks). It never copies or holds more than that (and a page of
-// the API server's list).
-func (r *lockReader) anyLive(ctx context.Context) (named []lockv1alpha1.Lock, more int, err error) {
+// the same Locks). From the API server's list it also returns, when none
+// enforces, at most maxNamed live Locks in Audit enforcement, and how many
+// more there are (docs/contract.md rule 20). It never copies or holds more
+// than that (and a page of the API server's list).
+func (r *lockReader) anyLive(ctx context.Context) (named []lockv1alpha1.Lock, more int, audit []lockv1alpha1.Lock, auditMore int, err error) {
 	if named, total, err := r.cache.AnyLiveLocks(maxNamed); err == nil && total > 0 {
 		if enforcing := slices.DeleteFunc(slices.Clone(named), audits); len(enforcing) > 0 {
-			return enforcing, total - len(enforcing), nil
+			return enforcing, total - len(enforcing), nil, 0, nil
 		}
 	}
-	return r.api.list(ctx, "", func(l *lockv1alpha1.Lock) bool { return l.Enforces() }, maxNamed)
+	named, more, err = r.api.list(ctx, "", func(l *lockv1alpha1.Lock) bool {
+		if l.Enforces() {
+			return true
+		}
+		// One pass: the audit Locks are tallied as the list goes by.
+		if len(audit) < maxNamed {
+			audit = append(audit, *l.DeepCopy())
+		} else {
+			auditMore++
+		}
+		return false
+	}, maxNamed)
+	if err != nil || len(named) > 0 {
+		return named, more, nil, 0, err
+	}
+	return nil, 0, audit, auditMore, nil
 }
 
 // enforces and audits say whether a live Lock refuses (Lock.Enforces),
