@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // TestMetricsRefusesStrangers: the metrics endpoint answers 401 to a
@@ -56,4 +58,32 @@ func TestMetricsRefusesStrangers(t *testing.T) {
 			t.Errorf("%s: HTTP %d %.200q, want %d without metrics", tc.name, code, body, tc.want)
 		}
 	}
+}
+
+// counterSum is the sum of the counters name of lockguard in this process
+// whose labels include labels.
+func counterSum(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			matched := 0
+			for _, l := range m.GetLabel() {
+				if v, ok := labels[l.GetName()]; ok && v == l.GetValue() {
+					matched++
+				}
+			}
+			if matched == len(labels) {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
 }
