@@ -32,7 +32,7 @@ import (
 //
 // When the cache has no such exception (or the one it has is gone from
 // the API server), the namespace's exceptions are read from the API
-// server (exceptions.listed), so that one created a moment ago, that the
+// server (attempt.listed), so that one created a moment ago, that the
 // cache has not seen, still lets its user through: at most
 // exceptionListLimit of them, within exceptionReadTimeout, and at most as
 // often as the replica's budget allows (a token bucket,
@@ -136,8 +136,8 @@ func (x *exceptions) pierce(ctx context.Context, d decision, req Request, o lock
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("namespace", o.Namespace, "name", o.Name, "user", user)
 	a := attempt{x: x, o: o, op: op, user: user, relevant: relevant, now: x.locks.now()}
-	live, read := a.cached(ctx, log, lockNamesOf(d.locks))
-	if live == nil && read {
+	live, next := a.cached(ctx, log, lockNamesOf(d.locks))
+	if live == nil && next {
 		live = a.listed(ctx, log)
 	}
 	if live == nil {

@@ -64,22 +64,12 @@ func (x *LockIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Obj
 		return nil, ErrNotSynced
 	}
 	out := make([][]lockv1alpha1.Lock, len(objs))
-	var copies map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+	var copies copier
 	for i, o := range objs {
 		if o.Namespace != ns {
 			continue
 		}
-		err := x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) {
-			c, ok := copies[l]
-			if !ok {
-				if copies == nil {
-					copies = map[*lockv1alpha1.Lock]*lockv1alpha1.Lock{}
-				}
-				c = l.DeepCopy()
-				copies[l] = c
-			}
-			out[i] = append(out[i], *c)
-		})
+		err := x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) { out[i] = append(out[i], copies.of(l)) })
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +91,7 @@ func (x *LockIndex) LocksCovering(ns string, objs []lockv1alpha1.Object) (live [
 	}
 	now := x.now()
 	live = make([][]lockv1alpha1.Lock, len(objs))
-	var copies map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+	var copies copier
 	for i, o := range objs {
 		key := o.Key()
 		found, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
@@ -115,24 +105,32 @@ func (x *LockIndex) LocksCovering(ns string, objs []lockv1alpha1.Object) (live [
 		standing = standing || len(found) > 0
 		err = x.eachStandingSelectorLock(o, func(l *lockv1alpha1.Lock) {
 			standing = true
-			if !liveIndexed(l, now) {
-				return
+			if liveIndexed(l, now) {
+				live[i] = append(live[i], copies.of(l))
 			}
-			c, ok := copies[l]
-			if !ok {
-				if copies == nil {
-					copies = map[*lockv1alpha1.Lock]*lockv1alpha1.Lock{}
-				}
-				c = l.DeepCopy()
-				copies[l] = c
-			}
-			live[i] = append(live[i], *c)
 		})
 		if err != nil {
 			return nil, false, err
 		}
 	}
 	return live, standing, nil
+}
+
+// copier copies the cache's Locks for one lookup, each once however many
+// objects it covers (a selector Lock may cover several).
+type copier map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+
+// of returns the lookup's copy of l, the cache's object.
+func (c *copier) of(l *lockv1alpha1.Lock) lockv1alpha1.Lock {
+	cp, ok := (*c)[l]
+	if !ok {
+		if *c == nil {
+			*c = copier{}
+		}
+		cp = l.DeepCopy()
+		(*c)[l] = cp
+	}
+	return *cp
 }
 
 // copyLocksIf returns copies of the Locks among objs that keep accepts,
