@@ -140,8 +140,9 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	// A Lock the cache holds may not protect only because it has expired
 	// or is in Audit, and an update the cache has not seen may have
 	// extended or enforced it: updates are not announced as creates are
-	// (docs/contract.md rules 19, 20). Asked after the live Locks: a cache
-	// that has the update by then shows the Lock standing here too.
+	// (docs/contract.md rules 19, 20). Asked after the live Locks (or in
+	// the same read of a Coverage, where every Lock seen is standing): a
+	// cache that has the update by then shows the Lock standing here too.
 	if r.confirm && !mayLack && !cached {
 		standing, err := standingLocks()
 		if err != nil {
