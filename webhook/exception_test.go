@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/time/rate"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -145,9 +149,10 @@ func (r *recordedUses) RecordDenial(locks []lockv1alpha1.Lock, d lockv1alpha1.De
 // TestExceptionPierce (docs/contract.md rule 20): a DELETE the Locks
 // refuse is allowed for the user of an exception that names the target,
 // the operation and every refusing Lock, has not expired, and that the
-// API server still has; the API server's Locks decide which refuse, so a
-// Lock the cache lags on, not named in the exception, still refuses. The
-// use is warned about and, unless a dry run, recorded.
+// API server still has (read from it when the cache has none); the API
+// server's Locks decide which refuse, so a Lock the cache lags on, not
+// named in the exception, still refuses. The use is warned about and,
+// unless a dry run, recorded.
 func TestExceptionPierce(t *testing.T) {
 	hour := exceptionNow.Add(time.Hour)
 	del := []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}
@@ -166,7 +171,7 @@ func TestExceptionPierce(t *testing.T) {
 		"AnotherUser":      {cached: []client.Object{xA}, live: []client.Object{a, xA}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "bob", at: exceptionNow},
 		"Expired":          {cached: []client.Object{xA}, live: []client.Object{a, xA}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "alice", at: hour},
 		"DeletedFromAPI":   {cached: []client.Object{xA}, live: []client.Object{a}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "alice", at: exceptionNow},
-		"NotCached":        {live: []client.Object{a, xA}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "alice", at: exceptionNow},
+		"NotCached":        {live: []client.Object{a, xA}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "alice", at: exceptionNow, allowed: true},
 		"LockCacheLags":    {cached: []client.Object{xA}, live: []client.Object{a, b, xA}, cacheLocks: []lockv1alpha1.Lock{*a}, user: "alice", at: exceptionNow},
 		"TwoLocksOneNamed": {cached: []client.Object{xA}, live: []client.Object{a, b, xA}, cacheLocks: []lockv1alpha1.Lock{*a, *b}, user: "alice", at: exceptionNow},
 	}
@@ -209,8 +214,9 @@ func TestExceptionPierce(t *testing.T) {
 }
 
 // TestExceptionPierceUpdate (docs/contract.md rule 20): under a ReadOnly
-// Lock, an UPDATE exception lets its user change the object; a DELETE
-// exception does not, nor does an UPDATE exception for another user.
+// Lock, an UPDATE exception lets its user change the object, whether the
+// cache has seen it or only the API server has it; a DELETE exception
+// does not, nor does an UPDATE exception for another user.
 func TestExceptionPierceUpdate(t *testing.T) {
 	const labelled = `{"core.navique.com/read-only":"true"}`
 	before, after := stackJSON(1, labelled), stackJSON(2, labelled)
@@ -220,21 +226,28 @@ func TestExceptionPierceUpdate(t *testing.T) {
 	update := newException("x-update", "alice", hour, []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionUpdate}, "ro")
 	del := newException("x-delete", "alice", hour, []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}, "ro")
 	for _, tc := range []struct {
-		name    string
-		x       *lockv1alpha1.LockException
-		user    string
-		allowed bool
+		name     string
+		x        *lockv1alpha1.LockException
+		user     string
+		uncached bool // the cache has not seen the exception
+		allowed  bool
 	}{
-		{"UpdateException", update, "alice", true},
-		{"DeleteException", del, "alice", false},
-		{"AnotherUser", update, "bob", false},
+		{"UpdateException", update, "alice", false, true},
+		{"UpdateExceptionNotCached", update, "alice", true, true},
+		{"DeleteException", del, "alice", false, false},
+		{"DeleteExceptionNotCached", del, "alice", true, false},
+		{"AnotherUser", update, "bob", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := func() time.Time { return exceptionNow }
 			s := lockScheme(t)
 			api := fake.NewClientBuilder().WithScheme(s).WithObjects(ro, tc.x).Build()
+			cache := client.Reader(api)
+			if tc.uncached {
+				cache = fake.NewClientBuilder().WithScheme(s).Build()
+			}
 			h := NewHandler(Config{Locks: readmodeltest.Index(t, clock, *ro), Live: api, Now: clock,
-				Exceptions: &ExceptionConfig{Cache: api, API: api}})
+				Exceptions: &ExceptionConfig{Cache: cache, API: api}})
 			resp := NewUpdateHandler(h, Exemptions{}, nil).Handle(context.Background(), updateRequest(tc.user, nil, before, after))
 			if resp.Allowed != tc.allowed {
 				t.Fatalf("allowed %v (%+v), want %v", resp.Allowed, resp.Result, tc.allowed)
@@ -243,5 +256,127 @@ func TestExceptionPierceUpdate(t *testing.T) {
 				t.Errorf("warnings %q, want %q: %v", resp.Warnings, want, tc.allowed)
 			}
 		})
+	}
+}
+
+// TestExceptionWhileCacheLags (docs/contract.md rule 20): when the cache
+// holds no exception that lets a refused request through, the
+// namespace's exceptions are read from the API server (one page of
+// exceptionListLimit, within exceptionReadTimeout, counted as a
+// confirmation for ReasonException) and one there lets it through, by
+// the same checks: its user, its expiry, every refusing Lock (as the API
+// server has them) named. Past the replica's budget of such reads the
+// refusal stands, counted in lockguard_exception_reads_skipped_total.
+func TestExceptionWhileCacheLags(t *testing.T) {
+	hour := exceptionNow.Add(time.Hour)
+	del := []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}
+	a, b := newLock("forge", "a", "", "Stack", "forge"), newLock("forge", "b", "", "Stack", "forge")
+	xA, xAB := newException("x-a", "alice", hour, del, "a"), newException("x-ab", "alice", hour, del, "a", "b")
+	gone := newException("x-0-gone", "alice", hour, del, "a")
+	expired := newException("x-a", "alice", exceptionNow, del, "a")
+	cases := map[string]struct {
+		cached, live []client.Object     // exceptions (cache) and Locks and exceptions (API server)
+		cacheLocks   []lockv1alpha1.Lock // default: a
+		user         string
+		listFails    bool
+		want         string // the exception that lets it through; "": refused
+		wantReads    int    // reads of the exceptions from the API server
+	}{
+		"OnlyTheAPIServerHasIt":  {live: []client.Object{a, xA}, user: "alice", want: "x-a", wantReads: 1},
+		"CachedOneGone":          {cached: []client.Object{gone}, live: []client.Object{a, xA}, user: "alice", want: "x-a", wantReads: 1},
+		"CachedOneFound":         {cached: []client.Object{xA}, live: []client.Object{a, xA}, user: "alice", want: "x-a"},
+		"AnotherUser":            {live: []client.Object{a, xA}, user: "bob", wantReads: 1},
+		"Expired":                {live: []client.Object{a, expired}, user: "alice", wantReads: 1},
+		"ALockItDoesNotName":     {live: []client.Object{a, b, xA}, user: "alice", wantReads: 1},
+		"EveryLockNamed":         {live: []client.Object{a, b, xA, xAB}, user: "alice", want: "x-ab", wantReads: 1},
+		"CachedNamesTooFewLocks": {cached: []client.Object{xA}, live: []client.Object{a, b, xA, xAB}, user: "alice", want: "x-ab", wantReads: 1},
+		"ReadFails":              {live: []client.Object{a, xA}, user: "alice", listFails: true, wantReads: 1},
+		// The cache lags the delete of Lock b, which x-a does not name:
+		// the API server's Locks decide.
+		"LockCacheLagsADelete": {cached: []client.Object{xA}, cacheLocks: []lockv1alpha1.Lock{*a, *b}, live: []client.Object{a, xA}, user: "alice", want: "x-a", wantReads: 1},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			clock := func() time.Time { return exceptionNow }
+			s := lockScheme(t)
+			var reads []client.ListOptions
+			api := fake.NewClientBuilder().WithScheme(s).WithObjects(tc.live...).WithInterceptorFuncs(interceptor.Funcs{
+				List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+					if _, ok := list.(*lockv1alpha1.LockExceptionList); ok {
+						var o client.ListOptions
+						o.ApplyOptions(opts)
+						reads = append(reads, o)
+						if deadline, ok := ctx.Deadline(); !ok || time.Until(deadline) > exceptionReadTimeout {
+							t.Errorf("the read of the exceptions: deadline %v (%v), want within %v", deadline, ok, exceptionReadTimeout)
+						}
+						if tc.listFails {
+							return errors.New("etcd is slow")
+						}
+					}
+					return c.List(ctx, list, opts...)
+				}}).Build()
+			f := &freshness{calls: new([]string)}
+			if tc.cacheLocks == nil {
+				tc.cacheLocks = []lockv1alpha1.Lock{*a}
+			}
+			h := NewHandler(Config{Locks: readmodeltest.Index(t, clock, tc.cacheLocks...), Live: api, Now: clock, Freshness: f,
+				Exceptions: &ExceptionConfig{Cache: fake.NewClientBuilder().WithScheme(s).WithObjects(tc.cached...).Build(), API: api}})
+			req := request(admissionv1.Delete, lockv1alpha1.Group, "Stack", "forge", "forge", "forge")
+			req.UserInfo.Username = tc.user
+			resp := h.Decide(context.Background(), req)
+			if got := resp.AuditAnnotations[AuditException]; resp.Allowed != (tc.want != "") || got != tc.want {
+				t.Fatalf("allowed %v through %q (%+v), want through %q", resp.Allowed, got, resp.Result, tc.want)
+			}
+			if len(reads) != tc.wantReads {
+				t.Fatalf("%d reads of the exceptions from the API server, want %d", len(reads), tc.wantReads)
+			}
+			for _, o := range reads {
+				if o.Namespace != "forge" || o.Limit != exceptionListLimit {
+					t.Errorf("read of the exceptions in %q, limit %d: want forge, %d", o.Namespace, o.Limit, exceptionListLimit)
+				}
+			}
+			if want := slices.Repeat([]string{ReasonException}, tc.wantReads); !slices.Equal(slices.DeleteFunc(f.confirmed, func(r string) bool { return r != ReasonException }), want) {
+				t.Errorf("confirmations %q, want %q", f.confirmed, want)
+			}
+		})
+	}
+}
+
+// TestExceptionReadBudget: the reads of exceptions from the API server
+// are a replica's token bucket; past it, a refusal whose exception the
+// cache has not seen stands, counted in
+// lockguard_exception_reads_skipped_total, and no read is made.
+func TestExceptionReadBudget(t *testing.T) {
+	clock := func() time.Time { return exceptionNow }
+	s := lockScheme(t)
+	a := newLock("forge", "a", "", "Stack", "forge")
+	xA := newException("x-a", "alice", exceptionNow.Add(time.Hour), []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}, "a")
+	reads := 0
+	api := fake.NewClientBuilder().WithScheme(s).WithObjects(a, xA).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*lockv1alpha1.LockExceptionList); ok {
+				reads++
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	m := NewMetrics()
+	if err := m.Register(prometheus.NewRegistry()); err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(Config{Locks: readmodeltest.Index(t, clock, *a), Live: api, Now: clock, Metrics: m,
+		Exceptions: &ExceptionConfig{Cache: fake.NewClientBuilder().WithScheme(s).Build(), API: api, Reads: rate.Every(time.Hour), ReadBurst: 2}})
+	del := func(user string) bool {
+		req := request(admissionv1.Delete, lockv1alpha1.Group, "Stack", "forge", "forge", "forge")
+		req.UserInfo.Username = user
+		return h.Decide(context.Background(), req).Allowed
+	}
+	if del("bob") || !del("alice") {
+		t.Fatal("within the budget: bob refused and alice allowed through x-a, want so")
+	}
+	if del("alice") || reads != 2 {
+		t.Fatalf("past the budget: alice allowed %v after %d reads, want refused after 2", !del("alice"), reads)
+	}
+	if got := testutil.ToFloat64(m.skippedReads); got != 1 {
+		t.Errorf("lockguard_exception_reads_skipped_total = %v, want 1", got)
 	}
 }

@@ -45,9 +45,8 @@ func NewHandler(c Config) *Handler {
 		h.gate = transport.NewGate(transport.Limits{}, c.Metrics.Refused)
 	}
 	h.finish = &finisher{metrics: c.Metrics, denials: c.Denials, wouldDeny: c.WouldDeny}
-	if x := c.Exceptions; x != nil && x.Cache != nil && x.API != nil {
-		h.exceptions = &exceptions{cache: x.Cache, api: x.API, locks: h.locks}
-		h.finish.uses = x.Uses
+	if h.exceptions = newExceptions(c.Exceptions, h.locks, c.Metrics); h.exceptions != nil {
+		h.finish.uses = c.Exceptions.Uses
 	}
 	if c.Events != nil {
 		h.finish.events = newLimitedRecorder(eventnote.Recorder(c.Events), c.EventLimits, c.Metrics, time.Now)

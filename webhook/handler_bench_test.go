@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -150,29 +151,89 @@ func BenchmarkDecide(b *testing.B) {
 	for _, n := range benchLockCounts {
 		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
 			h := benchHandler(b, n)
-			for _, tc := range []struct {
-				name, object string
-				allowed      bool
-			}{{"allowed", "stack-unlocked", true}, {"denied", "stack-0", false}} {
-				req := webhook.Request{
-					UID:       "705ab4f5-6393-11e8-b7cc-42010a800002",
-					Operation: admissionv1.Delete,
-					Kind:      metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"},
-					Namespace: "ns-0",
-					Name:      tc.object,
-				}
-				b.Run(tc.name, func(b *testing.B) {
-					ctx := context.Background()
-					b.ReportAllocs()
-					for b.Loop() {
-						if resp := h.Decide(ctx, req); resp.Allowed != tc.allowed {
-							b.Fatalf("allowed %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
-						}
-					}
-				})
+			for _, tc := range decideCases {
+				b.Run(tc.name, func(b *testing.B) { decideBench(b, h, benchDelete(tc.object, false), tc.allowed) })
 			}
 		})
 	}
+}
+
+// BenchmarkDecideWarm is BenchmarkDecide on lockguard's default path: a
+// handler that confirms with the API server what its cache would allow,
+// on a warm replica (a Freshness that says the cache lacks no Lock), so
+// that the index alone decides these deletes and the API server is never
+// read. lookups=one reads the index once per review (the LockIndex is a
+// webhook.Coverage); lookups=separate hides that, so the same index is
+// asked LiveLocks, LiveSelectorLocksCovering and, for an allowed delete,
+// StandingLocksCover, as the handler did before.
+func BenchmarkDecideWarm(b *testing.B) {
+	for _, n := range benchLockCounts[:2] {
+		b.Run(fmt.Sprintf("locks=%d", n), func(b *testing.B) {
+			index := lockIndexOf(b, benchLocks(n))
+			for _, tc := range decideCases {
+				for _, lookups := range []struct {
+					name  string
+					locks webhook.Locks
+				}{{"one", index}, {"separate", separateLookups{index}}} {
+					h := webhook.NewHandler(webhook.Config{Locks: lookups.locks, Live: unreadAPI{b}, Freshness: warm{}})
+					b.Run(tc.name+"/lookups="+lookups.name, func(b *testing.B) { decideBench(b, h, benchDelete(tc.object, true), tc.allowed) })
+				}
+			}
+		})
+	}
+}
+
+// decideCases are the deletes of the Decide benchmarks: of an object no
+// Lock protects, and of one a Lock protects.
+var decideCases = []struct {
+	name, object string
+	allowed      bool
+}{{"allowed", "stack-unlocked", true}, {"denied", "stack-0", false}}
+
+// benchDelete is the decoded review of the DELETE of Stack ns-0/object,
+// with an oldObject (of no labels) when old is set.
+func benchDelete(object string, old bool) webhook.Request {
+	req := webhook.Request{
+		UID:       "705ab4f5-6393-11e8-b7cc-42010a800002",
+		Operation: admissionv1.Delete,
+		Kind:      metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "Stack"},
+		Namespace: "ns-0",
+		Name:      object,
+	}
+	if old {
+		req.OldObject.Metadata.Name = object
+	}
+	return req
+}
+
+// decideBench decides req with h b.N times, each answer allowed or not.
+func decideBench(b *testing.B, h *webhook.Handler, req webhook.Request, allowed bool) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := h.Decide(ctx, req); resp.Allowed != allowed {
+			b.Fatalf("allowed %v, want %v: %+v", resp.Allowed, allowed, resp.Result)
+		}
+	}
+}
+
+// separateLookups is a Locks that is no webhook.Coverage.
+type separateLookups struct{ webhook.Locks }
+
+// warm is the Freshness of a warm replica without pending creates: the
+// cache lacks no Lock.
+type warm struct{}
+
+func (warm) MayLack(lockv1alpha1.TargetKey) (string, bool) { return "", false }
+func (warm) PendingCreate(lockv1alpha1.TargetKey) bool     { return false }
+func (warm) Confirmed(string)                              {}
+
+// unreadAPI is an API server the benchmark must not read.
+type unreadAPI struct{ b *testing.B }
+
+func (a unreadAPI) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	a.b.Fatal("the API server was read")
+	return nil
 }
 
 type benchPath struct {

@@ -52,6 +52,19 @@ type Locks interface {
 	StandingLocksCover(ns string, objs []lockv1alpha1.Object) (bool, error)
 }
 
+// Coverage is a Locks that gives, in one read of its index, what a
+// decision asks of it for the objects it decides (in lockguard,
+// readmodel.LockIndex): LiveLocks and LiveSelectorLocksCovering of each,
+// and StandingLocksCover of them all, so that a DELETE reads each index
+// entry of its object once. A Locks that is not one is asked those three.
+type Coverage interface {
+	// LocksCovering returns, for each of objs (objects of namespace ns),
+	// in the order of objs, copies of the live Locks that cover it (its
+	// targetRef Locks, then the selector Locks of ns that cover it), and
+	// whether a standing Lock (StandingLocksCover) covers one of them.
+	LocksCovering(ns string, objs []lockv1alpha1.Object) (live [][]lockv1alpha1.Lock, standing bool, err error)
+}
+
 // NoLocks is a Locks that holds no Lock: every lookup answers none. A fake
 // embeds it and answers the lookups it is about.
 type NoLocks struct{}

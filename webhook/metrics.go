@@ -34,6 +34,7 @@ type Metrics struct {
 	eventsDropped prometheus.Counter
 	incomplete    *prometheus.CounterVec
 	exceptionUses *prometheus.CounterVec
+	skippedReads  prometheus.Counter
 	// reviews are reviewsTotal's counters of every guard and decision,
 	// looked up once (observe).
 	reviews map[[2]string]prometheus.Counter
@@ -91,6 +92,10 @@ func newMetrics() *Metrics {
 			Name: "lockguard_exception_uses_total",
 			Help: "Requests that enforcing Locks would have refused and a LockException let through (docs/contract.md rule 20), by operation (DELETE, UPDATE); dry runs included.",
 		}, []string{"operation"}),
+		skippedReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lockguard_exception_reads_skipped_total",
+			Help: "Refusals by enforcing Locks for which the replica's cache held no LockException that lets the request through, and the replica did not read the namespace's exceptions from the API server because its budget of such reads was spent (docs/contract.md rule 20): the refusal stood, though an exception the cache had not seen yet might have let it through.",
+		}),
 		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lockguard_events_dropped_total",
 			Help: "DeleteBlocked Events not recorded because their object (the target, or a Lock) or all Events together were over the Event rate limits.",
@@ -101,7 +106,7 @@ func newMetrics() *Metrics {
 // Register registers the metrics with r: controller-runtime's registry in
 // lockguard, a fresh registry in tests.
 func (m *Metrics) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.wouldDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete, m.exceptionUses} {
+	for _, c := range []prometheus.Collector{m.deniedTotal, m.updateDenied, m.wouldDenied, m.reviewsTotal, m.duration, m.refused, m.connsClosed, m.eventsDropped, m.incomplete, m.exceptionUses, m.skippedReads} {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -194,5 +199,13 @@ func (m *Metrics) wouldDeny(req Request, guard string) {
 func (m *Metrics) exceptionUse(op string) {
 	if m != nil {
 		m.exceptionUses.WithLabelValues(op).Inc()
+	}
+}
+
+// exceptionReadSkipped counts a read of exceptions from the API server
+// not made for want of budget. It is safe on a nil *Metrics.
+func (m *Metrics) exceptionReadSkipped() {
+	if m != nil {
+		m.skippedReads.Inc()
 	}
 }

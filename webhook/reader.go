@@ -129,32 +129,22 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
 	pending := mayLack && r.pendingCreate(objs)
-	selected, err := r.cache.LiveSelectorLocksCovering(ns, objs)
+	found, standingLocks, err := r.indexed(ns, objs)
 	if err != nil {
 		return r.unindexed(ctx, ns, objs, err)
 	}
-	found := make([][]lockv1alpha1.Lock, len(objs))
-	cached := false
-	for i, o := range objs {
-		locks, err := r.cache.LiveLocks(o.Key())
-		if err != nil {
-			return r.unindexed(ctx, ns, objs, err)
-		}
-		if selected != nil {
-			locks = append(locks, selected[i]...)
-		}
-		// Only a Lock that enforces denies from the index alone: an audit
-		// Lock refuses nothing, so the API server may still hold one that
-		// does.
-		found[i], cached = locks, cached || slices.ContainsFunc(locks, enforces)
-	}
+	// Only a Lock that enforces denies from the index alone: an audit
+	// Lock refuses nothing, so the API server may still hold one that
+	// does.
+	cached := slices.ContainsFunc(found, func(locks []lockv1alpha1.Lock) bool { return slices.ContainsFunc(locks, enforces) })
 	// A Lock the cache holds may not protect only because it has expired
 	// or is in Audit, and an update the cache has not seen may have
 	// extended or enforced it: updates are not announced as creates are
-	// (docs/contract.md rules 19, 20). Asked after the live Locks: a cache
-	// that has the update by then shows the Lock standing here too.
+	// (docs/contract.md rules 19, 20). Asked after the live Locks (or in
+	// the same read of a Coverage, where every Lock seen is standing): a
+	// cache that has the update by then shows the Lock standing here too.
 	if r.confirm && !mayLack && !cached {
-		standing, err := r.cache.StandingLocksCover(ns, objs)
+		standing, err := standingLocks()
 		if err != nil {
 			return nil, err
 		}
@@ -172,6 +162,37 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 		return found, nil
 	}
 	return r.reread(ctx, ns, objs, found, reason, cached)
+}
+
+// indexed returns the live Locks that cover each of objs (objects of
+// namespace ns) in the index, in the order of objs, and standing, which
+// reports whether a standing Lock of the index covers one of them
+// (Locks.StandingLocksCover), asked only when covering needs it: from one
+// read of the index when it is a Coverage, otherwise from LiveLocks and
+// LiveSelectorLocksCovering, standing then asking StandingLocksCover
+// (after them: a cache that has an update by then shows the Lock
+// standing there too).
+func (r *lockReader) indexed(ns string, objs []lockv1alpha1.Object) (found [][]lockv1alpha1.Lock, standing func() (bool, error), err error) {
+	if c, ok := r.cache.(Coverage); ok {
+		found, covered, err := c.LocksCovering(ns, objs)
+		return found, func() (bool, error) { return covered, nil }, err
+	}
+	selected, err := r.cache.LiveSelectorLocksCovering(ns, objs)
+	if err != nil {
+		return nil, nil, err
+	}
+	found = make([][]lockv1alpha1.Lock, len(objs))
+	for i, o := range objs {
+		locks, err := r.cache.LiveLocks(o.Key())
+		if err != nil {
+			return nil, nil, err
+		}
+		if selected != nil {
+			locks = append(locks, selected[i]...)
+		}
+		found[i] = locks
+	}
+	return found, func() (bool, error) { return r.cache.StandingLocksCover(ns, objs) }, nil
 }
 
 // unindexed returns covering's answer when the index cannot give one

@@ -169,6 +169,7 @@ func (w *worker) deleteTarget(ctx context.Context) {
 // sent at sent while locks (live Locks the worker saw created before)
 // protected it.
 func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind deleteKind, sent time.Time, err error) {
+	answered := time.Now()
 	k := &w.n.byKind[kind]
 	dryRun := kinds[kind].dryRun
 	locks = w.unexpired(locks)
@@ -209,7 +210,10 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 			t.uid, t.unlockedSince = "", time.Time{}
 		}
 	case isDenial(err):
-		if locked && w.excused(t, locks, sent) {
+		if x := w.owed(t, locks, sent, answered); locked && x != nil {
+			w.violation(kind, "a %s of %s %s was refused though LockException %s let it through Locks %v (created %s before the request was sent, expiring %s after its answer): %v",
+				kind, t.gvk.Kind, w.ns+"/"+t.name, x.name, x.locks, sent.Sub(x.acked).Round(time.Millisecond), x.expires.Sub(answered).Round(time.Millisecond), err)
+		} else if locked && w.excused(t, locks, sent) {
 			w.n.exceptionRefused.Add(1)
 		}
 		if locked {

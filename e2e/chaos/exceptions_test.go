@@ -24,20 +24,31 @@ import (
 // the client created (its outcome known or not) names the object and
 // every such Lock and had not expired when the delete was sent (the
 // webhook decides after that): otherwise it is a violation, as before,
-// and so is an allowed one sent at or after the exception's expiresAt. A
-// refusal while such an exception lives is counted apart, not judged:
-// lockguard finds exceptions in a cache, which may not have it yet (it
-// errs towards refusing). While an exception of the client lives, it
-// sends no deletecollection (whose members' deletes the exception would
-// pierce outside judge).
+// and so is an allowed one sent at or after the exception's expiresAt.
+// A refusal that an exception owed is a violation too (owed): the
+// exception's create was answered before the delete was sent (lockguard
+// reads an exception its cache has not seen from the API server before
+// refusing, docs/contract.md rule 20), it names the object and every
+// Lock that protected it, and the refusal's answer came before its
+// expiresAt (the webhook decided before that, by this process's clock,
+// which is lockguard's, as for a Lock's expiry: terms_test.go). The
+// client never deletes its exceptions. A refusal while an exception
+// whose create's outcome is unknown, or that expired while the request
+// was in flight, lived is counted apart, not judged. While an exception
+// of the client lives, it sends no deletecollection (whose members'
+// deletes the exception would pierce outside judge).
 const exceptionMin, exceptionMax = 3 * time.Second, 8 * time.Second
 
 // exceptionRec is an exception the client created (or may have: its
 // create's answer was lost).
 type exceptionRec struct {
+	name    string
 	target  *target
 	locks   []string
 	expires time.Time
+	// acked is when the create was answered with success; zero while
+	// it is not known to exist (refused, or its answer lost).
+	acked time.Time
 }
 
 // user returns the client's user name, asked once.
@@ -73,15 +84,18 @@ func (w *worker) breakGlass(ctx context.Context) {
 	}
 	slices.Sort(names)
 	span := exceptionMin + time.Duration(w.rng.Int64N(int64(exceptionMax-exceptionMin)))
-	x := exceptionRec{target: t, locks: names, expires: time.Now().Add(span).Truncate(time.Second)}
 	w.seq++
-	e := &lockv1alpha1.LockException{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: fmt.Sprintf("x-%d", w.seq)},
+	x := exceptionRec{name: fmt.Sprintf("x-%d", w.seq), target: t, locks: names, expires: time.Now().Add(span).Truncate(time.Second)}
+	e := &lockv1alpha1.LockException{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: x.name},
 		Spec: lockv1alpha1.LockExceptionSpec{TargetRef: lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}, Locks: names,
 			Operations: []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete}, Reason: "chaos", User: user,
 			ExpiresAt: metav1.NewTime(x.expires)}}
 	w.exceptions = append(w.exceptions, x) // Before the create: its outcome may be lost.
+	i := len(w.exceptions) - 1
 	w.n.exceptions.Add(1)
-	_ = w.c.Create(ctx, e) // Refused or lost: the record stays, it only excuses.
+	if err := w.c.Create(ctx, e); err == nil {
+		w.exceptions[i].acked = time.Now()
+	} // Refused or lost: the record stays, it only excuses.
 }
 
 // excepted returns a target an exception of the client names, that has
@@ -109,6 +123,23 @@ func (w *worker) excused(t *target, locks []*lockRec, sent time.Time) bool {
 		}
 	}
 	return false
+}
+
+// owed returns the exception the client created that owed a delete of t
+// sent at sent and refused with an answer at answered its passage
+// through every one of locks: its create was answered before sent, and
+// answered is before its expiresAt; nil for none.
+func (w *worker) owed(t *target, locks []*lockRec, sent, answered time.Time) *exceptionRec {
+	for i := range w.exceptions {
+		x := &w.exceptions[i]
+		if x.target != t || x.acked.IsZero() || !x.acked.Before(sent) || !answered.Before(x.expires) {
+			continue
+		}
+		if !slices.ContainsFunc(locks, func(l *lockRec) bool { return !slices.Contains(x.locks, l.name) }) {
+			return x
+		}
+	}
+	return nil
 }
 
 // exceptionLives reports whether an exception of the client may still let

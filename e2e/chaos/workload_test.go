@@ -70,7 +70,8 @@ type counts struct {
 	expiringLocks, auditLocks, expiredLocks, expiredInFlight atomic.Int64
 	// exceptions counts the LockException creates; exceptionUsed the
 	// deletes a Lock protected that an exception let through, and
-	// exceptionRefused those refused while such an exception lived.
+	// exceptionRefused those refused while such an exception lived that
+	// did not owe them its passage (worker.owed: those are violations).
 	exceptions, exceptionUsed, exceptionRefused atomic.Int64
 	// relabels counts the changes of setLabel that went through (objects
 	// moved in or out of selectors).

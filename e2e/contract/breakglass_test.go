@@ -226,22 +226,111 @@ func checkUpdateException(t *testing.T, ns string, holder, other client.Client,
 // lockguard in this process.
 func exceptionUses(t *testing.T, op string) float64 {
 	t.Helper()
+	return counter(t, "lockguard_exception_uses_total", "operation", op)
+}
+
+// counter is the counter name{label=value} of the lockguard in this
+// process, of its one label (0 when it has not been counted yet).
+func counter(t *testing.T, name, label, value string) float64 {
+	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "lockguard_exception_uses_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == op {
+			if l := m.GetLabel(); len(l) == 1 && l[0].GetName() == label && l[0].GetValue() == value {
 				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	t.Fatalf("no lockguard_exception_uses_total{operation=%q}", op)
 	return 0
+}
+
+// TestExceptionWhileCacheLags (docs/contract.md rule 20): while
+// lockguard's cache of LockExceptions lags the API server (its watch
+// events held back 5 seconds), the delete its creator sends the moment
+// the exception's create is answered goes through, the exception read
+// from the API server (lockguard_confirmations_total{reason="exception"}
+// grows: the cache had none); another user is still refused, and so is
+// the creator once an exception is deleted, whatever the cache has.
+func TestExceptionWhileCacheLags(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	ns := kube.NewNamespace(t, "lagging-exception")
+	kube.CreateObject(t, framework.StackGVK, ns, "app")
+	kube.CreateObject(t, framework.StackGVK, ns, "other")
+	lk := kube.CreateLock(t, framework.NewLock(ns, "lk-app", "Stack", "app", "production"))
+	lkOther := kube.CreateLock(t, framework.NewLock(ns, "lk-other", "Stack", "other", "production"))
+	stacks := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stack-admin"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"stacks"}, Verbs: []string{"get", "list", "delete"},
+	}}}
+	if err := kube.Client.Create(ctx, stacks); err != nil {
+		t.Fatal(err)
+	}
+	bind(t, ns, "lag-holder", "ClusterRole", lockv1alpha1.BreakGlassRole)
+	for _, u := range []string{"lag-holder", "lag-other"} {
+		bind(t, ns, u, "Role", stacks.Name)
+	}
+	holder, warnings := userClient(t, "lag-holder")
+	other, _ := userClient(t, "lag-other")
+	for _, u := range []client.Client{holder, other} {
+		framework.Eventually(t, framework.DefaultTimeout, "the users' roles", func(ctx context.Context) error {
+			return u.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, framework.Object(framework.StackGVK, ns, "app"))
+		})
+	}
+	framework.Eventually(t, framework.DefaultTimeout, "lag-holder can list LockExceptions", func(ctx context.Context) error {
+		return holder.List(ctx, &lockv1alpha1.LockExceptionList{}, client.InNamespace(ns))
+	})
+	kube.WantDenied(t, holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "app"), client.DryRunAll), lk)
+
+	const lag = 5 * time.Second
+	exceptionLag.Store(int64(lag))
+	defer exceptionLag.Store(0)
+	// An event already on its way when the lag began arrives on time.
+	time.Sleep(time.Second)
+	newException := func(name, target, lock string) *lockv1alpha1.LockException {
+		return &lockv1alpha1.LockException{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: lockv1alpha1.LockExceptionSpec{
+			TargetRef: lockv1alpha1.TargetReference{Kind: "Stack", Name: target}, Locks: []string{lock},
+			Operations: []lockv1alpha1.ExceptionOperation{lockv1alpha1.ExceptionDelete},
+			Reason:     "incident 43: " + name, User: "lag-holder", ExpiresAt: metav1.NewTime(time.Now().Add(time.Hour))}}
+	}
+
+	x := newException("x-app", "app", lk.Name)
+	reads := counter(t, "lockguard_confirmations_total", "reason", webhook.ReasonException)
+	if err := holder.Create(ctx, x); err != nil {
+		t.Fatalf("lag-holder creating a LockException: %v", err)
+	}
+	created := time.Now()
+	kube.WantDenied(t, other.Delete(ctx, framework.Object(framework.StackGVK, ns, "app"), client.DryRunAll), lk)
+	seen := len(warnings.All())
+	if err := holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "app")); err != nil {
+		t.Fatalf("the creator's delete %s after its exception's create was answered, while lockguard's cache of exceptions lags: %v, want it allowed",
+			time.Since(created).Round(time.Millisecond), err)
+	}
+	if took := time.Since(created); took >= lag {
+		t.Errorf("the deletes took %s after the create: the cache of exceptions may have caught up", took)
+	}
+	if want := webhook.ExceptionWarning(x, []lockv1alpha1.Lock{*lk}); !slices.Contains(warnings.All()[seen:], want) {
+		t.Errorf("warnings %q, want %q", warnings.All()[seen:], want)
+	}
+	// Two reads at least: other's refusal and the creator's delete.
+	if got := counter(t, "lockguard_confirmations_total", "reason", webhook.ReasonException) - reads; got < 2 {
+		t.Errorf("lockguard_confirmations_total{reason=%q} grew by %v, want at least 2: the exceptions were not read from the API server (did the cache not lag?)", webhook.ReasonException, got)
+	}
+
+	// A deleted exception lets nothing through.
+	xOther := newException("x-other", "other", lkOther.Name)
+	if err := holder.Create(ctx, xOther); err != nil {
+		t.Fatalf("lag-holder creating a LockException: %v", err)
+	}
+	if err := kube.Client.Delete(ctx, xOther); err != nil {
+		t.Fatal(err)
+	}
+	kube.WantDenied(t, holder.Delete(ctx, framework.Object(framework.StackGVK, ns, "other"), client.DryRunAll), lkOther)
 }
 
 // userClient returns a client acting as user (in system:authenticated),

@@ -23,10 +23,28 @@ var watchLag atomic.Int64
 // page after the first (a continue token).
 var lockPages atomic.Int64
 
+// exceptionLag holds back the events of the suite lockguard's watches on
+// LockExceptions by this long (0: not at all).
+var exceptionLag atomic.Int64
+
 // lagWatches wraps the transport of the suite's lockguard: the bodies of
-// its watches on Locks deliver their events watchLag late. It also counts
-// lockPages.
-func lagWatches(rt http.RoundTripper) http.RoundTripper { return lagWatchesBy(&watchLag)(rt) }
+// its watches on Locks deliver their events watchLag late, and those on
+// LockExceptions exceptionLag late. It also counts lockPages.
+func lagWatches(rt http.RoundTripper) http.RoundTripper {
+	return lateWatches(lagWatchesBy(&watchLag)(rt), "/lockexceptions", &exceptionLag)
+}
+
+// lateWatches wraps rt: the bodies of its watches of the resources whose
+// path ends in suffix deliver their events lag late.
+func lateWatches(rt http.RoundTripper, suffix string, lag *atomic.Int64) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, suffix) {
+			resp.Body = lateBody{resp.Body, lag}
+		}
+		return resp, err
+	})
+}
 
 // lagWatchesBy returns lagWatches with its own lag: a test's cache that
 // must lag while the suite's lockguard does not.
@@ -35,15 +53,12 @@ func lagWatchesBy(lag *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
 }
 
 func lagged(rt http.RoundTripper, lag *atomic.Int64) http.RoundTripper {
+	late := lateWatches(rt, "/locks", lag)
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.URL.Query().Get("continue") != "" && strings.HasSuffix(req.URL.Path, "/locks") {
 			lockPages.Add(1)
 		}
-		resp, err := rt.RoundTrip(req)
-		if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/locks") {
-			resp.Body = lateBody{resp.Body, lag}
-		}
-		return resp, err
+		return late.RoundTrip(req)
 	})
 }
 
