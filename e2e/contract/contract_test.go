@@ -135,3 +135,42 @@ func TestAnnotationByHand(t *testing.T) {
 	kube.WaitActive(t, lock)
 	kube.MustExist(t, framework.StackGVK, ns, "guarded")
 }
+
+// TestStatusScopeUpgrade: a Lock whose status has no scope (as every Lock
+// written by a lockguard without status.scope) gets it in one status
+// write of lockguard's, then lockguard writes nothing more for it: the
+// one write per Lock an upgrade costs, and no more.
+func TestStatusScopeUpgrade(t *testing.T) {
+	inProcess(t)
+	ns := kube.NewNamespace(t, "scopeup")
+	kube.CreateObject(t, framework.StackGVK, ns, "forge")
+	lock := kube.CreateLock(t, framework.NewLock(ns, "keep", "Stack", "forge", ""))
+	kube.WaitLockStatus(t, lock, framework.ActiveStatus(lock))
+
+	mine := func(r framework.Request) bool { return r.Write() && r.InNamespaces(ns) }
+	// Settled first: the Event of the Lock's first status is sent
+	// asynchronously.
+	mark, lastWrite := suite.requests.Mark(), time.Now()
+	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
+		if w := suite.requests.Since(mark, mine); len(w) > 0 {
+			mark, lastWrite = suite.requests.Mark(), time.Now()
+			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
+		}
+		if d := time.Since(lastWrite); d < framework.SettleQuiet {
+			return fmt.Errorf("quiet for %s only", d)
+		}
+		return nil
+	})
+	mark = suite.requests.Mark()
+	// As an older lockguard left it: the status without scope.
+	if err := kube.Client.Status().Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(`{"status":{"scope":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+	kube.WaitLockStatus(t, lock, framework.ActiveStatus(lock)) // status.scope included
+	framework.Consistently(t, 3*time.Second, "lockguard writes nothing more", func(context.Context) error {
+		if w := suite.requests.Since(mark, mine); len(w) != 1 || w[0].Method != "PATCH" || !strings.HasSuffix(w[0].Path, "/locks/keep/status") {
+			return fmt.Errorf("lockguard's writes in %s since the scope was removed: %d, want the one status PATCH of Lock keep:\n%s", ns, len(w), framework.Summary(w))
+		}
+		return nil
+	})
+}
