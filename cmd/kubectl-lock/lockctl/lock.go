@@ -292,7 +292,8 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 // when lock is ReadOnly is not, nor an Audit one when lock enforces),
 // waits until it is active (and, for a ReadOnly Lock, its freeze in
 // force; for an Audit Lock, live) and prints it, or done of whether it is
-// ReadOnly (auditDone for an Audit Lock).
+// ReadOnly (auditDone for an Audit Lock); under --dry-run, only what it
+// would create, waiting for nothing.
 func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
 	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
