@@ -150,18 +150,7 @@ func TestStatusScopeUpgrade(t *testing.T) {
 	mine := func(r framework.Request) bool { return r.Write() && r.InNamespaces(ns) }
 	// Settled first: the Event of the Lock's first status is sent
 	// asynchronously.
-	mark, lastWrite := suite.requests.Mark(), time.Now()
-	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
-		if w := suite.requests.Since(mark, mine); len(w) > 0 {
-			mark, lastWrite = suite.requests.Mark(), time.Now()
-			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
-		}
-		if d := time.Since(lastWrite); d < framework.SettleQuiet {
-			return fmt.Errorf("quiet for %s only", d)
-		}
-		return nil
-	})
-	mark = suite.requests.Mark()
+	mark := settle(t, mine)
 	// As an older lockguard left it: the status without scope.
 	if err := kube.Client.Status().Patch(t.Context(), lock, client.RawPatch(types.MergePatchType, []byte(`{"status":{"scope":null}}`))); err != nil {
 		t.Fatal(err)
