@@ -217,6 +217,9 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	}
 	lock.Status.Active = obs.active
 	lock.Status.ObservedGeneration = lock.Generation
+	// The same for a given Lock at every pass (its scope cannot change):
+	// written once, with the rest of the status.
+	lock.Status.Scope = lock.ScopeString()
 	lock.Status.Protected = obs.protected
 	if lock.Status.Protected == nil {
 		lock.Status.Protected = protectedNone()

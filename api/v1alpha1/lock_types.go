@@ -131,6 +131,15 @@ type LockSpec struct {
 
 // LockStatus is the observed state of a Lock.
 type LockStatus struct {
+	// Scope says what the Lock protects, as Lock.ScopeString writes it
+	// from the spec: Kind/name (Stack/forge) for a targetRef Lock,
+	// selector:LABELS (with ;kinds=A,B when it names kinds) for a selector
+	// Lock, <all> for an empty selector (the namespace and everything in
+	// it). Written by lockguard with the rest of the status; the Scope
+	// column of kubectl get locks.
+	// +optional
+	Scope string `json:"scope,omitempty"`
+
 	// Active is true once the target carries the lock annotation. (The
 	// webhook denies the target's deletion from the moment the Lock exists;
 	// Active reports that the reconciler has seen and annotated the target.)
@@ -191,18 +200,17 @@ type LockStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="has(self.status) || !has(self.spec.targetRef) || self.spec.targetRef.kind.matches('^[A-Z][A-Za-z0-9]*$')",fieldPath=".spec.targetRef.kind",message="kind must be the resource's Kind as the API serves it, e.g. Stack (not stack or stacks)"
 // +kubebuilder:resource:categories=navique,shortName=lk
-// +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
-// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.status.scope`
 // +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
-// +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
+// +kubebuilder:printcolumn:name="Read-Only",type=string,JSONPath=`.status.conditions[?(@.type=="ReadOnly")].reason`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
-// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
-// +kubebuilder:printcolumn:name="Selector",type=string,JSONPath=`.spec.selector`,priority=1
+// +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`,priority=1
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Protected",type=integer,JSONPath=`.status.protected.count`,priority=1
 // +kubebuilder:printcolumn:name="Last Denied",type=date,JSONPath=`.status.lastDenied.time`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 type Lock struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -65,6 +65,26 @@ func (s *LockSelector) LabelSelector() *metav1.LabelSelector {
 	return out
 }
 
+// ScopeString names what the Lock covers, compactly, as status.scope,
+// `kubectl get locks` (its Scope column), kubectl lock list and why show
+// it: Kind/name for a targetRef Lock (Stack/forge; Kind.group/name when
+// the target's group is not core.navique.com, as an InvalidTarget Lock's
+// may be), LockSelector.String for a selector Lock (selector:tier=db, with
+// ;kinds=Stack,Gateway when it names kinds), AllScope for an empty
+// selector. It is computed from the spec alone, which cannot change the
+// scope, so it never changes for a given Lock.
+func (l *Lock) ScopeString() string {
+	if s := l.Spec.Selector; s != nil {
+		return s.String()
+	}
+	ref := l.Spec.TargetRef
+	gk, err := ref.GroupKind()
+	if err != nil || gk.Group == Group {
+		return ref.Kind + "/" + ref.Name
+	}
+	return gk.String() + "/" + ref.Name
+}
+
 // AllScope is how a selector that selects everything is shown: every
 // object of the namespace and the namespace itself.
 const AllScope = "<all>"

@@ -230,3 +230,25 @@ func FuzzMatchesAgreesWithLabelSelector(f *testing.F) {
 		}
 	})
 }
+
+// TestScopeString: what status.scope, kubectl get locks and kubectl lock
+// list say a Lock covers, for each kind of scope.
+func TestScopeString(t *testing.T) {
+	for _, tc := range []struct {
+		spec LockSpec
+		want string
+	}{
+		{LockSpec{TargetRef: TargetReference{Kind: "Stack", Name: "forge"}}, "Stack/forge"},
+		{LockSpec{TargetRef: TargetReference{APIVersion: "core.navique.com/v1beta1", Kind: "Stack", Name: "forge"}}, "Stack/forge"},
+		{LockSpec{TargetRef: TargetReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}}, "Deployment.apps/web"},
+		{LockSpec{Selector: &LockSelector{}}, AllScope},
+		{LockSpec{Selector: &LockSelector{MatchLabels: map[string]string{"tier": "db"}}}, "selector:tier=db"},
+		{LockSpec{Selector: &LockSelector{MatchLabels: map[string]string{"app": "web"}, Kinds: []string{"Stack", "Database"}}}, "selector:app=web;kinds=Stack,Database"},
+		{LockSpec{Selector: &LockSelector{MatchExpressions: []LabelSelectorRequirement{{Key: "env", Operator: SelectorOpNotIn, Values: []string{"dev"}}}}}, "selector:env notin (dev)"},
+	} {
+		l := &Lock{Spec: tc.spec}
+		if got := l.ScopeString(); got != tc.want {
+			t.Errorf("ScopeString() of %+v = %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}

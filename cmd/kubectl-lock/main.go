@@ -2,8 +2,10 @@
 // core.navique.com resource against deletion with a Lock and waits until
 // lockguard enforces it (`kubectl lock stack/forge --reason ...`), lists
 // what is locked (`kubectl lock list`), shows and changes one Lock
-// (`kubectl lock show`, `kubectl lock update`) and says which Locks would
-// block a delete (`kubectl lock why`). Put it on PATH, next to
+// (`kubectl lock show`, `kubectl lock update`), deletes one by name
+// (`kubectl lock unlock`), manages break-glass exceptions (`kubectl lock
+// exception`) and says which Locks would block a delete (`kubectl lock
+// why`). Put it on PATH, next to
 // kubectl-unlock:
 //
 //	go install github.com/navique/lockguard/cmd/kubectl-lock@latest

@@ -40,20 +40,7 @@ func TestQuietCluster(t *testing.T) {
 	mine := func(r framework.Request) bool {
 		return r.Write() && (r.InNamespaces(watched...) || !strings.Contains(r.Path, "/namespaces/"))
 	}
-	// Settled: no write for framework.SettleQuiet (the Events of the last
-	// status changes are sent asynchronously, and retried after 10s).
-	mark, lastWrite := suite.requests.Mark(), time.Now()
-	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
-		if w := suite.requests.Since(mark, mine); len(w) > 0 {
-			mark, lastWrite = suite.requests.Mark(), time.Now()
-			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
-		}
-		if d := time.Since(lastWrite); d < framework.SettleQuiet {
-			return fmt.Errorf("quiet for %s only", d)
-		}
-		return nil
-	})
-	mark = suite.requests.Mark()
+	mark := settle(t, mine)
 	framework.Consistently(t, quietWindow, "lockguard writes nothing in a steady cluster", func(context.Context) error {
 		if w := suite.requests.Since(mark, mine); len(w) > 0 {
 			return fmt.Errorf("%d writes:\n%s", len(w), framework.Summary(w))
@@ -65,6 +52,26 @@ func TestQuietCluster(t *testing.T) {
 	if err := kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
 		t.Errorf("docs/contract.md rule 13 after the quiet window:\n%v", err)
 	}
+}
+
+// settle waits until lockguard has sent no request mine keeps (a write)
+// for framework.SettleQuiet: the Events of the last status changes are
+// sent asynchronously, and retried after 10s. It returns the mark of the
+// requests from then on.
+func settle(t *testing.T, mine func(framework.Request) bool) int {
+	t.Helper()
+	mark, lastWrite := suite.requests.Mark(), time.Now()
+	framework.Eventually(t, framework.DefaultTimeout, "lockguard settles", func(context.Context) error {
+		if w := suite.requests.Since(mark, mine); len(w) > 0 {
+			mark, lastWrite = suite.requests.Mark(), time.Now()
+			return fmt.Errorf("still writing:\n%s", framework.Summary(w))
+		}
+		if d := time.Since(lastWrite); d < framework.SettleQuiet {
+			return fmt.Errorf("quiet for %s only", d)
+		}
+		return nil
+	})
+	return suite.requests.Mark()
 }
 
 // quietSelectorLocks creates a namespace with Stacks db (tier=db) and web,

@@ -134,6 +134,9 @@ func (k *Kube) checkLockTruth(ctx context.Context, u *unstructured.Unstructured,
 	if !hasActive {
 		return fmt.Errorf("status.active is missing (Ready %s, reason %s)", cond.Status, cond.Reason)
 	}
+	if want := l.ScopeString(); l.Status.Scope != want {
+		return fmt.Errorf("status.scope is %q, want %q (Lock.ScopeString)", l.Status.Scope, want)
+	}
 	if !l.Enforces() && !active && cond.Reason != lockv1alpha1.ReasonMissingReference && cond.Reason != lockv1alpha1.ReasonInvalidTarget {
 		return k.checkAuditTruth(ctx, &l, kinds, cond)
 	}

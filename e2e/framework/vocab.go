@@ -380,7 +380,8 @@ func InvalidStatus(message string) LockStatus {
 
 // WaitLockStatus waits until the Lock's status is exactly want, computed
 // for its current generation, with no condition but Ready (and, for a
-// ReadOnly Lock, its ReadOnly condition, which want does not compare).
+// ReadOnly Lock, its ReadOnly condition, which want does not compare),
+// and its status.scope is Lock.ScopeString's.
 func (k *Kube) WaitLockStatus(t *testing.T, l *lockv1alpha1.Lock, want LockStatus) {
 	t.Helper()
 	Eventually(t, DefaultTimeout, fmt.Sprintf("status of Lock %s", l.Name), func(ctx context.Context) error {
@@ -398,6 +399,9 @@ func (k *Kube) WaitLockStatus(t *testing.T, l *lockv1alpha1.Lock, want LockStatu
 		}
 		if got.Status.ObservedGeneration != got.Generation || cond.ObservedGeneration != got.Generation {
 			return fmt.Errorf("status observed generation %d, condition %d, want %d", got.Status.ObservedGeneration, cond.ObservedGeneration, got.Generation)
+		}
+		if want := got.ScopeString(); got.Status.Scope != want {
+			return fmt.Errorf("status.scope %q, want %q", got.Status.Scope, want)
 		}
 		// Ready, and the ReadOnly condition of a ReadOnly Lock, no other.
 		for _, c := range got.Status.Conditions {

@@ -86,8 +86,11 @@ resources of a namespace selected by label, now or later (--selector;
 (CanNotDelete), or their changes too (--read-only: ReadOnly), or only
 records what it would deny (--audit). Also lists the Locks (kubectl
 lock list), shows and changes one (kubectl lock show, kubectl lock
-update) and says why a delete is denied (kubectl lock why). kubectl
-unlock (its own plugin, "unlock") removes Locks.`,
+update), deletes one by name (kubectl lock unlock), creates break-glass
+exceptions (kubectl lock exception) and says why a delete is denied
+(kubectl lock why); --dry-run=server asks the API server without
+changing anything. kubectl unlock (its own plugin, "unlock") removes
+the Locks of a resource.`,
 	},
 	"unlock": {
 		Short: "Remove lockguard Locks protecting a resource",

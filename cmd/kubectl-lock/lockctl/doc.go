@@ -3,8 +3,11 @@
 // waits until it is active, `kubectl lock list` shows what is locked,
 // `kubectl lock show` shows one Lock, `kubectl lock update` changes one,
 // `kubectl lock why` shows which Locks would block deleting a resource, a
-// namespace or a CRD, and `kubectl unlock` (cmd/kubectl-unlock) deletes
-// the Locks that protect a resource. Each verb is its own cobra command in
+// namespace or a CRD, `kubectl lock exception` manages break-glass
+// LockExceptions, `kubectl unlock` (cmd/kubectl-unlock) deletes the Locks
+// that protect a resource and `kubectl lock unlock` one Lock by name, with
+// the same code (deleteLocks). The commands that write take kubectl's
+// --dry-run=server|client (dryrun.go). Each verb is its own cobra command in
 // its own file, sharing the kubectl-style connection flags of Flags.
 //
 // It talks to the API server with client-go (discovery, a RESTMapper, the

@@ -84,7 +84,7 @@ unless --name is given.`,
 	cmd.Flags().StringVar(&o.until, "until", "", "When the exception expires (RFC 3339, at most 24h ahead).")
 	cmd.Flags().StringSliceVar(&o.operations, "operations", []string{"delete"}, "What it lets through: delete, update or both.")
 	cmd.Flags().StringSliceVar(&o.locks, "lock", nil, "A Lock it pierces (repeatable; default: the enforcing Locks that cover TYPE/NAME now).")
-	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", `"server" sends the create as a dry run: checked, not kept.`)
+	addDryRunFlag(cmd, &o.dryRun)
 	return cmd
 }
 
@@ -141,8 +141,8 @@ func (o *exceptionOptions) build(ctx context.Context, c *clients, t target) (*lo
 	if strings.TrimSpace(o.reason) == "" {
 		return nil, errors.New("--reason is required: say why the glass is broken")
 	}
-	if o.dryRun != "none" && o.dryRun != "server" {
-		return nil, fmt.Errorf("--dry-run %q: only server (or none) is supported", o.dryRun)
+	if err := checkDryRun(o.dryRun); err != nil {
+		return nil, err
 	}
 	now := clock()
 	at, err := o.expiresAt(now)
@@ -194,17 +194,19 @@ func (o *exceptionOptions) run(ctx context.Context, s Streams, c *clients, t tar
 	if err != nil {
 		return err
 	}
-	opts := metav1.CreateOptions{}
-	suffix := ""
-	if o.dryRun == "server" {
-		opts.DryRun, suffix = []string{metav1.DryRunAll}, " (server dry run)"
+	got := &unstructured.Unstructured{Object: obj}
+	if o.dryRun != dryRunClient {
+		got, err = c.dynamic.Resource(exceptionsResource).Namespace(c.namespace).Create(ctx, got, metav1.CreateOptions{DryRun: dryRunAll(o.dryRun)})
+		if err != nil {
+			return err
+		}
 	}
-	got, err := c.dynamic.Resource(exceptionsResource).Namespace(c.namespace).Create(ctx, &unstructured.Unstructured{Object: obj}, opts)
-	if err != nil {
-		return err
+	name := got.GetName()
+	if name == "" {
+		name = got.GetGenerateName() + "<generated>" // a client dry run: the API server would name it
 	}
 	fmt.Fprintf(s.Out, "lockexception.%s/%s created%s: %s may %s %s through Lock(s) %v until %s\n",
-		lockv1alpha1.Group, got.GetName(), suffix, e.Spec.User, opsString(e.Spec.Operations), t, e.Spec.Locks, e.Spec.ExpiresAt.UTC().Format(time.RFC3339))
+		lockv1alpha1.Group, name, dryRunSuffix(o.dryRun), e.Spec.User, opsString(e.Spec.Operations), t, e.Spec.Locks, e.Spec.ExpiresAt.UTC().Format(time.RFC3339))
 	return nil
 }
 

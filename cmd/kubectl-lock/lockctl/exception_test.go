@@ -124,7 +124,7 @@ func TestExceptionCreate(t *testing.T) {
 		"NoReason":   {reason: "--reason is required.", o: exceptionOptions{operations: []string{"delete"}}, user: "ann", err: "--reason is required"},
 		"BadOp":      {reason: "Only delete and update.", o: exceptionOptions{reason: "r", operations: []string{"patch"}}, user: "ann", err: "delete and update only"},
 		"NoUser":     {reason: "A review without a username is an error.", o: exceptionOptions{reason: "r", operations: []string{"delete"}}, err: "names no username"},
-		"BadDryRun":  {reason: "Only --dry-run=server.", o: exceptionOptions{reason: "r", operations: []string{"delete"}, dryRun: "client"}, user: "ann", err: "only server"},
+		"BadDryRun":  {reason: "--dry-run is none, server or client.", o: exceptionOptions{reason: "r", operations: []string{"delete"}, dryRun: "all"}, user: "ann", err: `invalid --dry-run "all"`},
 		"NoCovering": {reason: "A target no enforcing Lock covers has nothing to break.", o: exceptionOptions{reason: "r", operations: []string{"delete"}}, user: "ann", name: "ghost", err: "no enforcing Lock covers"},
 	}
 	for name, tc := range cases {
@@ -164,7 +164,9 @@ func TestExceptionCreate(t *testing.T) {
 }
 
 // TestExceptionCreateRefused: lockguard's refusal for want of break-glass
-// names lockguard-break-glass; --dry-run=server sends a dry run.
+// names lockguard-break-glass; --dry-run=server sends a dry run (the
+// fake answers it, refusing only the real create); --dry-run=client
+// sends no create at all and says what it would create.
 func TestExceptionCreateRefused(t *testing.T) {
 	dyn, c := exceptionFixture(t, time.Now(), "ann")
 	refusal := apierrors.NewForbidden(schema.GroupResource{Group: lockv1alpha1.Group, Resource: "lockexceptions"}, "",
@@ -184,6 +186,24 @@ func TestExceptionCreateRefused(t *testing.T) {
 	var out bytes.Buffer
 	if err := o.run(t.Context(), Streams{Out: &out}, c, stackTarget("db")); err != nil || !strings.Contains(out.String(), "(server dry run)") {
 		t.Errorf("dry run: %v, %q", err, out.String())
+	}
+	creates := func() (n int) {
+		for _, a := range dyn.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "lockexceptions" {
+				n++
+			}
+		}
+		return n
+	}
+	before := creates()
+	o.dryRun = "client"
+	out.Reset()
+	err = o.run(t.Context(), Streams{Out: &out}, c, stackTarget("db"))
+	if want := "lockexception.core.navique.com/stack-db-<generated> created (dry run): ann may delete stack.core.navique.com/db through Lock(s) [frozen keep tier-db] until "; err != nil || !strings.HasPrefix(out.String(), want) {
+		t.Errorf("client dry run: %v, %q; want it to start with %q", err, out.String(), want)
+	}
+	if n := creates() - before; n != 0 {
+		t.Errorf("client dry run sent %d creates of LockExceptions, want none", n)
 	}
 }
 

@@ -166,3 +166,12 @@ func lastDenied(l *lockv1alpha1.Lock, now time.Time) string {
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// reasonCell is a Lock's reason as a table cell: on one line, <none>
+// when it gives none.
+func reasonCell(reason string) string {
+	if reason == "" {
+		return "<none>"
+	}
+	return oneLine(reason)
+}

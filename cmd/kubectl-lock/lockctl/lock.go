@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -44,6 +45,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Protect the Stack forge for three days
   kubectl lock stack/forge -n forge --for 72h
 
+  # Would the API server create this Lock? (nothing is created)
+  kubectl lock stack/forge -n forge --read-only --dry-run=server
+
   # Try a Lock first: refuse nothing, record what it would refuse
   kubectl lock --selector tier=db -n forge --audit --name try-db
 
@@ -60,7 +64,10 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   kubectl lock why stack/forge -n forge
 
   # Lift the protection (kubectl-unlock)
-  kubectl unlock stack/forge -n forge`
+  kubectl unlock stack/forge -n forge
+
+  # Delete one Lock by name, a selector Lock too (needs the verb unlock)
+  kubectl lock unlock tier-db -n forge`
 
 // lockOptions are the flags of `kubectl lock TYPE/NAME`.
 type lockOptions struct {
@@ -80,11 +87,14 @@ type lockOptions struct {
 	// audit is --audit: the Lock is created in Audit enforcement
 	// (audit.go).
 	audit bool
+	// dryRun is --dry-run: server sends the create as a dry run, client
+	// sends none; either way kubectl lock does not wait.
+	dryRun string
 }
 
 // NewLockCommand returns `kubectl lock`: TYPE/NAME creates a Lock on that
 // resource and waits until it is active; its sub-commands are the other
-// verbs (list, why).
+// verbs (list, why, show, update, exception, unlock).
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
@@ -126,6 +136,12 @@ and recorded in its status.lastWouldDeny (kubectl lock show NAME). kubectl
 lock returns once lockguard reports it live (Ready, reason Audit); kubectl
 lock update NAME --enforce makes it refuse.
 
+--dry-run=server sends the create as a server-side dry run: RBAC, lockguard
+and validation answer as for the real create, no Lock is created, and kubectl
+lock prints what would be created (-o: the Lock as the API server would store
+it) without waiting. --dry-run=client sends nothing but the reads (discovery,
+the target) and prints the Lock it would send.
+
 An existing Lock of the same name and scope is kept as it is: its reason, and
 its level unless --read-only asks for ReadOnly and it is CanNotDelete, and its
 enforcement unless it is Audit and --audit is not given, which are errors
@@ -145,8 +161,9 @@ enforcement unless it is Audit and --audit is not given, which are errors
 	cmd.Flags().BoolVar(&o.all, "all", false, "Lock the namespace and every resource in it, now and later, instead of TYPE/NAME.")
 	addExpiryFlags(cmd, o)
 	addAuditFlag(cmd, o)
+	addDryRunFlag(cmd, &o.dryRun)
 	cmd.Flags().BoolVar(&o.readOnly, "read-only", false, "Create a ReadOnly Lock: also refuse changes to the spec and metadata of what it covers (except by exempt principals), and wait until the freeze is in force.")
-	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags), newExceptionCommand(s, &o.flags))
+	cmd.AddCommand(newListCommand(s, &o.flags), newWhyCommand(s, &o.flags), newShowCommand(s, &o.flags), newUpdateCommand(s, &o.flags), newExceptionCommand(s, &o.flags), newLockUnlockCommand(s, &o.flags))
 	return cmd
 }
 
@@ -154,6 +171,9 @@ enforcement unless it is Audit and --audit is not given, which are errors
 // or --all.
 func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) error {
 	if err := outputFormat(o.output); err != nil {
+		return err
+	}
+	if err := checkDryRun(o.dryRun); err != nil {
 		return err
 	}
 	scopes := len(args)
@@ -272,7 +292,8 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 // when lock is ReadOnly is not, nor an Audit one when lock enforces),
 // waits until it is active (and, for a ReadOnly Lock, its freeze in
 // force; for an Audit Lock, live) and prints it, or done of whether it is
-// ReadOnly (auditDone for an Audit Lock).
+// ReadOnly (auditDone for an Audit Lock); under --dry-run, only what it
+// would create, waiting for nothing.
 func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
 	name := lock.Name
 	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
@@ -281,14 +302,24 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		return err
 	}
 	text := o.output == ""
+	if o.dryRun == dryRunClient {
+		// Nothing is sent: print what would be.
+		if !text {
+			return printObject(s.Out, o.output, u.Object)
+		}
+		fmt.Fprintf(s.Out, "%s/%s created%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
+		return nil
+	}
+	created := u
 	err = CreateRetrying(ctx, o.timeout, func(ctx context.Context) error {
-		_, err := locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+		var err error
+		created, err = locks.Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager, DryRun: dryRunAll(o.dryRun)})
 		return err
 	})
 	switch {
 	case err == nil:
 		if text {
-			fmt.Fprintf(s.Out, "%s/%s created\n", lockGroupResource, name)
+			fmt.Fprintf(s.Out, "%s/%s created%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
 		}
 	case apierrors.IsAlreadyExists(err):
 		// The same Lock again is not an error; another target is.
@@ -306,7 +337,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 			return err
 		}
 		if text {
-			fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
+			fmt.Fprintf(s.Out, "%s/%s unchanged%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
 		}
 		if existing.Spec.Reason != o.reason {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's reason %q was kept\n", existing.Spec.Reason)
@@ -320,8 +351,20 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if existing.ExpiresAtString() != lock.ExpiresAtString() {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's expiry (%s) was kept\n", expiresText(existing))
 		}
+		if !text && dryRunning(o.dryRun) {
+			existing.ManagedFields = nil // as kubectl prints objects
+			return printObject(s.Out, o.output, existing)
+		}
 	default:
 		return err
+	}
+	if dryRunning(o.dryRun) {
+		// Nothing was created: there is nothing to wait for.
+		if !text {
+			unstructured.RemoveNestedField(created.Object, "metadata", "managedFields") // as kubectl prints objects
+			return printObject(s.Out, o.output, created.Object)
+		}
+		return nil
 	}
 
 	active, err := waitActive(ctx, locks, name, o.timeout)

@@ -133,17 +133,6 @@ func targets(l *lockv1alpha1.Lock, t target) bool {
 	return err == nil && gk == t.mapping.GroupVersionKind.GroupKind() && l.Spec.TargetRef.Name == t.name
 }
 
-// targetString names a Lock's target as written in it: Stack/forge, with
-// the group when it is not core.navique.com.
-func targetString(l *lockv1alpha1.Lock) string {
-	ref := l.Spec.TargetRef
-	gk, err := ref.GroupKind()
-	if err != nil || gk.Group == lockv1alpha1.Group {
-		return ref.Kind + "/" + ref.Name
-	}
-	return gk.String() + "/" + ref.Name
-}
-
 // printObject prints obj as json or yaml, indented like kubectl's.
 func printObject(w io.Writer, format string, obj any) error {
 	data, err := json.MarshalIndent(obj, "", "    ")

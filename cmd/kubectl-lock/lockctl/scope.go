@@ -16,16 +16,10 @@ import (
 // the namespace and the namespace itself.
 const allScope = lockv1alpha1.AllScope
 
-// scopeString names what a Lock covers, as list and why show it:
-// Stack/forge for a targetRef Lock (targetString), selector:tier=db for a
-// selector Lock (with ;kinds=Stack,Gateway when it names kinds), <all>
-// for an empty selector (LockSelector.String).
-func scopeString(l *lockv1alpha1.Lock) string {
-	if s := l.Spec.Selector; s != nil {
-		return s.String()
-	}
-	return targetString(l)
-}
+// scopeString names what a Lock covers, as list and why show it and as
+// lockguard writes it in status.scope: Lock.ScopeString, the one place
+// that spells it.
+func scopeString(l *lockv1alpha1.Lock) string { return l.ScopeString() }
 
 // parseSelector turns kubectl's selector syntax (tier=db,env!=dev,
 // region in (a,b), !legacy) into a LockSelector, which the API server

@@ -24,6 +24,9 @@ type unlockOptions struct {
 	flags   Flags
 	yes     bool
 	timeout time.Duration
+	// dryRun is --dry-run: server sends the deletes as dry runs, client
+	// sends none; either way nothing is asked or waited for.
+	dryRun string
 }
 
 // NewUnlockCommand returns `kubectl unlock` (the kubectl-unlock binary):
@@ -41,19 +44,28 @@ with a server-side dry-run DELETE, which deletes nothing).
 It deletes only Locks that target TYPE/NAME (spec.targetRef), never a selector
 Lock (kubectl lock --selector or --all), which protects other resources too.
 When selector Locks cover TYPE/NAME, it names them, deletes nothing and fails:
-delete them by name (kubectl delete lock NAME) if nothing else needs them, then
-run kubectl unlock again.
+delete them by name (kubectl lock unlock NAME, or kubectl delete lock NAME) if
+nothing else needs them, then run kubectl unlock again.
 
 Deleting a Lock needs the RBAC verb unlock on it besides delete (the
 ClusterRole lockguard-unlock, which edit and admin do not include): when it
 is refused, kubectl unlock says which role you lack.
+
+--dry-run=server sends each delete as a server-side dry run: RBAC and the
+unlock check answer as for the real delete, and the Locks stay; --dry-run=client
+sends no delete. Neither asks or waits.
+
+To delete one Lock by name, a selector Lock too: kubectl lock unlock NAME.
 
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
 
   # Without the question, then delete the Stack
-  kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge`,
+  kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge
+
+  # May I? (the API server answers; nothing is deleted)
+  kubectl unlock stack/forge -n forge --dry-run=server`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withRoleHint(o.run(contextOf(cmd.Context()), s, args[0]))
@@ -62,10 +74,14 @@ TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.co
 	pluginCommand(cmd, "kubectl unlock", s, &o.flags)
 	cmd.Flags().BoolVarP(&o.yes, "yes", "y", false, "Delete the Locks without asking.")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", defaultTimeout, "How long to wait for the Locks to be gone and the deletion allowed.")
+	addDryRunFlag(cmd, &o.dryRun)
 	return cmd
 }
 
 func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
+	if err := checkDryRun(o.dryRun); err != nil {
+		return err
+	}
 	c, t, err := o.flags.target(ctx, arg)
 	if err != nil {
 		return err
@@ -98,45 +114,68 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 	fmt.Fprintln(tw, "LOCK\tSTATUS\tREASON")
 	for i := range protecting {
 		l := &protecting[i]
-		reason := l.Spec.Reason
-		if reason == "" {
-			reason = "<none>"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Name, lockStatus(l), oneLine(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Name, lockStatus(l), reasonCell(l.Spec.Reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if !o.yes {
-		ok, err := confirm(s, fmt.Sprintf("Delete %d Lock(s)? [y/N]: ", len(protecting)))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errors.New("not confirmed: no Lock deleted (--yes skips the question)")
-		}
+	if err := confirmDelete(s, o.yes || dryRunning(o.dryRun), len(protecting)); err != nil {
+		return err
 	}
-
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	names := make([]string, 0, len(protecting))
-	for i := range protecting {
-		l := &protecting[i]
-		// The UID precondition leaves alone a Lock of the same name created
-		// since it was listed.
-		err := locks.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &l.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+	names, err := deleteLocks(ctx, s, locks, protecting, o.dryRun)
+	if err != nil || dryRunning(o.dryRun) {
+		return err
+	}
+	return waitDeletable(ctx, s, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t, c.namespace, names, true)
+}
+
+// confirmDelete asks whether to delete n Locks, unless skip (--yes, or a
+// dry run, which deletes nothing), and returns an error unless the
+// answer is yes.
+func confirmDelete(s Streams, skip bool, n int) error {
+	if skip {
+		return nil
+	}
+	ok, err := confirm(s, fmt.Sprintf("Delete %d Lock(s)? [y/N]: ", n))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errors.New("not confirmed: no Lock deleted (--yes skips the question)")
+	}
+	return nil
+}
+
+// deleteLocks deletes ls through locks, each with a UID precondition (a
+// Lock of the same name created since it was read is left alone), and
+// prints a line for each; under --dry-run dryRun, server sends the
+// deletes as dry runs and client sends none. For real, it returns once
+// they are gone. It returns their names. The caller names the role a
+// refusal lacks (withRoleHint).
+func deleteLocks(ctx context.Context, s Streams, locks lockClient, ls []lockv1alpha1.Lock, dryRun string) ([]string, error) {
+	names := make([]string, 0, len(ls))
+	for i := range ls {
+		l := &ls[i]
+		if dryRun != dryRunClient {
+			err := locks.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &l.UID}, DryRun: dryRunAll(dryRun)})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
 		}
-		fmt.Fprintf(s.Out, "%s/%s deleted\n", lockGroupResource, l.Name)
+		fmt.Fprintf(s.Out, "%s/%s deleted%s\n", lockGroupResource, l.Name, dryRunSuffix(dryRun))
 		names = append(names, l.Name)
 	}
-	for i := range protecting {
-		if err := waitGone(ctx, locks, &protecting[i]); err != nil {
-			return err
+	if dryRunning(dryRun) {
+		return names, nil
+	}
+	for i := range ls {
+		if err := waitGone(ctx, locks, &ls[i]); err != nil {
+			return nil, err
 		}
 	}
-	return waitDeletable(ctx, s, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t, c.namespace, names)
+	return names, nil
 }
 
 // coveringSelectors returns the selector Locks among locks that cover t
@@ -168,20 +207,12 @@ func coveringSelectors(ctx context.Context, c *clients, t target, locks []lockv1
 // target t (protecting), and how to proceed.
 func refuseSelectors(s Streams, t target, ns string, selectors, protecting []lockv1alpha1.Lock) error {
 	fmt.Fprintf(s.Out, "Selector Locks covering %s in namespace %s (they protect other resources too):\n", t, ns)
-	tw := tabwriter.NewWriter(s.Out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "LOCK\tSCOPE\tLEVEL\tSTATUS\tPROTECTED\tREASON")
+	if err := printScopeTable(s.Out, selectors); err != nil {
+		return err
+	}
 	names := make([]string, 0, len(selectors))
 	for i := range selectors {
-		l := &selectors[i]
-		reason := l.Spec.Reason
-		if reason == "" {
-			reason = "<none>"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, scopeString(l), levelString(l), lockStatus(l), protectedCount(l), oneLine(reason))
-		names = append(names, l.Name)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
+		names = append(names, selectors[i].Name)
 	}
 	kept := ""
 	if len(protecting) > 0 {
@@ -195,6 +226,18 @@ func refuseSelectors(s Streams, t target, ns string, selectors, protecting []loc
 	return fmt.Errorf("no Lock deleted%s: kubectl unlock never deletes a selector Lock, which protects other resources too; "+
 		"if nothing else needs them, delete the selector Lock(s) by name (kubectl delete lock %s -n %s), then run kubectl unlock again",
 		kept, strings.Join(names, " "), ns)
+}
+
+// printScopeTable prints ls as a table: each Lock's name, scope, level,
+// status, how many resources it protects, and reason.
+func printScopeTable(w io.Writer, ls []lockv1alpha1.Lock) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "LOCK\tSCOPE\tLEVEL\tSTATUS\tPROTECTED\tREASON")
+	for i := range ls {
+		l := &ls[i]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, scopeString(l), levelString(l), lockStatus(l), protectedCount(l), reasonCell(l.Spec.Reason))
+	}
+	return tw.Flush()
 }
 
 // confirm asks a yes/no question on the streams; only y or yes is yes.
@@ -232,9 +275,12 @@ func waitGone(ctx context.Context, locks lockClient, l *lockv1alpha1.Lock) error
 // waitDeletable waits until a server-side dry-run DELETE of the target is
 // no longer denied by the deleted Locks: lockguard's cache drops a deleted
 // Lock a moment after the API server. A denial by other Locks (a cascade
-// to locked dependents, say) is reported at once; a dry-run refused for
-// another reason (RBAC) only means it could not be checked.
-func waitDeletable(ctx context.Context, s Streams, res dynamic.ResourceInterface, t target, ns string, deleted []string) error {
+// to locked dependents, say) is reported at once: an error when
+// othersFail (kubectl unlock meant to unlock the target), a line saying
+// which Locks still protect it otherwise (kubectl lock unlock deleted one
+// Lock). A dry run refused for another reason (RBAC) only means it could
+// not be checked.
+func waitDeletable(ctx context.Context, s Streams, res dynamic.ResourceInterface, t target, ns string, deleted []string, othersFail bool) error {
 	for {
 		err := res.Delete(ctx, t.name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
@@ -252,6 +298,10 @@ func waitDeletable(ctx context.Context, s Streams, res dynamic.ResourceInterface
 			return nil
 		}
 		if !slices.ContainsFunc(blocking, func(n string) bool { return slices.Contains(deleted, n) }) {
+			if !othersFail {
+				fmt.Fprintf(s.Out, "%s in namespace %s is still protected by Lock(s) %v\n", t, ns, blocking)
+				return nil
+			}
 			return fmt.Errorf("the Locks are deleted, but deleting %s is still denied: %w", t, err)
 		}
 		select {

@@ -42,13 +42,6 @@ type lockChange struct {
 	enforcement lockv1alpha1.Enforcement
 }
 
-// Values of --dry-run, as kubectl's.
-const (
-	dryRunNone   = "none"
-	dryRunClient = "client"
-	dryRunServer = "server"
-)
-
 // newUpdateCommand returns `kubectl lock update`.
 func newUpdateCommand(s Streams, flags *Flags) *cobra.Command {
 	o := &updateOptions{flags: flags}
@@ -125,10 +118,8 @@ func (o *updateOptions) change(reasonSet bool, now time.Time) (lockChange, error
 	if err := outputFormat(o.output); err != nil {
 		return ch, err
 	}
-	switch o.dryRun {
-	case dryRunNone, dryRunClient, dryRunServer:
-	default:
-		return ch, fmt.Errorf(`invalid --dry-run %q: it must be "none", "server" or "client"`, o.dryRun)
+	if err := checkDryRun(o.dryRun); err != nil {
+		return ch, err
 	}
 	if reasonSet {
 		ch.reason = &o.reason
@@ -251,11 +242,7 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 		if err != nil {
 			return err
 		}
-		opts := metav1.PatchOptions{FieldManager: fieldManager}
-		if o.dryRun == dryRunServer {
-			opts.DryRun = []string{metav1.DryRunAll}
-		}
-		u, err := locks.Patch(ctx, name, types.MergePatchType, patch, opts)
+		u, err := locks.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, DryRun: dryRunAll(o.dryRun)})
 		if err != nil {
 			return err
 		}
@@ -278,18 +265,11 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 		fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
 		return nil
 	}
-	suffix := ""
-	switch o.dryRun {
-	case dryRunClient:
-		suffix = " (dry run)"
-	case dryRunServer:
-		suffix = " (server dry run)"
-	}
-	fmt.Fprintf(s.Out, "%s/%s patched%s\n", lockGroupResource, name, suffix)
+	fmt.Fprintf(s.Out, "%s/%s patched%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
 	for _, c := range changes {
 		fmt.Fprintf(s.Out, "  %s\n", c)
 	}
-	if o.dryRun == dryRunNone {
+	if !dryRunning(o.dryRun) {
 		fmt.Fprintf(s.Out, "lockguard reports the change in the Lock's status: kubectl lock show %s -n %s\n", name, ns)
 	}
 	return nil
