@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -279,36 +278,9 @@ func TestClusterUnlockPolicy(t *testing.T) {
 	skipWithoutPolicies(t)
 	ctx := t.Context()
 	suffix := rand.String(5)
-	objs, err := framework.Render(ctx, framework.Release{Name: "lg-cu", Namespace: "lockguard-cluster-unlock",
-		APIVersions: []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const name = "lg-cu-lockguard-cluster-unlock"
-	var apply []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetName() != name {
-			continue
-		}
-		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
-			sel := map[string]any{"matchLabels": map[string]any{"clk-policy-test": suffix}}
-			if err := unstructured.SetNestedField(o.Object, sel, "spec", "matchResources", "objectSelector"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		apply = append(apply, o)
-	}
-	if len(apply) != 2 {
-		t.Fatalf("rendered %d of the cluster-unlock policy and its binding, want 2", len(apply))
-	}
-	if err := framework.Apply(ctx, kube.Client, apply...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, o := range apply {
-			_ = kube.Client.Delete(context.Background(), o)
-		}
-	})
+	decider := applyChartPolicy(t, framework.Release{Name: "lg-cu", Namespace: "lockguard-cluster-unlock"}, name, "objectSelector",
+		map[string]any{"matchLabels": map[string]any{"clk-policy-test": suffix}})
 	cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "clk-policy-" + suffix, Labels: map[string]string{"clk-policy-test": suffix}},
 		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "clk-policy-absent-" + suffix}}}
 	if err := kube.Client.Create(ctx, cl); err != nil {
@@ -318,7 +290,7 @@ func TestClusterUnlockPolicy(t *testing.T) {
 	user := "clk-policy-user-" + suffix
 	bindCluster(t, user, clusterRole(t, "clk-policy-delete-"+suffix, rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"}, Verbs: []string{"delete"}}))
 	as := impersonate(t, user)
-	want := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: %s", name, name, lockv1alpha1.ClusterUnlockMessage("deleting", cl.Name))
+	want := decider + lockv1alpha1.ClusterUnlockMessage("deleting", cl.Name)
 	framework.Eventually(t, framework.DefaultTimeout, "the policy refuses deleting the ClusterLock", func(ctx context.Context) error {
 		err := as.Delete(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: cl.Name}}, client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), want) {
