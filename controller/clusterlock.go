@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -87,8 +88,14 @@ func setupClusterLocks(mgr ctrl.Manager, r *reconciler, kinds *readmodel.Kinds, 
 		enqueue := handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *lockv1alpha1.ClusterLock) []reconcile.Request {
 			return []reconcile.Request{clusterLockKey}
 		})
+		// One pass at the start whatever the ClusterLocks, so that a label
+		// left by a ClusterLock deleted while no leader ran is swept even
+		// when no ClusterLock is left to bring a pass.
+		start := make(chan event.TypedGenericEvent[*lockv1alpha1.ClusterLock], 1)
+		start <- event.TypedGenericEvent[*lockv1alpha1.ClusterLock]{Object: &lockv1alpha1.ClusterLock{}}
 		return ctrl.NewControllerManagedBy(mgr).Named("clusterlock").
 			WatchesRawSource(source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue)).
+			WatchesRawSource(source.Channel(start, enqueue)).
 			Complete(c)
 	}))
 }
@@ -120,6 +127,9 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 	var errs []error
 	for i := range list.Items {
 		cl := &list.Items[i]
+		if cl.DeletionTimestamp != nil {
+			continue // it protects nothing (Live), and its status goes with it
+		}
 		obs, key, recheck, err := c.observe(ctx, cl, now)
 		if err != nil {
 			errs = append(errs, err)
@@ -146,9 +156,6 @@ func (c *clusterLocks) observe(ctx context.Context, cl *lockv1alpha1.ClusterLock
 	key, err := cl.Target()
 	if err != nil {
 		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error() + invalidHint}, nil, 0, nil
-	}
-	if cl.DeletionTimestamp != nil {
-		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: "this ClusterLock is being deleted"}, nil, 0, nil
 	}
 	gk := key.GroupKind()
 	mapping, err := c.mapper.RESTMapping(gk)
