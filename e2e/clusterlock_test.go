@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -55,16 +54,7 @@ func Test22ClusterLockOutage(t *testing.T) {
 	nsLock := lock("keep-ns", "v1", "Namespace", locked.Name)
 	regionLock := lock("keep-region", "core.navique.com/v1alpha1", "Region", region.GetName())
 	for _, cl := range []*lockv1alpha1.ClusterLock{nsLock, regionLock} {
-		framework.Eventually(t, framework.DefaultTimeout, "ClusterLock "+cl.Name+" Active", func(ctx context.Context) error {
-			var got lockv1alpha1.ClusterLock
-			if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(cl), &got); err != nil {
-				return err
-			}
-			if c := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReady); c == nil || c.Reason != lockv1alpha1.ReasonActive || !got.Status.Active {
-				return fmt.Errorf("status %+v; want Active", got.Status)
-			}
-			return nil
-		})
+		kube.WaitClusterLock(t, cl.Name, lockv1alpha1.ReasonActive, "")
 	}
 	for _, o := range []client.Object{locked, region} {
 		if err := kube.Client.Delete(ctx, o, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is protected by ClusterLock(s)") {

@@ -10,7 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,7 +70,7 @@ func TestClusterLock(t *testing.T) {
 	}
 	for i, tg := range targets {
 		cl := locks[i]
-		waitClusterLock(t, cl.Name, lockv1alpha1.ReasonActive, fmt.Sprintf("deleting %s %q is denied while this ClusterLock exists: platform %s", tg.kind, tg.obj.GetName(), tg.kind))
+		kube.WaitClusterLock(t, cl.Name, lockv1alpha1.ReasonActive, fmt.Sprintf("deleting %s %q is denied while this ClusterLock exists: platform %s", tg.kind, tg.obj.GetName(), tg.kind))
 		framework.Eventually(t, framework.DefaultTimeout, tg.kind+" labelled", clusterLabelled(admin, tg.obj, true))
 		for _, opts := range [][]client.DeleteOption{{client.DryRunAll}, nil} {
 			err := admin.Delete(ctx, tg.obj, opts...)
@@ -154,35 +153,18 @@ func TestClusterLockInvalidTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), cl) })
-		waitClusterLock(t, cl.Name, c.reason, c.says)
+		kube.WaitClusterLock(t, cl.Name, c.reason, c.says)
 	}
 	later := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clk-later-" + suffix}}
 	if err := kube.Client.Create(ctx, later); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), later) })
-	waitClusterLock(t, fmt.Sprintf("clk-invalid-3-%s", suffix), lockv1alpha1.ReasonActive, "")
+	kube.WaitClusterLock(t, fmt.Sprintf("clk-invalid-3-%s", suffix), lockv1alpha1.ReasonActive, "")
 	framework.Eventually(t, framework.DefaultTimeout, "the later namespace labelled", clusterLabelled(kube.Client, later, true))
 	if err := kube.Client.Delete(ctx, later, client.DryRunAll); !apierrors.IsForbidden(err) {
 		t.Fatalf("deleting the namespace created after its ClusterLock: %v; want Forbidden", err)
 	}
-}
-
-// waitClusterLock waits until ClusterLock name's Ready reason is reason
-// and its message holds says, and that active says Active.
-func waitClusterLock(t *testing.T, name, reason, says string) {
-	t.Helper()
-	framework.Eventually(t, framework.DefaultTimeout, "ClusterLock "+name+" "+reason, func(ctx context.Context) error {
-		var cl lockv1alpha1.ClusterLock
-		if err := kube.Client.Get(ctx, client.ObjectKey{Name: name}, &cl); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(cl.Status.Conditions, lockv1alpha1.ConditionReady)
-		if c == nil || c.Reason != reason || !strings.Contains(c.Message, says) || cl.Status.Active != (reason == lockv1alpha1.ReasonActive) {
-			return fmt.Errorf("status %+v; want Ready reason %s with %q", cl.Status, reason, says)
-		}
-		return nil
-	})
 }
 
 // clusterLabelled checks, through c, that obj carries ClusterLockedLabel=true (want) or
