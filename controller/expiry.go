@@ -25,7 +25,7 @@ import (
 
 // ExpiredMessage is the Ready message of an expired Lock.
 func ExpiredMessage(lock *lockv1alpha1.Lock) string {
-	return fmt.Sprintf("this Lock expired at %s and protects nothing any more; it is kept as a record until it is deleted", lock.ExpiresAtString())
+	return fmt.Sprintf("this %s expired at %s and protects nothing any more; it is kept as a record until it is deleted", nounOf(lock), lock.ExpiresAtString())
 }
 
 // expiredObservation is what an expired Lock's status says: not active,

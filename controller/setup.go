@@ -43,6 +43,10 @@ type Options struct {
 	// (--read-only-guard=false): a ReadOnly Lock's ReadOnly condition then
 	// says GuardDisabled, never InForce. Default false.
 	DisableReadOnlyGuard bool
+	// DisableClusterLockGuard says that the chart renders no ClusterLock
+	// webhook entry (--cluster-lock-guard=false): ClusterLocks then say
+	// GuardDisabled, and no target is labelled. Default false.
+	DisableClusterLockGuard bool
 }
 
 // PendingLocks tells whether a namespace has Lock creates admitted that
@@ -143,5 +147,5 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	if err := mgr.Add(d); err != nil {
 		return fmt.Errorf("adding kind discovery: %w", err)
 	}
-	return nil
+	return setupClusterLocks(mgr, r, kinds, opts)
 }

@@ -138,6 +138,9 @@ func audited(lock *lockv1alpha1.Lock, obs observation) observation {
 // spec.reason if it gives one.
 func AuditMessage(lock *lockv1alpha1.Lock) string {
 	msg := "this Lock is in Audit enforcement and refuses nothing: each request it would refuse is allowed with a warning and recorded in status.lastWouldDeny; set spec.enforcement to Enforce to protect"
+	if nounOf(lock) == "ClusterLock" {
+		msg = "this ClusterLock is in Audit enforcement and refuses nothing: each delete it would refuse is allowed with a warning and counted in lockguard_would_deny_total; set spec.enforcement to Enforce to protect"
+	}
 	if lock.Spec.Reason != "" {
 		msg += ": " + lock.Spec.Reason
 	}
@@ -159,7 +162,7 @@ func MissingMessage(kind, name, namespace string) string {
 // ActiveMessage is the Ready message of an active Lock: what it denies,
 // until when if it expires, and its spec.reason if it gives one.
 func ActiveMessage(lock *lockv1alpha1.Lock) string {
-	msg := fmt.Sprintf("deleting %s %q is denied while this Lock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
+	msg := fmt.Sprintf("deleting %s %q is denied while this %s exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name, nounOf(lock))
 	switch s := lock.Spec.Selector; {
 	case s == nil:
 	case s.IsEmpty():
@@ -206,6 +209,13 @@ func statusPatch(resourceVersion string, s lockv1alpha1.LockStatus) client.Patch
 // writeStatus patches the Lock's status to obs, if it differs, and records
 // an Event when its Ready reason changes.
 func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, obs observation) error {
+	return r.writeStatusOf(ctx, lock, lock, obs)
+}
+
+// writeStatusOf is writeStatus of obj, a Lock (lock itself) or a
+// ClusterLock (lock its AsLock view): the status is computed on lock, and
+// obj's is patched and carries the Event.
+func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock *lockv1alpha1.Lock, obs observation) error {
 	obs = audited(lock, obs)
 	if obs.active {
 		obs.message = ActiveMessage(lock)
@@ -236,21 +246,34 @@ func (r *reconciler) writeStatus(ctx context.Context, lock *lockv1alpha1.Lock, o
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil
 	}
-	if err := r.client.Status().Patch(ctx, lock, statusPatch(orig.ResourceVersion, lock.Status)); err != nil {
+	if c, ok := obj.(*lockv1alpha1.ClusterLock); ok {
+		c.Status = lock.Status
+	}
+	noun := nounOf(lock)
+	if err := r.client.Status().Patch(ctx, obj, statusPatch(orig.ResourceVersion, lock.Status)); err != nil {
 		if apierrors.IsConflict(err) {
 			// The cache has not seen the Lock's latest version yet; when
 			// it does, the Lock's watch brings its target here again.
-			ctrl.LoggerFrom(ctx).V(1).Info("Lock changed since the cache read it", "lock", client.ObjectKeyFromObject(lock))
+			ctrl.LoggerFrom(ctx).V(1).Info(noun+" changed since the cache read it", "lock", client.ObjectKeyFromObject(obj))
 			return nil
 		}
-		return client.IgnoreNotFound(fmt.Errorf("writing the status of Lock %s: %w", client.ObjectKeyFromObject(lock), err))
+		return client.IgnoreNotFound(fmt.Errorf("writing the status of %s %s: %w", noun, client.ObjectKeyFromObject(obj), err))
 	}
 	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
 		if obs.active || obs.reason == lockv1alpha1.ReasonExpired || obs.reason == lockv1alpha1.ReasonAudit {
 			eventType = corev1.EventTypeNormal
 		}
-		r.events.Eventf(lock, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)
+		r.events.Eventf(obj, nil, eventType, obs.reason, "Reconcile", "%s", obs.message)
 	}
 	return nil
+}
+
+// nounOf is "Lock", or "ClusterLock" for the AsLock view of a ClusterLock
+// (a Lock always has a namespace; a ClusterLock never does).
+func nounOf(lock *lockv1alpha1.Lock) string {
+	if lock.Namespace == "" {
+		return "ClusterLock"
+	}
+	return "Lock"
 }

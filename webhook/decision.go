@@ -13,8 +13,8 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// GuardObject, GuardCascade, GuardNamespace, GuardCRD and GuardReadOnly
-// (the update guard) name the guard that decided a request, as the
+// GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly
+// (the update guard) and GuardClusterLock name the guard that decided a request, as the
 // metrics and audit annotations count it.
 const (
 	GuardObject    = "object"
@@ -22,6 +22,8 @@ const (
 	GuardNamespace = "namespace"
 	GuardCRD       = "crd"
 	GuardReadOnly  = "readonly"
+	// GuardClusterLock is the ClusterLock guard's (clusterlock.go).
+	GuardClusterLock = "clusterlock"
 )
 
 // Decisions counted by lockguard_admission_reviews_total.

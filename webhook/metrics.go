@@ -40,11 +40,15 @@ type Metrics struct {
 	reviews map[[2]string]prometheus.Counter
 }
 
+// guardNames are the guards the metrics count, each decision of each
+// shown at zero.
+var guardNames = []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly, GuardClusterLock}
+
 // NewMetrics returns unregistered handler metrics.
 func NewMetrics() *Metrics {
 	m := newMetrics()
 	m.reviews = map[[2]string]prometheus.Counter{}
-	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly} {
+	for _, g := range guardNames {
 		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
 			m.reviews[[2]string{g, d}] = m.reviewsTotal.WithLabelValues(g, d)
 		}
@@ -57,7 +61,7 @@ func newMetrics() *Metrics {
 	return &Metrics{
 		deniedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_delete_denied_total",
-			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
+			Help: "DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one; clusterlock: a cluster-scoped object a ClusterLock names), namespace, group and kind of the object deleted; dry_run=\"true\" for server-side dry-run deletes (would have deleted) and \"false\" for real ones (tried to delete).",
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		updateDenied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_update_denied_total",
@@ -69,7 +73,7 @@ func newMetrics() *Metrics {
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
-			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
+			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover; clusterlock: the DELETEs and label changes of cluster-locked objects) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
 		}, []string{"guard", "decision"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockguard_admission_duration_seconds",
@@ -113,7 +117,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	}
 	// Make the decisions visible at zero, so that rate() and alerts on
 	// "errored" work before the first error.
-	for _, g := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly} {
+	for _, g := range guardNames {
 		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}

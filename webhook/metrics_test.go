@@ -42,24 +42,27 @@ func TestMetrics(t *testing.T) {
 	}
 
 	want := `
-# HELP lockguard_admission_reviews_total Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).
+# HELP lockguard_admission_reviews_total Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover; clusterlock: the DELETEs and label changes of cluster-locked objects) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).
 # TYPE lockguard_admission_reviews_total counter
 lockguard_admission_reviews_total{decision="allowed",guard="cascade"} 0
+lockguard_admission_reviews_total{decision="allowed",guard="clusterlock"} 0
 lockguard_admission_reviews_total{decision="allowed",guard="crd"} 0
 lockguard_admission_reviews_total{decision="allowed",guard="namespace"} 0
 lockguard_admission_reviews_total{decision="allowed",guard="object"} 1
 lockguard_admission_reviews_total{decision="allowed",guard="readonly"} 0
 lockguard_admission_reviews_total{decision="denied",guard="cascade"} 0
+lockguard_admission_reviews_total{decision="denied",guard="clusterlock"} 0
 lockguard_admission_reviews_total{decision="denied",guard="crd"} 0
 lockguard_admission_reviews_total{decision="denied",guard="namespace"} 0
 lockguard_admission_reviews_total{decision="denied",guard="object"} 2
 lockguard_admission_reviews_total{decision="denied",guard="readonly"} 0
 lockguard_admission_reviews_total{decision="errored",guard="cascade"} 0
+lockguard_admission_reviews_total{decision="errored",guard="clusterlock"} 0
 lockguard_admission_reviews_total{decision="errored",guard="crd"} 0
 lockguard_admission_reviews_total{decision="errored",guard="namespace"} 0
 lockguard_admission_reviews_total{decision="errored",guard="object"} 1
 lockguard_admission_reviews_total{decision="errored",guard="readonly"} 0
-# HELP lockguard_delete_denied_total DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one), namespace, group and kind of the object deleted; dry_run="true" for server-side dry-run deletes (would have deleted) and "false" for real ones (tried to delete).
+# HELP lockguard_delete_denied_total DELETEs denied because live Locks protect the object, by guard (object: a locked object; cascade: an owner whose cascade would delete one; namespace: a namespace holding one; crd: the CustomResourceDefinition of one; clusterlock: a cluster-scoped object a ClusterLock names), namespace, group and kind of the object deleted; dry_run="true" for server-side dry-run deletes (would have deleted) and "false" for real ones (tried to delete).
 # TYPE lockguard_delete_denied_total counter
 lockguard_delete_denied_total{dry_run="false",group="core.navique.com",guard="object",kind="Stack",namespace="ns"} 1
 lockguard_delete_denied_total{dry_run="true",group="core.navique.com",guard="object",kind="Stack",namespace="ns"} 1

@@ -19,7 +19,8 @@ import (
 // 1.30; from 1.30 the chart's policy does it in the API server).
 const UnlockPath = "/validate-unlock"
 
-// UnlockHandler is the handler of UnlockPath (docs/contract.md rule 18).
+// UnlockHandler is the handler of UnlockPath (docs/contract.md rule 18),
+// for Locks and ClusterLocks alike (rule 22).
 // The API server calls it only for the DELETEs and UPDATEs of Locks by
 // principals without lockv1alpha1.UnlockVerb on the Lock: the entry's
 // matchConditions make that check (an authorizer check, as the policy's)
@@ -57,8 +58,15 @@ func (u *UnlockHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // is refused (fail closed: the review came from the API server, which
 // sends valid Locks).
 func (u *UnlockHandler) Handle(_ context.Context, req admission.Request) admission.Response {
-	if req.Kind.Group != lockv1alpha1.Group || req.Kind.Kind != "Lock" || req.SubResource != "" ||
+	if req.Kind.Group != lockv1alpha1.Group || req.SubResource != "" ||
 		(req.Operation != admissionv1.Delete && req.Operation != admissionv1.Update) {
+		return admission.Allowed("")
+	}
+	switch req.Kind.Kind {
+	case "Lock":
+	case "ClusterLock":
+		return u.handleClusterLock(req)
+	default:
 		return admission.Allowed("")
 	}
 	var old lockv1alpha1.Lock
@@ -74,6 +82,28 @@ func (u *UnlockHandler) Handle(_ context.Context, req admission.Request) admissi
 	}
 	if what, lowers := lockv1alpha1.Lowers(&old.Spec, &next.Spec); lowers {
 		return admission.Denied(lockv1alpha1.UnlockLowerMessage(what, req.Namespace, old.Name))
+	}
+	return admission.Allowed("")
+}
+
+// handleClusterLock decides a review of the ClusterLock entry, as Handle
+// does a Lock's: the principal lacks the unlock verb on the ClusterLock,
+// so its DELETE is refused, and an UPDATE that lowers what it protects
+// (Lowers, of the ClusterLock's expiry and enforcement).
+func (u *UnlockHandler) handleClusterLock(req admission.Request) admission.Response {
+	var old lockv1alpha1.ClusterLock
+	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the ClusterLock being changed: %w", err))
+	}
+	if req.Operation == admissionv1.Delete {
+		return admission.Denied(lockv1alpha1.ClusterUnlockMessage("deleting", old.Name))
+	}
+	var next lockv1alpha1.ClusterLock
+	if err := json.Unmarshal(req.Object.Raw, &next); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the updated ClusterLock %s: %w", old.Name, err))
+	}
+	if what, lowers := lockv1alpha1.Lowers(&old.AsLock().Spec, &next.AsLock().Spec); lowers {
+		return admission.Denied(lockv1alpha1.ClusterUnlockMessage("lowering the "+string(what)+" of", old.Name))
 	}
 	return admission.Allowed("")
 }

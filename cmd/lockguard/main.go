@@ -86,6 +86,7 @@ func run() error {
 	namespaceGuard := fs.Bool("namespace-guard", true, "Keep the label "+lockv1alpha1.HasLocksLabel+"=true on each namespace holding live Locks (the namespace guard's webhook entry selects on it), putting it on a Lock's namespace before the Lock's create is allowed ("+webhook.CreatePath+"; with or without the peer protocol); a Lock is active only once its namespace carries it. false when the chart's guards.namespace.enabled is false.")
 	cascadeGuard := fs.String("cascade-guard", string(webhook.CascadeDeny), "What the webhook does with the DELETE of an owner whose garbage-collector cascade would delete a locked object: Deny, Warn (allow with a warning) or Off (no owner index, no check). Except with Off, every replica caches the metadata of the group's objects. The chart's guards.cascade.")
 	readOnlyGuard := fs.Bool("read-only-guard", true, "Serve the update guard of ReadOnly Locks at "+webhook.UpdatePath+": an UPDATE or PATCH of an object a live ReadOnly Lock covers is refused when it changes the object's spec or metadata (not its status, nor lockguard's own annotation and label), unless an exempt principal (lockguard itself, --read-only-exempt) sends it; so is one through any subresource but status (a scale). false when the chart renders no update entry (guards.readOnly.enabled false, or mode policy): ReadOnly Locks then say GuardDisabled.")
+	clusterLockGuard := fs.Bool("cluster-lock-guard", true, "Serve the ClusterLock guard ("+webhook.ClusterLockPath+" and "+webhook.ClusterLabelPath+": the DELETE of a cluster-scoped object a live ClusterLock names is refused, and so is removing its label "+lockv1alpha1.ClusterLockedLabel+"), and keep that label on the ClusterLocks' targets. false when the chart renders no ClusterLock entry (guards.clusterLock.enabled false, or mode policy): ClusterLocks then say GuardDisabled.")
 	fs.BoolVar(&o.ExceptionsBesidePolicy, "exceptions-beside-policy", false, "The chart's ValidatingAdmissionPolicy runs beside the webhook (mode both): it refuses from the lock annotation and cannot read LockExceptions, so each LockException create is allowed with a warning saying so. The chart sets it in mode both.")
 	var exempt []string
 	fs.Func("read-only-exempt", "A principal whose updates ReadOnly Locks never refuse: a username (system:serviceaccount:NAMESPACE:NAME for a ServiceAccount) or group:NAME; repeat the flag or separate entries with commas. lockguard itself is always exempt (it learns its username with a SelfSubjectReview). A principal that holds everyone (group:system:authenticated, group:system:unauthenticated, group:system:serviceaccounts, system:anonymous) is refused. The chart's readOnly.exemptPrincipals.", func(v string) error {
@@ -105,6 +106,7 @@ func run() error {
 	flag.Parse()
 	o.Controller.DisableNamespaceGuard = !*namespaceGuard
 	o.DisableReadOnlyGuard = !*readOnlyGuard
+	o.DisableClusterLockGuard = !*clusterLockGuard
 	mode, err := webhook.ParseCascadeMode(*cascadeGuard)
 	if err != nil {
 		return err

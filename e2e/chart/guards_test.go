@@ -17,9 +17,11 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 )
 
-// TestGuardWebhooks checks the namespace, CRD and update guards' webhook
-// entries (the update guard's two: the objects labelled read-only, and
-// every subresource but status in the namespaces holding Locks) and their
+// TestGuardWebhooks checks the namespace, CRD, update and ClusterLock
+// guards' webhook entries (the update guard's two: the objects labelled
+// read-only, and every subresource but status in the namespaces holding
+// Locks; the ClusterLock guard's two: the deletes and the label removals
+// of the objects labelled cluster-locked) and their
 // values: on by default, each turned off by its own value, none rendered
 // in mode policy (which renders no webhook).
 func TestGuardWebhooks(t *testing.T) {
@@ -85,18 +87,41 @@ func TestGuardWebhooks(t *testing.T) {
 	// Without the namespace guard's label, every namespace.
 	subresourceAll := subresource
 	subresourceAll.NamespaceSelector = nil
+	// The ClusterLock guard's two: the DELETE, and the UPDATE that removes
+	// the label, of the cluster-scoped kinds a ClusterLock can name, of
+	// the objects labelled cluster-locked only.
+	clusterRules := func(op admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		var rules []admissionregistrationv1.RuleWithOperations
+		for _, r := range [][]string{{"", "namespaces", "persistentvolumes"}, {"apiextensions.k8s.io", "customresourcedefinitions"},
+			{"rbac.authorization.k8s.io", "clusterroles"}, {"storage.k8s.io", "storageclasses"}, {"core.navique.com", "*"}} {
+			rules = append(rules, admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{op},
+				Rule: admissionregistrationv1.Rule{APIGroups: r[:1], APIVersions: []string{"*"}, Resources: r[1:], Scope: &cluster}})
+		}
+		return rules
+	}
+	clusterLocked := &metav1.LabelSelector{MatchLabels: map[string]string{"core.navique.com/cluster-locked": "true"}}
+	notClusterLock := admissionregistrationv1.MatchCondition{Name: "not-a-clusterlock", Expression: "request.resource.resource != 'clusterlocks'"}
+	clusterLock := entry{Name: "cluster-lock.lockguard.core.navique.com", Rules: clusterRules(admissionregistrationv1.Delete), ObjectSelector: clusterLocked,
+		MatchConditions: []admissionregistrationv1.MatchCondition{notClusterLock}, FailurePolicy: admissionregistrationv1.Fail}
+	clusterLabel := entry{Name: "cluster-label.lockguard.core.navique.com", Rules: clusterRules(admissionregistrationv1.Update), ObjectSelector: clusterLocked,
+		MatchConditions: []admissionregistrationv1.MatchCondition{notClusterLock,
+			{Name: "label-removed-or-changed", Expression: "has(oldObject.metadata.labels) && 'core.navique.com/cluster-locked' in oldObject.metadata.labels && oldObject.metadata.labels['core.navique.com/cluster-locked'] == 'true' && !(has(object.metadata.labels) && 'core.navique.com/cluster-locked' in object.metadata.labels && object.metadata.labels['core.navique.com/cluster-locked'] == 'true')"},
+			{Name: "not-lockguard", Expression: "request.userInfo.username != 'system:serviceaccount:lockguard-system:lockguard'"}},
+		FailurePolicy: admissionregistrationv1.Fail}
 	cases := map[string]struct {
 		reason string
 		set    []string
 		want   []entry
 	}{
-		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource}},
+		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel}},
 		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
-			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll}},
-		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource}},
-		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd}},
+			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel}},
+		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource, clusterLock, clusterLabel}},
+		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd, clusterLock, clusterLabel}},
+		"NoClusterLock": {reason: "guards.clusterLock.enabled=false drops both ClusterLock entries", set: []string{"guards.clusterLock.enabled=false"},
+			want: []entry{namespace, crd, update, subresource}},
 		"Exempt": {reason: "readOnly.exemptPrincipals: users and group:NAME groups, besides lockguard's own ServiceAccount, skipped by a matchCondition",
-			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups}},
+			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups, clusterLock, clusterLabel}},
 		"None": {reason: "all off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
 	}
 	for name, tc := range cases {
@@ -108,7 +133,7 @@ func TestGuardWebhooks(t *testing.T) {
 			// TestWebhookConfiguration.
 			vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
 				return w.Name == "peer-leases.lockguard.core.navique.com" || w.Name == "unlock.lockguard.core.navique.com" ||
-					w.Name == "exception.lockguard.core.navique.com"
+					w.Name == "cluster-unlock.lockguard.core.navique.com" || w.Name == "exception.lockguard.core.navique.com"
 			})
 			if vwc.Webhooks[0].Name != framework.DefaultWebhookName {
 				t.Fatalf("first webhook %s, want the object guard's %s", vwc.Webhooks[0].Name, framework.DefaultWebhookName)
@@ -119,14 +144,20 @@ func TestGuardWebhooks(t *testing.T) {
 				t.Errorf("last webhook %s at %s, failurePolicy %s; want the Lock create entry at /validate-lock-create, Fail", last.Name, *last.ClientConfig.Service.Path, *last.FailurePolicy)
 			}
 			for _, wh := range vwc.Webhooks[1 : len(vwc.Webhooks)-1] {
-				path := "/validate-delete"
-				if wh.Name == update.Name || wh.Name == subresource.Name {
+				path, sideEffects := "/validate-delete", admissionregistrationv1.SideEffectClassNoneOnDryRun
+				switch wh.Name {
+				case update.Name, subresource.Name:
 					path = "/validate-update"
+				case clusterLock.Name:
+					path = "/validate-cluster-delete"
+				case clusterLabel.Name:
+					// Its refusal records nothing.
+					path, sideEffects = "/validate-cluster-label", admissionregistrationv1.SideEffectClassNone
 				}
-				if *wh.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
+				if *wh.SideEffects != sideEffects || *wh.MatchPolicy != admissionregistrationv1.Equivalent ||
 					wh.ClientConfig.Service == nil || *wh.ClientConfig.Service.Path != path {
-					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want NoneOnDryRun (a real denial records Events), Equivalent, the webhook Service at %s",
-						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig, path)
+					t.Errorf("%s: sideEffects %s, matchPolicy %s, clientConfig %+v; want %s, Equivalent, the webhook Service at %s",
+						wh.Name, *wh.SideEffects, *wh.MatchPolicy, wh.ClientConfig, sideEffects, path)
 				}
 				got = append(got, entry{Name: wh.Name, Rules: wh.Rules, ObjectSelector: wh.ObjectSelector, NamespaceSelector: wh.NamespaceSelector,
 					MatchConditions: wh.MatchConditions, FailurePolicy: *wh.FailurePolicy})
@@ -139,29 +170,39 @@ func TestGuardWebhooks(t *testing.T) {
 }
 
 // TestNamespaceGuardRBAC: the namespaces rule (get, list, watch, patch:
-// the label) is granted with the namespace guard only, and lockguard is
-// told when the guard is off.
+// the label; with persistent volumes, which the ClusterLock guard labels
+// too) is granted with the namespace guard or the ClusterLock guard, the
+// ClusterRoles and StorageClasses rules (escalate: RBAC allows updating a
+// ClusterRole only to whom holds its rules or that verb) with the
+// ClusterLock guard only, and lockguard is told when a guard is off.
 func TestNamespaceGuardRBAC(t *testing.T) {
 	requireHelm(t)
-	for _, on := range []bool{true, false} {
-		objs := render(t, framework.Release{Set: []string{fmt.Sprintf("guards.namespace.enabled=%t", on)}})
-		role := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "lockguard"))
-		var got []rbacv1.PolicyRule
-		for _, r := range role.Rules {
-			if slices.Contains(r.Resources, "namespaces") {
-				got = append(got, r)
+	for _, ns := range []bool{true, false} {
+		for _, cl := range []bool{true, false} {
+			objs := render(t, framework.Release{Set: []string{fmt.Sprintf("guards.namespace.enabled=%t", ns), fmt.Sprintf("guards.clusterLock.enabled=%t", cl)}})
+			role := convert[rbacv1.ClusterRole](t, framework.Find(objs, "ClusterRole", "lockguard"))
+			var got []rbacv1.PolicyRule
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "namespaces") || slices.Contains(r.Resources, "clusterroles") || slices.Contains(r.Resources, "storageclasses") {
+					got = append(got, r)
+				}
 			}
-		}
-		var want []rbacv1.PolicyRule
-		if on {
-			want = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "patch", "watch"}}}
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("guards.namespace.enabled=%t: namespaces rules: -want, +got:\n%s", on, diff)
-		}
-		d := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard"))
-		if got := slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--namespace-guard=false"); got == on {
-			t.Errorf("guards.namespace.enabled=%t: args %v", on, d.Spec.Template.Spec.Containers[0].Args)
+			var want []rbacv1.PolicyRule
+			if ns || cl {
+				want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces", "persistentvolumes"}, Verbs: []string{"get", "list", "patch", "watch"}})
+			}
+			if cl {
+				want = append(want,
+					rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate", "get", "list", "patch", "watch"}},
+					rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "patch", "watch"}})
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("guards.namespace.enabled=%t, guards.clusterLock.enabled=%t: rules: -want, +got:\n%s", ns, cl, diff)
+			}
+			args := convert[appsv1.Deployment](t, framework.Find(objs, "Deployment", "lockguard")).Spec.Template.Spec.Containers[0].Args
+			if slices.Contains(args, "--namespace-guard=false") == ns || slices.Contains(args, "--cluster-lock-guard=false") == cl {
+				t.Errorf("guards.namespace.enabled=%t, guards.clusterLock.enabled=%t: args %v", ns, cl, args)
+			}
 		}
 	}
 }

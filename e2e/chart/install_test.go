@@ -320,8 +320,8 @@ func testPolicy(ctx context.Context, t *testing.T, c client.Client, kubeVersion 
 			policy = append(policy, o)
 		}
 	}
-	if got := framework.Kinds(policy); len(got) != 4 {
-		t.Fatalf("mode=policy rendered %v; want the Lock and LockException CRDs, the policy and its binding", got)
+	if got := framework.Kinds(policy); len(got) != 5 {
+		t.Fatalf("mode=policy rendered %v; want the Lock, LockException and ClusterLock CRDs, the policy and its binding", got)
 	}
 	install(ctx, t, c, policy)
 

@@ -47,6 +47,9 @@ func testPolicyReadOnly(ctx context.Context, t *testing.T, env *framework.Env, k
 	if !guardOff {
 		t.Errorf("mode=policy renders no update entry, but the Deployment does not pass --read-only-guard=false: %v", args)
 	}
+	if !slices.Contains(args, "--cluster-lock-guard=false") {
+		t.Errorf("mode=policy renders no ClusterLock entry, but the Deployment does not pass --cluster-lock-guard=false: %v", args)
+	}
 	mgr, err := env.StartManager(framework.ManagerOptions{DisableReadOnlyGuard: guardOff})
 	if err != nil {
 		t.Fatal(err)

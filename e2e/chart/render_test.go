@@ -84,6 +84,8 @@ func TestRenderedObjects(t *testing.T) {
 	common := []string{
 		"ClusterRole/lockguard",
 		"ClusterRole/lockguard-break-glass",
+		"ClusterRole/lockguard-cluster-lock",
+		"ClusterRole/lockguard-cluster-unlock",
 		"ClusterRole/lockguard-edit",
 		"ClusterRole/lockguard-unlock",
 		"ClusterRole/lockguard-view",
@@ -119,6 +121,8 @@ func TestRenderedObjects(t *testing.T) {
 	unlock := []string{
 		"ValidatingAdmissionPolicy/lockguard-unlock",
 		"ValidatingAdmissionPolicyBinding/lockguard-unlock",
+		"ValidatingAdmissionPolicy/lockguard-cluster-unlock",
+		"ValidatingAdmissionPolicyBinding/lockguard-cluster-unlock",
 	}
 	join := func(lists ...[]string) []string {
 		out := slices.Concat(lists...)
@@ -167,7 +171,8 @@ func TestRenderedObjects(t *testing.T) {
 		"DisabledWithCRDs": {
 			reason: "lockGuard.enabled=false still ships the CRD",
 			r:      framework.Release{Set: []string{"lockGuard.enabled=false"}, IncludeCRDs: true},
-			want:   []string{"CustomResourceDefinition/lockexceptions.core.navique.com", "CustomResourceDefinition/locks.core.navique.com"},
+			want: []string{"CustomResourceDefinition/clusterlocks.core.navique.com", "CustomResourceDefinition/lockexceptions.core.navique.com",
+				"CustomResourceDefinition/locks.core.navique.com"},
 		},
 		"UserIssuer": {
 			reason: "a user-named issuer replaces the chart's CA",

@@ -44,8 +44,8 @@ func testUnlockPolicy(ctx context.Context, t *testing.T, env *framework.Env, c c
 			apply = append(apply, o)
 		}
 	}
-	if len(apply) != 5 {
-		t.Fatalf("rendered %v; want the Lock and LockException CRDs, the ClusterRole lockguard-unlock, the unlock policy and its binding", framework.Kinds(apply))
+	if len(apply) != 6 {
+		t.Fatalf("rendered %v; want the Lock, LockException and ClusterLock CRDs, the ClusterRole lockguard-unlock, the unlock policy and its binding", framework.Kinds(apply))
 	}
 	install(ctx, t, c, apply)
 

@@ -52,40 +52,8 @@ func TestUnlockPermission(t *testing.T) {
 		// ns alone (the suite's webhook entry still answers elsewhere; the
 		// API server runs policies before webhooks, so a refusal here is
 		// the policy's).
-		objs, err := framework.Render(t.Context(), framework.Release{Name: "lg-ul", Namespace: "lockguard-unlock",
-			APIVersions: []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		const name = "lg-ul-lockguard-unlock"
-		var apply []*unstructured.Unstructured
-		for _, o := range objs {
-			switch o.GetKind() {
-			case "ValidatingAdmissionPolicy":
-			case "ValidatingAdmissionPolicyBinding":
-				sel := map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
-				if err := unstructured.SetNestedField(o.Object, sel, "spec", "matchResources", "namespaceSelector"); err != nil {
-					t.Fatal(err)
-				}
-			default:
-				continue
-			}
-			if o.GetName() == name {
-				apply = append(apply, o)
-			}
-		}
-		if len(apply) != 2 {
-			t.Fatalf("rendered %d of the unlock policy and its binding, want 2", len(apply))
-		}
-		if err := framework.Apply(t.Context(), kube.Client, apply...); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			for _, o := range apply {
-				_ = kube.Client.Delete(context.Background(), o)
-			}
-		})
-		decider := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: ", name, name)
+		sel := map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}}
+		decider := applyChartPolicy(t, framework.Release{Name: "lg-ul", Namespace: "lockguard-unlock"}, "lg-ul-lockguard-unlock", "namespaceSelector", sel)
 		checkUnlock(t, ns, decider)
 		checkPluginUpdate(t, ns, decider)
 	})
@@ -280,4 +248,42 @@ func checkPluginRoles(t *testing.T, ns string) {
 	if errors.Is(r.err, context.DeadlineExceeded) {
 		t.Error("kubectl lock waited for its deadline")
 	}
+}
+
+// applyChartPolicy applies the chart's ValidatingAdmissionPolicy name and
+// its binding, rendered as r for a 1.30+ API server, the binding's
+// matchResources narrowed by selector (its field: namespaceSelector or
+// objectSelector) to sel, and removes them when the test ends. It returns
+// how the API server prefixes the policy's refusals.
+func applyChartPolicy(t *testing.T, r framework.Release, name, selector string, sel map[string]any) string {
+	t.Helper()
+	r.APIVersions = []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}
+	objs, err := framework.Render(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var apply []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetName() != name || !strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+			continue
+		}
+		if o.GetKind() == "ValidatingAdmissionPolicyBinding" {
+			if err := unstructured.SetNestedField(o.Object, sel, "spec", "matchResources", selector); err != nil {
+				t.Fatal(err)
+			}
+		}
+		apply = append(apply, o)
+	}
+	if len(apply) != 2 {
+		t.Fatalf("rendered %d of the policy %s and its binding, want 2", len(apply), name)
+	}
+	if err := framework.Apply(t.Context(), kube.Client, apply...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, o := range apply {
+			_ = kube.Client.Delete(context.Background(), o)
+		}
+	})
+	return fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s' denied request: ", name, name)
 }

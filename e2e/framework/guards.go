@@ -106,10 +106,10 @@ func derefLocks(locks []*lockv1alpha1.Lock) []lockv1alpha1.Lock {
 // ObjectGuardOnly are the chart values that render only the object guard's
 // webhook entry: for tests that install a narrowed copy of the webhook
 // configuration next to the suite's (the namespace and CRD entries are
-// cluster-scoped, and would not be narrowed by a namespaceSelector; the
-// update entry is left out too, so that the narrowed copy sends deletes
+// cluster-scoped, and would not be narrowed by a namespaceSelector, nor
+// would the ClusterLock guard's two; the update entry is left out too, so that the narrowed copy sends deletes
 // only).
-var ObjectGuardOnly = []string{"guards.namespace.enabled=false", "guards.crd.enabled=false", "guards.readOnly.enabled=false"}
+var ObjectGuardOnly = []string{"guards.namespace.enabled=false", "guards.crd.enabled=false", "guards.readOnly.enabled=false", "guards.clusterLock.enabled=false"}
 
 // DeleteOnceUnguarded deletes obj (a namespace or a CRD) whose last Lock
 // was just deleted. A replica whose cache has not seen the Lock go yet

@@ -247,12 +247,24 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// Creating a LockException needs break-glass on its Locks (rule 20).
 	mgr.GetWebhookServer().Register(webhook.ExceptionPath, review(webhook.NewExceptionHandler(webhook.ExceptionOptions{
 		Gate: gate, Reviews: mgr.GetClient(), Now: locks.Now, BesidePolicy: o.ExceptionsBesidePolicy})))
-	if !o.DisableReadOnlyGuard {
-		// lockguard's own writes are exempt once it knows who it is.
-		self := &selfIdentity{client: mgr.GetClient()}
-		if err := mgr.Add(self); err != nil {
-			return nil, fmt.Errorf("adding the self identity: %w", err)
+	// lockguard's own writes are exempt once it knows who it is.
+	self := &selfIdentity{client: mgr.GetClient()}
+	if err := mgr.Add(self); err != nil {
+		return nil, fmt.Errorf("adding the self identity: %w", err)
+	}
+	if !o.DisableClusterLockGuard {
+		// The ClusterLock guard (docs/contract.md rule 22): the deletes of
+		// cluster-locked objects, and the removal of their label.
+		if _, err := mgr.GetCache().GetInformer(ctx, &lockv1alpha1.ClusterLock{}, cache.BlockUntilSynced(false)); err != nil {
+			// Read lazily, then, and from the API server until then.
+			mgr.GetLogger().Info("Cannot watch ClusterLocks yet (is their CRD installed?)", "error", err.Error())
 		}
+		cl := webhook.NewClusterLockHandler(handler, webhook.ClusterLockConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Now: locks.Now, Self: self.Username})
+		mgr.GetWebhookServer().Register(webhook.ClusterLockPath, review(cl.DeleteHandler()))
+		mgr.GetWebhookServer().Register(webhook.ClusterLabelPath, review(cl.LabelHandler()))
+	}
+	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
+	if !o.DisableReadOnlyGuard {
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username
 		mgr.GetWebhookServer().Register(webhook.UpdatePath, review(webhook.NewUpdateHandler(handler, exempt, apiParents{mapper: mgr.GetRESTMapper(), reader: mgr.GetAPIReader()})))

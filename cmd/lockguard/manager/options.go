@@ -92,6 +92,11 @@ type Options struct {
 	// (webhook.UpdatePath) unserved: the chart's guards.readOnly.enabled
 	// false, which renders no update entry. Default false: it is served.
 	DisableReadOnlyGuard bool
+	// DisableClusterLockGuard serves no ClusterLock guard
+	// (webhook.ClusterLockPath, ClusterLabelPath) and tells the reconciler
+	// so: ClusterLocks then say GuardDisabled (--cluster-lock-guard=false,
+	// when the chart renders no ClusterLock entry).
+	DisableClusterLockGuard bool
 	// ReadOnlyExempt are the principals whose updates ReadOnly Locks never
 	// refuse, besides lockguard itself (learned at start with a
 	// SelfSubjectReview); their Self is set by New.

@@ -161,3 +161,64 @@ group:NAME groups.
 {{- end }}
 {{- $expr }}
 {{- end }}
+
+{{- /*
+lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
+(guards.clusterLock.enabled; docs/contract.md rule 22, docs/clusterlock.md):
+- cluster-lock: the DELETE of the cluster-scoped kinds a ClusterLock can
+  name (api/v1alpha1.ClusterLockableKinds, and the group's cluster-scoped
+  kinds but ClusterLocks), of the objects lockguard's reconciler labels
+  core.navique.com/cluster-locked=true (objectSelector) only: an outage
+  refuses the deletes of cluster-locked objects, never every delete of a
+  kind. It fails closed (webhook.failurePolicy), calls
+  /validate-cluster-delete.
+- cluster-label: the UPDATEs of those objects that remove or change the
+  label (matchCondition), except lockguard's own (its ServiceAccount; it
+  checks again itself): without it, whoever may update a Namespace could
+  take it out of the first entry's selector, then delete it. It fails
+  closed whatever webhook.failurePolicy says, calls
+  /validate-cluster-label. The API server matches the objectSelector on
+  the old and the new object, so the label's removal is seen.
+*/ -}}
+{{- define "lockguard.clusterLockWebhooks" -}}
+{{- $ctx := . }}
+{{- if .Values.guards.clusterLock.enabled }}
+{{- range $entry := list "cluster-lock" "cluster-label" }}
+- name: {{ $entry }}.lockguard.core.navique.com
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service:
+      name: {{ include "lockguard.webhookServiceName" $ctx }}
+      namespace: {{ $ctx.Release.Namespace }}
+      path: {{ if eq $entry "cluster-lock" }}/validate-cluster-delete{{ else }}/validate-cluster-label{{ end }}
+      port: {{ $ctx.Values.webhook.servicePort }}
+    {{- if not $ctx.Values.certManager.enabled }}
+    caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
+    {{- end }}
+  failurePolicy: {{ if eq $entry "cluster-lock" }}{{ $ctx.Values.webhook.failurePolicy }}{{ else }}Fail{{ end }}
+  matchPolicy: Equivalent
+  sideEffects: {{ if eq $entry "cluster-lock" }}NoneOnDryRun{{ else }}None{{ end }}
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  objectSelector:
+    matchLabels:
+      core.navique.com/cluster-locked: "true"
+  rules:
+    {{- range $rule := list (list "" "namespaces" "persistentvolumes") (list "apiextensions.k8s.io" "customresourcedefinitions") (list "rbac.authorization.k8s.io" "clusterroles") (list "storage.k8s.io" "storageclasses") (list "core.navique.com" "*") }}
+    - apiGroups: {{ list (first $rule) | toJson }}
+      apiVersions: ["*"]
+      operations: [{{ if eq $entry "cluster-lock" }}"DELETE"{{ else }}"UPDATE"{{ end }}]
+      resources: {{ rest $rule | toJson }}
+      scope: Cluster
+    {{- end }}
+  matchConditions:
+    - name: not-a-clusterlock
+      expression: "request.resource.resource != 'clusterlocks'"
+    {{- if eq $entry "cluster-label" }}
+    - name: label-removed-or-changed
+      expression: "has(oldObject.metadata.labels) && 'core.navique.com/cluster-locked' in oldObject.metadata.labels && oldObject.metadata.labels['core.navique.com/cluster-locked'] == 'true' && !(has(object.metadata.labels) && 'core.navique.com/cluster-locked' in object.metadata.labels && object.metadata.labels['core.navique.com/cluster-locked'] == 'true')"
+    - name: not-lockguard
+      expression: {{ printf "request.userInfo.username != 'system:serviceaccount:%s:%s'" $ctx.Release.Namespace (include "lockguard.serviceAccountName" $ctx) | quote }}
+    {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

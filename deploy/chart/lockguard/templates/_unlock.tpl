@@ -13,6 +13,11 @@ checks it in its matchConditions and lockguard refuses what reaches it
 authorizer.group('core.navique.com').resource('locks').namespace(request.namespace).name(oldObject.metadata.name).check('unlock').allowed()
 {{- end }}
 
+{{/* CEL: the same for a ClusterLock (docs/contract.md rule 22): the verb unlock on the request's ClusterLock. */}}
+{{- define "lockguard.clusterUnlocker" -}}
+authorizer.group('core.navique.com').resource('clusterlocks').name(oldObject.metadata.name).check('unlock').allowed()
+{{- end }}
+
 {{/* CEL: true when the request's principal is not one of unlockPermission.exemptPrincipals. */}}
 {{- define "lockguard.unlockNotExempt" -}}
 {{- $quoted := list }}
@@ -35,4 +40,9 @@ enforcement: "!(has(oldObject.spec.enforcement) && oldObject.spec.enforcement ==
 {{/* CEL: the refusal (api/v1alpha1.UnlockDeleteMessage, UnlockLowerMessage) for an action ("deleting", "lowering the level of"). */}}
 {{- define "lockguard.unlockMessage" -}}
 '{{ . }} Lock ' + request.namespace + '/' + oldObject.metadata.name + ' needs the verb "unlock" on locks.core.navique.com (RBAC); ask for the ClusterRole lockguard-unlock'
+{{- end }}
+
+{{/* CEL: the refusal for a ClusterLock (api/v1alpha1.ClusterUnlockMessage). */}}
+{{- define "lockguard.clusterUnlockMessage" -}}
+'{{ . }} ClusterLock ' + oldObject.metadata.name + ' needs the verb "unlock" on clusterlocks.core.navique.com (RBAC); ask for the ClusterRole lockguard-cluster-unlock'
 {{- end }}

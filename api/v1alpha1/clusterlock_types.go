@@ -1,0 +1,242 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ClusterLockedLabel is kept by lockguard's reconciler on each cluster-scoped
+// object a live ClusterLock names (value "true"), and removed when none
+// does. The chart's webhook entries for cluster-scoped DELETEs select on it
+// (objectSelector), so that a lockguard outage refuses only the deletes of
+// cluster-locked objects, never every delete of a kind (docs/clusterlock.md).
+const ClusterLockedLabel = Group + "/cluster-locked"
+
+// The ClusterRoles the chart ships for ClusterLocks; neither is aggregated
+// into the built-in roles (docs/contract.md rule 22).
+const (
+	// ClusterLockRole creates, reads, lists and watches ClusterLocks.
+	ClusterLockRole = "lockguard-cluster-lock"
+	// ClusterUnlockRole deletes ClusterLocks and holds UnlockVerb on them.
+	ClusterUnlockRole = "lockguard-cluster-unlock"
+)
+
+// ClusterTargetReference names the cluster-scoped object a ClusterLock
+// protects.
+type ClusterTargetReference struct {
+	// APIVersion of the target: v1 (Namespace, PersistentVolume),
+	// apiextensions.k8s.io/v1 (CustomResourceDefinition),
+	// rbac.authorization.k8s.io/v1 (ClusterRole), storage.k8s.io/v1
+	// (StorageClass), or a version of core.navique.com (its cluster-scoped
+	// kinds). The version is ignored when matching deletes.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the target, exactly as the API serves it: Namespace,
+	// CustomResourceDefinition, ClusterRole, StorageClass,
+	// PersistentVolume, or a cluster-scoped core.navique.com kind.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+
+	// Name of the target.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// ClusterLockSpec is the desired state of a ClusterLock: the one
+// cluster-scoped object it protects, by name, and the same reason, expiry
+// and enforcement as a Lock's.
+type ClusterLockSpec struct {
+	// TargetRef is the cluster-scoped object this ClusterLock protects. It
+	// cannot be changed: delete the ClusterLock and create a new one to
+	// protect something else.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="targetRef is immutable: delete this ClusterLock and create a new one to protect another object"
+	// +required
+	TargetRef ClusterTargetReference `json:"targetRef"`
+
+	// Reason is a free-text note, shown in the status and in the denial
+	// message. Empty by default.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// ExpiresAt is when the ClusterLock stops protecting (RFC 3339), as a
+	// Lock's (docs/contract.md rule 19). Unset: it never expires.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// Enforcement is Enforce (the default) or Audit: the ClusterLock
+	// refuses nothing, and each delete it would refuse is allowed with an
+	// admission warning and counted (lockguard_would_deny_total).
+	// +kubebuilder:default=Enforce
+	// +optional
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+}
+
+// ClusterLock protects one cluster-scoped object (a Namespace, a
+// CustomResourceDefinition, a ClusterRole, a StorageClass, a
+// PersistentVolume or a cluster-scoped core.navique.com object) against
+// deletion, by name: while it is live, every DELETE of its target is
+// refused at admission. A ClusterLock on a Namespace refuses the
+// namespace's delete whether or not it holds Locks. Deleting a ClusterLock
+// needs the RBAC verb unlock on it besides delete (the ClusterRole
+// lockguard-cluster-unlock). Its status is a Lock's. The rules are
+// docs/contract.md (rule 22) in lockguard's repository.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,categories=navique,shortName=clk
+// +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
+type ClusterLock struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec says what the ClusterLock protects.
+	// +required
+	Spec ClusterLockSpec `json:"spec"`
+
+	// Status is written by lockguard: a Lock's status (Ready and its
+	// reasons, active).
+	// +optional
+	Status LockStatus `json:"status,omitempty"`
+}
+
+// ClusterLockList is a list of ClusterLocks.
+//
+// +kubebuilder:object:root=true
+type ClusterLockList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterLock `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterLock{}, &ClusterLockList{})
+}
+
+// ClusterLockableKinds are the cluster-scoped kinds outside
+// core.navique.com that a ClusterLock can protect; the group's own
+// cluster-scoped kinds can be protected too, except ClusterLock
+// (ClusterProtectable).
+var ClusterLockableKinds = []schema.GroupKind{
+	{Kind: "Namespace"},
+	{Kind: "PersistentVolume"},
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"},
+	{Group: "storage.k8s.io", Kind: "StorageClass"},
+}
+
+// ErrClusterLockTarget is the error of a ClusterLock that targets a
+// ClusterLock: deleting a ClusterLock is guarded by the verb unlock, never
+// by another ClusterLock.
+var ErrClusterLockTarget = fmt.Errorf("a ClusterLock cannot protect another ClusterLock")
+
+// ClusterProtectable returns nil when a ClusterLock may name objects of gk:
+// one of ClusterLockableKinds, or a kind of core.navique.com other than
+// ClusterLock (whether that kind is served, and cluster-scoped, is the
+// API server's to say: the reconciler checks it). Otherwise an error that
+// says which kinds can be.
+func ClusterProtectable(gk schema.GroupKind) error {
+	if gk.Group == Group {
+		if gk.Kind == "ClusterLock" {
+			return ErrClusterLockTarget
+		}
+		return nil
+	}
+	for _, k := range ClusterLockableKinds {
+		if k == gk {
+			return nil
+		}
+	}
+	names := make([]string, 0, len(ClusterLockableKinds))
+	for _, k := range ClusterLockableKinds {
+		names = append(names, k.String())
+	}
+	return fmt.Errorf("a ClusterLock cannot protect a %s: it protects %s, or a cluster-scoped kind of %s", gk, strings.Join(names, ", "), Group)
+}
+
+// Target returns the key of the object the ClusterLock protects (its
+// Namespace empty), or an error that says why it never can: its
+// apiVersion does not parse, or ClusterProtectable refuses its kind.
+func (c *ClusterLock) Target() (TargetKey, error) {
+	ref := c.Spec.TargetRef
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return TargetKey{}, fmt.Errorf("targetRef.apiVersion %q is not a valid API version: %w", ref.APIVersion, err)
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
+	if err := ClusterProtectable(gk); err != nil {
+		return TargetKey{}, err
+	}
+	return TargetKey{Group: gk.Group, Kind: gk.Kind, Name: ref.Name}, nil
+}
+
+// AsLock returns the ClusterLock as a Lock with no namespace, for the code
+// that Locks and ClusterLocks share (expiry, enforcement, status
+// messages): its metadata, reason, expiry, enforcement and status, and its
+// target as targetRef.
+func (c *ClusterLock) AsLock() *Lock {
+	return &Lock{
+		ObjectMeta: c.ObjectMeta,
+		Spec: LockSpec{
+			TargetRef:   TargetReference{APIVersion: c.Spec.TargetRef.APIVersion, Kind: c.Spec.TargetRef.Kind, Name: c.Spec.TargetRef.Name},
+			Reason:      c.Spec.Reason,
+			ExpiresAt:   c.Spec.ExpiresAt,
+			Enforcement: c.Spec.Enforcement,
+		},
+		Status: c.Status,
+	}
+}
+
+// Live reports whether the ClusterLock counts at time t: it is not being
+// deleted, its target is valid (Target) and it has not expired at t (the
+// rule of Lock.ExpiredAt).
+func (c *ClusterLock) Live(t time.Time) bool {
+	if c.DeletionTimestamp != nil {
+		return false
+	}
+	if _, err := c.Target(); err != nil {
+		return false
+	}
+	return !c.AsLock().ExpiredAt(t)
+}
+
+// Enforces reports whether the ClusterLock refuses what it covers: its
+// enforcement is not Audit.
+func (c *ClusterLock) Enforces() bool { return c.Spec.Enforcement != EnforcementAudit }
+
+// Covers reports whether the ClusterLock, live at t, protects the object
+// of group, kind and name.
+func (c *ClusterLock) Covers(t time.Time, group, kind, name string) bool {
+	key, err := c.Target()
+	return err == nil && key.Group == group && key.Kind == kind && key.Name == name && c.Live(t)
+}
+
+// ClusterUnlockRefusal is the part of ClusterUnlockMessage that names the
+// verb.
+const ClusterUnlockRefusal = `needs the verb "` + UnlockVerb + `" on clusterlocks.` + Group + ` (RBAC)`
+
+// ClusterUnlockMessage is the refusal of deleting ClusterLock name (action
+// "deleting"), or of an update that lowers what it protects ("lowering the
+// expiresAt of"), by a principal without UnlockVerb on it: word for word
+// the same from the chart's policy and from lockguard's webhook.
+func ClusterUnlockMessage(action, name string) string {
+	return fmt.Sprintf("%s ClusterLock %s %s; ask for the ClusterRole %s", action, name, ClusterUnlockRefusal, ClusterUnlockRole)
+}

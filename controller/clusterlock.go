@@ -1,0 +1,262 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
+)
+
+// The ClusterLock reconciler (docs/contract.md rule 22, docs/clusterlock.md)
+// keeps ClusterLockedLabel on the target of every live ClusterLock, and
+// removes it from objects no live ClusterLock names, so that the chart's
+// entries (objectSelector on the label) send lockguard the deletes of
+// exactly the cluster-locked objects; and it writes each ClusterLock's
+// status, with the Lock's status code (writeStatusOf). ClusterLocks are
+// few: every pass takes all of them, and a sweep of the labelled objects
+// of each kind a ClusterLock can name.
+
+// +kubebuilder:rbac:groups=core.navique.com,resources=clusterlocks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core.navique.com,resources=clusterlocks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=namespaces;persistentvolumes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;patch;escalate
+
+// clusterLockKey is the one key of the ClusterLock controller's queue:
+// every pass reconciles every ClusterLock.
+var clusterLockKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "clusterlocks"}}
+
+// clusterLockRecheck is how soon a pass runs again while a ClusterLock's
+// target is missing or its kind unknown: the targets are not watched.
+const clusterLockRecheck = 10 * time.Second
+
+// clusterLocks reconciles ClusterLocks.
+type clusterLocks struct {
+	status *reconciler // writes the status (writeStatusOf)
+	client client.Client
+	api    client.Reader // the targets, read from the API server
+	mapper meta.RESTMapper
+	kinds  *readmodel.Kinds
+	// guard: lockguard's chart renders the ClusterLock webhook entries
+	// (Options.DisableClusterLockGuard false).
+	guard bool
+	now   func() time.Time
+	// interval is how old discovery's kinds may be (Options.DiscoveryInterval).
+	interval time.Duration
+}
+
+// setupClusterLocks adds, on the leader, the ClusterLock controller to mgr
+// once the ClusterLock CRD is served: an installation upgraded without
+// its CRD (helm installs crds/ only on the first install) runs without it
+// until the CRD is applied.
+func setupClusterLocks(mgr ctrl.Manager, r *reconciler, kinds *readmodel.Kinds, opts Options) error {
+	c := &clusterLocks{status: r, client: mgr.GetClient(), api: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), kinds: kinds,
+		guard: !opts.DisableClusterLockGuard, now: r.now, interval: opts.DiscoveryInterval}
+	return mgr.Add(leaderRunnable(func(ctx context.Context) error {
+		gk := lockv1alpha1.GroupVersion.WithKind("ClusterLock").GroupKind()
+		logged := false
+		err := wait.PollUntilContextCancel(ctx, opts.DiscoveryInterval, true, func(context.Context) (bool, error) {
+			_, err := mgr.GetRESTMapper().RESTMapping(gk)
+			if err != nil && !logged {
+				mgr.GetLogger().Info("The ClusterLock CRD is not served; ClusterLocks are reconciled once it is (kubectl apply --server-side -f the chart's crds/)", "error", err.Error())
+				logged = true
+			}
+			return err == nil, nil
+		})
+		if err != nil {
+			return nil // stopped before the CRD was served
+		}
+		enqueue := handler.TypedEnqueueRequestsFromMapFunc(func(context.Context, *lockv1alpha1.ClusterLock) []reconcile.Request {
+			return []reconcile.Request{clusterLockKey}
+		})
+		// One pass at the start whatever the ClusterLocks, so that a label
+		// left by a ClusterLock deleted while no leader ran is swept even
+		// when no ClusterLock is left to bring a pass.
+		start := make(chan event.TypedGenericEvent[*lockv1alpha1.ClusterLock], 1)
+		start <- event.TypedGenericEvent[*lockv1alpha1.ClusterLock]{Object: &lockv1alpha1.ClusterLock{}}
+		return ctrl.NewControllerManagedBy(mgr).Named("clusterlock").
+			WatchesRawSource(source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue)).
+			WatchesRawSource(source.Channel(start, enqueue)).
+			Complete(c)
+	}))
+}
+
+// leaderRunnable is a function run once on the elected leader.
+type leaderRunnable func(ctx context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection reports that it runs on the leader only.
+func (f leaderRunnable) NeedLeaderElection() bool { return true }
+
+// Reconcile labels the targets of the live ClusterLocks, removes the label
+// from every other object that carries it, and writes each ClusterLock's
+// status.
+func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
+	var list lockv1alpha1.ClusterLockList
+	if err := c.client.List(ctx, &list); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing ClusterLocks: %w", err)
+	}
+	now := c.now()
+	keep := map[lockv1alpha1.TargetKey]bool{}
+	var after time.Duration
+	later := func(d time.Duration) {
+		if d > 0 && (after == 0 || d < after) {
+			after = d
+		}
+	}
+	var errs []error
+	for i := range list.Items {
+		cl := &list.Items[i]
+		if cl.DeletionTimestamp != nil {
+			continue // it protects nothing (Live), and its status goes with it
+		}
+		obs, key, recheck, err := c.observe(ctx, cl, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if key != nil {
+			keep[*key] = true
+		}
+		later(recheck)
+		if d, ok := cl.AsLock().ExpiresIn(now); ok {
+			later(d + time.Second/10)
+		}
+		view := cl.AsLock()
+		errs = append(errs, c.status.writeStatusOf(ctx, cl, view, obs))
+	}
+	errs = append(errs, c.sweep(ctx, list.Items, keep))
+	return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
+}
+
+// observe checks cl's target and, when cl is live and the guard is on,
+// labels it: it returns what cl's status should say, the key of the
+// object that keeps its label (nil: none), and how soon to look again.
+func (c *clusterLocks) observe(ctx context.Context, cl *lockv1alpha1.ClusterLock, now time.Time) (observation, *lockv1alpha1.TargetKey, time.Duration, error) {
+	key, err := cl.Target()
+	if err != nil {
+		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error() + invalidHint}, nil, 0, nil
+	}
+	gk := key.GroupKind()
+	mapping, err := c.mapper.RESTMapping(gk)
+	switch {
+	case meta.IsNoMatchError(err):
+		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: fmt.Sprintf(
+			"no kind %s is served by the API server (kinds are spelled as served, e.g. Namespace or CustomResourceDefinition)%s", gk, invalidHint)}, nil, clusterLockRecheck, nil
+	case err != nil:
+		return observation{}, nil, 0, fmt.Errorf("mapping kind %s of ClusterLock %s: %w", gk, cl.Name, err)
+	case mapping.Scope.Name() == meta.RESTScopeNameNamespace:
+		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: fmt.Sprintf(
+			"%s is a namespaced kind: protect its objects with a Lock in their namespace%s", gk, invalidHint)}, nil, 0, nil
+	}
+	if cl.AsLock().ExpiredAt(now) {
+		return expiredObservation(cl.AsLock()), nil, 0, nil
+	}
+	if !c.guard {
+		return observation{reason: lockv1alpha1.ReasonGuardDisabled, message: clusterGuardOffMessage}, nil, 0, nil
+	}
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.api.Get(ctx, client.ObjectKey{Name: key.Name}, obj); apierrors.IsNotFound(err) {
+		return observation{reason: lockv1alpha1.ReasonMissingReference, message: fmt.Sprintf(
+			"%s %q not found; it is labelled and its deletion denied within %s of its creation", key.Kind, key.Name, clusterLockRecheck)}, &key, clusterLockRecheck, nil
+	} else if err != nil {
+		return observation{}, nil, 0, fmt.Errorf("reading %s %s: %w", gk, key.Name, err)
+	}
+	if obj.GetLabels()[lockv1alpha1.ClusterLockedLabel] != "true" {
+		if err := c.client.Patch(ctx, obj, labelPatch("true")); err != nil {
+			return observation{}, nil, 0, fmt.Errorf("labelling %s %s for ClusterLock %s: %w", gk, key.Name, cl.Name, err)
+		}
+	}
+	return observation{active: true, reason: lockv1alpha1.ReasonActive, protected: &lockv1alpha1.ProtectedStatus{Count: 1,
+		Resources: []lockv1alpha1.ProtectedResource{{Kind: key.Kind, Name: key.Name}}}}, &key, 0, nil
+}
+
+// invalidHint ends the message of an InvalidTarget ClusterLock.
+const invalidHint = "; targetRef cannot be changed: create a ClusterLock with the right target, then delete this one"
+
+// clusterGuardOffMessage is the Ready message of a ClusterLock while
+// lockguard runs without its ClusterLock guard.
+const clusterGuardOffMessage = "lockguard runs without its ClusterLock guard (the chart's guards.clusterLock.enabled=false, or mode policy: --cluster-lock-guard=false): no webhook entry refuses the deletion of this ClusterLock's target"
+
+// sweep removes ClusterLockedLabel from the objects that carry it and are
+// not in keep: of every kind a ClusterLock can name outside the group,
+// and of the group's cluster-scoped kinds that discovery serves or a
+// ClusterLock names.
+func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool) error {
+	kinds := slices.Clone(lockv1alpha1.ClusterLockableKinds)
+	add := func(gk schema.GroupKind) {
+		if !slices.Contains(kinds, gk) {
+			kinds = append(kinds, gk)
+		}
+	}
+	for i := range locks {
+		if key, err := locks[i].Target(); err == nil && key.Group == lockv1alpha1.Group {
+			add(key.GroupKind())
+		}
+	}
+	if c.kinds != nil {
+		if served, err := c.kinds.Recent(c.interval); err == nil {
+			for _, k := range served {
+				if !k.Namespaced {
+					add(k.GVK.GroupKind())
+				}
+			}
+		}
+	}
+	var errs []error
+	for _, gk := range kinds {
+		mapping, err := c.mapper.RESTMapping(gk)
+		if err != nil || mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			continue // not served, so nothing carries the label
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
+		if err := c.api.List(ctx, list, client.HasLabels{lockv1alpha1.ClusterLockedLabel}); err != nil {
+			errs = append(errs, fmt.Errorf("listing the %s labelled %s: %w", gk, lockv1alpha1.ClusterLockedLabel, err))
+			continue
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if keep[lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}] {
+				continue
+			}
+			o.SetGroupVersionKind(mapping.GroupVersionKind)
+			if err := c.client.Patch(ctx, o, labelPatch("")); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockedLabel, gk, o.Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// labelPatch is a merge patch that sets ClusterLockedLabel to value, or
+// removes it for "".
+func labelPatch(value string) client.Patch {
+	var v any
+	if value != "" {
+		v = value
+	}
+	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: v}}})
+	return client.RawPatch(types.MergePatchType, data)
+}

@@ -1,0 +1,220 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
+)
+
+// The ClusterLock guard (docs/contract.md rule 22, docs/clusterlock.md): the
+// chart sends it the DELETE of the cluster-scoped kinds a ClusterLock can
+// protect, and the UPDATEs that remove or change ClusterLockedLabel, of
+// the objects that carry that label only (objectSelector), so that an
+// outage refuses only those, never every delete of a kind.
+
+// ClusterLockPath is where lockguard answers the DELETE of a cluster-scoped
+// object that carries lockv1alpha1.ClusterLockedLabel.
+const ClusterLockPath = "/validate-cluster-delete"
+
+// ClusterLabelPath is where lockguard answers the UPDATE of an object that
+// removes or changes its lockv1alpha1.ClusterLockedLabel.
+const ClusterLabelPath = "/validate-cluster-label"
+
+// ClusterLockConfig is what NewClusterLockHandler reads ClusterLocks from.
+type ClusterLockConfig struct {
+	// Cache reads ClusterLocks from lockguard's informer (the manager's
+	// cache); nil: API alone.
+	Cache LockLister
+	// API reads ClusterLocks from the API server: a delete or label change
+	// that the cache's ClusterLocks would allow is confirmed there, since
+	// the cache may not have seen a ClusterLock created a moment ago.
+	API LockLister
+	// Now is the clock ClusterLocks expire by; nil: time.Now.
+	Now func() time.Time
+	// Self returns lockguard's own username ("" while unknown): its own
+	// label writes are allowed (the chart's entry skips them already).
+	Self func() string
+}
+
+// ClusterLockHandler serves ClusterLockPath and ClusterLabelPath.
+type ClusterLockHandler struct {
+	c      ClusterLockConfig
+	gate   *transport.Gate
+	finish *finisher
+}
+
+// NewClusterLockHandler returns the ClusterLock guard, counting and ending
+// its decisions as h does (its metrics), reading within h's Gate.
+func NewClusterLockHandler(h *Handler, c ClusterLockConfig) *ClusterLockHandler {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &ClusterLockHandler{c: c, gate: h.gate, finish: &finisher{metrics: h.finish.metrics}}
+}
+
+// DeleteHandler returns the http.Handler of ClusterLockPath.
+func (h *ClusterLockHandler) DeleteHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.ServeReview(h.gate, w, r, func(body []byte) (Request, types.UID, error) {
+			req, err := decodeReview(body)
+			return req, req.UID, err
+		}, h.DecideDelete)
+	})
+}
+
+// LabelHandler returns the http.Handler of ClusterLabelPath.
+func (h *ClusterLockHandler) LabelHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.ServeReview(h.gate, w, r, transport.DecodeReview, h.DecideLabel)
+	})
+}
+
+// DecideDelete denies the DELETE of an object that a live ClusterLock
+// names, naming the ClusterLocks, their reasons and how to unlock; a
+// ClusterLock in Audit enforcement only warns. What the cache's
+// ClusterLocks would allow is confirmed with the API server's; when
+// neither can be read, the delete is refused (fail closed).
+func (h *ClusterLockHandler) DecideDelete(ctx context.Context, req Request) admission.Response {
+	start := time.Now()
+	d := decision{guard: GuardClusterLock}
+	switch {
+	case req.Operation != admissionv1.Delete:
+		d.resp = admission.Allowed(notGuarded[admissionv1.Delete])
+	case req.OldObject.Metadata.DeletionTimestamp != nil:
+		d.resp = admission.Allowed("the object is already being deleted")
+	default:
+		d = h.decide(ctx, req, ClusterLockDenialMessage)
+	}
+	return h.finish.finish(req, d, start)
+}
+
+// decide answers req from the live ClusterLocks naming its object:
+// refused with message when one enforces, allowed with a warning when
+// only audit ones do.
+func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message func(kind, name string, locks []lockv1alpha1.ClusterLock) string) decision {
+	d := decision{guard: GuardClusterLock}
+	key := req.Target()
+	locks, err := h.covering(ctx, key.Group, key.Kind, key.Name)
+	if err != nil {
+		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the ClusterLocks of %s %s, so the request is refused; retry when lockguard is ready: %w", key.Kind, key.Name, err))
+		return d
+	}
+	enforcing := slices.DeleteFunc(slices.Clone(locks), func(c lockv1alpha1.ClusterLock) bool { return !c.Enforces() })
+	switch {
+	case len(enforcing) > 0:
+		d.resp = admission.Denied(message(key.Kind, key.Name, enforcing))
+	case len(locks) > 0:
+		d.resp = admission.Allowed("").WithWarnings(WouldDenyWarning(message(key.Kind, key.Name, locks)))
+		h.finish.metrics.wouldDeny(req, GuardClusterLock)
+	default:
+		d.resp = admission.Allowed("")
+	}
+	return d
+}
+
+// DecideLabel refuses an UPDATE that removes or changes
+// lockv1alpha1.ClusterLockedLabel on an object a live, enforcing
+// ClusterLock names, unless lockguard sends it; every other update is
+// allowed.
+func (h *ClusterLockHandler) DecideLabel(ctx context.Context, ar admission.Request) admission.Response {
+	start := time.Now()
+	req := Request{Kind: ar.Kind, Name: ar.Name, Namespace: ar.Namespace, Operation: ar.Operation,
+		UserInfo: UserInfo{Username: ar.UserInfo.Username}, DryRun: ar.DryRun != nil && *ar.DryRun}
+	d := decision{guard: GuardClusterLock, resp: admission.Allowed("")}
+	switch {
+	case ar.Operation != admissionv1.Update:
+		d.resp = admission.Allowed(notGuarded[admissionv1.Update])
+	case h.c.Self != nil && h.c.Self() != "" && ar.UserInfo.Username == h.c.Self():
+	case clusterLabel(ar.OldObject.Raw) != "true" || clusterLabel(ar.Object.Raw) == "true":
+	default:
+		d = h.decide(ctx, req, ClusterLabelDenialMessage)
+	}
+	return h.finish.finish(req, d, start)
+}
+
+// clusterLabel returns the value of ClusterLockedLabel on raw, an object
+// in JSON; "" when it has none.
+func clusterLabel(raw []byte) string {
+	var o struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(raw, &o)
+	return o.Metadata.Labels[lockv1alpha1.ClusterLockedLabel]
+}
+
+// covering returns the live ClusterLocks that name the object, sorted by
+// name: the cache's when it holds some, otherwise the API server's.
+func (h *ClusterLockHandler) covering(ctx context.Context, group, kind, name string) ([]lockv1alpha1.ClusterLock, error) {
+	now := h.c.Now()
+	filter := func(list *lockv1alpha1.ClusterLockList) []lockv1alpha1.ClusterLock {
+		var out []lockv1alpha1.ClusterLock
+		for _, c := range list.Items {
+			if c.Covers(now, group, kind, name) {
+				out = append(out, c)
+			}
+		}
+		slices.SortFunc(out, func(a, b lockv1alpha1.ClusterLock) int { return strings.Compare(a.Name, b.Name) })
+		return out
+	}
+	if h.c.Cache != nil {
+		list := &lockv1alpha1.ClusterLockList{}
+		if err := h.c.Cache.List(ctx, list); err == nil {
+			if found := filter(list); len(found) > 0 || h.c.API == nil {
+				return found, nil
+			}
+		} else if h.c.API == nil {
+			return nil, err
+		}
+	}
+	if h.c.API == nil {
+		return nil, fmt.Errorf("lockguard reads no ClusterLocks")
+	}
+	ctx, cancel := guardContext(ctx)
+	defer cancel()
+	list := &lockv1alpha1.ClusterLockList{}
+	if err := h.c.API.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing ClusterLocks from the API server: %w", err)
+	}
+	return filter(list), nil
+}
+
+// ClusterLockDenialMessage is the refusal of deleting kind name, which
+// locks (live ClusterLocks) protect: their names and reasons, and how to
+// unlock.
+func ClusterLockDenialMessage(kind, name string, locks []lockv1alpha1.ClusterLock) string {
+	return fmt.Sprintf("%s %s is protected by ClusterLock(s) %s; delete the ClusterLock(s) before deleting it (deleting a ClusterLock needs the verb %q on it: the ClusterRole %s)",
+		kind, name, describeClusterLocks(locks), lockv1alpha1.UnlockVerb, lockv1alpha1.ClusterUnlockRole)
+}
+
+// ClusterLabelDenialMessage is the refusal of removing or changing
+// ClusterLockedLabel on kind name, which locks protect.
+func ClusterLabelDenialMessage(kind, name string, locks []lockv1alpha1.ClusterLock) string {
+	return fmt.Sprintf("the label %s=true on %s %s is kept by lockguard while ClusterLock(s) %s protect it; delete the ClusterLock(s) to lift it (that needs the verb %q on it: the ClusterRole %s)",
+		lockv1alpha1.ClusterLockedLabel, kind, name, describeClusterLocks(locks), lockv1alpha1.UnlockVerb, lockv1alpha1.ClusterUnlockRole)
+}
+
+// describeClusterLocks is "[a (reason: ...), b]".
+func describeClusterLocks(locks []lockv1alpha1.ClusterLock) string {
+	parts := make([]string, 0, len(locks))
+	for _, c := range locks {
+		p := c.Name
+		if c.Spec.Reason != "" {
+			p += fmt.Sprintf(" (reason: %q)", c.Spec.Reason)
+		}
+		parts = append(parts, p)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
