@@ -16,6 +16,9 @@ import (
 // cascadeGuard decides the cascades that the walker walks (cascade.go).
 type cascadeGuard struct {
 	cascadeWalker
+	// listed walks the cascades the graph cannot (it has not synced);
+	// nil: they are allowed with a warning.
+	listed  *listedWalks
 	mode    CascadeMode
 	locks   *lockReader // the handler's
 	metrics *Metrics    // the handler's
@@ -28,7 +31,7 @@ func newCascadeGuard(c CascadeConfig, locks *lockReader, metrics *Metrics) *casc
 	if c.Graph == nil || c.Mode == CascadeOff {
 		return nil
 	}
-	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), mode: c.Mode, locks: locks, metrics: metrics}
+	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), listed: newListedWalks(c), mode: c.Mode, locks: locks, metrics: metrics}
 }
 
 // lockedDependent is an object of the cascade that live Locks protect.
@@ -68,6 +71,28 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 		walked = metav1.DeletePropagationBackground
 	}
 	c := g.walk(ctx, target.Namespace, uid, walked)
+	if c.incomplete == IncompleteUnsynced && g.listed != nil {
+		// The graph cannot tell yet: walk the namespace as the API server
+		// lists it, within the slots, which the decision holds until it
+		// answers (the locked dependents are the listed objects).
+		err := g.listed.slots.enter(ctx)
+		if err == nil {
+			defer g.listed.slots.leave()
+			g.locks.confirmed(ReasonOwners)
+			var listed *listedGraph
+			if listed, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
+				c = cascadeWalker{graph: listed, limits: g.limits}.walk(ctx, target.Namespace, uid, walked)
+			}
+		}
+		if err != nil && policy == metav1.DeletePropagationOrphan {
+			// Nothing is deleted: the object guard's answer stands.
+			return admission.Response{}, nil, false
+		}
+		if err != nil {
+			return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (its owner index has not synced yet), so the delete is refused; retry when lockguard is ready: %w",
+				target.GroupKind(), target.Namespace, target.Name, err)), nil, true
+		}
+	}
 	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
 	if err != nil {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",

@@ -104,7 +104,7 @@ func newPeers(t *Tracker, api Reader, o Config) *Peers {
 	}, func() float64 { return float64(t.Markers()) })
 	p.confirmed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockguard_confirmations_total",
-		Help: "Deletes the Lock cache would allow that were confirmed with the API server, by reason: marker (a Lock create of the target is pending), cold (the replica cannot prove its cache complete), lowered (the cache holds only Locks of the target that protect nothing now, expired or in Audit, which an update it has not seen may have extended or enforced).",
+		Help: "Decisions the caches could not make alone that were confirmed with the API server, by reason: marker (a Lock create of the target is pending), cold (the replica cannot prove its cache complete), lowered (the cache holds only Locks of the target that protect nothing now, expired or in Audit, which an update it has not seen may have extended or enforced), unsynced (the Lock cache has not synced: the Locks are read from the API server alone), labelled (an update of an object labelled read-only that no cached Lock freezes), owners (the owner index has not synced: an owner's cascade is walked over its namespace as the API server lists it).",
 	}, []string{"reason"})
 	p.refused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "lockguard_lock_creates_refused_total",
