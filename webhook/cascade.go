@@ -68,7 +68,7 @@ type CascadeLimits struct {
 	// MaxListed is the most objects of the owner's namespace read from
 	// the API server for one walk while the owner graph cannot answer
 	// (CascadeConfig.API): a namespace that holds more refuses the
-	// delete until the graph has synced. Default 50,000.
+	// delete until the graph has synced. Default 10,000.
 	MaxListed int
 }
 
@@ -88,7 +88,7 @@ func newCascadeWalker(graph OwnerGraph, limits CascadeLimits) cascadeWalker {
 		limits.MaxObjects = 100_000
 	}
 	if limits.MaxListed <= 0 {
-		limits.MaxListed = 50_000
+		limits.MaxListed = 10_000
 	}
 	return cascadeWalker{graph: graph, limits: limits}
 }

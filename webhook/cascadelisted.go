@@ -29,8 +29,9 @@ const ReasonOwners = "owners"
 
 // maxListedWalks bounds the cascades walked over the API server's lists at
 // once: each holds the metadata of a namespace's objects (at most
-// CascadeLimits.MaxListed of them).
-const maxListedWalks = 4
+// CascadeLimits.MaxListed of them, about 900 bytes of heap each:
+// TestListGraphHeap), and a page of the list.
+const maxListedWalks = 2
 
 // listedWalks walk the cascades the owner graph cannot.
 type listedWalks struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -272,7 +273,7 @@ func TestCascadeListedFailsClosed(t *testing.T) {
 			api:   &objectsAPI{objects: objects},
 			slots: &full,
 			req:   ownerDelete(""),
-			want:  refused("lockguard is deciding 4 cascades over the API server's lists already; retry: context deadline exceeded"),
+			want:  refused(fmt.Sprintf("lockguard is deciding %d cascades over the API server's lists already; retry: context deadline exceeded", maxListedWalks)),
 		},
 		"OrphanListFails": {
 			api:  &objectsAPI{objects: objects, err: errors.New("connection refused")},
@@ -329,4 +330,65 @@ func TestCascadeListedOnlyUnsynced(t *testing.T) {
 	if len(api.lists) > 0 {
 		t.Errorf("the API server was listed (%q) though the graph answered", api.lists)
 	}
+}
+
+// generatedAPI serves n Stacks of namespace forge as the API server lists
+// them, each page freshly built (as a decoded page is): labels, kubectl's
+// last-applied annotation, managedFields, and, for nine in ten, an owner.
+type generatedAPI struct{ n int }
+
+func (a generatedAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l := list.(*metav1.PartialObjectMetadataList)
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	next := 0
+	if o.Continue != "" {
+		fmt.Sscan(o.Continue, &next)
+	}
+	end := min(next+int(o.Limit), a.n)
+	for i := next; i < end; i++ {
+		name := fmt.Sprintf("stack-%07d", i)
+		m := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "forge", UID: types.UID(fmt.Sprintf("1c9e3b7a-5d2f-4e8a-9b6c-%012d", i)), ResourceVersion: fmt.Sprint(100000 + i),
+			Labels:        map[string]string{"app.kubernetes.io/name": "forge", "tier": "backend"},
+			Annotations:   map[string]string{"kubectl.kubernetes.io/last-applied-configuration": strings.Repeat("x", 300)},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl-client-side-apply", FieldsV1: &metav1.FieldsV1{Raw: []byte(strings.Repeat("f", 200))}}},
+		}}
+		if i%10 != 0 {
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: fmt.Sprintf("stack-%07d", i-i%10), UID: types.UID(fmt.Sprintf("1c9e3b7a-5d2f-4e8a-9b6c-%012d", i-i%10))}}
+		}
+		l.Items = append(l.Items, m)
+	}
+	if end < a.n {
+		l.Continue = fmt.Sprint(end)
+	}
+	return nil
+}
+
+// TestListGraphHeap: a walk over the API server's lists holds about 1 KiB
+// of heap per object of the namespace at most (it keeps what the cascade
+// guard reads, not the pages), which with maxListedWalks walks of
+// CascadeLimits.MaxListed's default bounds what the walks hold together
+// (docs/limits.md).
+func TestListGraphHeap(t *testing.T) {
+	const n = 20000
+	before := heapInUse()
+	g, err := listGraph(context.Background(), generatedAPI{n: n}, must(forgeKinds())[:1], "forge", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := float64(heapInUse()-before) / n
+	runtime.KeepAlive(g)
+	t.Logf("%d objects listed: %.0f bytes of heap each", n, per)
+	if per > 1024 {
+		t.Errorf("%.0f bytes of heap per listed object, want at most 1 KiB", per)
+	}
+}
+
+// heapInUse returns the live heap after two collections.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }
