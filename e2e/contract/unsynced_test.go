@@ -12,11 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
@@ -87,14 +85,7 @@ func TestCascadeBeforeOwnerIndexSynced(t *testing.T) {
 
 	// The owner index over a cache that never starts, fed by kind
 	// discovery as in lockguard.
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstarted, err := cache.New(suite.env.Config, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	unstarted := unstartedCache(t)
 	disco, err := discovery.NewDiscoveryClientForConfig(suite.env.Config)
 	if err != nil {
 		t.Fatal(err)

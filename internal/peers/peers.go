@@ -136,6 +136,11 @@ func (p *Peers) PendingCreate(key lockv1alpha1.TargetKey) bool { return p.t.Pend
 // this replica (Tracker.PendingIn).
 func (p *Peers) PendingIn(ns string) bool { return p.t.PendingIn(ns) }
 
+// Admitting is the readiness check "peers": an error while this replica
+// cannot admit Lock creates on its own account (Tracker.Admitting: it
+// does not know its peers yet, or its identity Lease is not fresh).
+func (p *Peers) Admitting(*http.Request) error { return p.t.Admitting() }
+
 // Confirmed counts a confirmation for reason.
 func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).Inc() }
 

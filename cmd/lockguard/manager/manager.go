@@ -268,6 +268,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, err
 	}
+	if p != nil {
+		// A ready replica admits Lock creates (those of its own that the
+		// peer protocol allows): it knows its peers.
+		if err := mgr.AddReadyzCheck("peers", p.Admitting); err != nil {
+			return nil, err
+		}
+	}
 	return mgr, nil
 }
 
