@@ -364,11 +364,11 @@ func (a generatedAPI) List(_ context.Context, list client.ObjectList, opts ...cl
 	return nil
 }
 
-// TestListGraphHeap: a walk over the API server's lists holds about 1 KiB
-// of heap per object of the namespace at most (it keeps what the cascade
-// guard reads, not the pages), which with maxListedWalks walks of
-// CascadeLimits.MaxListed's default bounds what the walks hold together
-// (docs/limits.md).
+// TestListGraphHeap: a walk over the API server's lists holds under
+// 1.25 KiB of heap per object of the namespace (908 bytes when written; it
+// keeps what the cascade guard reads, not the pages, which would be about
+// 2 KiB), which with maxListedWalks walks of CascadeLimits.MaxListed's
+// default bounds what the walks hold together (docs/how-it-works.md).
 func TestListGraphHeap(t *testing.T) {
 	const n = 20000
 	before := heapInUse()
@@ -379,8 +379,8 @@ func TestListGraphHeap(t *testing.T) {
 	per := float64(heapInUse()-before) / n
 	runtime.KeepAlive(g)
 	t.Logf("%d objects listed: %.0f bytes of heap each", n, per)
-	if per > 1024 {
-		t.Errorf("%.0f bytes of heap per listed object, want at most 1 KiB", per)
+	if per > 1280 {
+		t.Errorf("%.0f bytes of heap per listed object, want at most 1.25 KiB", per)
 	}
 }
 
