@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -235,28 +234,59 @@ func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.Protec
 // discovery served within the last interval (readmodel.Kinds.Recent):
 // where the owner index's discovery runs too, the two read discovery about
 // once per interval between them.
+//
+// While a kind it found has not synced it looks again every unsyncedRetry
+// (reading the kinds discovery served within the interval, not discovery
+// again): the informers start with the manager, so at start every kind is
+// found unsynced, and a selector Lock's status counts a kind's objects
+// only once its watch is added.
 type targetDiscovery struct {
 	kinds    *readmodel.Kinds
 	watches  *targetWatches
 	interval time.Duration
+
+	// waiting are the kinds found unsynced whose wait has been logged.
+	waiting map[schema.GroupResource]bool
 }
+
+// unsyncedRetry is how soon targetDiscovery looks again while a kind it
+// found has not synced.
+const unsyncedRetry = time.Second
 
 // NeedLeaderElection is true: the watches feed the reconciler, which only
 // runs on the leader.
 func (d *targetDiscovery) NeedLeaderElection() bool { return true }
 
-// Start discovers kinds until ctx is done.
+// Start discovers kinds until ctx is done: every interval, or every
+// unsyncedRetry while a kind found has not synced.
 func (d *targetDiscovery) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, d.discover, d.interval)
-	return nil
+	next := time.NewTimer(0)
+	defer next.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-next.C:
+		}
+		after := d.interval
+		if d.discover(ctx) {
+			after = min(after, unsyncedRetry)
+		}
+		next.Reset(after)
+	}
 }
 
-func (d *targetDiscovery) discover(ctx context.Context) {
+// discover watches every kind found that has synced, and reports whether
+// one found has not (it is watched once it has).
+func (d *targetDiscovery) discover(ctx context.Context) (unsynced bool) {
 	log := ctrl.LoggerFrom(ctx).WithName("kind-discovery")
 	kinds, err := d.kinds.Recent(d.interval)
 	if err != nil {
 		log.Error(err, "Cannot discover the kinds of the group", "group", lockv1alpha1.Group)
-		return
+		return false
+	}
+	if d.waiting == nil {
+		d.waiting = map[schema.GroupResource]bool{}
 	}
 	for _, k := range kinds {
 		if !k.Watched() {
@@ -273,11 +303,17 @@ func (d *targetDiscovery) discover(ctx context.Context) {
 			log.Error(err, "Cannot watch a discovered kind", "kind", k.GVK.GroupKind())
 			continue
 		case !synced:
-			log.Info("A discovered kind's cache has not synced yet; watching it later", "kind", k.GVK.GroupKind())
+			if !d.waiting[k.Resource] {
+				d.waiting[k.Resource] = true
+				log.Info("A discovered kind's cache has not synced yet; watching it once it has", "kind", k.GVK.GroupKind())
+			}
+			unsynced = true
 			continue
 		}
+		delete(d.waiting, k.Resource)
 		if err := d.watches.ensure(ctx, k); err != nil {
 			log.Error(err, "Cannot watch a discovered kind", "kind", k.GVK.GroupKind())
 		}
 	}
+	return unsynced
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,11 +41,11 @@ var (
 // the namespace index of controller-runtime's informers.
 type metadataInformer struct {
 	*controllertest.FakeInformer
-	synced  bool
+	synced  atomic.Bool
 	indexer toolscache.Indexer
 }
 
-func (i *metadataInformer) HasSynced() bool                { return i.synced }
+func (i *metadataInformer) HasSynced() bool                { return i.synced.Load() }
 func (i *metadataInformer) GetIndexer() toolscache.Indexer { return i.indexer }
 
 // metadataCache is a cache of metadata informers, one per kind, that only
@@ -68,7 +69,9 @@ func (c *metadataCache) add(k readmodel.ServedKind, synced bool, objs ...*metav1
 			c.t.Fatal(err)
 		}
 	}
-	c.informers[k.GVK] = &metadataInformer{FakeInformer: controllertest.NewFakeInformer(), synced: synced, indexer: indexer}
+	inf := &metadataInformer{FakeInformer: controllertest.NewFakeInformer(), indexer: indexer}
+	inf.synced.Store(synced)
+	c.informers[k.GVK] = inf
 }
 
 func (c *metadataCache) GetInformer(_ context.Context, obj client.Object, _ ...cache.InformerGetOption) (cache.Informer, error) {
@@ -213,4 +216,46 @@ func TestEachInReadsSyncedKindsOnly(t *testing.T) {
 	if diff := cmp.Diff(&lockv1alpha1.ProtectedStatus{Count: 1, Resources: []lockv1alpha1.ProtectedResource{{Kind: "Stack", Name: "web"}}}, p); diff != "" {
 		t.Errorf("protected(tier=db): -want, +got:\n%s", diff)
 	}
+}
+
+// TestDiscoveryRetriesUnsyncedKinds: kind discovery, whose interval is an
+// hour here, watches a kind whose informer had not synced at its first
+// pass within seconds of the sync (unsyncedRetry), not an interval later:
+// the informers start with the manager, so a new leader finds every kind
+// unsynced at first, and a selector Lock's status waits for the watches.
+func TestDiscoveryRetriesUnsyncedKinds(t *testing.T) {
+	stack := stackKind // as fakeGroup's discovery serves it
+	c := newMetadataCache(t)
+	c.add(stack, false)
+	w := newTargetWatches(c, newStartingController(), nil)
+	d := &targetDiscovery{kinds: readmodel.NewKinds(fakeGroup()), watches: w, interval: time.Hour}
+	watched := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		_, ok := w.watched[stack.Resource]
+		return ok
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.Start(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	time.Sleep(1500 * time.Millisecond) // a pass or two, unsynced
+	if watched() {
+		t.Fatal("Stack watched before its informer synced")
+	}
+	c.informers[stack.GVK].synced.Store(true)
+	start := time.Now()
+	for !watched() {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("Stack not watched %s after its informer synced; want within about %s", time.Since(start).Round(time.Millisecond), unsyncedRetry)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("Stack watched %s after its informer synced", time.Since(start).Round(time.Millisecond))
 }

@@ -65,6 +65,11 @@ type CascadeLimits struct {
 	MaxDepth int
 	// MaxObjects is the most dependents looked at. Default 100,000.
 	MaxObjects int
+	// MaxListed is the most objects of the owner's namespace read from
+	// the API server for one walk while the owner graph cannot answer
+	// (CascadeConfig.API): a namespace that holds more refuses the
+	// delete until the graph has synced. Default 10,000.
+	MaxListed int
 }
 
 // cascadeWalker walks cascades over graph, within limits.
@@ -81,6 +86,9 @@ func newCascadeWalker(graph OwnerGraph, limits CascadeLimits) cascadeWalker {
 	}
 	if limits.MaxObjects <= 0 {
 		limits.MaxObjects = 100_000
+	}
+	if limits.MaxListed <= 0 {
+		limits.MaxListed = 10_000
 	}
 	return cascadeWalker{graph: graph, limits: limits}
 }

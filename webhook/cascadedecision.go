@@ -16,6 +16,9 @@ import (
 // cascadeGuard decides the cascades that the walker walks (cascade.go).
 type cascadeGuard struct {
 	cascadeWalker
+	// listed walks the cascades the graph cannot (it has not synced);
+	// nil: they are allowed with a warning.
+	listed  *listedWalks
 	mode    CascadeMode
 	locks   *lockReader // the handler's
 	metrics *Metrics    // the handler's
@@ -28,7 +31,7 @@ func newCascadeGuard(c CascadeConfig, locks *lockReader, metrics *Metrics) *casc
 	if c.Graph == nil || c.Mode == CascadeOff {
 		return nil
 	}
-	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), mode: c.Mode, locks: locks, metrics: metrics}
+	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), listed: newListedWalks(c), mode: c.Mode, locks: locks, metrics: metrics}
 }
 
 // lockedDependent is an object of the cascade that live Locks protect.
@@ -70,6 +73,31 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 		walked = metav1.DeletePropagationBackground
 	}
 	c := g.walk(ctx, target.Namespace, uid, walked)
+	if c.incomplete == IncompleteUnsynced && g.listed != nil {
+		// The graph cannot tell yet: walk the namespace as the API server
+		// lists it, within the slots, which the decision holds until it
+		// answers (the locked dependents are the listed objects).
+		err := g.listed.slots.enter(ctx)
+		if err == nil {
+			defer g.listed.slots.leave()
+			g.locks.confirmed(ReasonOwners)
+			var listed *listedGraph
+			if listed, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
+				c = cascadeWalker{graph: listed, limits: g.limits}.walk(ctx, target.Namespace, uid, walked)
+			}
+		}
+		if err != nil && (policy == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace)) {
+			// Nothing is deleted, or nothing in the namespace is locked
+			// (a cascade deletes only objects of the owner's namespace):
+			// the object guard's answer stands.
+			return d, false
+		}
+		if err != nil {
+			d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (its owner index has not synced yet), so the delete is refused; retry when lockguard is ready: %w",
+				target.GroupKind(), target.Namespace, target.Name, err))
+			return d, true
+		}
+	}
 	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
@@ -204,4 +232,17 @@ func CascadeDenialMessage(locks []lockv1alpha1.Lock, dependents []string) string
 func CascadeWarning(locks []lockv1alpha1.Lock, dependents []string) string {
 	return fmt.Sprintf("this delete would cascade-delete resources protected by Lock(s) %v (locked dependents: %s): "+
 		"the garbage collector's delete of each is denied, so the cascade stops there", lockNames(locks, false, 0), capJoin(dependents))
+}
+
+// noLocksIn reports whether the API server holds no live Lock, of any
+// enforcement, in namespace ns: then no cascade of an owner of ns can
+// delete a locked object, whatever its dependents, and an owner's delete
+// need not wait for a walk the API server could not list. An error, or no
+// reader of the API server, reports false (the delete is refused).
+func (g *cascadeGuard) noLocksIn(ctx context.Context, ns string) bool {
+	if g.locks == nil || g.locks.api == nil {
+		return false
+	}
+	live, err := g.locks.api.namespace(ctx, ns)
+	return err == nil && len(live) == 0
 }

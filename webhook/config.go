@@ -78,6 +78,19 @@ type CascadeConfig struct {
 	Graph  OwnerGraph
 	Mode   CascadeMode
 	Limits CascadeLimits
+	// API reads the API server (in lockguard, the manager's APIReader):
+	// while Graph cannot answer (its caches have not synced, as in a
+	// replica that just started), the cascade is walked over the owner's
+	// namespace as listed through it, of the kinds Kinds lists (counted
+	// under ReasonOwners), and a list that fails refuses the delete
+	// (cascadelisted.go). nil, or a nil Kinds: such a cascade is allowed
+	// with a warning (IncompleteUnsynced).
+	API LockLister
+	// Kinds lists the kinds Graph holds once it has synced, in the
+	// version to list them in (in lockguard, the group's kinds that kind
+	// discovery serves and the owner index watches:
+	// readmodel.ServedKind.Watched).
+	Kinds func() ([]schema.GroupVersionKind, error)
 }
 
 // ClusterConfig makes the handler decide the DELETE of Namespaces and of

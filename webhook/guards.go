@@ -32,12 +32,10 @@ type KindMapper interface {
 	RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error)
 }
 
-// maxClusterDecisions bounds the Namespace and CRD decisions made at once:
-// each holds copies of Locks (every Lock of a namespace, or of one target
-// kind in every namespace; the Lock CRD's a few) and, listing from the API
-// server, a page of Locks, so a flood of such reviews (they are rare; a
-// forged one needs only the port) holds at most this many. The others wait
-// for a slot until their deadline, then fail closed.
+// maxClusterDecisions bounds the Namespace and CRD decisions made at once
+// (slots): each holds copies of Locks (every Lock of a namespace, or of
+// one target kind in every namespace; the Lock CRD's a few) and, listing
+// from the API server, a page of Locks; such reviews are rare.
 const maxClusterDecisions = 4
 
 // clusterGuards decide Namespace and CRD deletes.
@@ -49,23 +47,37 @@ type clusterGuards struct {
 	// Lock without kinds may cover (ClusterConfig.Served); nil: such a Lock
 	// counts as protecting something.
 	served func() ([]schema.GroupKind, error)
-	// slots holds one token per decision in progress.
-	slots chan struct{}
+	// slots bounds the decisions in progress.
+	slots slots
 }
 
-// enter waits for a decision slot until ctx ends; a nil error must be
-// followed by leave.
-func (g *clusterGuards) enter(ctx context.Context) error {
+// slots bounds the decisions of one kind that read the API server at once
+// (each holds what it read until it answers): a flood of such reviews (a
+// forged one needs only the port) holds at most cap of them; the others
+// wait for a slot until their deadline, then fail closed.
+type slots struct {
+	tokens chan struct{}
+	what   string // the decisions, as the error of a full set names them
+}
+
+// newSlots returns n slots for the decisions what names.
+func newSlots(n int, what string) slots {
+	return slots{tokens: make(chan struct{}, n), what: what}
+}
+
+// enter waits for a slot until ctx ends; a nil error must be followed by
+// leave.
+func (s slots) enter(ctx context.Context) error {
 	select {
-	case g.slots <- struct{}{}:
+	case s.tokens <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("lockguard is deciding %d namespace or CRD deletes already; retry: %w", cap(g.slots), ctx.Err())
+		return fmt.Errorf("lockguard is deciding %d %s already; retry: %w", cap(s.tokens), s.what, ctx.Err())
 	}
 }
 
 // leave frees the slot of a decision that enter admitted.
-func (g *clusterGuards) leave() { <-g.slots }
+func (s slots) leave() { <-s.tokens }
 
 // checked is what check found of the live Locks of a scope.
 type checked struct {
@@ -137,10 +149,10 @@ func splitEnforcing(live []lockv1alpha1.Lock) (enforcing, audit []lockv1alpha1.L
 func (g *clusterGuards) run(ctx context.Context, guard string, decide func(context.Context) decision) decision {
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
-	if err := g.enter(ctx); err != nil {
+	if err := g.slots.enter(ctx); err != nil {
 		return decision{guard: guard, resp: errored(http.StatusServiceUnavailable, err)}
 	}
-	defer g.leave()
+	defer g.slots.leave()
 	return decide(ctx)
 }
 
@@ -279,21 +291,45 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 		return presence{mapped: true}, nil
 	}
 	p := presence{objects: map[string]bool{}, labels: map[string]map[string]string{}, mapped: true}
+	err = listMetadata(ctx, g.api, mapping.GroupVersionKind, ns, func(o *metav1.PartialObjectMetadata) error {
+		p.objects[o.Name] = o.DeletionTimestamp == nil
+		if len(o.Labels) > 0 {
+			p.labels[o.Name] = o.Labels
+		}
+		return nil
+	})
+	if err != nil {
+		return presence{}, err
+	}
+	return p, nil
+}
+
+// listMetadata calls each with every object of kind gvk in namespace ns,
+// as the API server lists it (metadata only), page by page
+// (metadataPageSize; the pages of one list are one snapshot, and a page
+// the API server can no longer serve fails the list: listPageSize), until
+// each returns an error, which it returns. each is handed an item of the
+// page: it copies what it keeps, so that a page is garbage once the next
+// is read. It stops with ctx's error once ctx ends, between pages too.
+func listMetadata(ctx context.Context, api LockLister, gvk schema.GroupVersionKind, ns string, each func(*metav1.PartialObjectMetadata) error) error {
+	gk := gvk.GroupKind()
 	cont := ""
 	for {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(mapping.GroupVersionKind.Kind + "List"))
-		if err := g.api.List(ctx, list, client.InNamespace(ns), client.Limit(metadataPageSize), client.Continue(cont)); err != nil {
-			return presence{}, fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
 		}
-		for _, o := range list.Items {
-			p.objects[o.Name] = o.DeletionTimestamp == nil
-			if len(o.Labels) > 0 {
-				p.labels[o.Name] = o.Labels
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := api.List(ctx, list, client.InNamespace(ns), client.Limit(metadataPageSize), client.Continue(cont)); err != nil {
+			return fmt.Errorf("listing %s in namespace %s from the API server: %w", gk, ns, err)
+		}
+		for i := range list.Items {
+			if err := each(&list.Items[i]); err != nil {
+				return err
 			}
 		}
 		if cont = list.Continue; cont == "" {
-			return p, nil
+			return nil
 		}
 	}
 }

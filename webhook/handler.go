@@ -56,7 +56,7 @@ func NewHandler(c Config) *Handler {
 		h.guards = append(h.guards, g)
 	}
 	if c.Cluster != nil {
-		g := &clusterGuards{locks: h.locks, api: c.Cluster.API, kinds: c.Cluster.Kinds, served: c.Cluster.Served, slots: make(chan struct{}, maxClusterDecisions)}
+		g := &clusterGuards{locks: h.locks, api: c.Cluster.API, kinds: c.Cluster.Kinds, served: c.Cluster.Served, slots: newSlots(maxClusterDecisions, "namespace or CRD deletes")}
 		h.guards = append(h.guards, namespaceGuard{g}, crdGuard{g})
 	}
 	return h

@@ -90,7 +90,7 @@ func newMetrics() *Metrics {
 		}, []string{"reason"}),
 		incomplete: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_cascade_incomplete_total",
-			Help: "Cascades the cascade guard could not walk to the end, by reason: depth (owner chains too long), objects (too many dependents), unsynced (the owner index's caches have not synced), deadline (the review's). Such a delete is allowed with a warning unless a locked dependent was found; the garbage collector's delete of a locked dependent is still denied.",
+			Help: "Cascades the cascade guard could not walk to the end, by reason: depth (owner chains too long), objects (too many dependents), unsynced (the owner index's caches have not synced and the handler reads no API server instead: in lockguard, never), deadline (the review's). Such a delete is allowed with a warning unless a locked dependent was found; the garbage collector's delete of a locked dependent is still denied.",
 		}, []string{"reason"}),
 		exceptionUses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_exception_uses_total",

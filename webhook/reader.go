@@ -218,9 +218,7 @@ func (r *lockReader) unindexed(ctx context.Context, ns string, objs []lockv1alph
 // denies (the cache's Locks deny already: the read only adds names), an
 // error otherwise.
 func (r *lockReader) reread(ctx context.Context, ns string, objs []lockv1alpha1.Object, found [][]lockv1alpha1.Lock, reason string, denies bool) ([][]lockv1alpha1.Lock, error) {
-	if r.fresh != nil {
-		r.fresh.Confirmed(reason)
-	}
+	r.confirmed(reason)
 	all, err := r.api.namespace(ctx, ns)
 	if err != nil && denies {
 		ctrl.LoggerFrom(ctx).V(1).Info("Denied from the Lock cache alone: reading the pending Lock from the API server failed", "namespace", ns, "error", err.Error())
@@ -254,6 +252,14 @@ func (r *lockReader) reread(ctx context.Context, ns string, objs []lockv1alpha1.
 			"namespace", ns, "targets", len(objs), "locks", lagged)
 	}
 	return found, nil
+}
+
+// confirmed counts a read of the API server made for reason
+// (lockguard_confirmations_total), when the handler has a Freshness.
+func (r *lockReader) confirmed(reason string) {
+	if r.fresh != nil {
+		r.fresh.Confirmed(reason)
+	}
 }
 
 // withLock puts a copy of l, a live Lock read from the API server, into

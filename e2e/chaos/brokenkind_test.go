@@ -28,8 +28,8 @@ import (
 // kinds, Locks on the broken kind or not. Three waits could each have
 // hung on that kind's informer, which every replica runs for the owner
 // index: the manager's, before it starts anything, for the informers made
-// before its start (readmodel.Discovery.IndexOwners makes the owner
-// index's there only for kinds whose list answers); the reconciler's, before its workers
+// before its start (the owner index's are made after, by kind discovery
+// once the manager runs); the reconciler's, before its workers
 // start, for its watches (controller.kindSource waits for each watch's own
 // informer, and discovery adds a kind's watch once it has synced); and a
 // worker's read of a target (bounded by controller.targetReadTimeout; this

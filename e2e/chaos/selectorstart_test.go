@@ -22,8 +22,9 @@ import (
 // deleted and one that is never served, goes to work. Its start is what a
 // new leader's is after a leader change in the chaos run: the cache that
 // every replica keeps for the cascade guard has synced the group's kinds
-// before the reconciler starts, so that its kind discovery adds their
-// watches at once, while the controller waits for the event handlers of
+// (or, at a fresh start, syncs them within seconds: kind discovery looks
+// again every second while one has not), so that its kind discovery adds
+// their watches while the controller waits for the event handlers of
 // its sources to take their initial lists; a selector Lock's handler,
 // which reads the objects of the watched kinds, once waited there for
 // the watch being added, which waited for the controller's start

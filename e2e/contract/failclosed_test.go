@@ -12,14 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/certs"
-	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/webhook"
@@ -34,15 +32,7 @@ func TestFailClosedWhenCacheNotSynced(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	scheme, err := manager.NewScheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstarted, err := cache.New(suite.env.Config, cache.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	locks, err := readmodel.NewLockIndex(ctx, unstarted)
+	locks, err := readmodel.NewLockIndex(ctx, unstartedCache(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -85,3 +85,18 @@ func installFor(ctx context.Context, t *testing.T, vwc *admissionregistrationv1.
 	}
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), vwc) })
 }
+
+// unstartedCache returns a cache of lockguard's scheme over the suite's
+// API server that is never started: its informers never sync.
+func unstartedCache(t *testing.T) cache.Cache {
+	t.Helper()
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cache.New(suite.env.Config, cache.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

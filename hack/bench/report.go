@@ -546,8 +546,8 @@ heap; the bench runs lockguard without GOMEMLIMIT, so this report does
 not show it. Status Events of a burst of new Locks are also
 held by client-go's event cache for some minutes.
 
-**Target 4, ready at 100k Locks.** Since issue 12's cascade guard,
-` + "`/readyz`" + ` also waits (for at most a minute after start) for the owner
+**Target 4, ready at 100k Locks.** From issue 12's cascade guard until
+issue 38's, ` + "`/readyz`" + ` also waited (for at most a minute after start) for the owner
 index: metadata informers over every kind of the group, on every replica,
 so that any replica can answer an owner's delete. At 100,000 Locks and
 100,000 Stacks lockguard lists both at start, on the same two cores as the
@@ -555,15 +555,17 @@ API server and etcd. Until the commit after 616cdde it listed them one
 after the other: the manager starts kind discovery, which adds the owner
 index's informers, only once its caches have synced, so the Stacks were
 listed after the Locks (16.9 s to ready in a run of ` + "`-only memory`" + ` at
-5252f4a; 9.25 s before the owner index, at a8b1699). Now ` + "`readmodel.Discovery.IndexOwners`" + `
-adds them before the manager starts, and the two lists run together. Side
+5252f4a; 9.25 s before the owner index, at a8b1699). Then ` + "`readmodel.Discovery.IndexOwners`" + `
+added them before the manager started, and the two lists ran together. Side
 by side (` + "`go run ./hack/bench -only memory -baseline <616cdde's binary>`" + `,
 2026-12-01 02:29 UTC, three starts of each, alternating): ready in a median
-16.6 s before, 13.8 s after (0.83×). Not waiting for the owner index would
-make a replica ready sooner still, but until it synced the replica would
-allow owner deletes with a warning (an incomplete walk), leaving the object
-guard to refuse the collector's later delete of a locked child: the
-half-torn-down stack issue 12 is about.
+16.6 s before, 13.8 s after (0.83×). Since issue 38 ` + "`/readyz`" + ` no
+longer waits for the owner index, nor does the manager's start: kind
+discovery adds its informers once the manager runs, and until they have
+synced the cascade guard walks an owner's cascade over its namespace as
+the API server lists it, refusing what the index would refuse (and what it
+cannot list), rather than allowing owner deletes with a warning (the
+half-torn-down stack issue 12 is about).
 
 **Target 5, convergence.** lockguard decodes Lock and target events,
 reconciles, patches the annotation and the status and records a status

@@ -97,3 +97,29 @@ func TestLeaseName(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmittingIsReadiness: the readiness check "peers" fails until the
+// replica knows its view, and while its identity Lease is not fresh,
+// with Admit's own reasons; it passes once Admit's own conditions hold.
+func TestAdmittingIsReadiness(t *testing.T) {
+	c := newClock()
+	tr := newTracker(trackerConfig{Identity: true, TTL: time.Minute, Now: c.Now}, &fakeCache{synced: true, uids: map[types.UID]bool{}})
+	if err := tr.Admitting(); err == nil || err.Error() != "this replica does not know its peers yet" {
+		t.Fatalf("Admitting before the view is known: %v", err)
+	}
+	tr.SetView(nil)
+	if err := tr.Admitting(); err == nil || !strings.Contains(err.Error(), "identity Lease is not fresh") {
+		t.Fatalf("Admitting before its Lease is fresh: %v", err)
+	}
+	tr.SelfFresh(c.now, c.now.Add(12*time.Second))
+	if err := tr.Admitting(); err != nil {
+		t.Fatalf("Admitting with the view known and the Lease fresh: %v", err)
+	}
+	if _, err := tr.Admit(ann("u1", "a")); err != nil {
+		t.Fatalf("Admit once Admitting passes (no peers): %v", err)
+	}
+	c.add(12 * time.Second)
+	if err := tr.Admitting(); err == nil {
+		t.Fatal("Admitting after the Lease's freshness ended: nil")
+	}
+}

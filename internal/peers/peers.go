@@ -104,7 +104,7 @@ func newPeers(t *Tracker, api Reader, o Config) *Peers {
 	}, func() float64 { return float64(t.Markers()) })
 	p.confirmed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "lockguard_confirmations_total",
-		Help: "Deletes the Lock cache would allow that were confirmed with the API server, by reason: marker (a Lock create of the target is pending), cold (the replica cannot prove its cache complete), lowered (the cache holds only Locks of the target that protect nothing now, expired or in Audit, which an update it has not seen may have extended or enforced), unsynced (the Lock cache has not synced: the API server's Locks decide alone), labelled (an update of an object labelled read-only that no Lock of the cache freezes), exception (a request enforcing Locks refuse, for which the cache holds no LockException that lets it through: the namespace's exceptions are read from the API server).",
+		Help: "Decisions the caches could not make alone that were confirmed with the API server, by reason: marker (a Lock create of the target is pending), cold (the replica cannot prove its cache complete), lowered (the cache holds only Locks of the target that protect nothing now, expired or in Audit, which an update it has not seen may have extended or enforced), unsynced (the Lock cache has not synced: the Locks are read from the API server alone), labelled (an update of an object labelled read-only that no cached Lock freezes), owners (the owner index has not synced: an owner's cascade is walked over its namespace as the API server lists it), exception (a request enforcing Locks refuse, for which the cache holds no LockException that lets it through: the namespace's exceptions are read from the API server).",
 	}, []string{"reason"})
 	p.refused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "lockguard_lock_creates_refused_total",
@@ -135,6 +135,11 @@ func (p *Peers) PendingCreate(key lockv1alpha1.TargetKey) bool { return p.t.Pend
 // PendingIn reports whether a Lock create in namespace ns is pending on
 // this replica (Tracker.PendingIn).
 func (p *Peers) PendingIn(ns string) bool { return p.t.PendingIn(ns) }
+
+// Admitting is the readiness check "peers": an error while this replica
+// cannot admit Lock creates on its own account (Tracker.Admitting: it
+// does not know its peers yet, or its identity Lease is not fresh).
+func (p *Peers) Admitting(*http.Request) error { return p.t.Admitting() }
 
 // Confirmed counts a confirmation for reason.
 func (p *Peers) Confirmed(reason string) { p.confirmed.WithLabelValues(reason).Inc() }

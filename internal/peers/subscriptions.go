@@ -62,11 +62,8 @@ func (t *Tracker) Admit(a Announcement) ([]string, error) {
 	defer t.mu.Unlock()
 	now := t.cfg.Now()
 	t.pruneLocked(now)
-	if !t.viewKnown {
-		return nil, errors.New("this replica does not know its peers yet")
-	}
-	if !t.selfFreshLocked(now) {
-		return nil, errors.New("this replica's identity Lease is not fresh: the others may not count it as a replica")
+	if err := t.admittingLocked(now); err != nil {
+		return nil, err
 	}
 	for _, p := range t.view {
 		if _, ok := t.subscribers[p]; !ok {
@@ -97,6 +94,26 @@ type SubscribeResponse struct {
 	// Complete is false when Recent may miss some (over the bound).
 	Complete bool           `json:"complete"`
 	Recent   []Announcement `json:"recent,omitempty"`
+}
+
+// Admitting returns why this replica cannot admit Lock creates on its own
+// account (Admit also needs every peer subscribed): it does not know its
+// peers yet, or its identity Lease is not fresh; nil once it can.
+func (t *Tracker) Admitting() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.admittingLocked(t.cfg.Now())
+}
+
+// admittingLocked is Admitting at now.
+func (t *Tracker) admittingLocked(now time.Time) error {
+	if !t.viewKnown {
+		return errors.New("this replica does not know its peers yet")
+	}
+	if !t.selfFreshLocked(now) {
+		return errors.New("this replica's identity Lease is not fresh: the others may not count it as a replica")
+	}
+	return nil
 }
 
 // Renewed records a successful subscription to peer, renewed by a request

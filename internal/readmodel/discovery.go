@@ -2,14 +2,10 @@ package readmodel
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -22,7 +18,10 @@ const DefaultDiscoveryInterval = 30 * time.Second
 // (ServedKind.Watched) to an owner index, at start and then every
 // interval, so that kinds whose CRD is installed later are indexed too. It
 // is a controller-runtime Runnable on every replica, leader or not: every
-// replica's webhook walks cascades over its own owner index.
+// replica's webhook walks cascades over its own owner index. It adds the
+// informers once the manager runs, so that nothing waits for their lists
+// at start: until they have synced, the webhook walks cascades over the
+// API server's lists (webhook.CascadeConfig.API).
 type Discovery struct {
 	kinds    *Kinds
 	owners   *OwnerIndex
@@ -71,45 +70,3 @@ func (d *Discovery) discover(ctx context.Context) {
 		d.owners.markDiscovered()
 	}
 }
-
-// IndexOwners adds to the owner index every kind discovery finds whose
-// list answers now, and does nothing else: the mark that discovery ran is
-// Start's. Call it before the manager starts, so that the owner index's
-// informers start with the cache, beside the Lock informer, instead of
-// once the Lock informer has synced (the manager starts its runnables
-// after its caches): at start the lists of Locks and of targets then run
-// together, and /readyz, which waits for both, answers sooner.
-//
-// An informer added before the start is one the manager waits for before
-// it starts anything else (its peers, discovery, the reconciler), with no
-// time limit. So a kind is added here only if a one-item metadata list of
-// it answers (within probeTimeout): a kind whose list fails (a conversion
-// webhook down, an aggregated API away) is left to Start, which adds it
-// once the manager runs, without blocking anything on it.
-func (d *Discovery) IndexOwners(ctx context.Context, reader client.Reader) error {
-	kinds, err := d.kinds.Refresh()
-	if err != nil {
-		return err
-	}
-	var failed []error
-	for _, k := range kinds {
-		if !k.Watched() {
-			continue
-		}
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
-		probeCtx, cancel := context.WithTimeout(ctx, probeTimeout)
-		err := reader.List(probeCtx, list, client.Limit(1))
-		cancel()
-		if err == nil {
-			err = d.owners.ensure(ctx, k)
-		}
-		if err != nil {
-			failed = append(failed, fmt.Errorf("%s: %w", k.Resource, err))
-		}
-	}
-	return errors.Join(failed...)
-}
-
-// probeTimeout bounds IndexOwners' list of one kind.
-const probeTimeout = 5 * time.Second

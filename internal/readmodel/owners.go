@@ -167,8 +167,9 @@ func (x *OwnerIndex) Owner(ns string, ref metav1.OwnerReference) (_ *metav1.Part
 }
 
 // HasSynced reports whether kind discovery has run once and the informer of
-// every kind found has synced: from then on Dependents answers. It is a
-// readiness check.
+// every kind found has synced: from then on Dependents answers (until
+// discovery adds another kind; the webhook reads the API server
+// meanwhile, and no readiness check waits for it).
 func (x *OwnerIndex) HasSynced() bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()

@@ -12,8 +12,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -197,7 +195,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Cluster:    &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)},
 		Exceptions: &webhook.ExceptionConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Uses: uses}}
 	// The cascade guard walks owner references over metadata caches that
-	// every replica keeps, fed by kind discovery on every replica.
+	// every replica keeps, fed by kind discovery on every replica once the
+	// manager runs. Until they have synced (seconds to a minute at scale),
+	// it walks the owner's namespace as the API server lists it: no
+	// readiness check waits for them.
 	if o.CascadeGuard != webhook.CascadeOff {
 		mode := o.CascadeGuard
 		if mode == "" {
@@ -205,16 +206,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 		owners := readmodel.NewOwnerIndex(mgr.GetCache())
 		d := readmodel.NewDiscovery(kinds, owners, o.Controller.DiscoveryInterval)
-		if err := d.IndexOwners(ctx, mgr.GetAPIReader()); err != nil {
-			mgr.GetLogger().WithName("kind-discovery").Info("Cannot index some of the group's kinds by owner before the start; discovery will", "error", err.Error())
-		}
 		if err := mgr.Add(d); err != nil {
 			return nil, fmt.Errorf("adding kind discovery: %w", err)
 		}
-		hc.Cascade = webhook.CascadeConfig{Graph: owners, Mode: mode}
-		if err := mgr.AddReadyzCheck("owner-index", ownerIndexReady(owners, time.Now(), ownerIndexGrace)); err != nil {
-			return nil, err
-		}
+		hc.Cascade = webhook.CascadeConfig{Graph: owners, Mode: mode, API: mgr.GetAPIReader(), Kinds: watchedKinds(kinds, o.Controller.DiscoveryInterval)}
 	}
 	// With the peer protocol, only the deletes whose Locks the cache may
 	// lack are confirmed (internal/peers says why that is strict), and
@@ -285,28 +280,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return nil, err
 	}
-	return mgr, nil
-}
-
-// ownerIndexGrace is how long after its start a replica waits, before it
-// reports ready, for its owner index to sync: a cascade walked before then
-// is allowed with a warning (the object guard still denies the collector's
-// delete of a locked object), and a kind whose cache never syncs must not
-// keep the webhook, and so every delete of the group, down.
-const ownerIndexGrace = time.Minute
-
-// ownerIndexReady is the readiness check of the owner index: ready once it
-// has synced, or once grace has passed since start, whichever is first;
-// then ready for good.
-func ownerIndexReady(owners *readmodel.OwnerIndex, start time.Time, grace time.Duration) healthz.Checker {
-	var ready atomic.Bool
-	return func(*http.Request) error {
-		if ready.Load() || owners.HasSynced() || time.Since(start) > grace {
-			ready.Store(true)
-			return nil
+	if p != nil {
+		// A ready replica admits Lock creates (those of its own that the
+		// peer protocol allows): it knows its peers.
+		if err := mgr.AddReadyzCheck("peers", p.Admitting); err != nil {
+			return nil, err
 		}
-		return errors.New("the owner index (the cascade guard's metadata caches) has not synced")
 	}
+	return mgr, nil
 }
 
 func orDefault(s, def string) string {
@@ -325,21 +306,39 @@ func nonZero(d time.Duration) *time.Duration {
 }
 
 // servedKinds lists the namespaced kinds of the group that discovery served
-// within the last interval (readmodel.Kinds.Recent), for the namespace
-// guard's selector Locks (webhook.ClusterConfig.Served).
+// within the last interval, for the namespace guard's selector Locks
+// (webhook.ClusterConfig.Served).
 func servedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupKind, error) {
+	return recentKinds(kinds, interval, func(k readmodel.ServedKind) (schema.GroupKind, bool) {
+		return k.GVK.GroupKind(), k.Namespaced
+	})
+}
+
+// watchedKinds lists the kinds of the group that discovery served within
+// the last interval and the owner index watches (readmodel.ServedKind.
+// Watched), in the version it watches them, for the cascade guard's walks
+// before the owner index has synced (webhook.CascadeConfig.Kinds).
+func watchedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupVersionKind, error) {
+	return recentKinds(kinds, interval, func(k readmodel.ServedKind) (schema.GroupVersionKind, bool) {
+		return k.GVK, k.Watched()
+	})
+}
+
+// recentKinds lists, of the kinds of the group that discovery served
+// within the last interval (readmodel.Kinds.Recent), what pick keeps.
+func recentKinds[T any](kinds *readmodel.Kinds, interval time.Duration, pick func(readmodel.ServedKind) (T, bool)) func() ([]T, error) {
 	if interval <= 0 {
 		interval = readmodel.DefaultDiscoveryInterval
 	}
-	return func() ([]schema.GroupKind, error) {
+	return func() ([]T, error) {
 		served, err := kinds.Recent(interval)
 		if err != nil {
 			return nil, err
 		}
-		var out []schema.GroupKind
+		var out []T
 		for _, k := range served {
-			if k.Namespaced {
-				out = append(out, k.GVK.GroupKind())
+			if v, ok := pick(k); ok {
+				out = append(out, v)
 			}
 		}
 		return out, nil
