@@ -9,11 +9,13 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -233,4 +235,80 @@ func TestOptInOutageOnlyWhereLocks(t *testing.T) {
 	if err := kube.Client.Delete(ctx, newPVC(free, "unlocked", nil)); err != nil {
 		t.Fatalf("deleting an unlocked PVC of a namespace without Locks while lockguard cannot answer: %v", err)
 	}
+}
+
+// TestOptInCascadeAndReadOnly: the cascade guard follows an opted-in
+// dependent of a core.navique.com owner (a Stack owning a locked Secret:
+// the Stack's delete is refused up front, rule 6), and a ReadOnly Lock on
+// an opted-in kind refuses its updates (rule 16): the reconciler labels
+// it read-only, and the protect-update entry sends them to lockguard.
+func TestOptInCascadeAndReadOnly(t *testing.T) {
+	ns := kube.NewNamespace(t, "optin-cascade")
+	ctx := t.Context()
+	owner := kube.CreateObject(t, framework.StackGVK, ns, "app")
+	child := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app-creds", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+	}}}, StringData: map[string]string{"password": "x"}}
+	if err := kube.Client.Create(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	lock := optInLock(ns, "freeze-creds", secretGVK, "app-creds")
+	lock.Spec.Level = lockv1alpha1.LevelReadOnly
+	kube.CreateLock(t, lock)
+	t.Cleanup(func() { deleteLocksFirst(t, lock) })
+	kube.WaitActive(t, lock)
+
+	t.Run("cascade", func(t *testing.T) {
+		kube.WaitCascadeDenied(t, framework.StackGVK, ns, "app", kube.CascadeDenialError([]*lockv1alpha1.Lock{lock}, "Secret/app-creds"))
+		kube.MustExist(t, framework.StackGVK, ns, "app")
+	})
+	t.Run("readOnly", func(t *testing.T) {
+		framework.Eventually(t, framework.DefaultTimeout, "Secret app-creds labelled read-only", func(ctx context.Context) error {
+			var s corev1.Secret
+			if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(child), &s); err != nil {
+				return err
+			}
+			if s.Labels[lockv1alpha1.ReadOnlyLabel] != "true" {
+				return fmt.Errorf("labels %v", s.Labels)
+			}
+			return nil
+		})
+		// A person (the suite's admin is lockguard's own identity, exempt).
+		person := secretWriter(t, ns, "jane@example.com")
+		framework.Eventually(t, framework.DefaultTimeout, "an update of the frozen Secret refused", func(ctx context.Context) error {
+			var s corev1.Secret
+			if err := person.Get(ctx, client.ObjectKeyFromObject(child), &s); err != nil {
+				return err
+			}
+			s.StringData = map[string]string{"password": "changed"}
+			err := person.Update(ctx, &s)
+			if err == nil {
+				return fmt.Errorf("the update of a Secret under ReadOnly Lock %s went through", lock.Name)
+			}
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "protect-update.lockguard.core.navique.com") || !strings.Contains(err.Error(), lock.Name) {
+				return fmt.Errorf("update: %v; want it refused by the protect-update entry naming %s", err, lock.Name)
+			}
+			return nil
+		})
+	})
+}
+
+// secretWriter returns a client impersonating user, who may get and
+// update the Secrets of ns.
+func secretWriter(t *testing.T, ns, user string) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "update"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secret-writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := kube.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(restConfig(t))
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	c, _ := framework.WarningClient(t, cfg)
+	return c
 }
