@@ -17,7 +17,8 @@ import (
 // rule 21) beyond its webhook entries (TestGuardWebhooks): lockguard gets
 // one --protect-resource per resource, its ClusterRole may read and patch
 // them (metadata: the annotation and labels), and the chart refuses them
-// without the namespace guard, whose label their entries select on.
+// without the namespace guard, whose label their entries select on, and
+// in mode policy, which renders no webhook.
 func TestProtectResourcesRender(t *testing.T) {
 	requireHelm(t)
 	protect := []string{`protect.resources=[{"group":"","resources":["persistentvolumeclaims","secrets"]},{"group":"apps","resources":["statefulsets"]}]`}
@@ -49,8 +50,14 @@ func TestProtectResourcesRender(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"guards.namespace.enabled=false"}, SetJSON: protect})
-	if err == nil || !strings.Contains(err.Error(), "protect.resources needs guards.namespace.enabled") {
-		t.Errorf("protect.resources without the namespace guard: got %v, want the chart to refuse it", err)
+	for set, want := range map[string]string{
+		"guards.namespace.enabled=false": "protect.resources needs guards.namespace.enabled",
+		"mode=policy":                    "protect.resources needs the webhook (mode webhook or both)",
+	} {
+		_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{set}, SetJSON: protect,
+			APIVersions: []string{"admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("protect.resources with %s: got %v, want the chart to refuse it (%q)", set, err, want)
+		}
 	}
 }

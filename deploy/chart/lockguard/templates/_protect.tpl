@@ -70,6 +70,9 @@ annotation and labels on those objects (metadata only).
 {{- end }}
 
 {{- define "lockguard.protectArgs" -}}
+{{- if and .Values.protect.resources (not (include "lockguard.webhookEnabled" .)) }}
+{{- fail "protect.resources needs the webhook (mode webhook or both): the ValidatingAdmissionPolicy guards core.navique.com alone, and Locks on those kinds would say Active while nothing refused their deletes" }}
+{{- end }}
 {{- range .Values.protect.resources }}
 {{- $group := .group }}
 {{- range .resources }}
