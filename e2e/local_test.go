@@ -111,10 +111,14 @@ func setupLocal() (*suite, func(), error) {
 	if err != nil {
 		return nil, cleanup, err
 	}
-	set, err := framework.NewReplicaSet(lw, framework.ReplicaOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: work})
+	// PVCs and Secrets are protected by opt-in (docs/contract.md rule 21):
+	// the chart's protect.resources, and the same --protect-resource.
+	set, err := framework.NewReplicaSet(lw, framework.ReplicaOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: work,
+		Args: []string{"--protect-resource=persistentvolumeclaims,secrets"}})
 	if err != nil {
 		return nil, cleanup, err
 	}
+	set.Webhook.SetJSON = append(set.Webhook.SetJSON, framework.ProtectSet(optedIn))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	vwc, err := set.Webhook.InstallChart(ctx, st.c)
@@ -123,10 +127,12 @@ func setupLocal() (*suite, func(), error) {
 	}
 	// The unlock and identity Leases' entries last: rendered without the
 	// policy capability (framework.RenderChart), as for 1.29.
-	if len(vwc.Webhooks) != 9 || vwc.Webhooks[0].Name != st.webhookName || vwc.Webhooks[5].Name != "create.lockguard.core.navique.com" ||
-		vwc.Webhooks[6].Name != "exception.lockguard.core.navique.com" ||
-		vwc.Webhooks[7].Name != "unlock.lockguard.core.navique.com" || vwc.Webhooks[8].Name != "peer-leases.lockguard.core.navique.com" {
-		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the Lock CREATE entry, then the LockException CREATE entry, then the unlock entry, then the identity Leases' entry", st.webhookName)
+	if len(vwc.Webhooks) != 11 || vwc.Webhooks[0].Name != st.webhookName ||
+		vwc.Webhooks[5].Name != "protect.lockguard.core.navique.com" || vwc.Webhooks[6].Name != "protect-update.lockguard.core.navique.com" ||
+		vwc.Webhooks[7].Name != "create.lockguard.core.navique.com" ||
+		vwc.Webhooks[8].Name != "exception.lockguard.core.navique.com" ||
+		vwc.Webhooks[9].Name != "unlock.lockguard.core.navique.com" || vwc.Webhooks[10].Name != "peer-leases.lockguard.core.navique.com" {
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the opted-in kinds' two (protect, protect-update), then the Lock CREATE entry, then the LockException CREATE entry, then the unlock entry, then the identity Leases' entry", st.webhookName)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {
