@@ -256,6 +256,11 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 func resolveTarget(kinds *readmodel.Kinds, target lockv1alpha1.TargetKey) (readmodel.ServedKind, *observation, time.Duration, error) {
 	gk := target.GroupKind()
 	kind, err := kinds.Lockable(target.Kind)
+	if err == nil && kind.GVK.Group != gk.Group {
+		// The Kind is served in another group (an opted-in kind's name
+		// under core.navique.com, or the reverse): not this target's.
+		err = readmodel.ErrKindNotServed
+	}
 	var misspelled *readmodel.MisspelledKindError
 	var clusterScoped *readmodel.ClusterScopedKindError
 	switch {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -111,10 +112,14 @@ func setupLocal() (*suite, func(), error) {
 	if err != nil {
 		return nil, cleanup, err
 	}
-	set, err := framework.NewReplicaSet(lw, framework.ReplicaOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: work})
+	// PVCs and Secrets are protected by opt-in (docs/contract.md rule 21):
+	// the chart's protect.resources, and the same --protect-resource.
+	set, err := framework.NewReplicaSet(lw, framework.ReplicaOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: work,
+		Args: []string{"--protect-resource=persistentvolumeclaims,secrets"}})
 	if err != nil {
 		return nil, cleanup, err
 	}
+	set.Webhook.SetJSON = append(set.Webhook.SetJSON, framework.ProtectSet(optedIn))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	vwc, err := set.Webhook.InstallChart(ctx, st.c)
@@ -123,12 +128,18 @@ func setupLocal() (*suite, func(), error) {
 	}
 	// The unlock and identity Leases' entries last: rendered without the
 	// policy capability (framework.RenderChart), as for 1.29.
-	if len(vwc.Webhooks) != 12 || vwc.Webhooks[0].Name != st.webhookName ||
-		vwc.Webhooks[5].Name != "cluster-lock.lockguard.core.navique.com" || vwc.Webhooks[6].Name != "cluster-label.lockguard.core.navique.com" ||
-		vwc.Webhooks[7].Name != "create.lockguard.core.navique.com" || vwc.Webhooks[8].Name != "exception.lockguard.core.navique.com" ||
-		vwc.Webhooks[9].Name != "unlock.lockguard.core.navique.com" || vwc.Webhooks[10].Name != "cluster-unlock.lockguard.core.navique.com" ||
-		vwc.Webhooks[11].Name != "peer-leases.lockguard.core.navique.com" {
-		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the ClusterLock guard's two, then the Lock CREATE entry, then the LockException CREATE entry, then the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", st.webhookName)
+	want := []string{st.webhookName, "namespace", "crd", "update", "subresource",
+		"cluster-lock", "cluster-label", "protect", "protect-update",
+		"create", "exception", "unlock", "cluster-unlock", "peer-leases"}
+	for i := 1; i < len(want); i++ {
+		want[i] += ".lockguard.core.navique.com"
+	}
+	var got []string
+	for _, w := range vwc.Webhooks {
+		got = append(got, w.Name)
+	}
+	if !slices.Equal(got, want) {
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration has the entries %q, want %q: the object guard's, the namespace, CRD and update guards' (the update guard's two), the ClusterLock guard's two, the opted-in kinds' two, the Lock CREATE entry, the LockException CREATE entry, the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", got, want)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {

@@ -45,7 +45,8 @@ func (g *clusterGuards) selectorProtects(ctx context.Context, l *lockv1alpha1.Lo
 }
 
 // selectorKinds returns the kinds whose objects l may cover: kind when
-// set, else its selector's kinds, else the group's served kinds; nil (and
+// set, else its selector's kinds (lockv1alpha1.SelectorKind), else the
+// group's served kinds; nil (and
 // no error) when those cannot be listed.
 func (g *clusterGuards) selectorKinds(l *lockv1alpha1.Lock, kind schema.GroupKind) ([]schema.GroupKind, error) {
 	if !kind.Empty() {
@@ -54,7 +55,7 @@ func (g *clusterGuards) selectorKinds(l *lockv1alpha1.Lock, kind schema.GroupKin
 	if ks := l.Spec.Selector.Kinds; len(ks) > 0 {
 		out := make([]schema.GroupKind, 0, len(ks))
 		for _, k := range ks {
-			out = append(out, schema.GroupKind{Group: lockv1alpha1.Group, Kind: k})
+			out = append(out, lockv1alpha1.SelectorKind(k))
 		}
 		return out, nil
 	}
@@ -67,7 +68,9 @@ func (g *clusterGuards) selectorKinds(l *lockv1alpha1.Lock, kind schema.GroupKin
 	}
 	out := make([]schema.GroupKind, 0, len(served))
 	for _, gk := range served {
-		if lockv1alpha1.Protectable(gk) == nil {
+		// A selector without kinds covers the group's kinds alone; an
+		// opted-in kind only where named (docs/contract.md rule 21).
+		if gk.Group == lockv1alpha1.Group && lockv1alpha1.Protectable(gk) == nil {
 			out = append(out, gk)
 		}
 	}

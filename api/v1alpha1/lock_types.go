@@ -32,8 +32,10 @@ const (
 
 // TargetReference names the resource a Lock protects, in the Lock's namespace.
 type TargetReference struct {
-	// APIVersion of the target. Only the core.navique.com group can be
-	// locked; the version is ignored when matching deletes. Defaults to
+	// APIVersion of the target. The core.navique.com group can be locked,
+	// and the kinds of other groups the installation opts in (v1 for a
+	// PersistentVolumeClaim or a Secret: the chart's protect.resources);
+	// the version is ignored when matching deletes. Defaults to
 	// core.navique.com/v1alpha1.
 	// +kubebuilder:default="core.navique.com/v1alpha1"
 	// +kubebuilder:validation:MaxLength=253

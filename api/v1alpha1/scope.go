@@ -196,6 +196,11 @@ func (l *Lock) Selects(o Object) bool {
 		return false
 	}
 	if s := l.Spec.Selector; s != nil {
+		// An opted-in kind is covered only where the kinds name it
+		// (docs/contract.md rule 21).
+		if o.Group != Group && !slices.Contains(s.Kinds, o.Kind) {
+			return false
+		}
 		return s.Matches(o.Kind, o.Labels)
 	}
 	key, err := l.Target()
@@ -212,6 +217,9 @@ func (l *Lock) CoversKind(gk schema.GroupKind, t time.Time) bool {
 		return false
 	}
 	if s := l.Spec.Selector; s != nil {
+		if gk.Group != Group {
+			return slices.Contains(s.Kinds, gk.Kind)
+		}
 		return len(s.Kinds) == 0 || slices.Contains(s.Kinds, gk.Kind)
 	}
 	key, _ := l.Target()

@@ -39,7 +39,9 @@ type LockSelector struct {
 
 	// Kinds limits the selector to resources of these kinds, each spelled
 	// exactly as the API serves it (Stack, not stack or stacks). Empty
-	// means every kind of the core.navique.com group.
+	// means every kind of the core.navique.com group. A kind of another
+	// group that the installation opts in (PersistentVolumeClaim, Secret:
+	// the chart's protect.resources) is covered only when named here.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63

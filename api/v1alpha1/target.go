@@ -13,7 +13,8 @@ import (
 // it.
 
 // ErrNotProtectable is the error of a kind no Lock can protect: one outside
-// the core.navique.com group.
+// the core.navique.com group that the installation does not opt in
+// (SetOptedIn; docs/contract.md rule 21).
 var ErrNotProtectable = errors.New("only " + Group + " resources can be locked")
 
 // CreateRefusedRetry is in lockguard's answer to a Lock create it refuses,
@@ -30,10 +31,13 @@ var ErrLockTarget = errors.New("a Lock cannot protect another Lock: deleting a L
 var ErrExceptionTarget = errors.New("a Lock cannot protect a LockException: deleting an exception is never blocked")
 
 // Protectable returns nil when Locks can protect objects of gk: kinds of the
-// core.navique.com group other than Lock and LockException. Otherwise it
-// returns ErrNotProtectable, ErrLockTarget or ErrExceptionTarget.
+// core.navique.com group other than Lock and LockException, and the kinds
+// the installation opts in (SetOptedIn). Otherwise it returns
+// ErrNotProtectable, ErrLockTarget or ErrExceptionTarget.
 func Protectable(gk schema.GroupKind) error {
 	switch {
+	case gk.Group != Group && isOptedIn(gk):
+		return nil
 	case gk.Group != Group:
 		return ErrNotProtectable
 	case gk.Kind == "Lock":
@@ -82,7 +86,7 @@ func (l *Lock) Target() (TargetKey, error) {
 	}
 	if err := Protectable(gk); err != nil {
 		if errors.Is(err, ErrNotProtectable) {
-			err = fmt.Errorf("%w, and targetRef.apiVersion %q is in group %q", err, ref.APIVersion, gk.Group)
+			err = fmt.Errorf("%w, and targetRef.apiVersion %q is in group %q; %s", err, ref.APIVersion, gk.Group, OptInHint(gk))
 		}
 		return TargetKey{}, err
 	}

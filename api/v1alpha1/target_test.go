@@ -45,12 +45,12 @@ func TestTarget(t *testing.T) {
 		"OtherGroup": {
 			reason:  "Only core.navique.com can be locked.",
 			lock:    newLock("ns", "l", "apps/v1", "Deployment", "d"),
-			wantErr: `only core.navique.com resources can be locked, and targetRef.apiVersion "apps/v1" is in group "apps"`,
+			wantErr: `only core.navique.com resources can be locked, and targetRef.apiVersion "apps/v1" is in group "apps"; Deployment.apps is not among the kinds this installation protects: to lock it, add {group: apps, resources: [<resource>]} to the chart's protect.resources (lockguard --protect-resource=<resource>.apps), then create the Lock again`,
 		},
 		"CoreGroup": {
 			reason:  "The core group (apiVersion v1) is another group.",
 			lock:    newLock("ns", "l", "v1", "ConfigMap", "c"),
-			wantErr: `only core.navique.com resources can be locked, and targetRef.apiVersion "v1" is in group ""`,
+			wantErr: `only core.navique.com resources can be locked, and targetRef.apiVersion "v1" is in group ""; ConfigMap is not among the kinds this installation protects: to lock it, add {group: "", resources: [<resource>]} to the chart's protect.resources (lockguard --protect-resource=<resource>), then create the Lock again`,
 		},
 		"LockOfLock": {
 			reason:  "A Lock cannot lock a Lock.",

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,7 @@ import (
 	"github.com/navique/lockguard/cmd/lockguard/manager"
 	"github.com/navique/lockguard/internal/denials"
 	"github.com/navique/lockguard/internal/peers"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
 )
@@ -93,6 +95,16 @@ func run() error {
 		exempt = append(exempt, v)
 		return nil
 	})
+	fs.Func("protect-resource", "A resource of another API group whose objects Locks can protect (docs/contract.md rule 21): <resource> for the core group (persistentvolumeclaims, secrets) or <resource>.<group> (statefulsets.apps), namespaced; repeat the flag or separate entries with commas. lockguard refuses to start when one is not served, is cluster-scoped or cannot be listed, watched and patched. Its deletes reach lockguard only through the chart's protect entries (protect.resources), which select the namespaces labelled "+lockv1alpha1.HasLocksLabel+"=true: needs --namespace-guard.", func(v string) error {
+		for _, s := range strings.Split(v, ",") {
+			gr, err := readmodel.ParseProtectResource(s)
+			if err != nil {
+				return err
+			}
+			o.ProtectResources = append(o.ProtectResources, gr)
+		}
+		return nil
+	})
 	fs.DurationVar(&o.Controller.DiscoveryInterval, "discovery-interval", 30*time.Second, "How often the core.navique.com group is rediscovered for kinds to watch.")
 	fs.DurationVar(&o.DenialFlushInterval, "denial-flush-interval", denials.DefaultInterval, "How often, at most, this replica writes the status.lastDenied of one Lock: the first refusal of a quiet Lock is written at once, the ones that follow within the interval are added to the count of the next write, so that a delete loop makes one status write per Lock per interval.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
@@ -105,6 +117,9 @@ func run() error {
 	zapOpts.BindFlags(fs)
 	flag.Parse()
 	o.Controller.DisableNamespaceGuard = !*namespaceGuard
+	if len(o.ProtectResources) > 0 && !*namespaceGuard {
+		return fmt.Errorf("--protect-resource needs --namespace-guard: its webhook entries select the namespaces labelled %s=true", lockv1alpha1.HasLocksLabel)
+	}
 	o.DisableReadOnlyGuard = !*readOnlyGuard
 	o.DisableClusterLockGuard = !*clusterLockGuard
 	mode, err := webhook.ParseCascadeMode(*cascadeGuard)

@@ -108,11 +108,40 @@ func TestGuardWebhooks(t *testing.T) {
 			{Name: "label-removed-or-changed", Expression: "has(oldObject.metadata.labels) && 'core.navique.com/cluster-locked' in oldObject.metadata.labels && oldObject.metadata.labels['core.navique.com/cluster-locked'] == 'true' && !(has(object.metadata.labels) && 'core.navique.com/cluster-locked' in object.metadata.labels && object.metadata.labels['core.navique.com/cluster-locked'] == 'true')"},
 			{Name: "not-lockguard", Expression: "request.userInfo.username != 'system:serviceaccount:lockguard-system:lockguard'"}},
 		FailurePolicy: admissionregistrationv1.Fail}
+	// Kinds of other groups by opt-in (docs/contract.md rule 21): their
+	// DELETEs, and the UPDATEs of those a ReadOnly Lock covers, in the
+	// namespaces holding Locks only.
+	optIn := func(op admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{
+			{Operations: []admissionregistrationv1.OperationType{op}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"*"}, Resources: []string{"persistentvolumeclaims", "secrets"}, Scope: &namespaced}},
+			{Operations: []admissionregistrationv1.OperationType{op}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"statefulsets"}, Scope: &namespaced}},
+		}
+	}
+	protect := entry{
+		Name:              "protect.lockguard.core.navique.com",
+		Rules:             optIn(admissionregistrationv1.Delete),
+		NamespaceSelector: namespace.ObjectSelector,
+		FailurePolicy:     admissionregistrationv1.Fail,
+	}
+	protectUpdate := entry{
+		Name:              "protect-update.lockguard.core.navique.com",
+		Rules:             optIn(admissionregistrationv1.Update),
+		NamespaceSelector: namespace.ObjectSelector,
+		ObjectSelector:    update.ObjectSelector,
+		MatchConditions:   update.MatchConditions[1:],
+		FailurePolicy:     admissionregistrationv1.Fail,
+	}
+	protectJSON := []string{`protect.resources=[{"group":"","resources":["persistentvolumeclaims","secrets"]},{"group":"apps","resources":["statefulsets"]}]`}
 	cases := map[string]struct {
-		reason string
-		set    []string
-		want   []entry
+		reason  string
+		set     []string
+		setJSON []string
+		want    []entry
 	}{
+		"Protect": {reason: "protect.resources adds the protect and protect-update entries, selecting the namespaces holding Locks",
+			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, protect, protectUpdate}},
+		"ProtectNoReadOnly": {reason: "without the update guard, the protect entry alone",
+			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, protect}},
 		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel}},
 		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
 			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel}},
@@ -127,7 +156,7 @@ func TestGuardWebhooks(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t,
-				framework.Find(render(t, framework.Release{Set: tc.set}), "ValidatingWebhookConfiguration", "lockguard"))
+				framework.Find(render(t, framework.Release{Set: tc.set, SetJSON: tc.setJSON}), "ValidatingWebhookConfiguration", "lockguard"))
 			// The identity Leases', the unlock and the exception entries are
 			// not guards: TestPeerLeasesRender, TestUnlockRender,
 			// TestWebhookConfiguration.
@@ -146,7 +175,7 @@ func TestGuardWebhooks(t *testing.T) {
 			for _, wh := range vwc.Webhooks[1 : len(vwc.Webhooks)-1] {
 				path, sideEffects := "/validate-delete", admissionregistrationv1.SideEffectClassNoneOnDryRun
 				switch wh.Name {
-				case update.Name, subresource.Name:
+				case update.Name, subresource.Name, protectUpdate.Name:
 					path = "/validate-update"
 				case clusterLock.Name:
 					path = "/validate-cluster-delete"

@@ -96,7 +96,10 @@ func run(m *testing.M) int {
 	// events (TestLaggingCacheStillDenies); they pass at once otherwise.
 	mgr, err := env.StartManager(framework.ManagerOptions{
 		Controller: controller.Options{DiscoveryInterval: 2 * time.Second},
-		Wrap:       func(rt http.RoundTripper) http.RoundTripper { return suite.requests.Wrap(lagWatches(rt)) },
+		// Kinds of the core group, by opt-in (docs/contract.md rule 21;
+		// optin_test.go): the chart's protect entries are rendered too.
+		ProtectResources: optedIn,
+		Wrap:             func(rt http.RoundTripper) http.RoundTripper { return suite.requests.Wrap(lagWatches(rt)) },
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,7 +32,7 @@ func TestTargets(t *testing.T) {
 		lock := framework.NewLock(ns, "keep-settings", "ConfigMap", "settings", "")
 		lock.Spec.TargetRef.APIVersion = "v1"
 		kube.CreateLock(t, lock)
-		kube.WaitLockStatus(t, lock, framework.InvalidStatus(`only core.navique.com resources can be locked, and targetRef.apiVersion "v1" is in group ""`))
+		kube.WaitLockStatus(t, lock, framework.InvalidStatus(`only core.navique.com resources can be locked, and targetRef.apiVersion "v1" is in group ""; `+lockv1alpha1.OptInHint(schema.GroupKind{Kind: "ConfigMap"})))
 		if err := kube.Client.Delete(t.Context(), cm); err != nil {
 			t.Fatalf("deleting the ConfigMap an invalid Lock names: %v", err)
 		}

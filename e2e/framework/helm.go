@@ -63,6 +63,8 @@ type Release struct {
 	Set []string
 	// SetString are --set-string values.
 	SetString []string
+	// SetJSON are --set-json values.
+	SetJSON []string
 	// IncludeCRDs also renders the chart's crds/ directory.
 	IncludeCRDs bool
 }
@@ -87,6 +89,9 @@ func (r Release) args() []string {
 	}
 	for _, s := range r.SetString {
 		args = append(args, "--set-string", s)
+	}
+	for _, s := range r.SetJSON {
+		args = append(args, "--set-json", s)
 	}
 	if r.IncludeCRDs {
 		args = append(args, "--include-crds")
@@ -157,6 +162,9 @@ func Lint(ctx context.Context, r Release) ([]byte, error) {
 	}
 	for _, s := range r.SetString {
 		args = append(args, "--set-string", s)
+	}
+	for _, s := range r.SetJSON {
+		args = append(args, "--set-json", s)
 	}
 	return Helm(ctx, args...)
 }

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -56,6 +58,21 @@ type ManagerOptions struct {
 	// DisableReadOnlyGuard serves no update guard, as --read-only-guard=false
 	// (the chart's mode policy, or guards.readOnly.enabled=false) does.
 	DisableReadOnlyGuard bool
+	// ProtectResources are the resources of other groups Locks can protect,
+	// as --protect-resource (docs/contract.md rule 21); render the chart
+	// with the same protect.resources (ProtectSet: the Manager's Webhook
+	// renders it so).
+	ProtectResources []schema.GroupResource
+}
+
+// ProtectSet returns the chart values (helm --set-json) that list grs in
+// protect.resources, one entry per resource.
+func ProtectSet(grs []schema.GroupResource) string {
+	var entries []string
+	for _, gr := range grs {
+		entries = append(entries, fmt.Sprintf(`{"group":%q,"resources":[%q]}`, gr.Group, gr.Resource))
+	}
+	return "protect.resources=[" + strings.Join(entries, ",") + "]"
 }
 
 // StartManager starts lockguard's manager in-process and returns once its
@@ -70,6 +87,9 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
+	}
+	if len(o.ProtectResources) > 0 {
+		wh.SetJSON = append(wh.SetJSON, ProtectSet(o.ProtectResources))
 	}
 	m := &Manager{Webhook: wh, Metrics: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
 	cfg := rest.CopyConfig(e.Config)
@@ -87,6 +107,7 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 		Controller:    o.Controller,
 		// As cmd/lockguard maps --read-only-guard.
 		DisableReadOnlyGuard: o.DisableReadOnlyGuard,
+		ProtectResources:     o.ProtectResources,
 		// The only replica: the peer protocol's standalone mode.
 		Peers: manager.PeerOptions{Standalone: true},
 		// The webhook configuration of InstallChart, pointed at wh.

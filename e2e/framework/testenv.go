@@ -79,7 +79,7 @@ type Options struct {
 	// Version of Kubernetes; default Version().
 	Version string
 	// ControllerManager also starts kube-controller-manager with the garbage
-	// collector and namespace controllers.
+	// collector, namespace and PVC protection controllers.
 	ControllerManager bool
 	// CRDDirs are directories of CRDs to install and wait for.
 	CRDDirs []string
@@ -209,7 +209,8 @@ func WriteKubeconfig(cfg *rest.Config, path string) error {
 }
 
 // startControllerManager runs kube-controller-manager with the garbage
-// collector and namespace controllers and waits until it is healthy.
+// collector, namespace and PVC protection controllers and waits until it
+// is healthy.
 func (e *Env) startControllerManager(path string, logs io.Writer) error {
 	kc := filepath.Join(e.Dir, "controller-manager.kubeconfig")
 	if err := WriteKubeconfig(e.Config, kc); err != nil {
@@ -223,7 +224,12 @@ func (e *Env) startControllerManager(path string, logs io.Writer) error {
 		"--kubeconfig="+kc,
 		"--authentication-kubeconfig="+kc,
 		"--authorization-kubeconfig="+kc,
-		"--controllers=garbagecollector,namespace",
+		// pvc-protection removes the kubernetes.io/pvc-protection
+		// finalizer that the API server's StorageObjectInUseProtection
+		// admission puts on every PVC: without it a deleted PVC never
+		// goes, nor does its namespace (it stays Terminating), which broke
+		// later tests counting terminating namespaces.
+		"--controllers=garbagecollector,namespace,pvc-protection",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--bind-address=127.0.0.1",

@@ -28,6 +28,9 @@ type LocalWebhook struct {
 	Port    int
 	CertDir string
 	CA      []byte
+	// SetJSON are helm --set-json values every RenderChart adds: the
+	// chart values of the manager's options (ProtectSet).
+	SetJSON []string
 }
 
 // NewLocalWebhook picks a free port on 127.0.0.1 and writes a self-signed
@@ -97,6 +100,7 @@ func (w *LocalWebhook) RenderChart(ctx context.Context, set ...string) ([]*unstr
 		Set: append([]string{"certManager.enabled=false", "webhook.tls.existingSecret=local-serving-cert"}, set...),
 		// The caBundle is swapped for w's CA below; the chart requires one.
 		SetString: []string{"webhook.tls.caBundle=" + base64.StdEncoding.EncodeToString(w.CA)},
+		SetJSON:   w.SetJSON,
 	})
 	if err != nil {
 		return nil, err

@@ -87,6 +87,9 @@ func (e *ClusterScopedKindError) Error() string {
 type Kinds struct {
 	discovery  discovery.DiscoveryInterface
 	minRefresh time.Duration
+	// optIn are the resources of other groups the installation opts in
+	// (WithOptIn; docs/contract.md rule 21), read with the group's.
+	optIn []schema.GroupResource
 
 	mu          sync.Mutex
 	kinds       []ServedKind
@@ -160,8 +163,11 @@ func (t *Kinds) mayRefresh() bool {
 // Refresh rereads the group's kinds from discovery and returns them.
 func (t *Kinds) Refresh() ([]ServedKind, error) {
 	now := time.Now()
-	kinds, err := groupKinds(t.discovery, lockv1alpha1.Group)
+	kinds, err := groupKinds(t.discovery, lockv1alpha1.Group, nil)
 	if err != nil {
+		return nil, err
+	}
+	if kinds, err = t.withOptedIn(kinds); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
@@ -185,10 +191,10 @@ func (t *Kinds) Recent(maxAge time.Duration) ([]ServedKind, error) {
 }
 
 // groupKinds returns the kinds of group that discovery serves, one per
-// resource (subresources left out), in the group's preferred version when
-// it serves them, otherwise in the first version that does, sorted by
-// Kind.
-func groupKinds(d discovery.DiscoveryInterface, group string) ([]ServedKind, error) {
+// resource (subresources left out; only the resources keep reports true
+// for, when keep is not nil), in the group's preferred version when it
+// serves them, otherwise in the first version that does, sorted by Kind.
+func groupKinds(d discovery.DiscoveryInterface, group string, keep func(schema.GroupResource) bool) ([]ServedKind, error) {
 	groups, err := d.ServerGroups()
 	if err != nil {
 		return nil, fmt.Errorf("listing API groups: %w", err)
@@ -217,7 +223,7 @@ func groupKinds(d discovery.DiscoveryInterface, group string) ([]ServedKind, err
 		}
 		for _, r := range resources.APIResources {
 			gr := schema.GroupResource{Group: group, Resource: r.Name}
-			if _, seen := byResource[gr]; seen || strings.Contains(r.Name, "/") {
+			if _, seen := byResource[gr]; seen || strings.Contains(r.Name, "/") || (keep != nil && !keep(gr)) {
 				continue
 			}
 			byResource[gr] = ServedKind{

@@ -136,6 +136,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("creating a discovery client: %w", err)
 	}
 	kinds := readmodel.NewKinds(disco)
+	if len(o.ProtectResources) > 0 {
+		if err := optIn(disco, kinds, o.ProtectResources); err != nil {
+			return nil, err
+		}
+	}
 	reg := o.Registerer
 	if reg == nil {
 		reg = ctrlmetrics.Registry

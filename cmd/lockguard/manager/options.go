@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/transport"
@@ -87,6 +88,14 @@ type Options struct {
 	// CreateEntry names lockguard's webhook configuration, whose
 	// Lock-create entry the peer protocol requires (CreateEntryOptions).
 	CreateEntry CreateEntryOptions
+
+	// ProtectResources are the resources of other groups that Locks can
+	// protect (docs/contract.md rule 21; --protect-resource, the chart's
+	// protect.resources). New resolves them to kinds with discovery and
+	// refuses to build a manager when one cannot be protected. The kinds
+	// are process-wide (lockv1alpha1.SetOptedIn): an empty list leaves
+	// what an earlier manager of the process set.
+	ProtectResources []schema.GroupResource
 
 	// DisableReadOnlyGuard leaves the update guard of ReadOnly Locks
 	// (webhook.UpdatePath) unserved: the chart's guards.readOnly.enabled
