@@ -172,9 +172,9 @@ func TestGuardWebhooks(t *testing.T) {
 // TestNamespaceGuardRBAC: the namespaces rule (get, list, watch, patch:
 // the label; with persistent volumes, which the ClusterLock guard labels
 // too) is granted with the namespace guard or the ClusterLock guard, the
-// ClusterRoles and StorageClasses rules (escalate: RBAC allows updating a
-// ClusterRole only to whom holds its rules or that verb) with the
-// ClusterLock guard only, and lockguard is told when a guard is off.
+// ClusterRoles and StorageClasses rules (never escalate: it would let
+// lockguard's ServiceAccount widen any ClusterRole) with the ClusterLock
+// guard only, and lockguard is told when a guard is off.
 func TestNamespaceGuardRBAC(t *testing.T) {
 	requireHelm(t)
 	for _, ns := range []bool{true, false} {
@@ -193,7 +193,7 @@ func TestNamespaceGuardRBAC(t *testing.T) {
 			}
 			if cl {
 				want = append(want,
-					rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate", "get", "list", "patch", "watch"}},
+					rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "patch", "watch"}},
 					rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "patch", "watch"}})
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
