@@ -158,7 +158,9 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		view := cl.AsLock()
 		errs = append(errs, c.status.writeStatusOf(ctx, cl, view, obs))
 	}
-	errs = append(errs, c.sweep(ctx, list.Items, keep))
+	pending, err := c.sweep(ctx, list.Items, keep, now)
+	later(pending)
+	errs = append(errs, err)
 	return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
 }
 
@@ -215,6 +217,16 @@ func (c *clusterLocks) observe(ctx context.Context, cl *lockv1alpha1.ClusterLock
 			// puts on makes the ClusterLock Active.
 			return observation{reason: forbidden, message: lockv1alpha1.LabelForbiddenMessage(gk, key.Name)}, &key, clusterLockRecheck, nil
 		}
+	} else if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
+		// The create that marked it is in the cache: the mark's grace is
+		// not needed, and the label goes with the last ClusterLock.
+		err := c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, lockv1alpha1.ClusterLockPendingAnnotation)))
+		switch {
+		case apierrors.IsForbidden(err):
+			c.refuse(key, obj.GetResourceVersion()) // the grace runs out
+		case client.IgnoreNotFound(err) != nil:
+			return observation{}, nil, 0, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockPendingAnnotation, gk, key.Name, err)
+		}
 	}
 	return observation{active: true, reason: lockv1alpha1.ReasonActive, protected: &lockv1alpha1.ProtectedStatus{Count: 1,
 		Resources: []lockv1alpha1.ProtectedResource{{Kind: key.Kind, Name: key.Name}}}}, &key, 0, nil
@@ -230,8 +242,12 @@ const clusterGuardOffMessage = "lockguard runs without its ClusterLock guard (th
 // sweep removes ClusterLockedLabel from the objects that carry it and are
 // not in keep: of every kind a ClusterLock can name outside the group,
 // and of the group's cluster-scoped kinds that discovery serves or a
-// ClusterLock names.
-func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool) error {
+// ClusterLock names. An object whose label a ClusterLock's create put on
+// less than ClusterLockPendingGrace ago (ClusterLockPendingAnnotation)
+// keeps it: that ClusterLock may not be in the cache yet. It returns how
+// soon the first such grace ends.
+func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool, now time.Time) (time.Duration, error) {
+	var pending time.Duration
 	kinds := slices.Clone(lockv1alpha1.ClusterLockableKinds)
 	add := func(gk schema.GroupKind) {
 		if !slices.Contains(kinds, gk) {
@@ -266,10 +282,18 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if keep[lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}] {
+			key := lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}
+			if keep[key] {
 				continue
 			}
-			key := lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}
+			if at, err := time.Parse(time.RFC3339, o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation]); err == nil {
+				if left := at.Add(lockv1alpha1.ClusterLockPendingGrace).Sub(now); left > 0 {
+					if pending == 0 || left < pending {
+						pending = left
+					}
+					continue
+				}
+			}
 			if rv, ok := c.refused[key]; ok && rv == o.ResourceVersion {
 				continue // refused before, and logged then
 			}
@@ -291,7 +315,7 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return pending, errors.Join(errs...)
 }
 
 // refuse records that RBAC refused writing the label of key at
@@ -304,12 +328,13 @@ func (c *clusterLocks) refuse(key lockv1alpha1.TargetKey, rv string) {
 }
 
 // labelPatch is a merge patch that sets ClusterLockedLabel to value, or
-// removes it for "".
+// removes it (and ClusterLockPendingAnnotation) for "".
 func labelPatch(value string) client.Patch {
-	var v any
-	if value != "" {
-		v = value
+	md := map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: value}}
+	if value == "" {
+		md = map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: nil},
+			"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}}
 	}
-	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: v}}})
+	data, _ := json.Marshal(map[string]any{"metadata": md})
 	return client.RawPatch(types.MergePatchType, data)
 }

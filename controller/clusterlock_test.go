@@ -30,12 +30,7 @@ import (
 // status never claims protection lockguard does not give: rule 13).
 func TestClusterLockPass(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := clusterLockScheme(t)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}, lockv1alpha1.GroupVersion})
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}, meta.RESTScopeRoot)
@@ -101,12 +96,7 @@ func TestClusterLockPass(t *testing.T) {
 // stale label whose removal is refused is left, and its removal is not
 // tried again while the object is unchanged.
 func TestClusterLockLabelForbidden(t *testing.T) {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := clusterLockScheme(t)
 	rbac := schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{rbac})
 	mapper.Add(rbac.WithKind("ClusterRole"), meta.RESTScopeRoot)
@@ -164,4 +154,55 @@ func TestClusterLockLabelForbidden(t *testing.T) {
 	if patches["big"] != 1 || patches["stale"] != 1 {
 		t.Errorf("after the label: label PATCHes %v; want none more", patches)
 	}
+}
+
+// TestClusterLockPendingLabel: a label a ClusterLock's create put on less
+// than ClusterLockPendingGrace ago (ClusterLockPendingAnnotation) is kept
+// although no ClusterLock in the cache names the object yet, and a pass
+// comes back when the grace ends; past it, the label goes with the mark.
+// Once a live ClusterLock names the object, the mark is removed.
+func TestClusterLockPendingLabel(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	s := clusterLockScheme(t)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	marked := func(name string, at time.Time) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{lockv1alpha1.ClusterLockedLabel: "true"},
+			Annotations: map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: at.Format(time.RFC3339)}}}
+	}
+	live := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "keep-prod"}, Spec: lockv1alpha1.ClusterLockSpec{
+		TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "prod"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
+		WithObjects(live, marked("prod", now), marked("fresh", now.Add(-20*time.Second)), marked("old", now.Add(-2*lockv1alpha1.ClusterLockPendingGrace))).Build()
+	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: func() time.Time { return now }}
+	res, err := r.Reconcile(context.Background(), clusterLockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lockv1alpha1.ClusterLockPendingGrace - 20*time.Second; res.RequeueAfter != want {
+		t.Errorf("requeue after %s; want %s (fresh's grace)", res.RequeueAfter, want)
+	}
+	for name, want := range map[string]struct{ labelled, mark bool }{"prod": {true, false}, "fresh": {true, true}, "old": {false, false}} {
+		var n corev1.Namespace
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		_, mark := n.Annotations[lockv1alpha1.ClusterLockPendingAnnotation]
+		if labelled := n.Labels[lockv1alpha1.ClusterLockedLabel] == "true"; labelled != want.labelled || mark != want.mark {
+			t.Errorf("namespace %s: labels %v, annotations %v; want labelled %t, marked %t", name, n.Labels, n.Annotations, want.labelled, want.mark)
+		}
+	}
+}
+
+// clusterLockScheme is the scheme of the ClusterLock tests: Kubernetes'
+// kinds and lockguard's.
+func clusterLockScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }

@@ -123,12 +123,13 @@ func setupLocal() (*suite, func(), error) {
 	}
 	// The unlock and identity Leases' entries last: rendered without the
 	// policy capability (framework.RenderChart), as for 1.29.
-	if len(vwc.Webhooks) != 12 || vwc.Webhooks[0].Name != st.webhookName ||
+	if len(vwc.Webhooks) != 13 || vwc.Webhooks[0].Name != st.webhookName ||
 		vwc.Webhooks[5].Name != "cluster-lock.lockguard.core.navique.com" || vwc.Webhooks[6].Name != "cluster-label.lockguard.core.navique.com" ||
-		vwc.Webhooks[7].Name != "create.lockguard.core.navique.com" || vwc.Webhooks[8].Name != "exception.lockguard.core.navique.com" ||
-		vwc.Webhooks[9].Name != "unlock.lockguard.core.navique.com" || vwc.Webhooks[10].Name != "cluster-unlock.lockguard.core.navique.com" ||
-		vwc.Webhooks[11].Name != "peer-leases.lockguard.core.navique.com" {
-		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the ClusterLock guard's two, then the Lock CREATE entry, then the LockException CREATE entry, then the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", st.webhookName)
+		vwc.Webhooks[7].Name != "cluster-create.lockguard.core.navique.com" ||
+		vwc.Webhooks[8].Name != "create.lockguard.core.navique.com" || vwc.Webhooks[9].Name != "exception.lockguard.core.navique.com" ||
+		vwc.Webhooks[10].Name != "unlock.lockguard.core.navique.com" || vwc.Webhooks[11].Name != "cluster-unlock.lockguard.core.navique.com" ||
+		vwc.Webhooks[12].Name != "peer-leases.lockguard.core.navique.com" {
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration: want the object guard's webhook %s, then the namespace, CRD and update guards' (the update guard's two), then the ClusterLock guard's three, then the Lock CREATE entry, then the LockException CREATE entry, then the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", st.webhookName)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {

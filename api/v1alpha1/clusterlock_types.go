@@ -268,3 +268,16 @@ func LabelForbiddenMessage(gk schema.GroupKind, name string) string {
 	}
 	return fmt.Sprintf("lockguard cannot label %s %s%s; run `%s` as someone who may", gk.Kind, name, why, LabelCommand(gk, name))
 }
+
+// ClusterLockPendingAnnotation is put with ClusterLockedLabel on a
+// ClusterLock's target by lockguard's admission of the ClusterLock's create
+// (value: the time, RFC 3339), before the create is allowed. The
+// reconciler leaves the label of an object so marked for
+// ClusterLockPendingGrace even when no ClusterLock names it yet: the
+// create it was put for may not have reached the reconciler's cache.
+const ClusterLockPendingAnnotation = Group + "/cluster-lock-pending"
+
+// ClusterLockPendingGrace is how long ClusterLockPendingAnnotation keeps a
+// label that no ClusterLock names: longer than a webhook call may last
+// (30 s at most), so the create it was put for has been stored or refused.
+const ClusterLockPendingGrace = time.Minute
