@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -39,7 +41,13 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces;persistentvolumes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;patch;escalate
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=get;list;watch;patch
+
+// lockguard holds no escalate on clusterroles (it would let whoever
+// controls its ServiceAccount widen any ClusterRole): RBAC lets it label a
+// ClusterRole only when it holds every permission the role grants. When it
+// does not, the ClusterLock says LabelForbidden with the kubectl label
+// command to run, and is Active once someone who may has run it.
 
 // clusterLockKey is the one key of the ClusterLock controller's queue:
 // every pass reconciles every ClusterLock.
@@ -62,6 +70,11 @@ type clusterLocks struct {
 	now   func() time.Time
 	// interval is how old discovery's kinds may be (Options.DiscoveryInterval).
 	interval time.Duration
+	// refused holds, for each object whose label write RBAC refused, its
+	// resourceVersion then: the write is not tried again until the object
+	// changes, so that a steady cluster gets no writes, and a stale label
+	// left is logged once.
+	refused map[lockv1alpha1.TargetKey]string
 }
 
 // setupClusterLocks adds, on the leader, the ClusterLock controller to mgr
@@ -145,7 +158,9 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		view := cl.AsLock()
 		errs = append(errs, c.status.writeStatusOf(ctx, cl, view, obs))
 	}
-	errs = append(errs, c.sweep(ctx, list.Items, keep))
+	pending, err := c.sweep(ctx, list.Items, keep, now)
+	later(pending)
+	errs = append(errs, err)
 	return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
 }
 
@@ -184,8 +199,33 @@ func (c *clusterLocks) observe(ctx context.Context, cl *lockv1alpha1.ClusterLock
 		return observation{}, nil, 0, fmt.Errorf("reading %s %s: %w", gk, key.Name, err)
 	}
 	if obj.GetLabels()[lockv1alpha1.ClusterLockedLabel] != "true" {
-		if err := c.client.Patch(ctx, obj, labelPatch("true")); err != nil {
-			return observation{}, nil, 0, fmt.Errorf("labelling %s %s for ClusterLock %s: %w", gk, key.Name, cl.Name, err)
+		forbidden := lockv1alpha1.ReasonLabelForbidden
+		if rv, ok := c.refused[key]; !ok || rv != obj.GetResourceVersion() {
+			err := c.client.Patch(ctx, obj, labelPatch("true"))
+			switch {
+			case apierrors.IsForbidden(err):
+				c.refuse(key, obj.GetResourceVersion())
+			case err != nil:
+				return observation{}, nil, 0, fmt.Errorf("labelling %s %s for ClusterLock %s: %w", gk, key.Name, cl.Name, err)
+			default:
+				forbidden = ""
+				delete(c.refused, key)
+			}
+		}
+		if forbidden != "" {
+			// Looked at again every clusterLockRecheck: the label someone
+			// puts on makes the ClusterLock Active.
+			return observation{reason: forbidden, message: lockv1alpha1.LabelForbiddenMessage(gk, key.Name)}, &key, clusterLockRecheck, nil
+		}
+	} else if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
+		// The create that marked it is in the cache: the mark's grace is
+		// not needed, and the label goes with the last ClusterLock.
+		err := c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, lockv1alpha1.ClusterLockPendingAnnotation)))
+		switch {
+		case apierrors.IsForbidden(err):
+			c.refuse(key, obj.GetResourceVersion()) // the grace runs out
+		case client.IgnoreNotFound(err) != nil:
+			return observation{}, nil, 0, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockPendingAnnotation, gk, key.Name, err)
 		}
 	}
 	return observation{active: true, reason: lockv1alpha1.ReasonActive, protected: &lockv1alpha1.ProtectedStatus{Count: 1,
@@ -202,8 +242,12 @@ const clusterGuardOffMessage = "lockguard runs without its ClusterLock guard (th
 // sweep removes ClusterLockedLabel from the objects that carry it and are
 // not in keep: of every kind a ClusterLock can name outside the group,
 // and of the group's cluster-scoped kinds that discovery serves or a
-// ClusterLock names.
-func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool) error {
+// ClusterLock names. An object whose label a ClusterLock's create put on
+// less than ClusterLockPendingGrace ago (ClusterLockPendingAnnotation)
+// keeps it: that ClusterLock may not be in the cache yet. It returns how
+// soon the first such grace ends.
+func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool, now time.Time) (time.Duration, error) {
+	var pending time.Duration
 	kinds := slices.Clone(lockv1alpha1.ClusterLockableKinds)
 	add := func(gk schema.GroupKind) {
 		if !slices.Contains(kinds, gk) {
@@ -238,25 +282,59 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
-			if keep[lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}] {
+			key := lockv1alpha1.TargetKey{Group: gk.Group, Kind: gk.Kind, Name: o.Name}
+			if keep[key] {
 				continue
 			}
+			if at, err := time.Parse(time.RFC3339, o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation]); err == nil {
+				if left := at.Add(lockv1alpha1.ClusterLockPendingGrace).Sub(now); left > 0 {
+					if pending == 0 || left < pending {
+						pending = left
+					}
+					continue
+				}
+			}
+			if rv, ok := c.refused[key]; ok && rv == o.ResourceVersion {
+				continue // refused before, and logged then
+			}
 			o.SetGroupVersionKind(mapping.GroupVersionKind)
-			if err := c.client.Patch(ctx, o, labelPatch("")); client.IgnoreNotFound(err) != nil {
+			err := c.client.Patch(ctx, o, labelPatch(""))
+			switch {
+			case apierrors.IsForbidden(err):
+				// A stale label is harmless: the delete it brings to
+				// lockguard is allowed once the API server has no
+				// ClusterLock naming the object.
+				c.refuse(key, o.ResourceVersion)
+				log.FromContext(ctx).Info("RBAC refuses lockguard removing a stale label; it is left (deletes are allowed)",
+					"kind", gk.String(), "name", o.Name, "label", lockv1alpha1.ClusterLockedLabel,
+					"command", fmt.Sprintf("%s-", strings.TrimSuffix(lockv1alpha1.LabelCommand(gk, o.Name), "=true")), "error", err.Error())
+			case client.IgnoreNotFound(err) != nil:
 				errs = append(errs, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockedLabel, gk, o.Name, err))
+			default:
+				delete(c.refused, key)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return pending, errors.Join(errs...)
+}
+
+// refuse records that RBAC refused writing the label of key at
+// resourceVersion rv.
+func (c *clusterLocks) refuse(key lockv1alpha1.TargetKey, rv string) {
+	if c.refused == nil {
+		c.refused = map[lockv1alpha1.TargetKey]string{}
+	}
+	c.refused[key] = rv
 }
 
 // labelPatch is a merge patch that sets ClusterLockedLabel to value, or
-// removes it for "".
+// removes it (and ClusterLockPendingAnnotation) for "".
 func labelPatch(value string) client.Patch {
-	var v any
-	if value != "" {
-		v = value
+	md := map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: value}}
+	if value == "" {
+		md = map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: nil},
+			"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}}
 	}
-	data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: v}}})
+	data, _ := json.Marshal(map[string]any{"metadata": md})
 	return client.RawPatch(types.MergePatchType, data)
 }

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +17,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -26,12 +30,7 @@ import (
 // status never claims protection lockguard does not give: rule 13).
 func TestClusterLockPass(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1alpha1.AddToScheme} {
-		if err := add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := clusterLockScheme(t)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}, lockv1alpha1.GroupVersion})
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolume"}, meta.RESTScopeRoot)
@@ -88,4 +87,122 @@ func TestClusterLockPass(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestClusterLockLabelForbidden: when RBAC refuses lockguard the label
+// (a ClusterRole it does not fully hold), the ClusterLock says
+// LabelForbidden with the kubectl label command, and the next pass writes
+// nothing (no second PATCH); once the role is labelled, it is Active. A
+// stale label whose removal is refused is left, and its removal is not
+// tried again while the object is unchanged.
+func TestClusterLockLabelForbidden(t *testing.T) {
+	s := clusterLockScheme(t)
+	rbac := schema.GroupVersion{Group: "rbac.authorization.k8s.io", Version: "v1"}
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{rbac})
+	mapper.Add(rbac.WithKind("ClusterRole"), meta.RESTScopeRoot)
+	lock := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "keep-admin"}, Spec: lockv1alpha1.ClusterLockSpec{
+		TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "big"}}}
+	patches := map[string]int{}
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
+		WithObjects(lock, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "big"}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "stale", Labels: map[string]string{lockv1alpha1.ClusterLockedLabel: "true"}}}).
+		WithInterceptorFuncs(interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*lockv1alpha1.ClusterLock); ok {
+				return c.Patch(ctx, obj, patch, opts...)
+			}
+			patches[obj.GetName()]++
+			return apierrors.NewForbidden(schema.GroupResource{Group: rbac.Group, Resource: "clusterroles"}, obj.GetName(), errors.New("user is attempting to grant RBAC permissions not currently held"))
+		}}).Build()
+	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: time.Now}
+	ready := func() *metav1.Condition {
+		var got lockv1alpha1.ClusterLock
+		if err := c.Get(context.Background(), client.ObjectKey{Name: lock.Name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReady)
+	}
+	for pass := 1; pass <= 2; pass++ {
+		res, err := r.Reconcile(context.Background(), clusterLockKey)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		want := "lockguard cannot label ClusterRole big without holding every permission it grants; run `kubectl label clusterrole big core.navique.com/cluster-locked=true` as someone who may"
+		if c := ready(); c == nil || c.Reason != lockv1alpha1.ReasonLabelForbidden || c.Status != metav1.ConditionFalse || c.Message != want {
+			t.Fatalf("pass %d: Ready %+v; want False, LabelForbidden, %q", pass, c, want)
+		}
+		if res.RequeueAfter != clusterLockRecheck {
+			t.Errorf("pass %d: requeue after %s; want %s (the label is not watched)", pass, res.RequeueAfter, clusterLockRecheck)
+		}
+		if patches["big"] != 1 || patches["stale"] != 1 {
+			t.Errorf("pass %d: label PATCHes %v; want one each, in the first pass only", pass, patches)
+		}
+	}
+	var big rbacv1.ClusterRole
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "big"}, &big); err != nil {
+		t.Fatal(err)
+	}
+	big.Labels = map[string]string{lockv1alpha1.ClusterLockedLabel: "true"} // as an admin's kubectl label
+	if err := c.Update(context.Background(), &big); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(context.Background(), clusterLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if c := ready(); c == nil || c.Reason != lockv1alpha1.ReasonActive {
+		t.Errorf("after the label: Ready %+v; want Active", c)
+	}
+	if patches["big"] != 1 || patches["stale"] != 1 {
+		t.Errorf("after the label: label PATCHes %v; want none more", patches)
+	}
+}
+
+// TestClusterLockPendingLabel: a label a ClusterLock's create put on less
+// than ClusterLockPendingGrace ago (ClusterLockPendingAnnotation) is kept
+// although no ClusterLock in the cache names the object yet, and a pass
+// comes back when the grace ends; past it, the label goes with the mark.
+// Once a live ClusterLock names the object, the mark is removed.
+func TestClusterLockPendingLabel(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	s := clusterLockScheme(t)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	marked := func(name string, at time.Time) *corev1.Namespace {
+		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{lockv1alpha1.ClusterLockedLabel: "true"},
+			Annotations: map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: at.Format(time.RFC3339)}}}
+	}
+	live := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "keep-prod"}, Spec: lockv1alpha1.ClusterLockSpec{
+		TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "prod"}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
+		WithObjects(live, marked("prod", now), marked("fresh", now.Add(-20*time.Second)), marked("old", now.Add(-2*lockv1alpha1.ClusterLockPendingGrace))).Build()
+	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: func() time.Time { return now }}
+	res, err := r.Reconcile(context.Background(), clusterLockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := lockv1alpha1.ClusterLockPendingGrace - 20*time.Second; res.RequeueAfter != want {
+		t.Errorf("requeue after %s; want %s (fresh's grace)", res.RequeueAfter, want)
+	}
+	for name, want := range map[string]struct{ labelled, mark bool }{"prod": {true, false}, "fresh": {true, true}, "old": {false, false}} {
+		var n corev1.Namespace
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
+			t.Fatal(err)
+		}
+		_, mark := n.Annotations[lockv1alpha1.ClusterLockPendingAnnotation]
+		if labelled := n.Labels[lockv1alpha1.ClusterLockedLabel] == "true"; labelled != want.labelled || mark != want.mark {
+			t.Errorf("namespace %s: labels %v, annotations %v; want labelled %t, marked %t", name, n.Labels, n.Annotations, want.labelled, want.mark)
+		}
+	}
+}
+
+// clusterLockScheme is the scheme of the ClusterLock tests: Kubernetes'
+// kinds and lockguard's.
+func clusterLockScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, lockv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -107,4 +108,97 @@ func Test22ClusterLockOutage(t *testing.T) {
 			return client.IgnoreNotFound(kube.Client.Delete(ctx, o))
 		})
 	}
+}
+
+// Test22ClusterLockLabelForbidden (docs/contract.md rule 22) runs the built
+// binary as lockguard's ServiceAccount, with the chart's RBAC (no escalate
+// on clusterroles). Creating a ClusterLock on a ClusterRole that grants *
+// on * (more than lockguard holds) is refused with the kubectl label
+// command, since RBAC refuses lockguard the label. A ClusterLock created
+// before such a role exists (MissingReference) says LabelForbidden with
+// the command once the role is created; once an admin runs that command,
+// it is Active and the role's delete is refused. A ClusterLock on a
+// ClusterRole lockguard holds every permission of is labelled by lockguard.
+// Once the ClusterLock is deleted, the stale label (whose removal RBAC
+// refuses too) is left, and the role's delete is allowed.
+func Test22ClusterLockLabelForbidden(t *testing.T) {
+	ctx := t.Context()
+	suffix := rand.String(5)
+	everything := []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}
+	big := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-clk-big-" + suffix}, Rules: everything}
+	refused := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-clk-refused-" + suffix}, Rules: everything}
+	small := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-clk-small-" + suffix},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}}}}
+	lockOn := func(role *rbacv1.ClusterRole) (*lockv1alpha1.ClusterLock, error) {
+		cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Spec: lockv1alpha1.ClusterLockSpec{
+			TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: role.Name}, Reason: "e2e"}}
+		t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), cl) })
+		return cl, kube.Client.Create(ctx, cl)
+	}
+	create := func(role *rbacv1.ClusterRole) {
+		if err := kube.Client.Create(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), role) })
+	}
+	command := func(role *rbacv1.ClusterRole) string {
+		return fmt.Sprintf("kubectl label clusterrole %s core.navique.com/cluster-locked=true", role.Name)
+	}
+	forbidden := func(role *rbacv1.ClusterRole) string {
+		return fmt.Sprintf("lockguard cannot label ClusterRole %s without holding every permission it grants; run `%s` as someone who may", role.Name, command(role))
+	}
+
+	// The create of a ClusterLock on an existing role lockguard may not
+	// label is refused.
+	create(refused)
+	if _, err := lockOn(refused); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), forbidden(refused)+", then create this ClusterLock again") {
+		t.Fatalf("creating a ClusterLock on %s: %v; want Forbidden with %q", refused.Name, err, forbidden(refused))
+	}
+
+	// One created before its role says LabelForbidden once the role exists.
+	bigLock, err := lockOn(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube.WaitClusterLock(t, big.Name, lockv1alpha1.ReasonMissingReference, "")
+	create(big)
+	kube.WaitClusterLock(t, big.Name, lockv1alpha1.ReasonLabelForbidden, forbidden(big))
+
+	// A role lockguard holds entirely: labelled at the create.
+	create(small)
+	if _, err := lockOn(small); err != nil {
+		t.Fatal(err)
+	}
+	labelled := func(role *rbacv1.ClusterRole) bool {
+		var got rbacv1.ClusterRole
+		if err := kube.Client.Get(ctx, client.ObjectKeyFromObject(role), &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Labels[lockv1alpha1.ClusterLockedLabel] == "true"
+	}
+	if labelled(big) || !labelled(small) {
+		t.Fatalf("labels: %s %t, %s %t; want lockguard to label only %s", big.Name, labelled(big), small.Name, labelled(small), small.Name)
+	}
+	if err := kube.Client.Delete(ctx, small, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is protected by ClusterLock(s)") {
+		t.Fatalf("deleting %s: %v; want Forbidden by its ClusterLock", small.Name, err)
+	}
+	kube.WaitClusterLock(t, small.Name, lockv1alpha1.ReasonActive, "")
+
+	// The admin runs the command the status gives.
+	if res := kube.Kubectl(t, "", strings.Fields(command(big))[1:]...); res.Code != 0 {
+		t.Fatalf("%s: exit %d: %s", command(big), res.Code, res.Stderr)
+	}
+	kube.WaitClusterLock(t, big.Name, lockv1alpha1.ReasonActive, "")
+	if err := kube.Client.Delete(ctx, big); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "is protected by ClusterLock(s) ["+big.Name) {
+		t.Fatalf("deleting %s once labelled: %v; want Forbidden by its ClusterLock", big.Name, err)
+	}
+
+	// The ClusterLock goes; lockguard may not remove the label, which is
+	// left, and the delete is allowed.
+	if err := kube.Client.Delete(ctx, bigLock); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, framework.DefaultTimeout, big.Name+" deleted", func(ctx context.Context) error {
+		return client.IgnoreNotFound(kube.Client.Delete(ctx, big))
+	})
 }

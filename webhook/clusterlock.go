@@ -45,6 +45,9 @@ type ClusterLockConfig struct {
 	// Self returns lockguard's own username ("" while unknown): its own
 	// label writes are allowed (the chart's entry skips them already).
 	Self func() string
+	// Labeler labels a ClusterLock's target before its create is allowed
+	// (ClusterCreatePath); nil: creates are allowed as they come.
+	Labeler ClusterLabeler
 }
 
 // ClusterLockHandler serves ClusterLockPath and ClusterLabelPath.

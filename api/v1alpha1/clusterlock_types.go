@@ -240,3 +240,44 @@ const ClusterUnlockRefusal = `needs the verb "` + UnlockVerb + `" on clusterlock
 func ClusterUnlockMessage(action, name string) string {
 	return fmt.Sprintf("%s ClusterLock %s %s; ask for the ClusterRole %s", action, name, ClusterUnlockRefusal, ClusterUnlockRole)
 }
+
+// ReasonLabelForbidden is the Ready reason of a ClusterLock whose target
+// lockguard may not label (ClusterLockedLabel): RBAC lets only a principal
+// that holds every permission a ClusterRole grants update it (labels
+// included), and lockguard holds no escalate. The ClusterLock protects
+// once someone who may runs LabelCommand.
+const ReasonLabelForbidden = "LabelForbidden"
+
+// LabelCommand is the kubectl command that puts ClusterLockedLabel on the
+// object of gk named name.
+func LabelCommand(gk schema.GroupKind, name string) string {
+	resource := strings.ToLower(gk.Kind)
+	if gk.Group != "" && gk.Group != "rbac.authorization.k8s.io" && gk.Group != "apiextensions.k8s.io" && gk.Group != "storage.k8s.io" {
+		resource += "." + gk.Group
+	}
+	return fmt.Sprintf("kubectl label %s %s %s=true", resource, name, ClusterLockedLabel)
+}
+
+// LabelForbiddenMessage says that lockguard may not label the object of
+// gk named name (for a ClusterRole: it does not hold every permission the
+// role grants), and what to run instead.
+func LabelForbiddenMessage(gk schema.GroupKind, name string) string {
+	why := ": RBAC does not let it patch it"
+	if gk.Group == "rbac.authorization.k8s.io" && gk.Kind == "ClusterRole" {
+		why = " without holding every permission it grants"
+	}
+	return fmt.Sprintf("lockguard cannot label %s %s%s; run `%s` as someone who may", gk.Kind, name, why, LabelCommand(gk, name))
+}
+
+// ClusterLockPendingAnnotation is put with ClusterLockedLabel on a
+// ClusterLock's target by lockguard's admission of the ClusterLock's create
+// (value: the time, RFC 3339), before the create is allowed. The
+// reconciler leaves the label of an object so marked for
+// ClusterLockPendingGrace even when no ClusterLock names it yet: the
+// create it was put for may not have reached the reconciler's cache.
+const ClusterLockPendingAnnotation = Group + "/cluster-lock-pending"
+
+// ClusterLockPendingGrace is how long ClusterLockPendingAnnotation keeps a
+// label that no ClusterLock names: longer than a webhook call may last
+// (30 s at most), so the create it was put for has been stored or refused.
+const ClusterLockPendingGrace = time.Minute

@@ -20,8 +20,9 @@ import (
 // TestGuardWebhooks checks the namespace, CRD, update and ClusterLock
 // guards' webhook entries (the update guard's two: the objects labelled
 // read-only, and every subresource but status in the namespaces holding
-// Locks; the ClusterLock guard's two: the deletes and the label removals
-// of the objects labelled cluster-locked) and their
+// Locks; the ClusterLock guard's three: the deletes and the label removals
+// of the objects labelled cluster-locked, and the ClusterLock creates,
+// which label the target first) and their
 // values: on by default, each turned off by its own value, none rendered
 // in mode policy (which renders no webhook).
 func TestGuardWebhooks(t *testing.T) {
@@ -108,6 +109,10 @@ func TestGuardWebhooks(t *testing.T) {
 			{Name: "label-removed-or-changed", Expression: "has(oldObject.metadata.labels) && 'core.navique.com/cluster-locked' in oldObject.metadata.labels && oldObject.metadata.labels['core.navique.com/cluster-locked'] == 'true' && !(has(object.metadata.labels) && 'core.navique.com/cluster-locked' in object.metadata.labels && object.metadata.labels['core.navique.com/cluster-locked'] == 'true')"},
 			{Name: "not-lockguard", Expression: "request.userInfo.username != 'system:serviceaccount:lockguard-system:lockguard'"}},
 		FailurePolicy: admissionregistrationv1.Fail}
+	clusterCreate := entry{Name: "cluster-create.lockguard.core.navique.com", Rules: []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"core.navique.com"}, APIVersions: []string{"*"}, Resources: []string{"clusterlocks"}, Scope: &cluster}}},
+		FailurePolicy: admissionregistrationv1.Fail}
 	// Kinds of other groups by opt-in (docs/contract.md rule 21): their
 	// DELETEs, and the UPDATEs of those a ReadOnly Lock covers, in the
 	// namespaces holding Locks only.
@@ -139,18 +144,18 @@ func TestGuardWebhooks(t *testing.T) {
 		want    []entry
 	}{
 		"Protect": {reason: "protect.resources adds the protect and protect-update entries, selecting the namespaces holding Locks",
-			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, protect, protectUpdate}},
+			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate, protect, protectUpdate}},
 		"ProtectNoReadOnly": {reason: "without the update guard, the protect entry alone",
-			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, protect}},
-		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel}},
+			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate, protect}},
+		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate}},
 		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
-			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel}},
-		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource, clusterLock, clusterLabel}},
-		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd, clusterLock, clusterLabel}},
-		"NoClusterLock": {reason: "guards.clusterLock.enabled=false drops both ClusterLock entries", set: []string{"guards.clusterLock.enabled=false"},
+			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel, clusterCreate}},
+		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource, clusterLock, clusterLabel, clusterCreate}},
+		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate}},
+		"NoClusterLock": {reason: "guards.clusterLock.enabled=false drops the three ClusterLock entries", set: []string{"guards.clusterLock.enabled=false"},
 			want: []entry{namespace, crd, update, subresource}},
 		"Exempt": {reason: "readOnly.exemptPrincipals: users and group:NAME groups, besides lockguard's own ServiceAccount, skipped by a matchCondition",
-			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups, clusterLock, clusterLabel}},
+			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups, clusterLock, clusterLabel, clusterCreate}},
 		"None": {reason: "all off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
 	}
 	for name, tc := range cases {
@@ -179,6 +184,8 @@ func TestGuardWebhooks(t *testing.T) {
 					path = "/validate-update"
 				case clusterLock.Name:
 					path = "/validate-cluster-delete"
+				case clusterCreate.Name:
+					path = "/validate-cluster-lock-create"
 				case clusterLabel.Name:
 					// Its refusal records nothing.
 					path, sideEffects = "/validate-cluster-label", admissionregistrationv1.SideEffectClassNone
@@ -201,9 +208,9 @@ func TestGuardWebhooks(t *testing.T) {
 // TestNamespaceGuardRBAC: the namespaces rule (get, list, watch, patch:
 // the label; with persistent volumes, which the ClusterLock guard labels
 // too) is granted with the namespace guard or the ClusterLock guard, the
-// ClusterRoles and StorageClasses rules (escalate: RBAC allows updating a
-// ClusterRole only to whom holds its rules or that verb) with the
-// ClusterLock guard only, and lockguard is told when a guard is off.
+// ClusterRoles and StorageClasses rules (never escalate: it would let
+// lockguard's ServiceAccount widen any ClusterRole) with the ClusterLock
+// guard only, and lockguard is told when a guard is off.
 func TestNamespaceGuardRBAC(t *testing.T) {
 	requireHelm(t)
 	for _, ns := range []bool{true, false} {
@@ -222,7 +229,7 @@ func TestNamespaceGuardRBAC(t *testing.T) {
 			}
 			if cl {
 				want = append(want,
-					rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"escalate", "get", "list", "patch", "watch"}},
+					rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "list", "patch", "watch"}},
 					rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "patch", "watch"}})
 			}
 			if diff := cmp.Diff(want, got); diff != "" {

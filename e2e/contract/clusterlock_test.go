@@ -285,3 +285,50 @@ func TestClusterUnlockPolicy(t *testing.T) {
 		return as.Delete(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: cl.Name}})
 	})
 }
+
+// TestClusterLockProtectsFromCreate (docs/contract.md rule 22): a
+// ClusterLock protects from its create's answer, as a Lock does. Its
+// create labels the target before it is allowed (the chart's
+// cluster-create entry), so a DELETE of the Namespace it names, sent as
+// soon as the create returns, is refused, every time over 20 iterations
+// (each on a Namespace of its own, never labelled before).
+func TestClusterLockProtectsFromCreate(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	suffix := rand.String(5)
+	const iterations = 20
+	var done []client.Object
+	for i := range iterations {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clk-fast-%s-%d", suffix, i)}}
+		if err := kube.Client.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}, Spec: lockv1alpha1.ClusterLockSpec{
+			TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: ns.Name}, Reason: "fast"}}
+		t.Cleanup(func() {
+			_ = kube.Client.Delete(context.Background(), cl)
+			_ = kube.Client.Delete(context.Background(), ns)
+		})
+		done = append(done, cl, ns)
+		if err := kube.Client.Create(ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+		err := kube.Client.Delete(ctx, ns)
+		want := fmt.Sprintf(`Namespace %s is protected by ClusterLock(s) [%s (reason: "fast")]`, ns.Name, cl.Name)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("iteration %d: deleting namespace %s right after its ClusterLock's create: %v; want Forbidden with %q", i, ns.Name, err, want)
+		}
+	}
+	t.Logf("%d of %d deletes sent right after the create refused", iterations, iterations)
+	// Once the ClusterLocks go, the Namespaces can be deleted.
+	for i := 0; i < len(done); i += 2 {
+		if err := kube.Client.Delete(ctx, done[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < len(done); i += 2 {
+		framework.Eventually(t, framework.DefaultTimeout, "namespace "+done[i].GetName()+" deleted", func(ctx context.Context) error {
+			return client.IgnoreNotFound(kube.Client.Delete(ctx, done[i]))
+		})
+	}
+}

@@ -259,9 +259,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			// Read lazily, then, and from the API server until then.
 			mgr.GetLogger().Info("Cannot watch ClusterLocks yet (is their CRD installed?)", "error", err.Error())
 		}
-		cl := webhook.NewClusterLockHandler(handler, webhook.ClusterLockConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Now: locks.Now, Self: self.Username})
+		cl := webhook.NewClusterLockHandler(handler, webhook.ClusterLockConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Now: locks.Now, Self: self.Username,
+			Labeler: webhook.ClusterLabel(mgr.GetRESTMapper(), mgr.GetClient(), mgr.GetAPIReader())})
 		mgr.GetWebhookServer().Register(webhook.ClusterLockPath, review(cl.DeleteHandler()))
 		mgr.GetWebhookServer().Register(webhook.ClusterLabelPath, review(cl.LabelHandler()))
+		// A ClusterLock's create labels its target first (rule 22).
+		mgr.GetWebhookServer().Register(webhook.ClusterCreatePath, review(cl.CreateHandler()))
 	}
 	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
 	if !o.DisableReadOnlyGuard {

@@ -102,7 +102,7 @@ type Options struct {
 	// false, which renders no update entry. Default false: it is served.
 	DisableReadOnlyGuard bool
 	// DisableClusterLockGuard serves no ClusterLock guard
-	// (webhook.ClusterLockPath, ClusterLabelPath) and tells the reconciler
+	// (webhook.ClusterLockPath, ClusterLabelPath, ClusterCreatePath) and tells the reconciler
 	// so: ClusterLocks then say GuardDisabled (--cluster-lock-guard=false,
 	// when the chart renders no ClusterLock entry).
 	DisableClusterLockGuard bool

@@ -179,6 +179,14 @@ lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
   closed whatever webhook.failurePolicy says, calls
   /validate-cluster-label. The API server matches the objectSelector on
   the old and the new object, so the label's removal is seen.
+- cluster-create: the CREATE of ClusterLocks: lockguard labels the target
+  before allowing it, so that a ClusterLock protects from its create's
+  answer (a DELETE sent after it reaches cluster-lock); when RBAC refuses
+  lockguard the label (a ClusterRole granting more than it holds), the
+  create is refused with the kubectl label command to run first. It fails
+  closed whatever webhook.failurePolicy says (a ClusterLock admitted
+  without it would protect only once the reconciler labels its target),
+  calls /validate-cluster-lock-create; sideEffects NoneOnDryRun.
 */ -}}
 {{- define "lockguard.clusterLockWebhooks" -}}
 {{- $ctx := . }}
@@ -220,5 +228,26 @@ lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
       expression: {{ printf "request.userInfo.username != 'system:serviceaccount:%s:%s'" $ctx.Release.Namespace (include "lockguard.serviceAccountName" $ctx) | quote }}
     {{- end }}
 {{- end }}
+- name: cluster-create.lockguard.core.navique.com
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service:
+      name: {{ include "lockguard.webhookServiceName" $ctx }}
+      namespace: {{ $ctx.Release.Namespace }}
+      path: /validate-cluster-lock-create
+      port: {{ $ctx.Values.webhook.servicePort }}
+    {{- if not $ctx.Values.certManager.enabled }}
+    caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
+    {{- end }}
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: NoneOnDryRun
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  rules:
+    - apiGroups: ["core.navique.com"]
+      apiVersions: ["*"]
+      operations: ["CREATE"]
+      resources: ["clusterlocks"]
+      scope: Cluster
 {{- end }}
 {{- end }}

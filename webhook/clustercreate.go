@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/transport"
+)
+
+// ClusterCreatePath is where lockguard admits ClusterLock CREATEs (the
+// chart's cluster-create.lockguard.core.navique.com entry, failing
+// closed): the target is labelled before the create is allowed, so that a
+// ClusterLock protects from its create's answer, as a Lock does
+// (docs/contract.md rule 22).
+const ClusterCreatePath = "/validate-cluster-lock-create"
+
+// ClusterLabeler puts ClusterLockedLabel on the target of a ClusterLock
+// being created.
+type ClusterLabeler interface {
+	// LabelClusterTarget labels the object key names. A NotFound error
+	// (no such object), a NoMatch error (no such kind served) or
+	// ErrNamespacedTarget let the create through, the status says why;
+	// a Forbidden one refuses it with the kubectl label command.
+	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+}
+
+// ErrNamespacedTarget is LabelClusterTarget's error for a namespaced kind.
+var ErrNamespacedTarget = errors.New("the kind is namespaced")
+
+// ClusterLabel returns the ClusterLabeler that writes through w and reads
+// through r with the kinds of mapper (in lockguard, the manager's client,
+// its API reader and its RESTMapper): one
+// merge patch of the label and ClusterLockPendingAnnotation. When RBAC
+// refuses it (a ClusterRole granting more than lockguard holds) and the
+// object carries the label already (someone who may put it there), it is
+// labelled: no error.
+func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) ClusterLabeler {
+	return clusterLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+		mapping, err := mapper.RESTMapping(key.GroupKind())
+		if err != nil {
+			return err
+		}
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			return ErrNamespacedTarget
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(mapping.GroupVersionKind)
+		obj.SetName(key.Name)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"labels":      map[string]string{lockv1alpha1.ClusterLockedLabel: "true"},
+			"annotations": map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: time.Now().UTC().Format(time.RFC3339)}}})
+		err = w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		if apierrors.IsForbidden(err) {
+			got := &metav1.PartialObjectMetadata{}
+			got.SetGroupVersionKind(mapping.GroupVersionKind)
+			if r.Get(ctx, client.ObjectKey{Name: key.Name}, got) == nil && got.Labels[lockv1alpha1.ClusterLockedLabel] == "true" {
+				return nil
+			}
+		}
+		return err
+	})
+}
+
+// clusterLabelerFunc adapts a function to a ClusterLabeler.
+type clusterLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey) error
+
+func (f clusterLabelerFunc) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return f(ctx, key)
+}
+
+// CreateHandler returns the http.Handler of ClusterCreatePath.
+func (h *ClusterLockHandler) CreateHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		transport.ServeReview(h.gate, w, r, transport.DecodeReview, h.DecideCreate)
+	})
+}
+
+// DecideCreate admits a ClusterLock create once its target carries
+// ClusterLockedLabel (ClusterLockConfig.Labeler), so that its delete is
+// refused from the create's answer on. A ClusterLock that protects
+// nothing (an invalid target, expired), a dry run, and one whose target
+// does not exist or whose kind is not served or namespaced (the status
+// says so; the reconciler labels a target created later) are allowed
+// without a label. When RBAC refuses lockguard the label, the create is
+// refused with the kubectl label command to run first; any other failure
+// refuses it, retryably.
+func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Request) admission.Response {
+	if ar.Operation != admissionv1.Create || ar.Kind.Kind != "ClusterLock" || h.c.Labeler == nil || (ar.DryRun != nil && *ar.DryRun) {
+		return admission.Allowed("")
+	}
+	var cl lockv1alpha1.ClusterLock
+	if err := json.Unmarshal(ar.Object.Raw, &cl); err != nil {
+		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the ClusterLock: %w", err))
+	}
+	key, err := cl.Target()
+	if err != nil || !cl.Live(h.c.Now()) {
+		return admission.Allowed("") // it protects nothing; its status says why
+	}
+	ctx, cancel := guardContext(ctx)
+	defer cancel()
+	switch err := h.c.Labeler.LabelClusterTarget(ctx, key); {
+	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
+		return admission.Allowed("")
+	case apierrors.IsForbidden(err):
+		return admission.Denied(ClusterCreateForbiddenMessage(key))
+	default:
+		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not label %s %s first; retry: %w", key.Kind, key.Name, err))
+	}
+}
+
+// ClusterCreateForbiddenMessage is the refusal of creating a ClusterLock
+// on key, whose label RBAC refuses lockguard.
+func ClusterCreateForbiddenMessage(key lockv1alpha1.TargetKey) string {
+	return lockv1alpha1.LabelForbiddenMessage(key.GroupKind(), key.Name) + ", then create this ClusterLock again"
+}

@@ -1,0 +1,76 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TestClusterLockCreate: a ClusterLock's create is allowed once its target
+// is labelled; a missing target, an unserved or namespaced kind, an
+// invalid or expired ClusterLock and a dry run are allowed (the first
+// three after trying, the others without a label); when RBAC refuses the
+// label, the create is refused with the kubectl label command; any other
+// failure refuses it retryably (503).
+func TestClusterLockCreate(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	role := clusterLock("keep-admin", "rbac.authorization.k8s.io/v1", "ClusterRole", "admin-all")
+	expired := clusterLock("old", "v1", "Namespace", "prod")
+	expired.Spec.ExpiresAt = &metav1.Time{Time: now.Add(-time.Second)}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, "admin-all", errors.New("attempting to grant RBAC permissions not currently held"))
+	cases := map[string]struct {
+		lock     lockv1alpha1.ClusterLock
+		dryRun   bool
+		err      error
+		labelled bool // LabelClusterTarget called
+		allowed  bool
+		code     int32
+		says     string
+	}{
+		"Labelled":    {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"Missing":     {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "prod"), labelled: true, allowed: true},
+		"NotServed":   {lock: clusterLock("keep-r", "core.navique.com/v1alpha1", "Nope", "r"), err: &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "core.navique.com", Kind: "Nope"}}, labelled: true, allowed: true},
+		"Namespaced":  {lock: clusterLock("keep-s", "core.navique.com/v1alpha1", "Stack", "s"), err: ErrNamespacedTarget, labelled: true, allowed: true},
+		"Invalid":     {lock: clusterLock("pod", "v1", "Pod", "p"), allowed: true},
+		"Expired":     {lock: expired, allowed: true},
+		"DryRun":      {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), dryRun: true, allowed: true},
+		"Forbidden":   {lock: role, err: forbidden, labelled: true, code: 403, says: "lockguard cannot label ClusterRole admin-all without holding every permission it grants; run `kubectl label clusterrole admin-all core.navique.com/cluster-locked=true` as someone who may, then create this ClusterLock again"},
+		"Unreachable": {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: errors.New("connection refused"), labelled: true, code: 503, says: "the ClusterLock was not created because lockguard could not label Namespace prod first; retry"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			called := false
+			h := &ClusterLockHandler{c: ClusterLockConfig{Now: func() time.Time { return now },
+				Labeler: clusterLabelerFunc(func(_ context.Context, key lockv1alpha1.TargetKey) error {
+					called = true
+					if want, _ := tc.lock.Target(); key != want {
+						t.Errorf("labelled %+v; want %+v", key, want)
+					}
+					return tc.err
+				})}}
+			raw, _ := json.Marshal(tc.lock)
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Name: tc.lock.Name, DryRun: &tc.dryRun,
+				Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "ClusterLock"}, Object: runtime.RawExtension{Raw: raw}}}
+			resp := h.DecideCreate(context.Background(), req)
+			if called != tc.labelled || resp.Allowed != tc.allowed {
+				t.Fatalf("labeller called %t, allowed %t (%+v); want %t, %t", called, resp.Allowed, resp.Result, tc.labelled, tc.allowed)
+			}
+			if !tc.allowed && (resp.Result.Code != tc.code || !strings.Contains(resp.Result.Message, tc.says)) {
+				t.Errorf("refusal %d %q; want %d with %q", resp.Result.Code, resp.Result.Message, tc.code, tc.says)
+			}
+		})
+	}
+}
