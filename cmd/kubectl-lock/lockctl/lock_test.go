@@ -122,7 +122,7 @@ func TestWaitActiveReadOnly(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := waitActive(t.Context(), locks, name, 300*time.Millisecond)
+			l, err := waitActive(t.Context(), locks, lockGroupResource, name, 300*time.Millisecond)
 			switch {
 			case tc.wantErr == "" && (err != nil || l == nil || l.Name != name):
 				t.Errorf("%s\nwaitActive(%s) = %v, %v; want the Lock", tc.reason, name, l, err)

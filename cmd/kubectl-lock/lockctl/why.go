@@ -3,6 +3,7 @@ package lockctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -99,6 +100,9 @@ func (o *whyOptions) run(ctx context.Context, s Streams, arg string) error {
 		r, err = whyCRD(ctx, c, name)
 	default:
 		r, err = whyObject(ctx, s, c, arg)
+		if cs := (clusterScoped{}); errors.As(err, &cs) {
+			r, err = whyClusterObject(ctx, c, cs.t)
+		}
 	}
 	if err != nil {
 		return err
@@ -136,6 +140,9 @@ type whyReport struct {
 	// resource's spec and metadata: refused under a ReadOnly Lock (a
 	// resource only; absent otherwise).
 	Update *whyUpdate `json:"update,omitempty"`
+	// ClusterLocks are the ClusterLocks that name a cluster-scoped object,
+	// live or not (absent for a resource in a namespace).
+	ClusterLocks []whyLock `json:"clusterLocks,omitempty"`
 	// Notes explain the verdict in sentences.
 	Notes []string `json:"notes"`
 }
