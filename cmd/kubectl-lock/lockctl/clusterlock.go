@@ -59,13 +59,8 @@ func (c *clients) locks() lockKind {
 func (c *clients) clusterLocks() lockKind {
 	return lockKind{res: c.dynamic.Resource(clusterLocksResource), gr: clusterLockGroupResource, kind: "ClusterLock",
 		encode: func(l *lockv1alpha1.Lock) (*unstructured.Unstructured, error) {
-			ref := l.Spec.TargetRef
-			cl := &lockv1alpha1.ClusterLock{
-				TypeMeta:   metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "ClusterLock"},
-				ObjectMeta: metav1.ObjectMeta{Name: l.Name},
-				Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
-					Reason: l.Spec.Reason, ExpiresAt: l.Spec.ExpiresAt, Enforcement: l.Spec.Enforcement},
-			}
+			cl := asClusterLock(l)
+			cl.TypeMeta = metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "ClusterLock"}
 			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cl)
 			delete(obj, "status")
 			return &unstructured.Unstructured{Object: obj}, err

@@ -62,6 +62,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Which Locks would block deleting the Stack forge, and how
   kubectl lock why stack/forge -n forge
 
+  # Protect namespace prod itself with a ClusterLock (crd/, clusterrole/, storageclass/, pv/ too)
+  kubectl lock namespace/prod --reason "Production workloads"
+
   # Lift the protection (kubectl-unlock)
   kubectl unlock stack/forge -n forge
 
@@ -140,6 +143,11 @@ and validation answer as for the real create, no Lock is created, and kubectl
 lock prints what would be created (-o: the Lock as the API server would store
 it) without waiting. --dry-run=client sends nothing but the reads (discovery,
 the target) and prints the Lock it would send.
+
+A cluster-scoped TYPE/NAME that a ClusterLock protects (namespace/prod,
+crd/NAME, clusterrole/NAME, storageclass/NAME, pv/NAME, a cluster-scoped kind
+of core.navique.com) gets a ClusterLock, named and waited for as a Lock
+(docs/clusterlock.md); it needs the ClusterRole lockguard-cluster-lock.
 
 An existing Lock of the same name and scope is kept as it is: its reason, and
 its level unless --read-only asks for ReadOnly and it is CanNotDelete, and its

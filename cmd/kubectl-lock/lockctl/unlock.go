@@ -57,12 +57,19 @@ sends no delete. Neither asks or waits.
 
 To delete one Lock by name, a selector Lock too: kubectl lock unlock NAME.
 
+For a cluster-scoped TYPE/NAME (namespace/prod, crd/NAME, clusterrole/NAME...)
+it deletes the ClusterLocks that target it (the ClusterRole
+lockguard-cluster-unlock).
+
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
 
   # Without the question, then delete the Stack
   kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge
+
+  # Lift the ClusterLocks of namespace prod
+  kubectl unlock namespace/prod --yes
 
   # May I? (the API server answers; nothing is deleted)
   kubectl unlock stack/forge -n forge --dry-run=server`,

@@ -49,7 +49,10 @@ CustomResourceDefinition, and which Locks decide it:
   collector would delete with it (as lockguard's cascade guard walks them:
   when one is locked, the verdict is the cascade guard's denial);
 - inside it: for a namespace, its live Locks whose targets exist; for a CRD, the
-  live Locks on existing objects of its kind (for the Lock CRD, every live Lock).
+  live Locks on existing objects of its kind (for the Lock CRD, every live Lock);
+- ClusterLocks: for a cluster-scoped object a ClusterLock protects (a namespace,
+  a CRD of any group, clusterrole/NAME, storageclass/NAME, pv/NAME...), the
+  ClusterLocks that name it, and the ClusterLock guard's verdict.
 
 For a resource, it also shows every live selector Lock of its namespace with
 whether it covers the resource and why: each requirement of its selector, met
