@@ -126,3 +126,49 @@ func TestPluginClusterLock(t *testing.T) {
 		t.Fatalf("deleting the unlocked namespace: %v", err)
 	}
 }
+
+// TestPluginClusterLockKinds: kubectl lock takes the other spellings and
+// kinds a ClusterLock protects (a CRD of another group by crd/, a
+// cluster-scoped core.navique.com kind), why names the ClusterLock, and
+// kubectl unlock lifts it so that the object is deleted.
+func TestPluginClusterLockKinds(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	admin := withCRDs(t)
+	suffix := rand.String(5)
+	crd := clusterLockCRD("clkp" + suffix)
+	if err := admin.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), crd) })
+	region := kube.CreateObject(t, framework.RegionGVK, "", "clkp-"+suffix)
+	t.Cleanup(func() { _ = kube.DeleteObject(context.Background(), framework.RegionGVK, "", region.GetName()) })
+	for _, tc := range []struct {
+		arg, name, shown string
+		obj              client.Object
+	}{
+		{"crd/" + crd.Name, "customresourcedefinition-" + crd.Name, "customresourcedefinition.apiextensions.k8s.io/" + crd.Name, crd},
+		{"region/" + region.GetName(), "region-" + region.GetName(), "region.core.navique.com/" + region.GetName(), region},
+	} {
+		r := kubectlLock(t, "", tc.arg, "--reason", "platform")
+		want := "clusterlock.core.navique.com/" + tc.name + " created\n" + tc.shown + " is locked: its deletion is denied until the ClusterLock " + tc.name + " is deleted\n"
+		if r.err != nil || r.stdout != want {
+			t.Fatalf("kubectl lock %s: err %v, stdout %q; want %q", tc.arg, r.err, r.stdout, want)
+		}
+		if err := admin.Delete(ctx, tc.obj, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ClusterLock(s) ["+tc.name+" ") {
+			t.Errorf("dry-run delete of %s: %v; want Forbidden naming %s", tc.arg, err, tc.name)
+		}
+		r = kubectlLock(t, "", "why", tc.arg)
+		if r.err != nil || !strings.Contains(r.stdout, ": denied by lockguard\n") || !strings.Contains(r.stdout, "The ClusterLocks that name it:\n") || !strings.Contains(r.stdout, tc.name+"   ") {
+			t.Errorf("kubectl lock why %s: err %v, stdout %q; want denied, naming %s", tc.arg, r.err, r.stdout, tc.name)
+		}
+		r = kubectlUnlock(t, "", tc.arg, "--yes")
+		if r.err != nil || !strings.HasSuffix(r.stdout, tc.shown+" is unlocked: it can be deleted\n") {
+			t.Fatalf("kubectl unlock %s: err %v, stdout %q", tc.arg, r.err, r.stdout)
+		}
+		// Returned means allowed: deleted at once.
+		if err := admin.Delete(ctx, tc.obj); err != nil {
+			t.Errorf("deleting %s once unlocked: %v", tc.arg, err)
+		}
+	}
+}
