@@ -98,18 +98,28 @@ func TestWaitActiveReadOnly(t *testing.T) {
 	readOnlyCond := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 		return metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: status, Reason: reason, Message: msg, ObservedGeneration: 1, LastTransitionTime: metav1.Now()}
 	}
+	// A ClusterLock whose guard is off, read as a Lock: it fails at once.
+	disabled := activeLock("disabled", lockv1alpha1.LevelCanNotDelete)
+	_ = unstructured.SetNestedField(disabled.Object, false, "status", "active")
+	_ = unstructured.SetNestedSlice(disabled.Object, []any{map[string]any{"type": lockv1alpha1.ConditionReady, "status": "False", "reason": lockv1alpha1.ReasonGuardDisabled,
+		"message": "lockguard runs without its ClusterLock guard", "lastTransitionTime": "2026-12-04T10:00:00Z"}}, "status", "conditions")
 	c := fakeClients(
 		activeLock("keep", lockv1alpha1.LevelCanNotDelete),
 		activeLock("frozen", lockv1alpha1.LevelReadOnly, readOnlyCond(metav1.ConditionTrue, lockv1alpha1.ReasonInForce, "")),
 		activeLock("pending", lockv1alpha1.LevelReadOnly, readOnlyCond(metav1.ConditionFalse, lockv1alpha1.ReasonPending, "Stack/db does not carry the read-only label yet")),
 		activeLock("old", lockv1alpha1.LevelReadOnly),
+		disabled,
 	)
 	locks := c.dynamic.Resource(locksResource).Namespace("forge")
 	cases := map[string]struct {
 		reason  string
 		wantErr string
 	}{
-		"keep":   {reason: "A CanNotDelete Lock returns once active."},
+		"keep": {reason: "A CanNotDelete Lock returns once active."},
+		"disabled": {
+			reason:  "GuardDisabled fails at once (nothing would ever enforce it).",
+			wantErr: "lock.core.navique.com/disabled protects nothing: lockguard runs without its ClusterLock guard",
+		},
 		"frozen": {reason: "A ReadOnly Lock returns once active and in force."},
 		"pending": {
 			reason:  "A ReadOnly Lock whose freeze is pending is not done.",
