@@ -259,7 +259,8 @@ func TestLockRefuses(t *testing.T) {
 		{[]string{"stacks.a.example.com/forge"}, `stacks.a.example.com is in API group "a.example.com": only core.navique.com resources can be locked`},
 		{[]string{"lock/taken"}, `a Lock cannot be locked: delete protection applies to the resources Locks protect`},
 		{[]string{"lockexception/forge"}, lockv1alpha1.ErrExceptionTarget.Error()},
-		{[]string{"region/forge"}, `regions.core.navique.com is cluster-scoped: a Lock protects a resource in its own namespace`},
+		// A cluster-scoped kind of the group takes a ClusterLock (pluginclusterlock_test.go): first, it must exist.
+		{[]string{"region/forge"}, `regions.core.navique.com "forge" not found`},
 		{[]string{"stak/forge"}, `the server doesn't have a resource type "stak"`},
 		{[]string{"stack/missing"}, `stacks.core.navique.com "missing" not found`},
 		{[]string{"stack/forge", "--name", "taken"}, `lock.core.navique.com "taken" already exists and protects Stack/other: choose another name with --name`},

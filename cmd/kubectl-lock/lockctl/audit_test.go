@@ -64,7 +64,7 @@ func TestLockAudit(t *testing.T) {
 		l := o.newLock("forge", name)
 		l.Spec.Selector = &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}
 		var out, errOut bytes.Buffer
-		err := o.create(t.Context(), Streams{Out: &out, ErrOut: &errOut}, c, l, done, func(*lockv1alpha1.Lock) error { return nil })
+		err := o.create(t.Context(), Streams{Out: &out, ErrOut: &errOut}, c.locks(), l, done, func(*lockv1alpha1.Lock) error { return nil })
 		return out.String(), errOut.String(), err
 	}
 

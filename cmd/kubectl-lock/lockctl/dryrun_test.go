@@ -79,7 +79,7 @@ func TestLockCreateDryRun(t *testing.T) {
 		l := o.newLock("forge", name)
 		l.Spec.Selector = &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "db"}}
 		var out bytes.Buffer
-		err := o.create(t.Context(), Streams{Out: &out, ErrOut: &bytes.Buffer{}}, c, l, func(bool) string { return "locked" },
+		err := o.create(t.Context(), Streams{Out: &out, ErrOut: &bytes.Buffer{}}, c.locks(), l, func(bool) string { return "locked" },
 			func(l *lockv1alpha1.Lock) error { return nil })
 		return out.String(), err
 	}

@@ -1,8 +1,12 @@
 package lockctl
 
 import (
+	"fmt"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -67,4 +71,33 @@ func levelString(l *lockv1alpha1.Lock) string {
 		return "ReadOnly (guard disabled)"
 	}
 	return string(levelOf(l))
+}
+
+// sameLevel returns an error when the existing Lock is less strict than
+// the one kubectl lock would create: asked for ReadOnly, it is
+// CanNotDelete. A stricter existing Lock is kept (with a warning).
+func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
+	if readOnly(want) && !readOnly(existing) {
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update %s -n %s --level ReadOnly) or choose another name with --name",
+			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)
+	}
+	return nil
+}
+
+// defaultLockName is KIND-NAME, lowercased: stack-forge.
+func defaultLockName(t target) string {
+	return strings.ToLower(t.kind()) + "-" + t.name
+}
+
+// lockName is --name, or else the default name of a Lock on t
+// (defaultLockName), which must be a valid object name.
+func (o *lockOptions) lockName(t target) (string, error) {
+	if o.name != "" {
+		return o.name, nil
+	}
+	name := defaultLockName(t)
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return "", fmt.Errorf("cannot name the Lock %q (%s): choose a name with --name", name, msgs[0])
+	}
+	return name, nil
 }

@@ -29,7 +29,8 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [-A] [-o json|yaml]",
 		Short: "List what is locked, by which Lock, at which level, why, and the Lock's status",
-		Long: `List the Locks of a namespace (or of all with -A):
+		Long: `List the Locks of a namespace (or of all with -A, and then the ClusterLocks
+too, which are cluster-scoped, in a second table after the line "ClusterLocks:"):
 
   SCOPE        what the Lock covers: Kind/name (Stack/forge) for a targetRef Lock,
                selector:LABELS (;kinds=... when it names kinds) for a
@@ -69,7 +70,7 @@ func newListCommand(s Streams, flags *Flags) *cobra.Command {
 			return o.run(contextOf(cmd.Context()), s)
 		},
 	}
-	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the Locks of every namespace.")
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "List the Locks of every namespace, and the ClusterLocks.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json or yaml.")
 	return cmd
 }
@@ -91,16 +92,30 @@ func (o *listOptions) run(ctx context.Context, s Streams) error {
 		return err
 	}
 	sortLocks(items)
+	var clusterLocks []lockv1alpha1.Lock
+	if o.allNamespaces {
+		if clusterLocks, err = listClusterLocks(ctx, s, c); err != nil {
+			return err
+		}
+	}
 	if o.output != "" {
+		all := make([]any, 0, len(items)+len(clusterLocks))
 		for i := range items {
 			items[i].ManagedFields = nil // as kubectl prints objects
+			all = append(all, &items[i])
+		}
+		for i := range clusterLocks {
+			all = append(all, asClusterLock(&clusterLocks[i]))
 		}
 		return printObject(s.Out, o.output, map[string]any{
 			"apiVersion": "v1",
 			"kind":       "List",
 			"metadata":   map[string]any{"resourceVersion": ""},
-			"items":      items,
+			"items":      all,
 		})
+	}
+	if len(clusterLocks) > 0 {
+		defer printClusterLockTable(s.Out, clusterLocks, len(items) > 0)
 	}
 	if len(items) == 0 {
 		if o.allNamespaces {

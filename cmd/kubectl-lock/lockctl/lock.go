@@ -2,15 +2,14 @@ package lockctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -62,6 +61,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
 
   # Which Locks would block deleting the Stack forge, and how
   kubectl lock why stack/forge -n forge
+
+  # Protect namespace prod itself with a ClusterLock (crd/, clusterrole/, storageclass/, pv/ too)
+  kubectl lock namespace/prod --reason "Production workloads"
 
   # Lift the protection (kubectl-unlock)
   kubectl unlock stack/forge -n forge
@@ -141,6 +143,11 @@ and validation answer as for the real create, no Lock is created, and kubectl
 lock prints what would be created (-o: the Lock as the API server would store
 it) without waiting. --dry-run=client sends nothing but the reads (discovery,
 the target) and prints the Lock it would send.
+
+A cluster-scoped TYPE/NAME that a ClusterLock protects (namespace/prod,
+crd/NAME, clusterrole/NAME, storageclass/NAME, pv/NAME, a cluster-scoped kind
+of core.navique.com) gets a ClusterLock, named and waited for as a Lock
+(docs/clusterlock.md); it needs the ClusterRole lockguard-cluster-lock.
 
 An existing Lock of the same name and scope is kept as it is: its reason, and
 its level unless --read-only asks for ReadOnly and it is CanNotDelete, and its
@@ -222,7 +229,7 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 		}
 		return fmt.Sprintf("the resources of namespace %s that match %s, now or later, are locked: their deletion is denied until the Lock %s is deleted", c.namespace, o.selector, name)
 	}
-	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
+	return o.create(ctx, s, c.locks(), lock, done, func(existing *lockv1alpha1.Lock) error {
 		if !sameScope(existing, sel) {
 			return fmt.Errorf("%s %q already exists and protects %s: choose another name with --name", lockGroupResource, name, scopeString(existing))
 		}
@@ -251,6 +258,9 @@ func (o *lockOptions) newLock(ns, name string) *lockv1alpha1.Lock {
 
 func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 	c, t, err := o.flags.target(ctx, arg)
+	if cs := (clusterScoped{}); errors.As(err, &cs) {
+		return o.runCluster(ctx, s, c, cs.t)
+	}
 	if err != nil {
 		return err
 	}
@@ -259,12 +269,9 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 	if _, err := c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace).Get(ctx, t.name, metav1.GetOptions{}); err != nil {
 		return err
 	}
-	name := o.name
-	if name == "" {
-		name = defaultLockName(t)
-		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			return fmt.Errorf("cannot name the Lock %q (%s): choose a name with --name", name, msgs[0])
-		}
+	name, err := o.lockName(t)
+	if err != nil {
+		return err
 	}
 	lock := o.newLock(c.namespace, name)
 	lock.Spec.TargetRef = lockv1alpha1.TargetReference{
@@ -278,7 +285,7 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 		}
 		return fmt.Sprintf("%s in namespace %s is locked: its deletion is denied until the Lock %s is deleted", t, c.namespace, name)
 	}
-	return o.create(ctx, s, c, lock, done, func(existing *lockv1alpha1.Lock) error {
+	return o.create(ctx, s, c.locks(), lock, done, func(existing *lockv1alpha1.Lock) error {
 		if !targets(existing, t) {
 			return fmt.Errorf("%s %q already exists and protects %s: choose another name with --name",
 				lockGroupResource, name, scopeString(existing))
@@ -294,10 +301,9 @@ func (o *lockOptions) run(ctx context.Context, s Streams, arg string) error {
 // force; for an Audit Lock, live) and prints it, or done of whether it is
 // ReadOnly (auditDone for an Audit Lock); under --dry-run, only what it
 // would create, waiting for nothing.
-func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
-	name := lock.Name
-	locks := c.dynamic.Resource(locksResource).Namespace(c.namespace)
-	u, err := toUnstructured(lock)
+func (o *lockOptions) create(ctx context.Context, s Streams, k lockKind, lock *lockv1alpha1.Lock, done func(readOnly bool) string, sameScope func(*lockv1alpha1.Lock) error) error {
+	name, locks := lock.Name, k.res
+	u, err := k.encode(lock)
 	if err != nil {
 		return err
 	}
@@ -307,7 +313,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if !text {
 			return printObject(s.Out, o.output, u.Object)
 		}
-		fmt.Fprintf(s.Out, "%s/%s created%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
+		fmt.Fprintf(s.Out, "%s/%s created%s\n", k.gr, name, dryRunSuffix(o.dryRun))
 		return nil
 	}
 	created := u
@@ -319,7 +325,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 	switch {
 	case err == nil:
 		if text {
-			fmt.Fprintf(s.Out, "%s/%s created%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
+			fmt.Fprintf(s.Out, "%s/%s created%s\n", k.gr, name, dryRunSuffix(o.dryRun))
 		}
 	case apierrors.IsAlreadyExists(err):
 		// The same Lock again is not an error; another target is.
@@ -330,14 +336,14 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		if err := sameScope(existing); err != nil {
 			return err
 		}
-		if err := sameLevel(existing, lock, c.namespace); err != nil {
+		if err := sameLevel(existing, lock, k.ns); err != nil {
 			return err
 		}
-		if err := sameEnforcement(existing, lock, c.namespace); err != nil {
+		if err := sameEnforcement(existing, lock, k.ns); err != nil {
 			return err
 		}
 		if text {
-			fmt.Fprintf(s.Out, "%s/%s unchanged%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
+			fmt.Fprintf(s.Out, "%s/%s unchanged%s\n", k.gr, name, dryRunSuffix(o.dryRun))
 		}
 		if existing.Spec.Reason != o.reason {
 			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's reason %q was kept\n", existing.Spec.Reason)
@@ -367,7 +373,7 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 		return nil
 	}
 
-	active, err := waitActive(ctx, locks, name, o.timeout)
+	active, err := waitActive(ctx, locks, k.gr, name, o.timeout)
 	if err != nil {
 		return err
 	}
@@ -381,20 +387,4 @@ func (o *lockOptions) create(ctx context.Context, s Streams, c *clients, lock *l
 	}
 	fmt.Fprintln(s.Out, done(readOnly(active))+expiryNote(active))
 	return nil
-}
-
-// sameLevel returns an error when the existing Lock is less strict than
-// the one kubectl lock would create: asked for ReadOnly, it is
-// CanNotDelete. A stricter existing Lock is kept (with a warning).
-func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
-	if readOnly(want) && !readOnly(existing) {
-		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update %s -n %s --level ReadOnly) or choose another name with --name",
-			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)
-	}
-	return nil
-}
-
-// defaultLockName is KIND-NAME, lowercased: stack-forge.
-func defaultLockName(t target) string {
-	return strings.ToLower(t.kind()) + "-" + t.name
 }

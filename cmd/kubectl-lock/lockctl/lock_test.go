@@ -98,18 +98,39 @@ func TestWaitActiveReadOnly(t *testing.T) {
 	readOnlyCond := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 		return metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: status, Reason: reason, Message: msg, ObservedGeneration: 1, LastTransitionTime: metav1.Now()}
 	}
+	// A ClusterLock whose guard is off, read as a Lock: it fails at once.
+	disabled := activeLock("disabled", lockv1alpha1.LevelCanNotDelete)
+	_ = unstructured.SetNestedField(disabled.Object, false, "status", "active")
+	_ = unstructured.SetNestedSlice(disabled.Object, []any{map[string]any{"type": lockv1alpha1.ConditionReady, "status": "False", "reason": lockv1alpha1.ReasonGuardDisabled,
+		"message": "lockguard runs without its ClusterLock guard", "lastTransitionTime": "2026-12-04T10:00:00Z"}}, "status", "conditions")
+	// A ClusterLock whose target lockguard may not label: it fails at once,
+	// with the command to run.
+	forbidden := activeLock("forbidden", lockv1alpha1.LevelCanNotDelete)
+	_ = unstructured.SetNestedField(forbidden.Object, false, "status", "active")
+	_ = unstructured.SetNestedSlice(forbidden.Object, []any{map[string]any{"type": lockv1alpha1.ConditionReady, "status": "False", "reason": lockv1alpha1.ReasonLabelForbidden,
+		"message": "run: kubectl label clusterrole admin core.navique.com/cluster-locked=true", "lastTransitionTime": "2026-12-04T10:00:00Z"}}, "status", "conditions")
 	c := fakeClients(
 		activeLock("keep", lockv1alpha1.LevelCanNotDelete),
 		activeLock("frozen", lockv1alpha1.LevelReadOnly, readOnlyCond(metav1.ConditionTrue, lockv1alpha1.ReasonInForce, "")),
 		activeLock("pending", lockv1alpha1.LevelReadOnly, readOnlyCond(metav1.ConditionFalse, lockv1alpha1.ReasonPending, "Stack/db does not carry the read-only label yet")),
 		activeLock("old", lockv1alpha1.LevelReadOnly),
+		disabled,
+		forbidden,
 	)
 	locks := c.dynamic.Resource(locksResource).Namespace("forge")
 	cases := map[string]struct {
 		reason  string
 		wantErr string
 	}{
-		"keep":   {reason: "A CanNotDelete Lock returns once active."},
+		"keep": {reason: "A CanNotDelete Lock returns once active."},
+		"disabled": {
+			reason:  "GuardDisabled fails at once (nothing would ever enforce it).",
+			wantErr: "lock.core.navique.com/disabled protects nothing: lockguard runs without its ClusterLock guard",
+		},
+		"forbidden": {
+			reason:  "LabelForbidden fails at once (only someone who may label the target makes it protect), naming the command.",
+			wantErr: "lock.core.navique.com/forbidden does not protect until its target is labelled: run: kubectl label clusterrole admin core.navique.com/cluster-locked=true",
+		},
 		"frozen": {reason: "A ReadOnly Lock returns once active and in force."},
 		"pending": {
 			reason:  "A ReadOnly Lock whose freeze is pending is not done.",
@@ -122,7 +143,7 @@ func TestWaitActiveReadOnly(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			l, err := waitActive(t.Context(), locks, name, 300*time.Millisecond)
+			l, err := waitActive(t.Context(), locks, lockGroupResource, name, 300*time.Millisecond)
 			switch {
 			case tc.wantErr == "" && (err != nil || l == nil || l.Name != name):
 				t.Errorf("%s\nwaitActive(%s) = %v, %v; want the Lock", tc.reason, name, l, err)

@@ -81,12 +81,12 @@ func (o *lockUnlockOptions) unlock(ctx context.Context, s Streams, c *clients, n
 	if err := printScopeTable(s.Out, []lockv1alpha1.Lock{*l}); err != nil {
 		return err
 	}
-	if err := confirmDelete(s, o.yes || dryRunning(o.dryRun), 1); err != nil {
+	if err := confirmDelete(s, o.yes || dryRunning(o.dryRun), 1, "Lock"); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	names, err := deleteLocks(ctx, s, locks, []lockv1alpha1.Lock{*l}, o.dryRun)
+	names, err := deleteLocks(ctx, s, c.locks(), []lockv1alpha1.Lock{*l}, o.dryRun)
 	if err != nil || dryRunning(o.dryRun) {
 		return err
 	}

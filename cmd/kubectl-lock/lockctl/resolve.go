@@ -21,9 +21,13 @@ type target struct {
 // kind returns the served kind, as a Lock's targetRef.kind must spell it.
 func (t target) kind() string { return t.mapping.GroupVersionKind.Kind }
 
-// String names the target the way kubectl does: stack.core.navique.com/forge.
+// String names the target the way kubectl does: stack.core.navique.com/forge,
+// namespace/prod.
 func (t target) String() string {
 	gvk := t.mapping.GroupVersionKind
+	if gvk.Group == "" {
+		return strings.ToLower(gvk.Kind) + "/" + t.name // namespace/prod
+	}
 	return strings.ToLower(gvk.Kind) + "." + gvk.Group + "/" + t.name
 }
 
@@ -32,7 +36,9 @@ func (t target) String() string {
 // Stack.v1alpha1.core.navique.com all name the served kind Stack). An
 // unqualified TYPE that several groups serve resolves to core.navique.com's.
 // It refuses what no Lock can protect: other groups, Locks themselves and
-// cluster-scoped kinds.
+// cluster-scoped kinds; for a kind a ClusterLock protects, the error is a
+// clusterScoped, which holds the target (kubectl lock, unlock and why take
+// ClusterLocks for it).
 func resolveTarget(ctx context.Context, mapper meta.RESTMapperWithContext, arg string) (target, error) {
 	typ, name, ok := strings.Cut(arg, "/")
 	if !ok || typ == "" || name == "" || strings.Contains(name, "/") {
@@ -44,6 +50,9 @@ func resolveTarget(ctx context.Context, mapper meta.RESTMapperWithContext, arg s
 	}
 	gvk := mapping.GroupVersionKind
 	gr := mapping.Resource.GroupResource()
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace && lockv1alpha1.ClusterProtectable(gvk.GroupKind()) == nil {
+		return target{mapping: mapping, name: name}, clusterScoped{target{mapping: mapping, name: name}}
+	}
 	switch {
 	case gvk.Group != lockv1alpha1.Group:
 		return target{}, fmt.Errorf("%s is in API group %q: only %s resources can be locked", gr, gvk.Group, lockv1alpha1.Group)

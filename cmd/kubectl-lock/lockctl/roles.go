@@ -39,6 +39,9 @@ func withRoleHint(err error) error {
 		return fmt.Errorf("%w\nYou lack the verb %q on these Locks, or access to LockExceptions: ask for a RoleBinding to the ClusterRole %s in this namespace",
 			err, lockv1alpha1.BreakGlassVerb, lockv1alpha1.BreakGlassRole)
 	}
+	if hint := clusterRoleHint(msg); hint != "" {
+		return fmt.Errorf("%w\n%s", err, hint)
+	}
 	m := rbacRefusal.FindStringSubmatch(msg)
 	if m == nil {
 		return err

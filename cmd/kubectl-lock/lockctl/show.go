@@ -25,9 +25,10 @@ type showOptions struct {
 func newShowCommand(s Streams, flags *Flags) *cobra.Command {
 	o := &showOptions{flags: flags}
 	cmd := &cobra.Command{
-		Use:   "show NAME [-o json|yaml]",
+		Use:   "show (NAME | clusterlock/NAME) [-o json|yaml]",
 		Short: "Show one Lock: what it covers, how, until when, its status and its last refusals",
-		Long: `Show the Lock NAME of the namespace (-n):
+		Long: `Show the Lock NAME of the namespace (-n), or the ClusterLock NAME with
+clusterlock/NAME (clusterlocks/NAME, clusterlock.core.navique.com/NAME):
 
   Scope         what it covers: Kind/name (spec.targetRef), selector:LABELS
                 (spec.selector), or <all>: the namespace and everything in it
@@ -56,7 +57,10 @@ func newShowCommand(s Streams, flags *Flags) *cobra.Command {
   kubectl lock show stack-forge -n forge
 
   # As YAML
-  kubectl lock show stack-forge -n forge -o yaml`,
+  kubectl lock show stack-forge -n forge -o yaml
+
+  # The ClusterLock namespace-prod
+  kubectl lock show clusterlock/namespace-prod`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -76,6 +80,9 @@ func (o *showOptions) run(ctx context.Context, s Streams, name string) error {
 	if err != nil {
 		return err
 	}
+	if typ, rest, ok := strings.Cut(name, "/"); ok && isClusterLockType(typ) {
+		return showLock(ctx, s, c.dynamic.Resource(clusterLocksResource), "", rest, o.output)
+	}
 	return showLock(ctx, s, c.dynamic.Resource(locksResource).Namespace(c.namespace), c.namespace, name, o.output)
 }
 
@@ -88,6 +95,9 @@ func showLock(ctx context.Context, s Streams, locks lockClient, ns, name, output
 	}
 	if output != "" {
 		l.ManagedFields = nil // as kubectl prints objects
+		if ns == "" {
+			return printObject(s.Out, output, asClusterLock(l))
+		}
 		return printObject(s.Out, output, l)
 	}
 	return printLockSummary(s.Out, l, clock())
@@ -100,6 +110,9 @@ func notFoundHint(err error, ns string) error {
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
+	if ns == "" {
+		return fmt.Errorf("%w\nNo ClusterLock of that name: kubectl lock list -A lists the ClusterLocks", err)
+	}
 	return fmt.Errorf("%w\nNo Lock of that name in namespace %s: kubectl lock list -n %s lists its Locks (kubectl lock list -A, those of every namespace)", err, ns, ns)
 }
 
@@ -107,7 +120,11 @@ func notFoundHint(err error, ns string) error {
 func printLockSummary(w io.Writer, l *lockv1alpha1.Lock, now time.Time) error {
 	row := func(key, value string) { fmt.Fprintf(w, "%-17s%s\n", key+":", value) }
 	row("Name", l.Name)
-	row("Namespace", l.Namespace)
+	if l.Kind == "ClusterLock" {
+		row("Kind", "ClusterLock (cluster-scoped)")
+	} else {
+		row("Namespace", l.Namespace)
+	}
 	row("Scope", scopeSentence(l))
 	row("Level", levelString(l))
 	enforcement := string(enforcementOf(l))

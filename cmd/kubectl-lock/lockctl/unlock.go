@@ -57,12 +57,19 @@ sends no delete. Neither asks or waits.
 
 To delete one Lock by name, a selector Lock too: kubectl lock unlock NAME.
 
+For a cluster-scoped TYPE/NAME (namespace/prod, crd/NAME, clusterrole/NAME...)
+it deletes the ClusterLocks that target it (the ClusterRole
+lockguard-cluster-unlock).
+
 TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
 
   # Without the question, then delete the Stack
   kubectl unlock stack/forge -n forge --yes && kubectl delete stack forge -n forge
+
+  # Lift the ClusterLocks of namespace prod
+  kubectl unlock namespace/prod --yes
 
   # May I? (the API server answers; nothing is deleted)
   kubectl unlock stack/forge -n forge --dry-run=server`,
@@ -83,6 +90,9 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		return err
 	}
 	c, t, err := o.flags.target(ctx, arg)
+	if cs := (clusterScoped{}); errors.As(err, &cs) {
+		return o.runCluster(ctx, s, c, cs.t)
+	}
 	if err != nil {
 		return err
 	}
@@ -108,8 +118,15 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		fmt.Fprintf(s.ErrOut, "No Locks protect %s in namespace %s.\n", t, c.namespace)
 		return nil
 	}
+	return o.unlock(ctx, s, c.locks(), protecting, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t)
+}
+
+// unlock shows the Locks or ClusterLocks (k) protecting t, deletes them
+// once confirmed and waits until a dry-run DELETE of t (through res) is
+// allowed.
+func (o *unlockOptions) unlock(ctx context.Context, s Streams, k lockKind, protecting []lockv1alpha1.Lock, res dynamic.ResourceInterface, t target) error {
 	sortLocks(protecting)
-	fmt.Fprintf(s.Out, "Locks protecting %s in namespace %s:\n", t, c.namespace)
+	fmt.Fprintf(s.Out, "%ss protecting %s%s:\n", k.kind, t, inNamespace(k.ns))
 	tw := tabwriter.NewWriter(s.Out, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(tw, "LOCK\tSTATUS\tREASON")
 	for i := range protecting {
@@ -119,31 +136,31 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if err := confirmDelete(s, o.yes || dryRunning(o.dryRun), len(protecting)); err != nil {
+	if err := confirmDelete(s, o.yes || dryRunning(o.dryRun), len(protecting), k.kind); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	names, err := deleteLocks(ctx, s, locks, protecting, o.dryRun)
+	names, err := deleteLocks(ctx, s, k, protecting, o.dryRun)
 	if err != nil || dryRunning(o.dryRun) {
 		return err
 	}
-	return waitDeletable(ctx, s, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t, c.namespace, names, true)
+	return waitDeletable(ctx, s, res, t, k.ns, names, true)
 }
 
-// confirmDelete asks whether to delete n Locks, unless skip (--yes, or a
+// confirmDelete asks whether to delete n Locks (or ClusterLocks: kind), unless skip (--yes, or a
 // dry run, which deletes nothing), and returns an error unless the
 // answer is yes.
-func confirmDelete(s Streams, skip bool, n int) error {
+func confirmDelete(s Streams, skip bool, n int, kind string) error {
 	if skip {
 		return nil
 	}
-	ok, err := confirm(s, fmt.Sprintf("Delete %d Lock(s)? [y/N]: ", n))
+	ok, err := confirm(s, fmt.Sprintf("Delete %d %s(s)? [y/N]: ", n, kind))
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errors.New("not confirmed: no Lock deleted (--yes skips the question)")
+		return fmt.Errorf("not confirmed: no %s deleted (--yes skips the question)", kind)
 	}
 	return nil
 }
@@ -154,7 +171,8 @@ func confirmDelete(s Streams, skip bool, n int) error {
 // deletes as dry runs and client sends none. For real, it returns once
 // they are gone. It returns their names. The caller names the role a
 // refusal lacks (withRoleHint).
-func deleteLocks(ctx context.Context, s Streams, locks lockClient, ls []lockv1alpha1.Lock, dryRun string) ([]string, error) {
+func deleteLocks(ctx context.Context, s Streams, k lockKind, ls []lockv1alpha1.Lock, dryRun string) ([]string, error) {
+	locks := k.res
 	names := make([]string, 0, len(ls))
 	for i := range ls {
 		l := &ls[i]
@@ -164,14 +182,14 @@ func deleteLocks(ctx context.Context, s Streams, locks lockClient, ls []lockv1al
 				return nil, err
 			}
 		}
-		fmt.Fprintf(s.Out, "%s/%s deleted%s\n", lockGroupResource, l.Name, dryRunSuffix(dryRun))
+		fmt.Fprintf(s.Out, "%s/%s deleted%s\n", k.gr, l.Name, dryRunSuffix(dryRun))
 		names = append(names, l.Name)
 	}
 	if dryRunning(dryRun) {
 		return names, nil
 	}
 	for i := range ls {
-		if err := waitGone(ctx, locks, &ls[i]); err != nil {
+		if err := waitGone(ctx, k, &ls[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -255,9 +273,9 @@ func confirm(s Streams, question string) (bool, error) {
 }
 
 // waitGone waits until the Lock (this UID) no longer exists.
-func waitGone(ctx context.Context, locks lockClient, l *lockv1alpha1.Lock) error {
+func waitGone(ctx context.Context, k lockKind, l *lockv1alpha1.Lock) error {
 	for {
-		cur, err := getLock(ctx, locks, l.Name)
+		cur, err := getLock(ctx, k.res, l.Name)
 		if apierrors.IsNotFound(err) || (err == nil && cur.UID != l.UID) {
 			return nil
 		}
@@ -266,7 +284,7 @@ func waitGone(ctx context.Context, locks lockClient, l *lockv1alpha1.Lock) error
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s/%s is still there: %w", lockGroupResource, l.Name, ctx.Err())
+			return fmt.Errorf("%s/%s is still there: %w", k.gr, l.Name, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -285,7 +303,7 @@ func waitDeletable(ctx context.Context, s Streams, res dynamic.ResourceInterface
 		err := res.Delete(ctx, t.name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case err == nil:
-			fmt.Fprintf(s.Out, "%s in namespace %s is unlocked: it can be deleted\n", t, ns)
+			fmt.Fprintf(s.Out, "%s%s is unlocked: it can be deleted\n", t, inNamespace(ns))
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil
@@ -299,7 +317,7 @@ func waitDeletable(ctx context.Context, s Streams, res dynamic.ResourceInterface
 		}
 		if !slices.ContainsFunc(blocking, func(n string) bool { return slices.Contains(deleted, n) }) {
 			if !othersFail {
-				fmt.Fprintf(s.Out, "%s in namespace %s is still protected by Lock(s) %v\n", t, ns, blocking)
+				fmt.Fprintf(s.Out, "%s%s is still protected by Lock(s) %v\n", t, inNamespace(ns), blocking)
 				return nil
 			}
 			return fmt.Errorf("the Locks are deleted, but deleting %s is still denied: %w", t, err)

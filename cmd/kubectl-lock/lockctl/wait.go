@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -49,8 +50,10 @@ func isCreateRefused(err error) bool {
 // A Lock in Audit enforcement is done once lockguard reports it live
 // (Ready, reason Audit). An InvalidTarget Lock fails at once, and so does
 // a ReadOnly Lock whose lockguard serves no update guard (it would never
-// be in force).
-func waitActive(ctx context.Context, locks lockClient, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
+// be in force), a ClusterLock whose guard is off (GuardDisabled), and one
+// whose target lockguard may not label (LabelForbidden). gr
+// names the Lock's kind in messages: Locks or ClusterLocks.
+func waitActive(ctx context.Context, locks lockClient, gr schema.GroupResource, name string, timeout time.Duration) (*lockv1alpha1.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *lockv1alpha1.Lock
@@ -63,7 +66,7 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 			case statusActive:
 				switch state, msg := freezeState(l); state {
 				case freezeOff:
-					return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is never in force: %s", lockGroupResource, name, msg)
+					return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is never in force: %s", gr, name, msg)
 				case freezePending:
 				default:
 					return l, nil
@@ -73,9 +76,17 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 				// ReadOnly one's freeze ever in force.
 				return l, nil
 			case lockv1alpha1.ReasonInvalidTarget:
-				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", lockGroupResource, name, readyMessage(l))
+				return nil, fmt.Errorf("%s/%s cannot protect its target: %s", gr, name, readyMessage(l))
+			case lockv1alpha1.ReasonGuardDisabled:
+				// A ClusterLock's (docs/clusterlock.md): nothing enforces it.
+				return nil, fmt.Errorf("%s/%s protects nothing: %s", gr, name, readyMessage(l))
+			case lockv1alpha1.ReasonLabelForbidden:
+				// A ClusterLock's (docs/clusterlock.md): lockguard may not
+				// label its target; waiting changes nothing until someone
+				// who may runs the command the message gives.
+				return nil, fmt.Errorf("%s/%s does not protect until its target is labelled: %s", gr, name, readyMessage(l))
 			case lockv1alpha1.ReasonExpired:
-				return nil, fmt.Errorf("%s/%s has expired: %s", lockGroupResource, name, readyMessage(l))
+				return nil, fmt.Errorf("%s/%s has expired: %s", gr, name, readyMessage(l))
 			}
 		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		default:
@@ -84,14 +95,14 @@ func waitActive(ctx context.Context, locks lockClient, name string, timeout time
 		select {
 		case <-ctx.Done():
 			if last == nil {
-				return nil, fmt.Errorf("waiting for %s/%s: %w", lockGroupResource, name, ctx.Err())
+				return nil, fmt.Errorf("waiting for %s/%s: %w", gr, name, ctx.Err())
 			}
 			if lockStatus(last) == statusActive {
 				// Active, but the freeze is pending.
 				_, msg := freezeState(last)
-				return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is not in force after %s: %s", lockGroupResource, name, timeout, msg)
+				return nil, fmt.Errorf("%s/%s is active (deleting what it covers is denied), but its freeze is not in force after %s: %s", gr, name, timeout, msg)
 			}
-			return nil, fmt.Errorf("%s/%s is not active after %s: %s (is lockguard running?)", lockGroupResource, name, timeout, describeStatus(last))
+			return nil, fmt.Errorf("%s/%s is not active after %s: %s (is lockguard running?)", gr, name, timeout, describeStatus(last))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

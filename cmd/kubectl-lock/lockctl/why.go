@@ -3,6 +3,7 @@ package lockctl
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -48,7 +49,10 @@ CustomResourceDefinition, and which Locks decide it:
   collector would delete with it (as lockguard's cascade guard walks them:
   when one is locked, the verdict is the cascade guard's denial);
 - inside it: for a namespace, its live Locks whose targets exist; for a CRD, the
-  live Locks on existing objects of its kind (for the Lock CRD, every live Lock).
+  live Locks on existing objects of its kind (for the Lock CRD, every live Lock);
+- ClusterLocks: for a cluster-scoped object a ClusterLock protects (a namespace,
+  a CRD of any group, clusterrole/NAME, storageclass/NAME, pv/NAME...), the
+  ClusterLocks that name it, and the ClusterLock guard's verdict.
 
 For a resource, it also shows every live selector Lock of its namespace with
 whether it covers the resource and why: each requirement of its selector, met
@@ -99,6 +103,9 @@ func (o *whyOptions) run(ctx context.Context, s Streams, arg string) error {
 		r, err = whyCRD(ctx, c, name)
 	default:
 		r, err = whyObject(ctx, s, c, arg)
+		if cs := (clusterScoped{}); errors.As(err, &cs) {
+			r, err = whyClusterObject(ctx, c, cs.t)
+		}
 	}
 	if err != nil {
 		return err
@@ -136,6 +143,9 @@ type whyReport struct {
 	// resource's spec and metadata: refused under a ReadOnly Lock (a
 	// resource only; absent otherwise).
 	Update *whyUpdate `json:"update,omitempty"`
+	// ClusterLocks are the ClusterLocks that name a cluster-scoped object,
+	// live or not (absent for a resource in a namespace).
+	ClusterLocks []whyLock `json:"clusterLocks,omitempty"`
 	// Notes explain the verdict in sentences.
 	Notes []string `json:"notes"`
 }

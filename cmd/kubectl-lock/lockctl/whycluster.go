@@ -87,7 +87,8 @@ func whyCRD(ctx context.Context, c *clients, name string) (*whyReport, error) {
 	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
 	if group != lockv1alpha1.Group {
-		return nil, fmt.Errorf("customresourcedefinition %q is in API group %q: lockguard guards only %s resources and CustomResourceDefinitions", name, group, lockv1alpha1.Group)
+		// Only a ClusterLock protects it.
+		return whyClusterObject(ctx, c, target{mapping: &meta.RESTMapping{GroupVersionKind: crdGVK}, name: name})
 	}
 	all, err := liveLocks(ctx, api, "")
 	if err != nil {
@@ -150,6 +151,9 @@ func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk
 		ProtectNothing: []whyLock{},
 		Selectors:      []whySelector{},
 		Notes:          []string{},
+	}
+	if err := addClusterLocks(ctx, api, r, gvk, obj); err != nil {
+		return nil, err
 	}
 	for i := range locks {
 		exists, err := false, error(nil)

@@ -76,6 +76,17 @@ func (r *whyReport) print(w io.Writer) error {
 			}
 		}
 	} else {
+		fmt.Fprintln(w)
+		if len(r.ClusterLocks) == 0 {
+			fmt.Fprintln(w, "No ClusterLock names it.")
+		} else {
+			fmt.Fprintln(w, "The ClusterLocks that name it:")
+			if err := printWhyLocks(w, r.ClusterLocks, false); err != nil {
+				return err
+			}
+		}
+	}
+	if r.Target.Namespace == "" && (r.Target.Kind == namespaceGVK.Kind || r.Target.Kind == crdGVK.Kind && r.Target.Group == crdGVK.Group) {
 		qualified := r.Target.Kind != namespaceGVK.Kind
 		fmt.Fprintln(w)
 		if len(r.Inside) == 0 {
