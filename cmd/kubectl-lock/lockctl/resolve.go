@@ -11,8 +11,10 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// target is a resource a Lock can protect: a served, namespaced kind of
-// core.navique.com other than Lock, and a name.
+// target is a resource a Lock may name: a served, namespaced kind other
+// than Lock and LockException, and a name. Whether a kind of another group
+// is protected (opted in: the chart's protect.resources) is the server's
+// to say: its Lock becomes InvalidTarget, with a message, when it is not.
 type target struct {
 	mapping *meta.RESTMapping
 	name    string
@@ -22,23 +24,27 @@ type target struct {
 func (t target) kind() string { return t.mapping.GroupVersionKind.Kind }
 
 // String names the target the way kubectl does: stack.core.navique.com/forge,
+// persistentvolumeclaim/data (the core group), statefulset.apps/db,
 // namespace/prod.
 func (t target) String() string {
 	gvk := t.mapping.GroupVersionKind
 	if gvk.Group == "" {
-		return strings.ToLower(gvk.Kind) + "/" + t.name // namespace/prod
+		return strings.ToLower(gvk.Kind) + "/" + t.name
 	}
 	return strings.ToLower(gvk.Kind) + "." + gvk.Group + "/" + t.name
 }
 
 // resolveTarget parses TYPE/NAME and resolves TYPE through discovery the
 // way kubectl does (stack, stacks, Stack, st, stacks.core.navique.com,
-// Stack.v1alpha1.core.navique.com all name the served kind Stack). An
+// Stack.v1alpha1.core.navique.com all name the served kind Stack; pvc,
+// persistentvolumeclaim, statefulsets.apps name kinds of other groups). An
 // unqualified TYPE that several groups serve resolves to core.navique.com's.
-// It refuses what no Lock can protect: other groups, Locks themselves and
+// It refuses what no Lock can protect: Locks themselves, LockExceptions and
 // cluster-scoped kinds; for a kind a ClusterLock protects, the error is a
 // clusterScoped, which holds the target (kubectl lock, unlock and why take
-// ClusterLocks for it).
+// ClusterLocks for it). A namespaced kind of another group is not refused
+// here: the server decides whether the installation protects it
+// (docs/optin.md).
 func resolveTarget(ctx context.Context, mapper meta.RESTMapperWithContext, arg string) (target, error) {
 	typ, name, ok := strings.Cut(arg, "/")
 	if !ok || typ == "" || name == "" || strings.Contains(name, "/") {
@@ -53,12 +59,11 @@ func resolveTarget(ctx context.Context, mapper meta.RESTMapperWithContext, arg s
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace && lockv1alpha1.ClusterProtectable(gvk.GroupKind()) == nil {
 		return target{mapping: mapping, name: name}, clusterScoped{target{mapping: mapping, name: name}}
 	}
+	own := gvk.Group == lockv1alpha1.Group
 	switch {
-	case gvk.Group != lockv1alpha1.Group:
-		return target{}, fmt.Errorf("%s is in API group %q: only %s resources can be locked", gr, gvk.Group, lockv1alpha1.Group)
-	case gvk.Kind == "Lock":
+	case own && gvk.Kind == "Lock":
 		return target{}, fmt.Errorf("a Lock cannot be locked: delete protection applies to the resources Locks protect")
-	case gvk.Kind == "LockException":
+	case own && gvk.Kind == "LockException":
 		return target{}, lockv1alpha1.ErrExceptionTarget
 	case mapping.Scope.Name() != meta.RESTScopeNameNamespace:
 		return target{}, fmt.Errorf("%s is cluster-scoped: a Lock protects a resource in its own namespace", gr)

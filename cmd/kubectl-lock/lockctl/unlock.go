@@ -61,7 +61,8 @@ For a cluster-scoped TYPE/NAME (namespace/prod, crd/NAME, clusterrole/NAME...)
 it deletes the ClusterLocks that target it (the ClusterRole
 lockguard-cluster-unlock).
 
-TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com).`,
+TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com;
+pvc or statefulsets.apps for kinds of other groups).`,
 		Example: `  # Lift the protection of the Stack forge, after confirming
   kubectl unlock stack/forge -n forge
 
