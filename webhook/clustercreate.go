@@ -90,20 +90,30 @@ func (h *ClusterLockHandler) CreateHandler() http.Handler {
 
 // DecideCreate admits a ClusterLock create once its target carries
 // ClusterLockedLabel (ClusterLockConfig.Labeler), so that its delete is
-// refused from the create's answer on. A ClusterLock that protects
-// nothing (an invalid target, expired), a dry run, and one whose target
+// refused from the create's answer on. It refuses, dry run or not, the
+// create of a ClusterLock that has already expired (ExpiredCreateMessage),
+// as for a Lock. A ClusterLock that protects nothing (an invalid target),
+// a dry run, and one whose target
 // does not exist or whose kind is not served or namespaced (the status
 // says so; the reconciler labels a target created later) are allowed
 // without a label. When RBAC refuses lockguard the label, the create is
 // refused with the kubectl label command to run first; any other failure
 // refuses it, retryably.
 func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Request) admission.Response {
-	if ar.Operation != admissionv1.Create || ar.Kind.Kind != "ClusterLock" || h.c.Labeler == nil || (ar.DryRun != nil && *ar.DryRun) {
+	if ar.Operation != admissionv1.Create || ar.Kind.Kind != "ClusterLock" || h.c.Labeler == nil {
 		return admission.Allowed("")
 	}
 	var cl lockv1alpha1.ClusterLock
 	if err := json.Unmarshal(ar.Object.Raw, &cl); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the ClusterLock: %w", err))
+	}
+	if now := h.c.Now(); cl.AsLock().ExpiredAt(now) {
+		// docs/contract.md rule 19, as for a Lock (CreateHandler): created
+		// expired, it would protect nothing while looking like it does.
+		return admission.Denied(ExpiredCreateMessage(cl.AsLock(), now))
+	}
+	if ar.DryRun != nil && *ar.DryRun {
+		return admission.Allowed("") // nothing is written on a dry run
 	}
 	key, err := cl.Target()
 	if err != nil || !cl.Live(h.c.Now()) {

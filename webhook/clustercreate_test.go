@@ -21,8 +21,9 @@ import (
 
 // TestClusterLockCreate: a ClusterLock's create is allowed once its target
 // is labelled; a missing target, an unserved or namespaced kind, an
-// invalid or expired ClusterLock and a dry run are allowed (the first
-// three after trying, the others without a label); when RBAC refuses the
+// invalid ClusterLock and a dry run are allowed (the first three after
+// trying, the others without a label); an expired one is refused, dry run
+// or not (rule 19, as a Lock's create); when RBAC refuses the
 // label, the create is refused with the kubectl label command; any other
 // failure refuses it retryably (503).
 func TestClusterLockCreate(t *testing.T) {
@@ -40,15 +41,16 @@ func TestClusterLockCreate(t *testing.T) {
 		code     int32
 		says     string
 	}{
-		"Labelled":    {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
-		"Missing":     {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "prod"), labelled: true, allowed: true},
-		"NotServed":   {lock: clusterLock("keep-r", "core.navique.com/v1alpha1", "Nope", "r"), err: &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "core.navique.com", Kind: "Nope"}}, labelled: true, allowed: true},
-		"Namespaced":  {lock: clusterLock("keep-s", "core.navique.com/v1alpha1", "Stack", "s"), err: ErrNamespacedTarget, labelled: true, allowed: true},
-		"Invalid":     {lock: clusterLock("pod", "v1", "Pod", "p"), allowed: true},
-		"Expired":     {lock: expired, allowed: true},
-		"DryRun":      {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), dryRun: true, allowed: true},
-		"Forbidden":   {lock: role, err: forbidden, labelled: true, code: 403, says: "lockguard cannot label ClusterRole admin-all without holding every permission it grants; run `kubectl label clusterrole admin-all core.navique.com/cluster-locked=true` as someone who may, then create this ClusterLock again"},
-		"Unreachable": {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: errors.New("connection refused"), labelled: true, code: 503, says: "the ClusterLock was not created because lockguard could not label Namespace prod first; retry"},
+		"Labelled":      {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"Missing":       {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "prod"), labelled: true, allowed: true},
+		"NotServed":     {lock: clusterLock("keep-r", "core.navique.com/v1alpha1", "Nope", "r"), err: &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "core.navique.com", Kind: "Nope"}}, labelled: true, allowed: true},
+		"Namespaced":    {lock: clusterLock("keep-s", "core.navique.com/v1alpha1", "Stack", "s"), err: ErrNamespacedTarget, labelled: true, allowed: true},
+		"Invalid":       {lock: clusterLock("pod", "v1", "Pod", "p"), allowed: true},
+		"Expired":       {lock: expired, code: 403, says: "spec.expiresAt 2026-12-04T08:59:59Z is not in the future (it is 2026-12-04T09:00:00Z): a Lock that has already expired protects nothing"},
+		"ExpiredDryRun": {lock: expired, dryRun: true, code: 403, says: "is not in the future"},
+		"DryRun":        {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), dryRun: true, allowed: true},
+		"Forbidden":     {lock: role, err: forbidden, labelled: true, code: 403, says: "lockguard cannot label ClusterRole admin-all without holding every permission it grants; run `kubectl label clusterrole admin-all core.navique.com/cluster-locked=true` as someone who may, then create this ClusterLock again"},
+		"Unreachable":   {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: errors.New("connection refused"), labelled: true, code: 503, says: "the ClusterLock was not created because lockguard could not label Namespace prod first; retry"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
