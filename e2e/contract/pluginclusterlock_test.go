@@ -73,6 +73,10 @@ func TestPluginClusterLock(t *testing.T) {
 	if r := kubectlLock(t, "", append([]string{"namespaces/" + ns.Name, "--reason", "production"}, as...)...); r.err != nil || r.stdout != strings.Replace(want, "created", "unchanged", 1) {
 		t.Errorf("kubectl lock again: err %v, stdout %q", r.err, r.stdout)
 	}
+	// Again with another reason: unchanged, and the warning names the kind.
+	if r := kubectlLock(t, "", append([]string{"namespaces/" + ns.Name, "--reason", "other"}, as...)...); r.err != nil || r.stderr != "Warning: the existing ClusterLock's reason \"production\" was kept\n" {
+		t.Errorf("kubectl lock again, another reason: err %v, stderr %q", r.err, r.stderr)
+	}
 
 	// list -A shows it after the Locks; show clusterlock/NAME in full.
 	r = kubectlLock(t, "", "list", "-A")

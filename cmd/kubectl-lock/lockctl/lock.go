@@ -352,16 +352,16 @@ func (o *lockOptions) create(ctx context.Context, s Streams, k lockKind, lock *l
 			fmt.Fprintf(s.Out, "%s/%s unchanged%s\n", k.gr, name, dryRunSuffix(o.dryRun))
 		}
 		if existing.Spec.Reason != o.reason {
-			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's reason %q was kept\n", existing.Spec.Reason)
+			fmt.Fprintf(s.ErrOut, "Warning: the existing %s's reason %q was kept\n", k.kind, existing.Spec.Reason)
 		}
 		if levelOf(existing) != levelOf(lock) {
-			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's level %s was kept\n", levelOf(existing))
+			fmt.Fprintf(s.ErrOut, "Warning: the existing %s's level %s was kept\n", k.kind, levelOf(existing))
 		}
 		if enforcementOf(existing) != enforcementOf(lock) {
-			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's enforcement %s was kept\n", enforcementOf(existing))
+			fmt.Fprintf(s.ErrOut, "Warning: the existing %s's enforcement %s was kept\n", k.kind, enforcementOf(existing))
 		}
 		if existing.ExpiresAtString() != lock.ExpiresAtString() {
-			fmt.Fprintf(s.ErrOut, "Warning: the existing Lock's expiry (%s) was kept\n", expiresText(existing))
+			fmt.Fprintf(s.ErrOut, "Warning: the existing %s's expiry (%s) was kept\n", k.kind, expiresText(existing))
 		}
 		if !text && dryRunning(o.dryRun) {
 			existing.ManagedFields = nil // as kubectl prints objects
