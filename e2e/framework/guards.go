@@ -107,9 +107,11 @@ func derefLocks(locks []*lockv1alpha1.Lock) []lockv1alpha1.Lock {
 // webhook entry: for tests that install a narrowed copy of the webhook
 // configuration next to the suite's (the namespace and CRD entries are
 // cluster-scoped, and would not be narrowed by a namespaceSelector, nor
-// would the ClusterLock guard's two; the update entry is left out too, so that the narrowed copy sends deletes
-// only).
-var ObjectGuardOnly = []string{"guards.namespace.enabled=false", "guards.crd.enabled=false", "guards.readOnly.enabled=false", "guards.clusterLock.enabled=false"}
+// would the ClusterLock guard's entries; the update entry is left out too,
+// so that the narrowed copy sends deletes only). protect.resources=null
+// drops the opted-in kinds' entries, which the suite's own rendering lists
+// (ProtectSet) and the chart refuses without the namespace guard.
+var ObjectGuardOnly = []string{"guards.namespace.enabled=false", "guards.crd.enabled=false", "guards.readOnly.enabled=false", "guards.clusterLock.enabled=false", "protect.resources=null"}
 
 // DeleteOnceUnguarded deletes obj (a namespace or a CRD) whose last Lock
 // was just deleted. A replica whose cache has not seen the Lock go yet
