@@ -168,23 +168,23 @@ func TestChartWithCertManager(t *testing.T) {
 	first := readServingSecret(ctx, t, c)
 	checkChain(t, c, ctx, first)
 
-	// cainjector puts the CA into the webhook configuration.
-	// Before 1.30 the identity Leases' and the unlock rules are two more
-	// entries (policies from 1.30).
-	wantWebhooks := 7
-	if framework.Find(objs, "ValidatingAdmissionPolicy", "lockguard-peer-leases") == nil {
-		wantWebhooks = 9
+	// cainjector puts the CA into the webhook configuration: every entry
+	// the chart renders for this API server (before 1.30 the identity
+	// Leases' and the unlock entries too: policies from 1.30).
+	rendered := framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard")
+	if rendered == nil {
+		t.Fatal("the chart renders no ValidatingWebhookConfiguration lockguard")
+	}
+	entries, _, _ := unstructured.NestedSlice(rendered.Object, "webhooks")
+	wantWebhooks := len(entries)
+	if wantWebhooks < 10 {
+		t.Fatalf("the chart renders %d webhook entries; want at least the 10 of every guard (object, namespace, CRD, update's two, ClusterLock's three, Lock and LockException creates)", wantWebhooks)
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: "lockguard"}, &vwc); err != nil {
 			return false, err
 		}
-		// The object guard's webhook, the namespace and CRD guards', the
-		// update guard's two (objects, subresources), the Lock create
-		// entry of the peer protocol and the LockException create entry;
-		// before 1.30, the unlock and identity Leases' entries too
-		// (policies from 1.30).
 		return len(vwc.Webhooks) == wantWebhooks && sameCABundle(&vwc), nil
 	}); err != nil {
 		t.Fatalf("cainjector did not inject a caBundle into ValidatingWebhookConfiguration lockguard: %v", err)
