@@ -111,12 +111,7 @@ func (o *unlockOptions) runCluster(ctx context.Context, s Streams, c *clients, t
 	if err != nil {
 		return err
 	}
-	var protecting []lockv1alpha1.Lock
-	for i := range all {
-		if targets(&all[i], t) && all[i].DeletionTimestamp == nil {
-			protecting = append(protecting, all[i])
-		}
-	}
+	protecting := targeting(all, t)
 	if len(protecting) == 0 {
 		fmt.Fprintf(s.ErrOut, "No ClusterLocks protect %s.\n", t)
 		return nil

@@ -102,12 +102,7 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 	if err != nil {
 		return err
 	}
-	var protecting []lockv1alpha1.Lock
-	for i := range all {
-		if targets(&all[i], t) && all[i].DeletionTimestamp == nil {
-			protecting = append(protecting, all[i])
-		}
-	}
+	protecting := targeting(all, t)
 	selectors, err := coveringSelectors(ctx, c, t, all)
 	if err != nil {
 		return err
@@ -120,6 +115,18 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		return nil
 	}
 	return o.unlock(ctx, s, c.locks(), protecting, c.dynamic.Resource(t.mapping.Resource).Namespace(c.namespace), t)
+}
+
+// targeting returns the Locks (or ClusterLocks) of all that name t by
+// targetRef and are not being deleted.
+func targeting(all []lockv1alpha1.Lock, t target) []lockv1alpha1.Lock {
+	var out []lockv1alpha1.Lock
+	for i := range all {
+		if targets(&all[i], t) && all[i].DeletionTimestamp == nil {
+			out = append(out, all[i])
+		}
+	}
+	return out
 }
 
 // unlock shows the Locks or ClusterLocks (k) protecting t, deletes them
