@@ -237,6 +237,9 @@ func testUpgrade(t *testing.T, version string) {
 	// The previous chart has no namespace guard, and grants no RBAC on
 	// namespaces: lockguard runs as it did then.
 	_, old := startLockguard(ctx, t, env, wh, "--namespace-guard=false")
+	// The previous chart's Lock CRD has no status.scope: the API server
+	// drops what lockguard writes there until the CRD is upgraded.
+	k.LockCRDWithoutScope = true
 
 	appNS := k.NewNamespace(t, "apps")
 	k.CreateObject(t, framework.StackGVK, appNS, "forge")
@@ -308,6 +311,7 @@ func testUpgrade(t *testing.T, version string) {
 		t.Fatal(err)
 	}
 	helm("upgrade", release, current, "--post-renderer", self)
+	k.LockCRDWithoutScope = false // the current lockguard below writes it
 	during := attempts.Load() - before
 	waitAttempts(attempts.Load() + 20)
 	close(stop)
