@@ -50,7 +50,10 @@ package chaos
 // deletes and how each answer is judged; updates_test.go their updates
 // under ReadOnly Locks; observe_test.go the invariant check on every read
 // of an object; convergence_test.go the check once the faults stop;
-// bigdeletes_test.go the deletes that remove many objects at once.
+// bigdeletes_test.go the deletes that remove many objects at once;
+// optin_test.go the client on opted-in PersistentVolumeClaims (rule 21)
+// and clusterlocks_test.go the client on ClusterLocks and the namespaces
+// they name (rule 22).
 
 import (
 	"context"
@@ -232,10 +235,14 @@ func TestChaos(t *testing.T) {
 	set, err := framework.NewReplicaSet(&framework.LocalWebhook{CA: h.ca.CertPEM}, framework.ReplicaOptions{
 		Binary: bin, Kubeconfig: kubeconfig, Dir: dir, Restart: true,
 		CertDir: func(i int) string { return certDirs[i] },
+		// PVCs opted in (optin_test.go): the flag, and the chart's
+		// protect.resources below.
+		Args: []string{"--protect-resource=persistentvolumeclaims"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	set.Webhook.SetJSON = append(set.Webhook.SetJSON, framework.ProtectSet(optInResources))
 	defer func() { _ = set.Stop() }()
 	if _, err := set.Webhook.InstallChart(ctx, admin); err != nil {
 		t.Fatal(err)
@@ -273,6 +280,30 @@ func TestChaos(t *testing.T) {
 			w.run(workCtx)
 		}()
 	}
+	// The opt-in worker, on PVCs (optin_test.go), after the warm-up Lock
+	// (TEMPORARY: see warmUpLock).
+	opt := newOptInWorker("chaos-pvc", clients, admin, seed, &n, report, logf)
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opt.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if warmUp() {
+		if err := createWarmUpLock(ctx, admin, opt.ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt.ensureTargets(ctx)
+	working.Add(1)
+	go func() {
+		defer working.Done()
+		opt.run(workCtx)
+	}()
+	cw := newClusterWorker("chaos-cl", admin, seed, &n, report, logf)
+	cw.ensure(ctx)
+	working.Add(1)
+	go func() {
+		defer working.Done()
+		cw.run(workCtx)
+	}()
 	big, err := newBigWorker("chaos-big", env.Config, client.Options{Scheme: scheme}, seed, &n, report, logf, true)
 	if err != nil {
 		t.Fatal(err)
@@ -330,11 +361,13 @@ func TestChaos(t *testing.T) {
 	// Each client settles on its own, so that one whose deletes stay
 	// refused does not take the others' time.
 	settleCtx, stopSettle := context.WithTimeout(ctx, 90*time.Second)
-	left := make([][]string, len(workers))
+	left := make([][]string, len(workers)+2)
 	var settling sync.WaitGroup
 	for i, w := range workers {
 		settling.Go(func() { left[i] = w.settle(settleCtx) })
 	}
+	settling.Go(func() { left[len(workers)] = opt.settle(settleCtx) })
+	settling.Go(func() { left[len(workers)+1] = cw.settle(settleCtx) })
 	settling.Wait()
 	stopSettle()
 	stuck := slices.Concat(left...)
@@ -349,7 +382,7 @@ func TestChaos(t *testing.T) {
 
 	// The last look at every object, after everything else (the garbage
 	// collector keeps retrying the locked children of deleted owners).
-	for _, w := range workers {
+	for _, w := range append(slices.Clip(workers), opt) {
 		auditCtx, stopAudit := context.WithTimeout(ctx, 30*time.Second)
 		for !w.audit(auditCtx) && auditCtx.Err() == nil {
 			time.Sleep(250 * time.Millisecond)
@@ -360,6 +393,14 @@ func TestChaos(t *testing.T) {
 		stopAudit()
 	}
 	auditCtx, stopAudit := context.WithTimeout(ctx, 30*time.Second)
+	for !cw.audit(auditCtx) && auditCtx.Err() == nil {
+		time.Sleep(250 * time.Millisecond)
+	}
+	if auditCtx.Err() != nil {
+		t.Errorf("the last check of the ClusterLocks' namespaces: the API server did not answer")
+	}
+	stopAudit()
+	auditCtx, stopAudit = context.WithTimeout(ctx, 30*time.Second)
 	for !big.audit(auditCtx) && auditCtx.Err() == nil {
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -395,7 +436,7 @@ func TestChaos(t *testing.T) {
 			n.updateFree.Load(), n.updateStale.Load(), n.updatePending.Load(), n.updatePendingDenied.Load()),
 	}
 	run.summary = append(run.summary, kindTable(&n)...)
-	run.summary = append(run.summary, big.summary())
+	run.summary = append(run.summary, big.summary(), optInSummary(opt), cw.summary())
 	run.summary = append(run.summary,
 		fmt.Sprintf("chaos: requests that would delete only unlocked objects %d (%d went through, %d denied by a Lock already deleted, %d denied for a locked dependent they would cascade to, slowest waited %s, %d still refused after the faults)",
 			n.unlockedTries.Load(), n.unlockedOK.Load(), n.staleDenials.Load(), n.cascadeDenials.Load(), time.Duration(n.slowestUnlock.Load()).Round(100*time.Millisecond), len(stuck)),

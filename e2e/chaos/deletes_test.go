@@ -20,9 +20,22 @@ import (
 // denialPrefix starts the API server's error for a delete lockguard denied.
 const denialPrefix = `admission webhook "delete.lockguard.core.navique.com" denied the request: resource is protected by Lock(s) [`
 
+// protectDenialPrefix is denialPrefix for an opted-in kind's delete, which
+// the chart's protect entry sends (docs/optin.md).
+var protectDenialPrefix = strings.Replace(denialPrefix, `"delete.`, `"protect.`, 1)
+
+// denialMarker returns the prefix of err, a denial (isDenial), up to the
+// Locks it names.
+func denialMarker(err error) string {
+	if strings.HasPrefix(err.Error(), protectDenialPrefix) {
+		return protectDenialPrefix
+	}
+	return denialPrefix
+}
+
 // isDenial reports whether err is lockguard's denial of a delete.
 func isDenial(err error) bool {
-	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), denialPrefix)
+	return err != nil && apierrors.IsForbidden(err) && (strings.HasPrefix(err.Error(), denialPrefix) || strings.HasPrefix(err.Error(), protectDenialPrefix))
 }
 
 // cascadeDenial is in the API server's error for an owner delete denied
@@ -64,7 +77,7 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 	readOnly := w.rng.IntN(3) == 0
 	var l *lockRec
 	if t.label != "" && w.rng.IntN(3) == 0 && w.selectorLocks() < maxSelectorLocks {
-		if l = w.createSelectorLockOn(ctx, &selectorRec{value: t.label}, readOnly, false); l.state != live {
+		if l = w.createSelectorLockOn(ctx, &selectorRec{value: t.label, kinds: w.selectorKinds()}, readOnly, false); l.state != live {
 			return
 		}
 	} else {
@@ -72,7 +85,7 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 		l = newLockRec(fmt.Sprintf("lock-%d", w.seq), t, nil, readOnly)
 		lock := &lockv1alpha1.Lock{
 			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: l.name},
-			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}, Level: l.level()},
+			Spec:       lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{APIVersion: optInAPIVersion(t), Kind: t.gvk.Kind, Name: t.name}, Level: l.level()},
 		}
 		w.locks = append(w.locks, l)
 		w.n.lockCreates.Add(1)
@@ -93,11 +106,12 @@ func (w *worker) lockThenDelete(ctx context.Context) {
 	}
 	t.unlockedSince = time.Time{}
 	uid := t.uid
-	w.n.byKind[kindRaced].sent.Add(1)
-	w.sending(t, kindRaced)
+	raced := w.kindFor(kindRaced)
+	w.n.byKind[raced].sent.Add(1)
+	w.sending(t, raced)
 	sent := time.Now()
 	err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &uid})
-	w.judge(ctx, t, []*lockRec{l}, kindRaced, sent, err)
+	w.judge(ctx, t, []*lockRec{l}, raced, sent, err)
 	w.observe(ctx, t)
 }
 
@@ -158,6 +172,10 @@ func (w *worker) deleteTarget(ctx context.Context) {
 		kind = kindDeleteOtherVersion
 		gvk.Version = "v1beta1"
 	}
+	if w.optIn {
+		// PersistentVolumeClaims are served as v1 only.
+		gvk, kind = t.gvk, w.kindFor(kind)
+	}
 	w.n.byKind[kind].sent.Add(1)
 	w.sending(t, kind)
 	sent := time.Now()
@@ -175,7 +193,7 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 	locks = w.unexpired(locks)
 	locked := len(locks) > 0
 	if isDenial(err) {
-		w.deniedByAudit(kind, err, denialPrefix)
+		w.deniedByAudit(kind, err, denialMarker(err))
 	}
 	if locked {
 		k.locked.Add(1)
@@ -238,6 +256,10 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 		w.observe(ctx, t) // Gone or replaced: the invariant check says whether that was allowed.
 	default:
 		k.errors.Add(1)
+		if w.optIn && w.logged < 5 {
+			w.logged++
+			w.logf("%s: a %s of %s (locked %v) failed: %v", w.ns, kind, t, locked, err)
+		}
 		if !locked {
 			w.pending(t, dryRun)
 			if !dryRun {
@@ -353,7 +375,7 @@ func (w *worker) deleteCollection(ctx context.Context) {
 	// Those whose Locks all expired before the answer may have gone.
 	locked = slices.DeleteFunc(locked, func(m member) bool { return len(w.unexpired(m.locks)) == 0 })
 	if isDenial(err) {
-		w.deniedByAudit(kind, err, denialPrefix)
+		w.deniedByAudit(kind, err, denialMarker(err))
 	}
 	switch {
 	case err == nil && len(locked) > 0:
@@ -490,11 +512,12 @@ func (w *worker) settlePass(ctx context.Context) ([]string, error) {
 			t.unlockedSince = time.Time{} // Gone: its delete went through (or a cascade did it).
 			continue
 		}
-		w.n.byKind[kindDelete].sent.Add(1)
-		w.sending(t, kindDelete)
+		kind := w.kindFor(kindDelete)
+		w.n.byKind[kind].sent.Add(1)
+		w.sending(t, kind)
 		sent := time.Now()
 		err := w.c.Delete(ctx, w.object(t, t.gvk), client.Preconditions{UID: &t.uid})
-		w.judge(ctx, t, nil, kindDelete, sent, err)
+		w.judge(ctx, t, nil, kind, sent, err)
 		if !t.unlockedSince.IsZero() {
 			left = append(left, fmt.Sprintf("%s %s/%s (waiting %s, last error %v)", t.gvk.Kind, w.ns, t.name, time.Since(t.unlockedSince).Round(time.Second), err))
 		}

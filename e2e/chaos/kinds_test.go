@@ -34,6 +34,12 @@ const (
 	kindUpdate                               // UPDATE of the spec of an object a ReadOnly Lock covers (rule 16)
 	kindDryRunUpdate                         // the same as a server-side dry run
 	kindRelabel                              // UPDATE of the selector label of an object a ReadOnly Lock covers: relabelling it out is refused too
+	kindPVCDelete                            // DELETE of an opted-in PersistentVolumeClaim (rule 21; optin_test.go)
+	kindPVCDryRun                            // the same as a server-side dry run
+	kindPVCRaced                             // the same, sent the moment the Lock's create was answered
+	kindCLNamespace                          // DELETE of a Namespace a ClusterLock names (rule 22; clusterlocks_test.go)
+	kindCLDryRun                             // the same as a server-side dry run
+	kindCLRaced                              // the same, sent the moment the ClusterLock's create was answered
 	numKinds
 
 	// kindNone stands for no request of the client's: an object that
@@ -77,6 +83,12 @@ var kinds = [numKinds + 1]struct {
 	kindUpdate:             {name: "spec update under ReadOnly", update: true},
 	kindDryRunUpdate:       {name: "dry-run spec update, ReadOnly", dryRun: true, update: true},
 	kindRelabel:            {name: "relabel under ReadOnly", update: true},
+	kindPVCDelete:          {name: "PVC delete (opt-in)"},
+	kindPVCDryRun:          {name: "PVC dry-run delete (opt-in)", dryRun: true},
+	kindPVCRaced:           {name: "PVC delete right after Lock"},
+	kindCLNamespace:        {name: "namespace delete (ClusterLock)"},
+	kindCLDryRun:           {name: "ns dry-run delete (ClusterLock)", dryRun: true},
+	kindCLRaced:            {name: "ns delete after ClusterLock"},
 	kindNone:               {name: "no request of the client's"},
 }
 

@@ -70,11 +70,11 @@ func (w *worker) createLock(ctx context.Context) {
 	}
 	w.seq++
 	l := newLockRec(fmt.Sprintf("lock-%d", w.seq), t, nil, readOnly)
-	ref := lockv1alpha1.TargetReference{Kind: t.gvk.Kind, Name: t.name}
+	ref := lockv1alpha1.TargetReference{APIVersion: optInAPIVersion(t), Kind: t.gvk.Kind, Name: t.name}
 	switch r := w.rng.IntN(10); {
 	case r == 0:
 		ref.APIVersion, l.invalid = "apps/v1", true
-	case r < 4:
+	case r < 4 && !w.optIn:
 		ref.APIVersion = lockv1alpha1.Group + "/v1beta1"
 	}
 	lock := &lockv1alpha1.Lock{
@@ -113,7 +113,12 @@ func (w *worker) createSelectorLock(ctx context.Context, readOnly bool) {
 		return
 	}
 	sel := &selectorRec{value: setValues[w.rng.IntN(len(setValues))], expression: w.rng.IntN(2) == 0}
-	if w.rng.IntN(4) == 0 {
+	switch {
+	case w.optIn && w.rng.IntN(4) > 0:
+		// Three in four name the opted-in kind; the others, without
+		// kinds, cover none of the worker's objects (matches).
+		sel.kinds = w.selectorKinds()
+	case !w.optIn && w.rng.IntN(4) == 0:
 		sel.kinds = []string{[]string{stackGVK.Kind, pgGVK.Kind}[w.rng.IntN(2)]}
 	}
 	if l := w.createSelectorLockOn(ctx, sel, readOnly, true); l.state == live {

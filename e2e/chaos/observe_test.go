@@ -58,6 +58,10 @@ func (w *worker) observe(ctx context.Context, t *target) bool {
 	var uid, ownerRef types.UID
 	var annotated []string
 	switch {
+	case err == nil && u.GetDeletionTimestamp() != nil:
+		// Deleted, held by a finalizer (a PersistentVolumeClaim's
+		// kubernetes.io/pvc-protection until no pod uses it): its delete
+		// was admitted, so for the checker it is gone.
 	case err == nil:
 		uid = u.GetUID()
 		for _, r := range u.GetOwnerReferences() {

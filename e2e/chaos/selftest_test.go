@@ -55,6 +55,21 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.
 			w.run(workCtx)
 		}()
 	}
+	opt := newOptInWorker("selftest-pvc", clients, admin, seed^0x5e1f, &n, report, logf)
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opt.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	namespaces = append(namespaces, opt.ns)
+	opt.ensureTargets(ctx)
+	cw := newClusterWorker("selftest-cl", admin, seed^0x5e1f, &n, report, logf)
+	cw.ensure(ctx)
+	for _, w := range []interface{ run(context.Context) }{opt, cw} {
+		working.Add(1)
+		go func() {
+			defer working.Done()
+			w.run(workCtx)
+		}()
+	}
 	big, err := newBigWorker("selftest-big", cfg, opts, seed^0x5e1f, &n, report, logf, false)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +109,7 @@ func selfTest(ctx context.Context, t *testing.T, admin client.Client, cfg *rest.
 	}
 	logf("self-test: every delete kind caught in %s; deleting its namespaces and CRDs", took.Round(100*time.Millisecond))
 	namespaces = append(namespaces, big.namespaces()...)
+	namespaces = append(namespaces, cw.cleanup(ctx)...)
 	crds := []string{crdName(widgetGVK), crdName(gadgetGVK)}
 	for _, crd := range crds {
 		if err := admin.Delete(ctx, framework.CRD(crd)); err != nil && !apierrors.IsNotFound(err) {

@@ -189,8 +189,14 @@ type selectorRec struct {
 	expression bool
 }
 
+// matches reports whether the selector covers t: without kinds, it covers
+// the objects of core.navique.com only (docs/optin.md: a selector covers
+// an opted-in kind only where its kinds names it).
 func (s *selectorRec) matches(t *target) bool {
-	return t.label == s.value && (len(s.kinds) == 0 || slices.Contains(s.kinds, t.gvk.Kind))
+	if len(s.kinds) == 0 {
+		return t.label == s.value && t.gvk.Group == lockv1alpha1.Group
+	}
+	return t.label == s.value && slices.Contains(s.kinds, t.gvk.Kind)
 }
 
 // spec returns the Lock's selector.
@@ -294,8 +300,12 @@ type worker struct {
 	// break-glass exceptions it created (exceptions_test.go).
 	username   string
 	exceptions []exceptionRec
-	report     func(kind deleteKind, msg string) // a violation, with details
-	logf       func(format string, args ...any)
+	// optIn: the worker's targets are PersistentVolumeClaims, a kind of
+	// another group opted in (optin_test.go).
+	optIn  bool
+	logged int                               // an opt-in worker's errors logged (the first few)
+	report func(kind deleteKind, msg string) // a violation, with details
+	logf   func(format string, args ...any)
 }
 
 func newWorker(ns string, id int, c client.Client, seed uint64, n *counts, report func(deleteKind, string), logf func(string, ...any)) *worker {
@@ -341,6 +351,10 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) step(ctx context.Context) {
 	if !w.resolve(ctx) {
 		time.Sleep(100 * time.Millisecond) // The API server is away.
+		return
+	}
+	if w.optIn {
+		w.stepOptIn(ctx)
 		return
 	}
 	switch r := w.rng.Float64(); {
@@ -420,7 +434,7 @@ func (w *worker) ensureTargets(ctx context.Context) {
 			continue
 		}
 		u := w.object(t, t.gvk)
-		u.Object["spec"] = map[string]any{"size": int64(1)}
+		u.Object["spec"] = targetSpec(t)
 		if t.owner != nil && t.owner.uid != "" {
 			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: stackGVK.GroupVersion().String(), Kind: "Stack", Name: t.owner.name, UID: t.owner.uid}})
 		}
