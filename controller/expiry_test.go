@@ -90,3 +90,47 @@ func TestReconcileExpiredLock(t *testing.T) {
 		t.Errorf("the second pass wrote the expired Lock again: resourceVersion %s, then %s", got.ResourceVersion, again.ResourceVersion)
 	}
 }
+
+// TestReconcileInvalidLockExpires: a Lock whose scope is invalid says
+// InvalidTarget and comes back at its expiry, when it says Expired
+// (the chaos run of 2026-12-04 12:42 UTC found one still InvalidTarget a
+// minute after its expiry: the pass returned without a requeue).
+func TestReconcileInvalidLockExpires(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	expiry := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
+	lock := newLock("forge", "odd", "apps/v1", "Stack", "forge")
+	lock.Spec.ExpiresAt = &metav1.Time{Time: expiry}
+	if lock.Scope() == nil {
+		t.Fatal("the Lock's scope is valid; want an invalid one")
+	}
+	c := fake.NewClientBuilder().WithScheme(s).WithObjects(lock).WithStatusSubresource(lock).Build()
+	now := expiry.Add(-time.Minute)
+	r := &reconciler{client: c, now: func() time.Time { return now }}
+	key := client.ObjectKeyFromObject(lock)
+	reason := func() string {
+		var got lockv1alpha1.Lock
+		if err := c.Get(context.Background(), key, &got); err != nil {
+			t.Fatal(err)
+		}
+		if cond := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReady); cond != nil {
+			return cond.Reason
+		}
+		return ""
+	}
+	if res, err := r.reconcileLock(context.Background(), key); err != nil || res.RequeueAfter != time.Minute {
+		t.Fatalf("reconcileLock a minute before its expiry: %+v, %v; want a requeue after 1m", res, err)
+	}
+	if got := reason(); got != lockv1alpha1.ReasonInvalidTarget {
+		t.Fatalf("reason %q; want %s", got, lockv1alpha1.ReasonInvalidTarget)
+	}
+	now = expiry
+	if res, err := r.reconcileLock(context.Background(), key); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("reconcileLock at its expiry: %+v, %v; want no requeue", res, err)
+	}
+	if got := reason(); got != lockv1alpha1.ReasonExpired {
+		t.Fatalf("reason %q at its expiry; want %s", got, lockv1alpha1.ReasonExpired)
+	}
+}

@@ -84,7 +84,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req request) (ctrl.Result, e
 }
 
 // reconcileLock writes the status of a Lock whose scope is invalid
-// (InvalidTarget, with the reason; it covers nothing), or of a live
+// (InvalidTarget, with the reason; it covers nothing; checked again at its
+// expiry), or of a live
 // selector Lock: active once its namespace is guarded, and what it covers
 // (targetWatches.protected); InvalidTarget, with what it still covers,
 // while one of its kinds is not served as written (selectorKinds: checked
@@ -103,7 +104,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 		return ctrl.Result{}, r.writeStatus(ctx, &lock, expiredObservation(&lock))
 	}
 	if err := lock.Scope(); err != nil {
-		return ctrl.Result{}, r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
+		// Back at its expiry, if it has one, to say Expired (rule 19):
+		// nothing else would bring an invalid Lock back.
+		return ctrl.Result{RequeueAfter: soonest(0, now, []lockv1alpha1.Lock{lock})},
+			r.writeStatus(ctx, &lock, observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error()})
 	}
 	if !lock.HasSelector() {
 		return ctrl.Result{}, nil // Its target's pass writes its status.
