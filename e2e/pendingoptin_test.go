@@ -24,8 +24,10 @@ import (
 // another group protected by opt-in (docs/contract.md rule 21; the suite's
 // lockguard opts in PersistentVolumeClaims, local_test.go): three
 // replicas; in one namespace a webhook configuration of the test's own
-// sends Lock creates to replica b and deletes to a, in another the
-// reverse. $LOCKGUARD_PENDING_ITERATIONS (default 100) iterations, in each
+// sends Lock creates to replica b, in another to a. The PVC deletes are
+// not rerouted: they reach lockguard through the suite's protect entry
+// (namespaces labelled core.navique.com/has-locks), the front, pinned to
+// f, which also admits each create through the suite's Lock-create entry. $LOCKGUARD_PENDING_ITERATIONS (default 100) iterations, in each
 // namespace a targetRef Lock (apiVersion v1, kind PersistentVolumeClaim)
 // on PVC t-<i> (even i) or a selector Lock whose kinds name
 // PersistentVolumeClaim on PVC s-<i>, which carries its label (odd i);
