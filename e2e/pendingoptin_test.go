@@ -26,13 +26,20 @@ import (
 // replicas; in one namespace a webhook configuration of the test's own
 // sends Lock creates to replica b, in another to a. The PVC deletes are
 // not rerouted: they reach lockguard through the suite's protect entry
-// (namespaces labelled core.navique.com/has-locks), the front, pinned to
-// f, which also admits each create through the suite's Lock-create entry. $LOCKGUARD_PENDING_ITERATIONS (default 100) iterations, in each
-// namespace a targetRef Lock (apiVersion v1, kind PersistentVolumeClaim)
-// on PVC t-<i> (even i) or a selector Lock whose kinds name
-// PersistentVolumeClaim on PVC s-<i>, which carries its label (odd i);
-// each PVC is deleted the moment its Lock's create returns, and every
-// delete must be denied naming the Lock. The namespaces (their PVCs carry
+// (namespaces labelled core.navique.com/has-locks) or protect-locked entry
+// (PVCs labelled core.navique.com/protected, which a targetRef Lock's
+// target carries before its create is allowed: issue 40), the front,
+// pinned to f, which also admits each create through the suite's
+// Lock-create entry. $LOCKGUARD_PENDING_ITERATIONS (default 100)
+// iterations, in each namespace a targetRef Lock (apiVersion v1, kind
+// PersistentVolumeClaim) on PVC t-<i> (even i) or a selector Lock whose
+// kinds name PersistentVolumeClaim on PVC s-<i>, which carries its label
+// (odd i); each PVC is deleted the moment its Lock's create returns, and
+// every delete must be denied naming the Lock. Each namespace's first Lock
+// is a targetRef Lock: a selector Lock's PVCs are labelled by the
+// reconciler only, so a selector Lock as a namespace's first would still
+// be exposed to the API server's namespace cache lagging has-locks
+// (docs/optin.md). The namespaces (their PVCs carry
 // kubernetes.io/pvc-protection) must be gone before the test ends (within
 // 60 s plus 200 ms per iteration). Local mode only.
 func Test14OptIn(t *testing.T) {
