@@ -34,28 +34,45 @@ func enforcing(locks []lockv1alpha1.Lock, now time.Time) []lockv1alpha1.Lock {
 
 // metadataPatch is a JSON merge patch that sets LockedAnnotation to
 // annotation, or removes it when annotation is "", and, when label is set,
-// puts ReadOnlyLabel=true on (*label true) or takes it off (false), and
-// touches nothing else: one write for both, so that a target whose Locks
+// puts ReadOnlyLabel=true on (*label true) or takes it off (false), makes
+// protected's change of ProtectedLabel and ProtectedPendingAnnotation, and
+// touches nothing else: one write for all, so that a target whose Locks
 // change costs one patch. It is written out rather than computed from the
 // cached object: the cache keeps only this annotation of a target, so a
 // diff against it could not tell the target's other annotations apart
 // from absent ones (removing the last cached key would patch
 // "annotations": null and drop them all).
-func metadataPatch(annotation string, label *bool) client.Patch {
+func metadataPatch(annotation string, label *bool, protected protectedChange) client.Patch {
 	var v any
 	if annotation != "" {
 		v = annotation
 	}
-	meta := map[string]any{"annotations": map[string]any{lockv1alpha1.LockedAnnotation: v}}
+	annotations := map[string]any{lockv1alpha1.LockedAnnotation: v}
+	meta := map[string]any{"annotations": annotations}
+	labels := map[string]any{}
 	if label != nil {
-		var l any
-		if *label {
-			l = "true"
-		}
-		meta["labels"] = map[string]any{lockv1alpha1.ReadOnlyLabel: l}
+		labels[lockv1alpha1.ReadOnlyLabel] = labelValue(*label)
+	}
+	if protected.label != nil {
+		labels[lockv1alpha1.ProtectedLabel] = labelValue(*protected.label)
+	}
+	if len(labels) > 0 {
+		meta["labels"] = labels
+	}
+	if protected.clearPending {
+		annotations[lockv1alpha1.ProtectedPendingAnnotation] = nil
 	}
 	data, _ := json.Marshal(map[string]any{"metadata": meta})
 	return client.RawPatch(types.MergePatchType, data)
+}
+
+// labelValue is a merge patch's value of a label that is "true" when on,
+// and removed (null) when off.
+func labelValue(on bool) any {
+	if on {
+		return "true"
+	}
+	return nil
 }
 
 // readOnlyCovered reports whether any of locks is a ReadOnly Lock: the

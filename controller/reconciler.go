@@ -211,24 +211,28 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// Back at the first expiry of a Lock that covers the target.
-	next := ctrl.Result{RequeueAfter: soonest(0, now, locks, covering)}
 	// The annotation names only the Locks that refuse (enforcing): policy
 	// mode's ValidatingAdmissionPolicy denies from it, and an audit Lock
-	// refuses nothing (docs/contract.md rule 20). The read-only label
-	// still routes the updates an audit ReadOnly Lock covers to the update
-	// guard, which allows them with its would-deny warning.
+	// refuses nothing (docs/contract.md rule 20). The protected label is
+	// wanted exactly where the annotation is (protectedlabel.go).
 	want := annotationValue(enforcing(covering, now))
+	protected, pendingLeft := protectedLabelChange(kind.GVK.Group != lockv1alpha1.Group, want != "", obj.Labels, obj.Annotations, now)
+	// Back at the first expiry of a Lock that covers the target, or when
+	// a pending mark's grace ends.
+	next := ctrl.Result{RequeueAfter: soonest(pendingLeft, now, locks, covering)}
+	// The read-only label still routes the updates an audit ReadOnly Lock
+	// covers to the update guard, which allows them with its would-deny
+	// warning.
 	readOnly := readOnlyCovered(covering)
 	label := labelChange(obj.Labels, readOnly)
-	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want || label != nil {
-		// One patch for the annotation and the read-only label.
-		if err := r.client.Patch(ctx, obj, metadataPatch(want, label)); err != nil {
+	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want || label != nil || !protected.none() {
+		// One patch for the annotation and the labels.
+		if err := r.client.Patch(ctx, obj, metadataPatch(want, label, protected)); err != nil {
 			// Not found: the target's delete event reconciles it again.
 			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation and %s label of %s %s/%s: %w",
 				lockv1alpha1.LockedAnnotation, lockv1alpha1.ReadOnlyLabel, gk, target.Namespace, target.Name, err))
 		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want, "readOnly", readOnly)
+		ctrl.LoggerFrom(ctx).V(1).Info("Updated the lock annotation", "from", got, "to", want, "readOnly", readOnly, "protected", protected.label)
 	}
 	// The target now carries the label exactly when ReadOnly Locks cover
 	// it: the freeze of its ReadOnly targetRef Locks is in force.

@@ -129,7 +129,7 @@ func setupLocal() (*suite, func(), error) {
 	// The unlock and identity Leases' entries last: rendered without the
 	// policy capability (framework.RenderChart), as for 1.29.
 	want := []string{st.webhookName, "namespace", "crd", "update", "subresource",
-		"cluster-lock", "cluster-label", "cluster-create", "protect", "protect-update",
+		"cluster-lock", "cluster-label", "cluster-create", "protect", "protect-locked", "protect-update",
 		"create", "exception", "unlock", "cluster-unlock", "peer-leases"}
 	for i := 1; i < len(want); i++ {
 		want[i] += ".lockguard.core.navique.com"

@@ -44,16 +44,7 @@ func pendingIterations(t *testing.T) int {
 // again once it has left; a new replica is cold until it has subscribed
 // and listed. Local mode: it sends each webhook call to a chosen replica.
 func Test14PendingAcrossReplicas(t *testing.T) {
-	ll, ok := s.lg.(*localLockguard)
-	if !ok {
-		t.Skip("needs the replicas' own addresses (local mode)")
-	}
-	replicaCount(t)
-	scale(t, 3)
-	reps := ll.set.Replicas()
-	a, b, f := reps[0], reps[1], reps[2]
-	waitWarm(t, a, b, f)
-	leaseDeleter(t)
+	ll, a, b, f := threeWarmReplicas(t)
 
 	// The suite's object entry skips the test's namespaces; a
 	// configuration of the test's own sends, in one namespace, Lock
@@ -152,6 +143,25 @@ func Test14PendingAcrossReplicas(t *testing.T) {
 		return kube.Client.Create(ctx, framework.NewLock(ns, "after-c", "Stack", "s", ""))
 	})
 	kube.WantDenied(t, kube.DeleteObject(t.Context(), framework.StackGVK, ns, "s"), framework.NewLock(ns, "after-b", "Stack", "s", ""), framework.NewLock(ns, "after-c", "Stack", "s", ""))
+}
+
+// threeWarmReplicas scales the local lockguard to three replicas, waits
+// until all are warm and starts leaseDeleter; Test14's tests send the Lock
+// creates to b and deletes to a (and the reverse), the front to f. It
+// skips t in cluster mode.
+func threeWarmReplicas(t *testing.T) (ll *localLockguard, a, b, f *framework.Replica) {
+	t.Helper()
+	ll, ok := s.lg.(*localLockguard)
+	if !ok {
+		t.Skip("needs the replicas' own addresses (local mode)")
+	}
+	replicaCount(t)
+	scale(t, 3)
+	reps := ll.set.Replicas()
+	a, b, f = reps[0], reps[1], reps[2]
+	waitWarm(t, a, b, f)
+	leaseDeleter(t)
+	return ll, a, b, f
 }
 
 // replicaWarm reads lockguard_replica_warm of r.

@@ -41,16 +41,7 @@ const pendingSelectorLabel = "lockguard-e2e-w"
 // each, every one denied naming the Lock. Local mode: it sends each
 // webhook call to a chosen replica.
 func Test14SelectorPendingAcrossReplicas(t *testing.T) {
-	ll, ok := s.lg.(*localLockguard)
-	if !ok {
-		t.Skip("needs the replicas' own addresses (local mode)")
-	}
-	replicaCount(t)
-	scale(t, 3)
-	reps := ll.set.Replicas()
-	a, b, f := reps[0], reps[1], reps[2]
-	waitWarm(t, a, b, f)
-	leaseDeleter(t)
+	ll, a, b, f := threeWarmReplicas(t)
 
 	// As in Test14PendingAcrossReplicas: the suite's object entry skips
 	// the test's namespaces, its Lock-create entry (pinned to f) stays.

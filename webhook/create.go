@@ -9,7 +9,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -20,8 +22,8 @@ import (
 
 // The admission of Lock CREATEs, beside the DELETE decision: only a Lock
 // create turns protection on, so what must be true from the moment a
-// create returns is done here, before it is allowed, by two collaborators,
-// each switched on by its own flag:
+// create returns is done here, before it is allowed, by three
+// collaborators, each switched on by its own flag:
 //
 //   - the peer announcement (lockguard's --peers, --peers-file or
 //     --peer-service): every other replica is told of the Lock, so that
@@ -31,13 +33,23 @@ import (
 //     HasLocksLabel goes on the Lock's namespace, so that the namespace
 //     guard's webhook entry sees the namespace at once. The reconciler
 //     keeps the label afterwards (controller/namespaces.go); with the peer
-//     protocol, it does not take it off while the create is pending.
+//     protocol, it does not take it off while the create is pending;
+//   - the target's protected label (--protect-resource): ProtectedLabel
+//     goes on the target of an enforcing targetRef Lock of an opted-in
+//     kind, so that the chart's protect-locked entry (objectSelector on
+//     it, matched against the object itself) sends its DELETE to
+//     lockguard at once. The reconciler keeps it afterwards
+//     (controller/protectedlabel.go); ProtectedPendingAnnotation keeps it
+//     until the Lock reaches the reconciler's cache. A target that does
+//     not exist yet is not labelled here (nothing to delete); the
+//     reconciler labels it when it appears. A selector Lock's objects are
+//     labelled by the reconciler only (docs/optin.md).
 //
-// Both run only for a live Lock (one that protects something) and not for
+// They run only for a live Lock (one that protects something) and not for
 // a dry run, and only once the Lock is one the API server could have
 // admitted (Lock.ValidateAdmitted: a review of any other is forged, and
-// is refused before either keeps or writes anything of it). A create
-// either could not complete is refused, retryably.
+// is refused before any keeps or writes anything of it). A create one
+// could not complete is refused, retryably.
 
 // CreatePath is where lockguard admits Lock CREATEs (the chart's
 // create.lockguard.core.navique.com entry).
@@ -80,6 +92,62 @@ func NamespaceLabel(c client.Writer) NamespaceLabeler {
 	})
 }
 
+// TargetLabeler puts ProtectedLabel (with ProtectedPendingAnnotation) on
+// the target of a Lock being created, when the target is of an opted-in
+// kind (docs/optin.md): the chart's protect-locked entry selects on the
+// label, so the target's DELETE reaches lockguard from the create's answer
+// on, whatever the API server's namespace cache says of HasLocksLabel.
+type TargetLabeler interface {
+	// LabelTarget labels the object key names, when its kind is opted in,
+	// and returns nil without writing when it is not (a core.navique.com
+	// kind, or one not served). A NotFound error (no such object yet) lets
+	// the create through: the reconciler labels the object when it
+	// appears; any other error refuses the create, retryably.
+	LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+}
+
+// TargetLabelerFunc adapts a function to a TargetLabeler.
+type TargetLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey) error
+
+// LabelTarget calls f.
+func (f TargetLabelerFunc) LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return f(ctx, key)
+}
+
+// ProtectedTargetLabel returns the TargetLabeler that resolves a kind with
+// optedIn (the GroupVersionKind of an opted-in kind as served, false for
+// any other) and writes through c (in lockguard, the manager's client, so
+// lockguard's own identity, which the update guard exempts): one merge
+// patch of the target's metadata, the label and the pending mark.
+func ProtectedTargetLabel(optedIn func(gk schema.GroupKind) (schema.GroupVersionKind, bool), c client.Writer) TargetLabeler {
+	return TargetLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+		if key.Group == lockv1alpha1.Group {
+			return nil // the object guard's entry sends its deletes
+		}
+		gvk, ok := optedIn(key.GroupKind())
+		if !ok {
+			return nil // not opted in: the Lock is InvalidTarget
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(gvk)
+		obj.SetNamespace(key.Namespace)
+		obj.SetName(key.Name)
+		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, protectedPatch(time.Now()))); err != nil {
+			return fmt.Errorf("putting the %s label on %s %s/%s: %w", lockv1alpha1.ProtectedLabel, key.Kind, key.Namespace, key.Name, err)
+		}
+		return nil
+	})
+}
+
+// protectedPatch is the merge patch that puts ProtectedLabel on a target,
+// and ProtectedPendingAnnotation with the time now.
+func protectedPatch(now time.Time) []byte {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]string{lockv1alpha1.ProtectedLabel: "true"},
+		"annotations": map[string]string{lockv1alpha1.ProtectedPendingAnnotation: now.UTC().Format(time.RFC3339)}}})
+	return patch
+}
+
 // CreateOptions configure a CreateHandler. A nil collaborator is off.
 type CreateOptions struct {
 	// Gate bounds the reviews with every other path of the webhook
@@ -90,6 +158,9 @@ type CreateOptions struct {
 	// Labeler labels the Lock's namespace before the create is allowed,
 	// after the announcement.
 	Labeler NamespaceLabeler
+	// Targets labels the target of an enforcing targetRef Lock before the
+	// create is allowed, after the namespace.
+	Targets TargetLabeler
 	// Now is the clock a create's expiresAt is compared with (the
 	// delete guards' Config.Now); nil: time.Now.
 	Now func() time.Time
@@ -112,18 +183,18 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 	return &CreateHandler{o: o}
 }
 
-// Handle admits a Lock create once the Announcer and the Labeler, those
-// that are on, have done their part. It refuses, dry run or not, the
+// Handle admits a Lock create once the Announcer, the Labeler and Targets,
+// those that are on, have done their part. It refuses, dry run or not, the
 // create of a Lock that has already expired (ExpiredMessage). It allows
 // every other request, dry runs (which write nothing) and the creates of
-// Locks that protect nothing without calling either collaborator.
+// Locks that protect nothing without calling any collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" {
 		return admission.Allowed("")
 	}
 	var l lockv1alpha1.Lock
 	if err := json.Unmarshal(req.Object.Raw, &l); err != nil {
-		if c.o.Announcer == nil && c.o.Labeler == nil {
+		if c.off() {
 			return admission.Allowed("") // Nothing to keep of it, and no expiry to judge.
 		}
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the Lock: %w", err))
@@ -133,7 +204,7 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		// nothing while looking like it does.
 		return admission.Denied(ExpiredCreateMessage(&l, now))
 	}
-	if c.o.Announcer == nil && c.o.Labeler == nil || (req.DryRun != nil && *req.DryRun) {
+	if c.off() || (req.DryRun != nil && *req.DryRun) {
 		return admission.Allowed("")
 	}
 	if l.Namespace != req.Namespace {
@@ -166,8 +237,30 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
 		}
 	}
+	// Last: the target's label is kept by the reconciler only once the
+	// Lock is in its cache, or for ProtectedPendingGrace.
+	if target, ok := l.StandingTarget(); ok && c.o.Targets != nil && l.Enforcing(c.o.Now()) {
+		switch err := c.o.Targets.LabelTarget(ctx, target); {
+		case err == nil, apierrors.IsNotFound(err):
+			// Missing: nothing to delete yet; the reconciler labels it
+			// when it appears (docs/optin.md).
+		default:
+			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", TargetLabelRefusedRetry, err))
+		}
+	}
 	return admission.Allowed("")
 }
+
+// off reports whether no collaborator is on.
+func (c *CreateHandler) off() bool {
+	return c.o.Announcer == nil && c.o.Labeler == nil && c.o.Targets == nil
+}
+
+// TargetLabelRefusedRetry begins the message of a Lock create refused,
+// retryably (HTTP 503), because lockguard could not put ProtectedLabel on
+// its target first (TargetLabeler): the same create may succeed a moment
+// later.
+const TargetLabelRefusedRetry = "the Lock was not created because lockguard could not label its target " + lockv1alpha1.ProtectedLabel + "=true first; retry"
 
 // ExpiredCreateMessage is lockguard's refusal of the create of Lock l,
 // which has expired at now (docs/contract.md rule 19).

@@ -281,7 +281,7 @@ func TestChaos(t *testing.T) {
 		}()
 	}
 	// The opt-in worker, on PVCs (optin_test.go), after the warm-up Lock
-	// (TEMPORARY: see warmUpLock).
+	// (see warmUpLock).
 	opt := newOptInWorker("chaos-pvc", clients, admin, seed, &n, report, logf)
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opt.ns}}); err != nil {
 		t.Fatal(err)

@@ -50,14 +50,16 @@ const pvcsPerClient = 4
 // warmUpLock names the Lock the run creates in an opt-in worker's
 // namespace before the worker starts, unless LOCKGUARD_CHAOS_PVC_WARMUP=0.
 //
-// TEMPORARY, remove once the fix of the known issue lands (it is being
-// fixed on another branch): the very first Lock's create in a namespace
-// can be followed by one delete of an opted-in object that slips through,
-// because the API server's namespace cache lags the has-locks label that
-// the chart's protect entry selects on. The warm-up Lock (on a Stack that
-// never exists: it protects nothing) puts the label on before the
-// workload, so that the run measures the rest. Run with
-// LOCKGUARD_CHAOS_PVC_WARMUP=0 to see the issue.
+// Why: a selector Lock created as a namespace's first Lock still has a
+// window (docs/optin.md, "A selector Lock, or a missing target, as the
+// first Lock in a namespace"): only a targetRef Lock's target is labelled
+// core.navique.com/protected before its create is allowed, and the API
+// server's namespace cache can lag the has-locks label that the chart's
+// protect entry selects on. The warm-up Lock (on a Stack that never
+// exists: it protects nothing) puts the label on before the workload, so
+// that the run judges the rest; remove it once selector Locks label their
+// objects before their create is allowed. Run with
+// LOCKGUARD_CHAOS_PVC_WARMUP=0 to include that window.
 const warmUpLock = "warm-up"
 
 // warmUp reports whether the run creates the warm-up Lock.
@@ -68,7 +70,7 @@ func createWarmUpLock(ctx context.Context, c client.Client, ns string) error {
 	return c.Create(ctx, &lockv1alpha1.Lock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: warmUpLock},
 		Spec: lockv1alpha1.LockSpec{TargetRef: lockv1alpha1.TargetReference{Kind: stackGVK.Kind, Name: "warm-up-never-exists"},
-			Reason: "chaos: labels the namespace has-locks before the PVC workload (temporary, see optin_test.go)"},
+			Reason: "chaos: labels the namespace has-locks before the PVC workload (see optin_test.go)"},
 	})
 }
 
@@ -147,7 +149,7 @@ func targetSpec(t *target) map[string]any {
 func optInSummary(w *worker) string {
 	warm := "no warm-up Lock (LOCKGUARD_CHAOS_PVC_WARMUP=0)"
 	if warmUp() {
-		warm = fmt.Sprintf("its namespace got the warm-up Lock %q before the workload (TEMPORARY: the known first-Lock lag of the has-locks label, optin_test.go)", warmUpLock)
+		warm = fmt.Sprintf("its namespace got the warm-up Lock %q before the workload (the first-selector-Lock window of docs/optin.md, optin_test.go)", warmUpLock)
 	}
 	return fmt.Sprintf("chaos: opted-in kinds (rule 21): %s in namespace %s, %d of them; %s; their deletes are the three PVC rows above, their Locks count with the others",
 		optInResources[0].Resource, w.ns, pvcsPerClient, warm)

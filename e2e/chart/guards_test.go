@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 )
 
@@ -122,11 +123,23 @@ func TestGuardWebhooks(t *testing.T) {
 			{Operations: []admissionregistrationv1.OperationType{op}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"*"}, Resources: []string{"statefulsets"}, Scope: &namespaced}},
 		}
 	}
+	protected := func(op metav1.LabelSelectorOperator) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: lockv1alpha1.ProtectedLabel, Operator: op}}}
+	}
 	protect := entry{
 		Name:              "protect.lockguard.core.navique.com",
 		Rules:             optIn(admissionregistrationv1.Delete),
 		NamespaceSelector: namespace.ObjectSelector,
+		ObjectSelector:    protected(metav1.LabelSelectorOpDoesNotExist),
 		FailurePolicy:     admissionregistrationv1.Fail,
+	}
+	// No namespaceSelector: the API server matches the objectSelector
+	// against the object itself (issue 40).
+	protectLocked := entry{
+		Name:           "protect-locked.lockguard.core.navique.com",
+		Rules:          optIn(admissionregistrationv1.Delete),
+		ObjectSelector: protected(metav1.LabelSelectorOpExists),
+		FailurePolicy:  admissionregistrationv1.Fail,
 	}
 	protectUpdate := entry{
 		Name:              "protect-update.lockguard.core.navique.com",
@@ -143,10 +156,10 @@ func TestGuardWebhooks(t *testing.T) {
 		setJSON []string
 		want    []entry
 	}{
-		"Protect": {reason: "protect.resources adds the protect and protect-update entries, selecting the namespaces holding Locks",
-			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate, protect, protectUpdate}},
-		"ProtectNoReadOnly": {reason: "without the update guard, the protect entry alone",
-			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate, protect}},
+		"Protect": {reason: "protect.resources adds the protect entry, selecting the namespaces holding Locks, the protect-locked entry, selecting the labelled objects, and protect-update",
+			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate, protect, protectLocked, protectUpdate}},
+		"ProtectNoReadOnly": {reason: "without the update guard, the protect and protect-locked entries alone",
+			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate, protect, protectLocked}},
 		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate}},
 		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
 			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel, clusterCreate}},

@@ -30,8 +30,13 @@ import (
 var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}}
 
 // protectEntry is the name of the chart's webhook entry for the DELETEs of
-// opted-in kinds.
+// opted-in kinds in namespaces holding Locks.
 const protectEntry = "protect.lockguard.core.navique.com"
+
+// protectLockedEntry is the name of the chart's webhook entry for the
+// DELETEs of the opted-in objects that carry ProtectedLabel: those a Lock
+// covers (issue 40).
+const protectLockedEntry = "protect-locked.lockguard.core.navique.com"
 
 var (
 	pvcGVK    = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
@@ -55,11 +60,13 @@ func optInLock(ns, name string, gvk schema.GroupVersionKind, target string) *loc
 	return l
 }
 
-// wantProtectDenied fails the test unless err is the protect entry's
-// denial naming exactly locks (rule 1's message).
+// wantProtectDenied fails the test unless err is the protect-locked
+// entry's denial naming exactly locks (rule 1's message): a locked object
+// carries ProtectedLabel, so its delete reaches lockguard through that
+// entry, not the protect entry.
 func wantProtectDenied(t *testing.T, err error, locks ...*lockv1alpha1.Lock) {
 	t.Helper()
-	want := fmt.Sprintf("admission webhook %q denied the request: %s", protectEntry, framework.DenialMessage(locks...))
+	want := fmt.Sprintf("admission webhook %q denied the request: %s", protectLockedEntry, framework.DenialMessage(locks...))
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("delete: got %v, want Forbidden %q", err, want)
 	}
@@ -125,14 +132,24 @@ func TestOptInKinds(t *testing.T) {
 		wantProtectDenied(t, kube.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds"}}), secretLock)
 		kube.WaitAnnotation(t, pvcGVK, ns, "data", "keep-data")
 		kube.WaitAnnotation(t, secretGVK, ns, "creds", "keep-creds")
+		// The label the protect-locked entry selects on, kept.
+		var pvc corev1.PersistentVolumeClaim
+		if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, &pvc); err != nil {
+			t.Fatal(err)
+		}
+		if got := pvc.Labels[lockv1alpha1.ProtectedLabel]; got != "true" {
+			t.Errorf("PVC %s/data label %s = %q, want \"true\"", ns, lockv1alpha1.ProtectedLabel, got)
+		}
 	})
 	t.Run("selector", func(t *testing.T) {
 		// keep-db-stacks names no kinds: it covers the group's objects
-		// alone, never an opted-in kind.
-		wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "scratch", nil)), bySelector)
-		wantProtectDenied(t, kube.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-creds"}}), bySelector)
+		// alone, never an opted-in kind. The reconciler writes the
+		// annotation and ProtectedLabel in one patch: once the one is
+		// there, so is the other.
 		kube.WaitAnnotation(t, pvcGVK, ns, "scratch", "keep-db")
 		kube.WaitAnnotation(t, secretGVK, ns, "db-creds", "keep-db")
+		wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "scratch", nil)), bySelector)
+		wantProtectDenied(t, kube.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-creds"}}), bySelector)
 	})
 	t.Run("namespace", func(t *testing.T) {
 		err := kube.Client.Delete(ctx, namespace(ns))

@@ -17,8 +17,9 @@ import (
 // annotations, managedFields often several kilobytes).
 //
 //   - A target or a namespace (metadata only) keeps its name, namespace,
-//     resourceVersion, deletionTimestamp, the lock annotation and the
-//     has-locks label: the reconciler patches those alone. A namespaced
+//     resourceVersion, deletionTimestamp, the lock annotation, the
+//     protected-pending annotation and the has-locks label: the reconciler
+//     patches those alone. A namespaced
 //     object (a target) keeps all its labels, which selector Locks match
 //     (docs/contract.md rule 15); a cluster-scoped one only the has-locks label. For the owner
 //     index (OwnerIndex) and the cascade guard it also keeps its UID, its
@@ -37,13 +38,7 @@ func CacheTransform() toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		switch o := in.(type) {
 		case *metav1.PartialObjectMetadata:
-			locked, has := o.Annotations[lockv1alpha1.LockedAnnotation]
-			switch {
-			case !has:
-				o.Annotations = nil
-			case len(o.Annotations) > 1:
-				o.Annotations = map[string]string{lockv1alpha1.LockedAnnotation: locked}
-			}
+			o.Annotations = keptAnnotations(o.Annotations)
 			o.GenerateName = ""
 			switch v, has := o.Labels[lockv1alpha1.HasLocksLabel]; {
 			case o.Namespace != "":
@@ -74,6 +69,35 @@ func CacheTransform() toolscache.TransformFunc {
 		}
 		return in, nil
 	}
+}
+
+// keptAnnotations returns, of a, the annotations the reconciler reads:
+// LockedAnnotation and ProtectedPendingAnnotation; nil for none. a itself
+// is returned when it holds nothing else.
+func keptAnnotations(a map[string]string) map[string]string {
+	locked, hasLocked := a[lockv1alpha1.LockedAnnotation]
+	pending, hasPending := a[lockv1alpha1.ProtectedPendingAnnotation]
+	n := 0
+	if hasLocked {
+		n++
+	}
+	if hasPending {
+		n++
+	}
+	switch {
+	case n == 0:
+		return nil
+	case n == len(a):
+		return a
+	}
+	kept := make(map[string]string, n)
+	if hasLocked {
+		kept[lockv1alpha1.LockedAnnotation] = locked
+	}
+	if hasPending {
+		kept[lockv1alpha1.ProtectedPendingAnnotation] = pending
+	}
+	return kept
 }
 
 // gcFinalizers returns, of fs, the garbage collector's finalizers

@@ -42,6 +42,13 @@ func TestCacheTransform(t *testing.T) {
 			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Annotations: map[string]string{"other": "y"}, Finalizers: []string{"f"}}},
 			want:   &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
 		},
+		"PendingTarget": {
+			reason: "A target keeps the protected-pending mark too, which the reconciler reads (controller/protectedlabel.go).",
+			in: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", Labels: map[string]string{lockv1alpha1.ProtectedLabel: "true"},
+				Annotations: map[string]string{lockv1alpha1.ProtectedPendingAnnotation: "2026-12-04T12:00:00Z", "other": "y"}}},
+			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", Labels: map[string]string{lockv1alpha1.ProtectedLabel: "true"},
+				Annotations: map[string]string{lockv1alpha1.ProtectedPendingAnnotation: "2026-12-04T12:00:00Z"}}},
+		},
 		"Namespace": {
 			reason: "A namespace (metadata only) keeps the has-locks label and no other.",
 			in: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge",

@@ -26,9 +26,6 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Name the Lock yourself and print it once active
   kubectl lock stacks.core.navique.com/forge -n forge --name protect-forge --reason "Production" -o yaml
 
-  # Protect a PersistentVolumeClaim (a kind the installation opts in)
-  kubectl lock pvc/data -n forge --reason "Production database volume"
-
   # Protect every resource of namespace forge labelled tier=db, now or later
   kubectl lock --selector tier=db -n forge --reason "Databases"
 
@@ -109,13 +106,10 @@ func NewLockCommand(s Streams) *cobra.Command {
 until lockguard reports it active: from then on every DELETE of the resource is
 denied until the Lock is deleted (kubectl unlock).
 
-TYPE is resolved as kubectl does (stack, stacks, Stack or stacks.core.navique.com;
-pvc or statefulsets.apps for kinds of other groups), and the Lock gets the kind
-the API server serves. Only namespaced resources can be locked: those of the
-core.navique.com group, and those of other groups the installation opts in
-(the chart's protect.resources); on any other kind the Lock is InvalidTarget and
-its message says how to opt the kind in. The Lock is named KIND-NAME (for
-example stack-forge) unless --name is given.
+TYPE is resolved as kubectl does (stack, stacks, stacks.core.navique.com; pvc, statefulsets.apps)
+and the Lock gets the served kind. Namespaced kinds of core.navique.com can be locked, and those
+of other groups the installation opts in (protect.resources; on others the Lock is InvalidTarget,
+saying how to opt in). The Lock is named KIND-NAME (for example stack-forge) unless --name is given.
 
 --selector LABELS (kubectl's label selector syntax) creates a selector Lock
 instead: it protects every core.navique.com resource of the namespace whose

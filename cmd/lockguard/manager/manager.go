@@ -235,6 +235,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		// with the peer protocol).
 		creates.Labeler = webhook.NamespaceLabel(mgr.GetClient())
 	}
+	if len(o.ProtectResources) > 0 {
+		// An opted-in target's protected label goes on before its Lock's
+		// create is allowed (the chart's protect-locked entry selects on
+		// it); the reconciler keeps it.
+		creates.Targets = webhook.ProtectedTargetLabel(optedInKind(kinds), mgr.GetClient())
+	}
 	handler := webhook.NewHandler(hc)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
 	// copy the object being deleted out of the request body.

@@ -26,3 +26,20 @@ func optIn(disco discovery.DiscoveryInterface, kinds *readmodel.Kinds, grs []sch
 	ctrl.Log.WithName("setup").Info("Protecting kinds of other groups by opt-in", "kinds", gks)
 	return nil
 }
+
+// optedInKind returns the resolution of an opted-in kind for the Lock
+// create's target label (webhook.ProtectedTargetLabel): the kind as kinds
+// serves it, when it is of gk's group and that group is not
+// core.navique.com; false for any other.
+func optedInKind(kinds *readmodel.Kinds) func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+	return func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+		if gk.Group == lockv1alpha1.Group {
+			return schema.GroupVersionKind{}, false
+		}
+		k, err := kinds.Lockable(gk.Kind)
+		if err != nil || k.GVK.GroupKind() != gk {
+			return schema.GroupVersionKind{}, false
+		}
+		return k.GVK, true
+	}
+}

@@ -9,7 +9,19 @@ resources, appended to the ValidatingWebhookConfiguration after the guards':
   (namespaceSelector): every object a Lock covers is in one (the label is on
   the namespace before the Lock's create is allowed), and a delete anywhere
   else never reaches lockguard, so a lockguard outage refuses deletes of
-  these kinds only in namespaces holding Locks, never cluster-wide.
+  these kinds only in namespaces holding Locks, never cluster-wide. Objects
+  carrying core.navique.com/protected are left to protect-locked
+  (objectSelector DoesNotExist), so that no delete is sent twice.
+- protect-locked: the same DELETEs, of the objects carrying
+  core.navique.com/protected (objectSelector Exists; lockguard keeps it
+  "true" on every object of these kinds a live, enforcing Lock covers, and
+  puts it on a targetRef Lock's target before allowing the Lock's create),
+  in any namespace: the API server matches an objectSelector against the
+  object itself, while it matches the namespaceSelector against its own
+  namespace cache, which can lag the has-locks label lockguard put on just
+  before a namespace's first Lock was created (issue 40). The two entries
+  select complementary objects; an outage refuses, beyond protect's,
+  deletes of the labelled (locked) objects only.
 - protect-update (guards.readOnly.enabled): their UPDATEs (a PATCH arrives
   as one) of objects a ReadOnly Lock covers (objectSelector
   core.navique.com/read-only=true, the label lockguard keeps on them), in
@@ -26,15 +38,15 @@ annotation and labels on those objects (metadata only).
 {{- if not .Values.guards.namespace.enabled }}
 {{- fail "protect.resources needs guards.namespace.enabled: its webhook entries select the namespaces lockguard labels core.navique.com/has-locks" }}
 {{- end }}
-{{- range $entry := list "protect" "protect-update" }}
-{{- if or (eq $entry "protect") $ctx.Values.guards.readOnly.enabled }}
+{{- range $entry := list "protect" "protect-locked" "protect-update" }}
+{{- if or (ne $entry "protect-update") $ctx.Values.guards.readOnly.enabled }}
 - name: {{ $entry }}.lockguard.core.navique.com
   admissionReviewVersions: ["v1"]
   clientConfig:
     service:
       name: {{ include "lockguard.webhookServiceName" $ctx }}
       namespace: {{ $ctx.Release.Namespace }}
-      path: {{ if eq $entry "protect" }}/validate-delete{{ else }}/validate-update{{ end }}
+      path: {{ if eq $entry "protect-update" }}/validate-update{{ else }}/validate-delete{{ end }}
       port: {{ $ctx.Values.webhook.servicePort }}
     {{- if not $ctx.Values.certManager.enabled }}
     caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
@@ -43,10 +55,22 @@ annotation and labels on those objects (metadata only).
   matchPolicy: Equivalent
   sideEffects: NoneOnDryRun
   timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  {{- if eq $entry "protect-locked" }}
+  objectSelector:
+    matchExpressions:
+      - key: core.navique.com/protected
+        operator: Exists
+  {{- else }}
   namespaceSelector:
     matchLabels:
       core.navique.com/has-locks: "true"
-  {{- if eq $entry "protect-update" }}
+  {{- end }}
+  {{- if eq $entry "protect" }}
+  objectSelector:
+    matchExpressions:
+      - key: core.navique.com/protected
+        operator: DoesNotExist
+  {{- else if eq $entry "protect-update" }}
   objectSelector:
     matchLabels:
       core.navique.com/read-only: "true"
@@ -55,7 +79,7 @@ annotation and labels on those objects (metadata only).
     {{- range $ctx.Values.protect.resources }}
     - apiGroups: [{{ .group | quote }}]
       apiVersions: ["*"]
-      operations: [{{ if eq $entry "protect" }}"DELETE"{{ else }}"UPDATE"{{ end }}]
+      operations: [{{ if eq $entry "protect-update" }}"UPDATE"{{ else }}"DELETE"{{ end }}]
       resources: {{ toJson .resources }}
       scope: Namespaced
     {{- end }}

@@ -1,0 +1,67 @@
+package controller
+
+import (
+	"time"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// The protected label (ProtectedLabel, docs/optin.md): the reconciler
+// keeps it on each object of an opted-in kind that a live, enforcing Lock
+// covers, and on no other, so that the chart's protect-locked entry
+// (objectSelector on it) sends lockguard the object's DELETE whatever the
+// API server's namespace cache says. "Covered" is the annotation's own
+// fact (reconcileTarget: the enforcing Locks that LiveLocksCovering
+// returns), never computed a second time. The admission of a Lock's
+// create labels the target first (webhook/create.go), with
+// ProtectedPendingAnnotation, which keeps the label for
+// ProtectedPendingGrace until the Lock reaches the reconciler's cache.
+
+// protectedChange is what a target's ProtectedLabel and
+// ProtectedPendingAnnotation need: the zero value changes nothing.
+type protectedChange struct {
+	// label, when set, puts ProtectedLabel=true on (true) or takes it
+	// off (false).
+	label *bool
+	// clearPending removes ProtectedPendingAnnotation.
+	clearPending bool
+}
+
+// none reports whether c changes nothing.
+func (c protectedChange) none() bool { return c.label == nil && !c.clearPending }
+
+// protectedLabelChange returns the change that an object with labels and
+// annotations (the cache's: CacheTransform keeps both) needs at now when
+// optedIn says whether its kind is opted in (of another group than
+// core.navique.com) and covered whether a live, enforcing Lock covers it;
+// and, when a pending mark alone keeps the label, how soon the mark's
+// grace ends (0 otherwise). An object of the group's own kinds is left as
+// it is: their deletes reach lockguard through the object guard's entry.
+func protectedLabelChange(optedIn, covered bool, labels, annotations map[string]string, now time.Time) (protectedChange, time.Duration) {
+	if !optedIn {
+		return protectedChange{}, 0
+	}
+	v, present := labels[lockv1alpha1.ProtectedLabel]
+	mark, marked := annotations[lockv1alpha1.ProtectedPendingAnnotation]
+	if covered {
+		c := protectedChange{clearPending: marked}
+		if v != "true" {
+			c.label = ptrTo(true)
+		}
+		return c, 0
+	}
+	if at, err := time.Parse(time.RFC3339, mark); marked && err == nil {
+		if left := at.Add(lockv1alpha1.ProtectedPendingGrace).Sub(now); left > 0 && v == "true" {
+			// The Lock whose create put it there may not be cached yet.
+			return protectedChange{}, left
+		}
+	}
+	c := protectedChange{clearPending: marked}
+	if present {
+		c.label = ptrTo(false)
+	}
+	return c, 0
+}
+
+// ptrTo returns a pointer to a copy of v.
+func ptrTo[T any](v T) *T { return &v }

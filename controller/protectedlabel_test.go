@@ -1,0 +1,84 @@
+package controller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TestProtectedLabelChange: ProtectedLabel is wanted exactly on an
+// opted-in object that a live, enforcing Lock covers; a fresh pending mark
+// keeps it until its grace ends; the mark goes once a Lock covers the
+// object or the grace is over; an object that is right gets no write.
+func TestProtectedLabelChange(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	on, off := true, false
+	label := map[string]string{lockv1alpha1.ProtectedLabel: "true", "tier": "db"}
+	mark := func(at time.Time) map[string]string {
+		return map[string]string{lockv1alpha1.ProtectedPendingAnnotation: at.Format(time.RFC3339)}
+	}
+	type want struct {
+		Label        *bool
+		ClearPending bool
+		Recheck      time.Duration
+	}
+	cases := map[string]struct {
+		reason      string
+		optedIn     bool
+		covered     bool
+		labels      map[string]string
+		annotations map[string]string
+		want        want
+	}{
+		"GroupKind":      {reason: "The group's own kinds never carry it.", covered: true, want: want{}},
+		"Wanted":         {reason: "Covered, unlabelled: the label goes on.", optedIn: true, covered: true, want: want{Label: &on}},
+		"Steady":         {reason: "Covered and labelled: no write.", optedIn: true, covered: true, labels: label, want: want{}},
+		"WrongValue":     {reason: "Covered, labelled other than true: set to true.", optedIn: true, covered: true, labels: map[string]string{lockv1alpha1.ProtectedLabel: "x"}, want: want{Label: &on}},
+		"CoveredMarked":  {reason: "The Lock reached the cache: the mark goes, the label stays.", optedIn: true, covered: true, labels: label, annotations: mark(now), want: want{ClearPending: true}},
+		"Unwanted":       {reason: "No Lock covers it: the label goes.", optedIn: true, labels: label, want: want{Label: &off}},
+		"UnwantedAbsent": {reason: "No Lock, no label: no write.", optedIn: true, want: want{}},
+		"UnwantedValue":  {reason: "No Lock, a label of another value: it goes too (the entry selects the key).", optedIn: true, labels: map[string]string{lockv1alpha1.ProtectedLabel: "x"}, want: want{Label: &off}},
+		"Pending":        {reason: "Marked 10 s ago: the create's Lock may not be cached yet; kept, back when the grace ends.", optedIn: true, labels: label, annotations: mark(now.Add(-10 * time.Second)), want: want{Recheck: lockv1alpha1.ProtectedPendingGrace - 10*time.Second}},
+		"GraceOver":      {reason: "Marked longer ago than the grace: label and mark go.", optedIn: true, labels: label, annotations: mark(now.Add(-lockv1alpha1.ProtectedPendingGrace)), want: want{Label: &off, ClearPending: true}},
+		"BadMark":        {reason: "A mark that is not a time keeps nothing.", optedIn: true, labels: label, annotations: map[string]string{lockv1alpha1.ProtectedPendingAnnotation: "soon"}, want: want{Label: &off, ClearPending: true}},
+		"MarkNoLabel":    {reason: "A fresh mark without the label: the mark goes, no label is put on.", optedIn: true, annotations: mark(now), want: want{ClearPending: true}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c, recheck := protectedLabelChange(tc.optedIn, tc.covered, tc.labels, tc.annotations, now)
+			got := want{Label: c.label, ClearPending: c.clearPending, Recheck: recheck}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s\nprotectedLabelChange(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
+
+// TestMetadataPatchProtected: the protected label and the pending mark
+// join the annotation's patch, and nothing else.
+func TestMetadataPatchProtected(t *testing.T) {
+	on, off := true, false
+	cases := map[string]struct {
+		reason    string
+		protected protectedChange
+		want      string
+	}{
+		"On":        {reason: "The label goes on with the annotation.", protected: protectedChange{label: &on}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a"},"labels":{"core.navique.com/protected":"true"}}}`},
+		"OffMarked": {reason: "The label and the mark go.", protected: protectedChange{label: &off, clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null},"labels":{"core.navique.com/protected":null}}}`},
+		"Mark":      {reason: "The mark alone goes.", protected: protectedChange{clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null}}}`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			data, err := metadataPatch("a", nil, tc.protected).Data(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, string(data)); diff != "" {
+				t.Errorf("%s\nmetadataPatch(...): -want, +got:\n%s", tc.reason, diff)
+			}
+		})
+	}
+}
