@@ -20,22 +20,28 @@ import (
 // denialPrefix starts the API server's error for a delete lockguard denied.
 const denialPrefix = `admission webhook "delete.lockguard.core.navique.com" denied the request: resource is protected by Lock(s) [`
 
-// protectDenialPrefix is denialPrefix for an opted-in kind's delete, which
-// the chart's protect entry sends (docs/optin.md).
-var protectDenialPrefix = strings.Replace(denialPrefix, `"delete.`, `"protect.`, 1)
+// optInDenialPrefixes are denialPrefix for an opted-in kind's delete,
+// which the chart's protect entry sends, or its protect-locked entry for
+// an object labelled core.navique.com/protected (docs/optin.md).
+var optInDenialPrefixes = []string{
+	strings.Replace(denialPrefix, `"delete.`, `"protect.`, 1),
+	strings.Replace(denialPrefix, `"delete.`, `"protect-locked.`, 1),
+}
 
 // denialMarker returns the prefix of err, a denial (isDenial), up to the
 // Locks it names.
 func denialMarker(err error) string {
-	if strings.HasPrefix(err.Error(), protectDenialPrefix) {
-		return protectDenialPrefix
+	for _, p := range optInDenialPrefixes {
+		if strings.HasPrefix(err.Error(), p) {
+			return p
+		}
 	}
 	return denialPrefix
 }
 
 // isDenial reports whether err is lockguard's denial of a delete.
 func isDenial(err error) bool {
-	return err != nil && apierrors.IsForbidden(err) && (strings.HasPrefix(err.Error(), denialPrefix) || strings.HasPrefix(err.Error(), protectDenialPrefix))
+	return err != nil && apierrors.IsForbidden(err) && strings.HasPrefix(err.Error(), denialMarker(err))
 }
 
 // cascadeDenial is in the API server's error for an owner delete denied
