@@ -286,13 +286,11 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 			if keep[key] {
 				continue
 			}
-			if at, err := time.Parse(time.RFC3339, o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation]); err == nil {
-				if left := at.Add(lockv1alpha1.ClusterLockPendingGrace).Sub(now); left > 0 {
-					if pending == 0 || left < pending {
-						pending = left
-					}
-					continue
+			if left := lockv1alpha1.PendingLeft(o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation], lockv1alpha1.ClusterLockPendingGrace, now); left > 0 {
+				if pending == 0 || left < pending {
+					pending = left
 				}
+				continue
 			}
 			if rv, ok := c.refused[key]; ok && rv == o.ResourceVersion {
 				continue // refused before, and logged then

@@ -50,11 +50,9 @@ func protectedLabelChange(optedIn, covered bool, labels, annotations map[string]
 		}
 		return c, 0
 	}
-	if at, err := time.Parse(time.RFC3339, mark); marked && err == nil {
-		if left := at.Add(lockv1alpha1.ProtectedPendingGrace).Sub(now); left > 0 && v == "true" {
-			// The Lock whose create put it there may not be cached yet.
-			return protectedChange{}, left
-		}
+	if left := lockv1alpha1.PendingLeft(mark, lockv1alpha1.ProtectedPendingGrace, now); left > 0 && v == "true" {
+		// The Lock whose create put it there may not be cached yet.
+		return protectedChange{}, left
 	}
 	c := protectedChange{clearPending: marked}
 	if present {

@@ -59,9 +59,7 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		obj.SetName(key.Name)
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"labels":      map[string]string{lockv1alpha1.ClusterLockedLabel: "true"},
-			"annotations": map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: time.Now().UTC().Format(time.RFC3339)}}})
+		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
 		err = w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if apierrors.IsForbidden(err) {
 			got := &metav1.PartialObjectMetadata{}
@@ -107,16 +105,17 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	if err := json.Unmarshal(ar.Object.Raw, &cl); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the ClusterLock: %w", err))
 	}
-	if now := h.c.Now(); cl.AsLock().ExpiredAt(now) {
+	now := h.c.Now()
+	if l := cl.AsLock(); l.ExpiredAt(now) {
 		// docs/contract.md rule 19, as for a Lock (CreateHandler): created
 		// expired, it would protect nothing while looking like it does.
-		return admission.Denied(ExpiredCreateMessage(cl.AsLock(), now))
+		return admission.Denied(ExpiredCreateMessage(l, now))
 	}
 	if ar.DryRun != nil && *ar.DryRun {
 		return admission.Allowed("") // nothing is written on a dry run
 	}
 	key, err := cl.Target()
-	if err != nil || !cl.Live(h.c.Now()) {
+	if err != nil || !cl.Live(now) {
 		return admission.Allowed("") // it protects nothing; its status says why
 	}
 	ctx, cancel := guardContext(ctx)

@@ -132,20 +132,12 @@ func ProtectedTargetLabel(optedIn func(gk schema.GroupKind) (schema.GroupVersion
 		obj.SetGroupVersionKind(gvk)
 		obj.SetNamespace(key.Namespace)
 		obj.SetName(key.Name)
-		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, protectedPatch(time.Now()))); err != nil {
+		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation, time.Now())
+		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("putting the %s label on %s %s/%s: %w", lockv1alpha1.ProtectedLabel, key.Kind, key.Namespace, key.Name, err)
 		}
 		return nil
 	})
-}
-
-// protectedPatch is the merge patch that puts ProtectedLabel on a target,
-// and ProtectedPendingAnnotation with the time now.
-func protectedPatch(now time.Time) []byte {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]string{lockv1alpha1.ProtectedLabel: "true"},
-		"annotations": map[string]string{lockv1alpha1.ProtectedPendingAnnotation: now.UTC().Format(time.RFC3339)}}})
-	return patch
 }
 
 // CreateOptions configure a CreateHandler. A nil collaborator is off.

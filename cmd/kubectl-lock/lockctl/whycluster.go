@@ -142,16 +142,7 @@ func clusterReport(ctx context.Context, api client.Client, target whyTarget, gvk
 		return nil, err
 	}
 	resp, by := decideCluster(ctx, api, req, served)
-	r := &whyReport{
-		Target:         target,
-		Deletion:       decisionOf(resp, by),
-		Direct:         []whyLock{},
-		Descendants:    []whyDescendant{},
-		Inside:         []whyLock{},
-		ProtectNothing: []whyLock{},
-		Selectors:      []whySelector{},
-		Notes:          []string{},
-	}
+	r := newClusterWhyReport(target, decisionOf(resp, by))
 	if err := addClusterLocks(ctx, api, r, gvk, obj); err != nil {
 		return nil, err
 	}
@@ -219,4 +210,20 @@ func targetExists(ctx context.Context, api client.Client, l *lockv1alpha1.Lock) 
 		return false, fmt.Errorf("reading the target of Lock %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	return obj.DeletionTimestamp == nil, nil
+}
+
+// newClusterWhyReport is the report on a cluster-scoped target with its
+// deletion's verdict, every list empty (printed as [], not null), for the
+// callers to fill.
+func newClusterWhyReport(target whyTarget, deletion whyDecision) *whyReport {
+	return &whyReport{
+		Target:         target,
+		Deletion:       deletion,
+		Direct:         []whyLock{},
+		Descendants:    []whyDescendant{},
+		Inside:         []whyLock{},
+		ProtectNothing: []whyLock{},
+		Selectors:      []whySelector{},
+		Notes:          []string{},
+	}
 }

@@ -32,16 +32,7 @@ func whyClusterObject(ctx context.Context, c *clients, t target) (*whyReport, er
 	if err := api.Get(ctx, client.ObjectKey{Name: t.name}, obj); err != nil {
 		return nil, err
 	}
-	r := &whyReport{
-		Target:         whyTarget{Group: gvk.Group, Kind: gvk.Kind, Name: t.name},
-		Deletion:       whyDecision{DecidedBy: decidedByWebhook},
-		Direct:         []whyLock{},
-		Descendants:    []whyDescendant{},
-		Inside:         []whyLock{},
-		ProtectNothing: []whyLock{},
-		Selectors:      []whySelector{},
-		Notes:          []string{},
-	}
+	r := newClusterWhyReport(whyTarget{Group: gvk.Group, Kind: gvk.Kind, Name: t.name}, whyDecision{DecidedBy: decidedByWebhook})
 	return r, addClusterLocks(ctx, api, r, gvk, obj)
 }
 

@@ -1,0 +1,33 @@
+package v1alpha1
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPendingMark: the mark PendingMarkPatch writes is the one PendingLeft
+// reads; a mark whose grace is over, a missing and a malformed one leave
+// nothing.
+func TestPendingMark(t *testing.T) {
+	at := time.Date(2026, 12, 4, 13, 0, 0, 0, time.FixedZone("CET", 3600))
+	if got, want := string(PendingMarkPatch("l", "a", at)), `{"metadata":{"annotations":{"a":"2026-12-04T12:00:00Z"},"labels":{"l":"true"}}}`; got != want {
+		t.Errorf("PendingMarkPatch = %s; want %s", got, want)
+	}
+	mark := at.UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		mark string
+		now  time.Time
+		want time.Duration
+	}{
+		{mark, at, time.Minute},
+		{mark, at.Add(45 * time.Second), 15 * time.Second},
+		{mark, at.Add(time.Minute), 0},
+		{mark, at.Add(time.Hour), 0},
+		{"", at, 0},
+		{"yesterday", at, 0},
+	} {
+		if got := PendingLeft(tc.mark, time.Minute, tc.now); got != tc.want {
+			t.Errorf("PendingLeft(%q, 1m, %s) = %s; want %s", tc.mark, tc.now, got, tc.want)
+		}
+	}
+}
