@@ -23,11 +23,11 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// optedIn are the resources of the core group the suite's lockguard
+// optedIn are the resources of other groups the suite's lockguard
 // protects by opt-in (docs/contract.md rule 21): its --protect-resource,
 // and the chart's protect.resources its webhook configuration is rendered
 // with.
-var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}}
+var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}, {Group: "apps", Resource: "statefulsets"}}
 
 // protectEntry is the name of the chart's webhook entry for the DELETEs of
 // opted-in kinds in namespaces holding Locks.
