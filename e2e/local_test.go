@@ -112,10 +112,11 @@ func setupLocal() (*suite, func(), error) {
 	if err != nil {
 		return nil, cleanup, err
 	}
-	// PVCs and Secrets are protected by opt-in (docs/contract.md rule 21):
-	// the chart's protect.resources, and the same --protect-resource.
+	// PVCs, Secrets and StatefulSets are protected by opt-in
+	// (docs/contract.md rule 21): the chart's protect.resources, and the
+	// same --protect-resource.
 	set, err := framework.NewReplicaSet(lw, framework.ReplicaOptions{Binary: binary, Kubeconfig: saKubeconfig, Dir: work,
-		Args: []string{"--protect-resource=persistentvolumeclaims,secrets"}})
+		Args: []string{"--protect-resource=persistentvolumeclaims,secrets,statefulsets.apps"}})
 	if err != nil {
 		return nil, cleanup, err
 	}

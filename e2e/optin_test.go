@@ -17,9 +17,9 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 )
 
-// optedIn are the resources of the core group the suite's lockguard
+// optedIn are the resources of other groups the suite's lockguard
 // protects by opt-in (docs/contract.md rule 21; local_test.go).
-var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}}
+var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}, {Group: "apps", Resource: "statefulsets"}}
 
 // Test06CascadeOptInUnseenOwner (docs/contract.md rule 21, docs/limits.md
 // "Kinds of other groups"): a locked PVC owned by a ConfigMap, a kind

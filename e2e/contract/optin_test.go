@@ -3,6 +3,7 @@ package contract_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +25,11 @@ import (
 	"github.com/navique/lockguard/webhook"
 )
 
-// optedIn are the resources of the core group the suite's lockguard
+// optedIn are the resources of other groups the suite's lockguard
 // protects by opt-in (docs/contract.md rule 21): its --protect-resource,
 // and the chart's protect.resources its webhook configuration is rendered
 // with.
-var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}}
+var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}, {Group: "apps", Resource: "statefulsets"}}
 
 // protectEntry is the name of the chart's webhook entry for the DELETEs of
 // opted-in kinds in namespaces holding Locks.
@@ -37,6 +39,11 @@ const protectEntry = "protect.lockguard.core.navique.com"
 // DELETEs of the opted-in objects that carry ProtectedLabel: those a Lock
 // covers (issue 40).
 const protectLockedEntry = "protect-locked.lockguard.core.navique.com"
+
+// protectUpdateEntry is the name of the chart's webhook entry for the
+// UPDATEs of the opted-in objects labelled ReadOnlyLabel, in namespaces
+// holding Locks (guards.readOnly.enabled).
+const protectUpdateEntry = "protect-update.lockguard.core.navique.com"
 
 var (
 	pvcGVK    = corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim")
@@ -175,16 +182,23 @@ func TestOptInNotOptedIn(t *testing.T) {
 		lockv1alpha1.OptInHint(schema.GroupKind{Kind: "ConfigMap"})))
 }
 
-// TestOptInOutageOnlyWhereLocks: the protect entry selects the namespaces
-// holding Locks (core.navique.com/has-locks), so while lockguard cannot
-// answer, an unlocked PVC of a namespace without Locks is deleted, and one
-// of a namespace holding Locks is refused (fail closed). The outage is a
-// copy of the chart's protect entry pointed at a port nobody serves,
-// selecting this test's namespaces only.
+// TestOptInOutageOnlyWhereLocks (docs/contract.md rule 21, issue 40):
+// while lockguard cannot answer, the chart's entries for opted-in kinds
+// refuse only where Locks are. The test's two namespaces are left out of
+// the suite's webhook (ownWebhookLabel) and get copies of the chart's
+// protect, protect-locked and protect-update entries pointed at a port
+// nobody serves: there lockguard is down, while the suite's reconciler
+// still labels the namespace holding a Lock (has-locks) and the PVC a
+// ReadOnly Lock covers (protected, read-only). Then the locked PVC's
+// delete is refused (protect-locked, fail closed) and so is its update
+// (protect-update); an unlocked PVC's delete is refused in the namespace
+// holding the Lock (protect: the documented blast radius) and goes
+// through in the namespace without Locks; an unlocked PVC's update goes
+// through (protect-update selects the read-only objects alone).
 func TestOptInOutageOnlyWhereLocks(t *testing.T) {
 	inProcess(t)
 	ctx := t.Context()
-	mark := map[string]string{"lockguard.test/optin-outage": rand.String(8)}
+	mark := map[string]string{ownWebhookLabel: "optin-outage-" + rand.String(5)}
 	free := kube.NewNamespace(t, "optin-free")
 	held := kube.NewNamespace(t, "optin-held")
 	for _, ns := range []string{free, held} {
@@ -197,14 +211,70 @@ func TestOptInOutageOnlyWhereLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A Lock in held (of a PVC that does not exist) labels it.
-	lock := kube.CreateLock(t, optInLock(held, "keep-absent", pvcGVK, "absent"))
+	if err := kube.Client.Create(ctx, newPVC(held, "data", nil)); err != nil {
+		t.Fatal(err)
+	}
+	lock := optInLock(held, "freeze-data", pvcGVK, "data")
+	lock.Spec.Level = lockv1alpha1.LevelReadOnly
+	kube.CreateLock(t, lock)
 	t.Cleanup(func() { deleteLocksFirst(t, lock) })
+	kube.WaitActive(t, lock)
 	framework.Eventually(t, framework.DefaultTimeout, "namespace "+held+" labelled", namespaceLabelIs(held, true))
+	framework.Eventually(t, framework.DefaultTimeout, "PVC data labelled protected and read-only", func(ctx context.Context) error {
+		var pvc corev1.PersistentVolumeClaim
+		if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: held, Name: "data"}, &pvc); err != nil {
+			return err
+		}
+		if pvc.Labels[lockv1alpha1.ProtectedLabel] != "true" || pvc.Labels[lockv1alpha1.ReadOnlyLabel] != "true" {
+			return fmt.Errorf("labels %v", pvc.Labels)
+		}
+		return nil
+	})
 	if err := namespaceLabelIs(free, false)(ctx); err != nil {
 		t.Fatal(err)
 	}
+	installOutage(t, mark, protectEntry, protectLockedEntry, protectUpdateEntry)
 
+	refused := func(entry string, err error) error {
+		if want := fmt.Sprintf("failed calling webhook %q", entry); err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("got %v; want a failure calling %s", err, entry)
+		}
+		return nil
+	}
+	// Once the API server uses the entries: the unlocked PVC of held
+	// cannot be deleted (dry runs, so that it stays).
+	framework.Eventually(t, framework.DefaultTimeout, "the outage refuses in "+held, func(ctx context.Context) error {
+		return refused(protectEntry, kube.Client.Delete(ctx, newPVC(held, "unlocked", nil), client.DryRunAll))
+	})
+	// The locked PVC: neither deleted nor changed.
+	if err := refused(protectLockedEntry, kube.Client.Delete(ctx, newPVC(held, "data", nil))); err != nil {
+		t.Errorf("deleting the locked PVC: %v", err)
+	}
+	relabel := func(ns, name string) error {
+		return kube.Client.Patch(ctx, newPVC(ns, name, nil), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"lockguard.test/touched":"yes"}}}`)))
+	}
+	if err := refused(protectUpdateEntry, relabel(held, "data")); err != nil {
+		t.Errorf("updating the read-only PVC: %v", err)
+	}
+	kube.MustExist(t, pvcGVK, held, "data")
+	// An unlocked PVC's update, anywhere, and its delete where no Lock is.
+	for _, ns := range []string{held, free} {
+		if err := relabel(ns, "unlocked"); err != nil {
+			t.Errorf("updating the unlocked PVC of %s while lockguard cannot answer: %v", ns, err)
+		}
+	}
+	if err := kube.Client.Delete(ctx, newPVC(free, "unlocked", nil)); err != nil {
+		t.Fatalf("deleting an unlocked PVC of a namespace without Locks while lockguard cannot answer: %v", err)
+	}
+}
+
+// installOutage creates, for the test, a webhook configuration of copies
+// of the chart's entries named (as the suite renders them), each pointed
+// at a port nobody serves and selecting, beside its own namespaceSelector,
+// the namespaces labelled mark: there lockguard is down.
+func installOutage(t *testing.T, mark map[string]string, entries ...string) {
+	t.Helper()
+	ctx := t.Context()
 	vwc, err := suite.webhook.WebhookConfiguration(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -213,44 +283,58 @@ func TestOptInOutageOnlyWhereLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var entry *admissionregistrationv1.ValidatingWebhook
-	for i := range vwc.Webhooks {
-		if vwc.Webhooks[i].Name == protectEntry {
-			entry = &vwc.Webhooks[i]
-		}
-	}
-	if entry == nil {
-		t.Fatalf("the chart rendered no %s entry", protectEntry)
-	}
-	if got := entry.NamespaceSelector; got == nil || got.MatchLabels[lockv1alpha1.HasLocksLabel] != "true" {
-		t.Fatalf("%s namespaceSelector %v; want %s=true", protectEntry, got, lockv1alpha1.HasLocksLabel)
-	}
-	for k, v := range mark {
-		entry.NamespaceSelector.MatchLabels[k] = v
-	}
 	down := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path)
-	entry.ClientConfig.Service, entry.ClientConfig.URL = nil, &down
 	outage := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "optin-outage-" + strings.ToLower(rand.String(5))},
-		Webhooks:   []admissionregistrationv1.ValidatingWebhook{*entry},
+	}
+	for _, name := range entries {
+		i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == name })
+		if i < 0 {
+			t.Fatalf("the chart rendered no %s entry", name)
+		}
+		entry := vwc.Webhooks[i]
+		wantOutageSelectors(t, entry)
+		if entry.NamespaceSelector == nil {
+			entry.NamespaceSelector = &metav1.LabelSelector{}
+		}
+		if entry.NamespaceSelector.MatchLabels == nil {
+			entry.NamespaceSelector.MatchLabels = map[string]string{}
+		}
+		for k, v := range mark {
+			entry.NamespaceSelector.MatchLabels[k] = v
+		}
+		entry.ClientConfig.Service, entry.ClientConfig.URL = nil, &down
+		outage.Webhooks = append(outage.Webhooks, entry)
 	}
 	if err := kube.Client.Create(ctx, outage); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), outage) })
+}
 
-	// Fail closed where Locks are: once the API server uses the entry, the
-	// unlocked PVC of held cannot be deleted (dry runs, so that it stays).
-	framework.Eventually(t, framework.DefaultTimeout, "the outage entry refuses in "+held, func(ctx context.Context) error {
-		err := kube.Client.Delete(ctx, newPVC(held, "unlocked", nil), client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), protectEntry) {
-			return fmt.Errorf("delete: %v; want a failure calling %s", err, protectEntry)
+// wantOutageSelectors fails the test unless an opted-in kinds' entry of
+// the chart selects as docs/optin.md says, which is what bounds an
+// outage: protect and protect-update the namespaces labelled has-locks,
+// protect-locked the objects labelled protected, in any namespace; all
+// three fail closed.
+func wantOutageSelectors(t *testing.T, w admissionregistrationv1.ValidatingWebhook) {
+	t.Helper()
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("%s failurePolicy %v; want Fail", w.Name, w.FailurePolicy)
+	}
+	switch w.Name {
+	case protectLockedEntry:
+		if w.NamespaceSelector != nil && (len(w.NamespaceSelector.MatchLabels) > 0 || len(w.NamespaceSelector.MatchExpressions) > 0) {
+			t.Errorf("%s namespaceSelector %v; want none", w.Name, w.NamespaceSelector)
 		}
-		return nil
-	})
-	// Never where no Lock is.
-	if err := kube.Client.Delete(ctx, newPVC(free, "unlocked", nil)); err != nil {
-		t.Fatalf("deleting an unlocked PVC of a namespace without Locks while lockguard cannot answer: %v", err)
+		if w.ObjectSelector == nil || len(w.ObjectSelector.MatchExpressions) != 1 || w.ObjectSelector.MatchExpressions[0].Key != lockv1alpha1.ProtectedLabel ||
+			w.ObjectSelector.MatchExpressions[0].Operator != metav1.LabelSelectorOpExists {
+			t.Errorf("%s objectSelector %v; want %s Exists", w.Name, w.ObjectSelector, lockv1alpha1.ProtectedLabel)
+		}
+	default:
+		if got := w.NamespaceSelector; got == nil || got.MatchLabels[lockv1alpha1.HasLocksLabel] != "true" {
+			t.Errorf("%s namespaceSelector %v; want %s=true", w.Name, got, lockv1alpha1.HasLocksLabel)
+		}
 	}
 }
 
@@ -302,7 +386,7 @@ func TestOptInCascadeAndReadOnly(t *testing.T) {
 			if err == nil {
 				return fmt.Errorf("the update of a Secret under ReadOnly Lock %s went through", lock.Name)
 			}
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "protect-update.lockguard.core.navique.com") || !strings.Contains(err.Error(), lock.Name) {
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), protectUpdateEntry) || !strings.Contains(err.Error(), lock.Name) {
 				return fmt.Errorf("update: %v; want it refused by the protect-update entry naming %s", err, lock.Name)
 			}
 			return nil

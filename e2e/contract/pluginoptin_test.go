@@ -20,7 +20,8 @@ import (
 // the installation protects them. `kubectl lock pvc/data` creates a Lock
 // with targetRef v1 PersistentVolumeClaim and the PVC's delete is refused;
 // `kubectl lock why` says so; `kubectl unlock pvc/data` lifts it. A kind
-// not opted in (configmap, statefulsets.apps) fails with the Lock's InvalidTarget message.
+// not opted in (configmap, deployments.apps) fails with the Lock's
+// InvalidTarget message; statefulsets.apps/db, opted in, is locked.
 func TestPluginOptInKinds(t *testing.T) {
 	inProcess(t)
 	ns := kube.NewNamespace(t, "x")
@@ -66,30 +67,34 @@ func TestPluginOptInKinds(t *testing.T) {
 		t.Errorf("dry-run delete of PVC data after kubectl unlock: %v", err)
 	}
 
-	// The other spellings, and another opted-in kind.
-	for _, tc := range []struct{ arg, lock, kind, name string }{
-		{"persistentvolumeclaim/logs", "l-logs", "PersistentVolumeClaim", "logs"},
-		{"persistentvolumeclaims/logs", "l-logs2", "PersistentVolumeClaim", "logs"},
-		{"secret/creds", "l-creds", "Secret", "creds"},
+	// The other spellings, and other opted-in kinds (of another group too).
+	if err := kube.Client.Create(ctx, newStatefulSet(ns, "db")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ arg, lock, apiVersion, kind, name string }{
+		{"persistentvolumeclaim/logs", "l-logs", "v1", "PersistentVolumeClaim", "logs"},
+		{"persistentvolumeclaims/logs", "l-logs2", "v1", "PersistentVolumeClaim", "logs"},
+		{"secret/creds", "l-creds", "v1", "Secret", "creds"},
+		{"statefulsets.apps/db", "l-db", "apps/v1", "StatefulSet", "db"},
 	} {
 		if r := kubectlLock(t, "", tc.arg, "-n", ns, "--name", tc.lock); r.err != nil {
 			t.Errorf("kubectl lock %s: %v", tc.arg, r.err)
 			continue
 		}
-		if diff := cmp.Diff(lockv1alpha1.TargetReference{APIVersion: "v1", Kind: tc.kind, Name: tc.name}, getLock(t, ns, tc.lock).Spec.TargetRef); diff != "" {
+		if diff := cmp.Diff(lockv1alpha1.TargetReference{APIVersion: tc.apiVersion, Kind: tc.kind, Name: tc.name}, getLock(t, ns, tc.lock).Spec.TargetRef); diff != "" {
 			t.Errorf("kubectl lock %s: targetRef -want, +got:\n%s", tc.arg, diff)
 		}
 	}
 
 	// Not opted in: the server's InvalidTarget message.
-	labels := map[string]string{"app": "db"}
-	if err := kube.Client.Create(ctx, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
-		Spec: appsv1.StatefulSetSpec{
+	labels := map[string]string{"app": "web"}
+	if err := kube.Client.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "db"}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}},
 			},
 		},
 	}); err != nil {
@@ -101,7 +106,7 @@ func TestPluginOptInKinds(t *testing.T) {
 		gk        schema.GroupKind
 	}{
 		{"configmap/cfg", "configmap-cfg", lockv1alpha1.TargetReference{APIVersion: "v1", Kind: "ConfigMap", Name: "cfg"}, schema.GroupKind{Kind: "ConfigMap"}},
-		{"statefulsets.apps/db", "statefulset-db", lockv1alpha1.TargetReference{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db"}, schema.GroupKind{Group: "apps", Kind: "StatefulSet"}},
+		{"deployments.apps/web", "deployment-web", lockv1alpha1.TargetReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}, schema.GroupKind{Group: "apps", Kind: "Deployment"}},
 	} {
 		r := kubectlLock(t, "", tc.arg, "-n", ns)
 		want := "lock.core.navique.com/" + tc.lock + " cannot protect its target: "

@@ -45,7 +45,14 @@ func (k *Kube) CreateOwned(t *testing.T, gvk schema.GroupVersionKind, ns, name s
 // owner denied because its cascade would delete dependents (Kind/name)
 // that locks protect.
 func (k *Kube) CascadeDenialError(locks []*lockv1alpha1.Lock, dependents ...string) string {
-	return fmt.Sprintf("admission webhook %q denied the request: %s", k.WebhookName, webhook.CascadeDenialMessage(derefLocks(locks), dependents))
+	return EntryCascadeDenialError(k.WebhookName, locks, dependents...)
+}
+
+// EntryCascadeDenialError is CascadeDenialError as the webhook entry
+// entry denies it: the chart's protect entry, for an owner of an opted-in
+// kind (docs/contract.md rule 21).
+func EntryCascadeDenialError(entry string, locks []*lockv1alpha1.Lock, dependents ...string) string {
+	return fmt.Sprintf("admission webhook %q denied the request: %s", entry, webhook.CascadeDenialMessage(derefLocks(locks), dependents))
 }
 
 // WaitCascadeDenied waits until a server-side dry-run DELETE of the object

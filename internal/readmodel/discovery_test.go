@@ -12,6 +12,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // metadataInformers are a cache's metadata informers, by the kind of the
@@ -56,6 +58,46 @@ func TestDiscoveryIndexesTheGroupOnEveryReplica(t *testing.T) {
 	d.discover(context.Background())
 	d.discover(context.Background())
 	want := []schema.GroupKind{{Group: "core.navique.com", Kind: "Stack"}}
+	if diff := cmp.Diff(want, owners.order); diff != "" {
+		t.Errorf("kinds in the owner index: -want, +got:\n%s", diff)
+	}
+	if !owners.discovered {
+		t.Error("discovery ran, but the owner index does not know it")
+	}
+}
+
+// TestDiscoveryIndexesOptedInKinds (docs/contract.md rules 6 and 21): an
+// opted-in kind of another group (StatefulSet) joins the owner index
+// beside the group's, so that the cascade guard walks it as an owner and
+// as a dependent; a kind of that group not opted in (Deployment) does
+// not.
+func TestDiscoveryIndexesOptedInKinds(t *testing.T) {
+	sts := schema.GroupKind{Group: "apps", Kind: "StatefulSet"}
+	before := lockv1alpha1.OptedIn()
+	if err := lockv1alpha1.SetOptedIn([]schema.GroupKind{sts}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lockv1alpha1.SetOptedIn(before); err != nil {
+			t.Error(err)
+		}
+	})
+	d := fakeGroup()
+	verbs := metav1.Verbs{"get", "list", "watch", "patch", "delete"}
+	d.Resources = append(d.Resources, &metav1.APIResourceList{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+		{Name: "statefulsets", SingularName: "statefulset", Namespaced: true, Kind: "StatefulSet", Verbs: verbs},
+		{Name: "deployments", SingularName: "deployment", Namespaced: true, Kind: "Deployment", Verbs: verbs},
+	}})
+	newInformer := func() toolscache.SharedIndexInformer {
+		return toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
+	}
+	informers := metadataInformers{
+		{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"}: newInformer(),
+		sts.WithVersion("v1"): newInformer(),
+	}
+	owners := NewOwnerIndex(informers)
+	NewDiscovery(NewKinds(d).WithOptIn([]schema.GroupResource{{Group: "apps", Resource: "statefulsets"}}), owners, 0).discover(context.Background())
+	want := []schema.GroupKind{{Group: "core.navique.com", Kind: "Stack"}, sts}
 	if diff := cmp.Diff(want, owners.order); diff != "" {
 		t.Errorf("kinds in the owner index: -want, +got:\n%s", diff)
 	}
