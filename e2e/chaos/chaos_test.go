@@ -333,7 +333,7 @@ func TestChaos(t *testing.T) {
 	go func() {
 		pastBound := false
 		for {
-			problems, err := h.check(ctx, workers)
+			problems, err := h.check(ctx, workers, opt)
 			if err == nil && len(problems) == 0 {
 				converged <- convergence{after: time.Since(faultsStopped)}
 				return

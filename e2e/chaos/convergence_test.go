@@ -28,20 +28,59 @@ import (
 // Pending for an invalid target; Expired for an expired Lock, Audit for
 // one in Audit that would be active), and each object's lock annotation
 // (the live Locks that enforce and cover it) and read-only label (present
-// exactly when a live ReadOnly Lock covers it, Audit ones too). It is the oracle of lockguard's
+// exactly when a live ReadOnly Lock covers it, Audit ones too). The
+// opt-in worker's PVCs (opt, nil for none) are checked the same way, and
+// also carry core.navique.com/protected exactly when their annotation
+// names a Lock (docs/optin.md). It is the oracle of lockguard's
 // reconciler: it works out what each status, annotation and label should
 // be itself, from the objects and Locks the API server holds, and calls
 // none of the product's code (controller/), so that a mistake there cannot
 // hide here.
-func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error) {
+func (h *harness) check(ctx context.Context, workers []*worker, opt *worker) ([]string, error) {
 	var problems []string
+	all := slices.Clip(workers)
+	if opt != nil {
+		all = append(all, opt)
+	}
+	for _, w := range all {
+		p, err := h.checkNamespace(ctx, w)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, p...)
+	}
+	if len(problems) > 0 {
+		return problems, nil
+	}
+	// Converged as the checker expects: every status also tells the truth
+	// to the API server (docs/contract.md rule 13; a dry-run DELETE of each active
+	// Lock's target, which deletes nothing). Of the group's workers only:
+	// framework.CheckLockStatusTruth knows the group's kinds alone.
+	namespaces := make([]string, 0, len(workers))
 	for _, w := range workers {
+		namespaces = append(namespaces, w.ns)
+	}
+	if err := framework.NewKube(h.admin, "", "").CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
+		problems = append(problems, "docs/contract.md rule 13: "+err.Error())
+	}
+	return problems, nil
+}
+
+// checkNamespace is check's work in w's namespace: its objects (the
+// group's Stacks and PostgreSQLs, or an opt-in worker's PVCs) and Locks.
+func (h *harness) checkNamespace(ctx context.Context, w *worker) ([]string, error) {
+	var problems []string
+	{
 		type object struct {
 			gvk  schema.GroupVersionKind
 			meta metav1.PartialObjectMetadata
 		}
 		var objects []object
-		for _, gvk := range []schema.GroupVersionKind{stackGVK, pgGVK} {
+		kinds := []schema.GroupVersionKind{stackGVK, pgGVK}
+		if w.optIn {
+			kinds = []schema.GroupVersionKind{pvcGVK}
+		}
+		for _, gvk := range kinds {
 			var list metav1.PartialObjectMetadataList
 			list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 			if err := h.admin.List(ctx, &list, client.InNamespace(w.ns)); err != nil {
@@ -87,7 +126,10 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 				}
 				var count int32
 				for _, o := range objects {
-					if (len(sel.Kinds) > 0 && !slices.Contains(sel.Kinds, o.gvk.Kind)) || !labels.Matches(k8slabels.Set(o.meta.Labels)) {
+					// A selector without kinds covers the group's kinds
+					// only, never an opted-in one (docs/optin.md).
+					named := slices.Contains(sel.Kinds, o.gvk.Kind) || (len(sel.Kinds) == 0 && o.gvk.Group == lockv1alpha1.Group)
+					if !named || !labels.Matches(k8slabels.Set(o.meta.Labels)) {
 						continue
 					}
 					count++
@@ -110,7 +152,8 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 				continue
 			}
 			gv, err := schema.ParseGroupVersion(orDefault(l.Spec.TargetRef.APIVersion, lockv1alpha1.DefaultTargetAPIVersion))
-			valid := err == nil && gv.Group == lockv1alpha1.Group && l.Spec.TargetRef.Kind != "Lock"
+			ref := schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: l.Spec.TargetRef.Kind}
+			valid := err == nil && ((gv.Group == lockv1alpha1.Group && ref.Kind != "Lock") || (w.optIn && ref == pvcGVK))
 			want = lockStatus{Reason: lockv1alpha1.ReasonInvalidTarget, Ready: metav1.ConditionFalse}
 			if readOnly {
 				want.ReadOnly, want.ReadOnlyReason = metav1.ConditionFalse, lockv1alpha1.ReasonPending
@@ -121,7 +164,7 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 					protecting[key] = append(protecting[key], l.Name)
 				}
 				frozen[key] = frozen[key] || readOnly
-				exists, err := h.exists(ctx, w.ns, l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
+				exists, err := h.exists(ctx, w.ns, ref, l.Spec.TargetRef.Name)
 				if err != nil {
 					return nil, err
 				}
@@ -153,20 +196,20 @@ func (h *harness) check(ctx context.Context, workers []*worker) ([]string, error
 			if frozen[key] != (gotRO == "true") || (!frozen[key] && okRO) {
 				problems = append(problems, fmt.Sprintf("%s %s/%s: label %s=%q (set %v), want it set to true %v (labels %v)", o.gvk.Kind, w.ns, o.meta.Name, lockv1alpha1.ReadOnlyLabel, gotRO, okRO, frozen[key], o.meta.Labels))
 			}
+			if o.gvk.Group == lockv1alpha1.Group {
+				continue
+			}
+			// An opted-in object carries the protected label exactly when
+			// an enforcing Lock covers it; one put on at a Lock's create
+			// (the protected-pending mark) may stay a while after that
+			// create failed: the reconciler keeps a marked label for the
+			// mark's grace, so a marked one is not judged.
+			gotP, okP := o.meta.Labels[lockv1alpha1.ProtectedLabel]
+			_, pending := o.meta.Annotations[lockv1alpha1.ProtectedPendingAnnotation]
+			if want != "" && gotP != "true" || want == "" && okP && !pending {
+				problems = append(problems, fmt.Sprintf("%s %s/%s: label %s=%q (set %v), want it set to true %v (labels %v)", o.gvk.Kind, w.ns, o.meta.Name, lockv1alpha1.ProtectedLabel, gotP, okP, want != "", o.meta.Labels))
+			}
 		}
-	}
-	if len(problems) > 0 {
-		return problems, nil
-	}
-	// Converged as the checker expects: every status also tells the truth
-	// to the API server (docs/contract.md rule 13; a dry-run DELETE of each active
-	// Lock's target, which deletes nothing).
-	namespaces := make([]string, 0, len(workers))
-	for _, w := range workers {
-		namespaces = append(namespaces, w.ns)
-	}
-	if err := framework.NewKube(h.admin, "", "").CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces}); err != nil {
-		problems = append(problems, "docs/contract.md rule 13: "+err.Error())
 	}
 	return problems, nil
 }
@@ -214,10 +257,14 @@ func statusOf(l *lockv1alpha1.Lock) lockStatus {
 	return s
 }
 
-// exists reports whether the object of kind and name exists in ns.
-func (h *harness) exists(ctx context.Context, ns, kind, name string) (bool, error) {
+// exists reports whether the object of gvk (of the group: any served
+// version) and name exists in ns.
+func (h *harness) exists(ctx context.Context, ns string, gvk schema.GroupVersionKind, name string) (bool, error) {
+	if gvk.Group == lockv1alpha1.Group {
+		gvk.Version = "v1alpha1"
+	}
 	o := &metav1.PartialObjectMetadata{}
-	o.SetGroupVersionKind(schema.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: kind})
+	o.SetGroupVersionKind(gvk)
 	err := h.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -34,9 +34,10 @@ import (
 // gone for the checker (observe).
 //
 // Not in its mix: deletecollection, owner cascades, updates under ReadOnly
-// and break-glass exceptions (the group's workers cover them), and the
-// convergence check of Lock statuses (framework.CheckLockStatusTruth
-// knows the group's kinds only).
+// and break-glass exceptions (the group's workers cover them). The
+// convergence check (convergence_test.go) covers its Locks, annotations
+// and labels, but not rule 13's dry-run deletes
+// (framework.CheckLockStatusTruth knows the group's kinds only).
 
 // pvcGVK is the opted-in kind.
 var pvcGVK = schema.GroupVersionKind{Version: "v1", Kind: "PersistentVolumeClaim"}
