@@ -112,6 +112,7 @@ func setupClusterLocks(mgr ctrl.Manager, r *reconciler, kinds *readmodel.Kinds, 
 		return ctrl.NewControllerManagedBy(mgr).Named("clusterlock").
 			WatchesRawSource(source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue)).
 			WatchesRawSource(source.Channel(start, enqueue)).
+			WatchesRawSource(clusterNamespaceSource(mgr, c)).
 			Complete(c)
 	}))
 }
