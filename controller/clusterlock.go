@@ -57,7 +57,7 @@ var clusterLockKey = reconcile.Request{NamespacedName: types.NamespacedName{Name
 // clusterLockRecheck is how soon a pass runs again while a ClusterLock's
 // target is missing or its kind unknown, or while a live selector
 // ClusterLock may select objects created or labelled since: the targets
-// are not watched.
+// are not watched (but for Namespace creates: clusterNamespaceSource).
 const clusterLockRecheck = 10 * time.Second
 
 // clusterLocks reconciles ClusterLocks.
@@ -142,6 +142,7 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		}
 	}
 	var errs []error
+	unknown := false // a live ClusterLock whose objects could not be read
 	for i := range list.Items {
 		cl := &list.Items[i]
 		if cl.DeletionTimestamp != nil {
@@ -163,6 +164,7 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		}
 		if err != nil {
 			errs = append(errs, err)
+			unknown = true
 			continue
 		}
 		for _, k := range keys {
@@ -174,6 +176,12 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		}
 		view := cl.AsLock()
 		errs = append(errs, c.status.writeStatusOf(ctx, cl, view, obs))
+	}
+	if unknown {
+		// What a ClusterLock covers could not be read: keep lacks it, and
+		// a sweep would take the label off objects it protects (their
+		// deletes would no longer reach lockguard). The error retries.
+		return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
 	}
 	pending, err := c.sweep(ctx, list.Items, keep, now)
 	later(pending)

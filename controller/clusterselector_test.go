@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,35 @@ func TestClusterLockSelectorPass(t *testing.T) {
 		if p := got.Status.Protected; p == nil || p.Count != 2 || len(p.Resources) != 2 || p.Resources[0].Name != "a" || p.Resources[1].Name != "b" {
 			t.Errorf("ClusterLock %s status.protected %+v; want Namespaces a and b", name, p)
 		}
+	}
+}
+
+// TestClusterLockSelectorReadFails: when what a selector ClusterLock
+// matches cannot be listed, the pass errs (and is retried) and sweeps
+// nothing: the label of a Namespace it protects stays, so its delete
+// still reaches lockguard (a locked object is never unlabelled by a
+// failed read).
+func TestClusterLockSelectorReadFails(t *testing.T) {
+	s := clusterLockScheme(t)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	lock := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "keep-prod"}, Spec: lockv1alpha1.ClusterLockSpec{
+		Selector: &lockv1alpha1.ClusterLockSelector{Kinds: []string{"Namespace"}, MatchLabels: map[string]string{"tier": "prod"}}}}
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
+		WithObjects(lock, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"tier": "prod", lockv1alpha1.ClusterLockedLabel: "true"}}}).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			o := (&client.ListOptions{}).ApplyOptions(opts)
+			if o.LabelSelector != nil && strings.Contains(o.LabelSelector.String(), "tier") {
+				return errors.New("connection refused")
+			}
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: time.Now}
+	if _, err := r.Reconcile(context.Background(), clusterLockKey); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("pass: %v; want the list's error", err)
+	}
+	var ns corev1.Namespace
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "a"}, &ns); err != nil || ns.Labels[lockv1alpha1.ClusterLockedLabel] != "true" {
+		t.Errorf("namespace a after a failed pass: %v, labels %v; want the label kept", err, ns.Labels)
 	}
 }
