@@ -28,8 +28,9 @@ import (
 )
 
 // The ClusterLock reconciler (docs/contract.md rule 22, docs/clusterlock.md)
-// keeps ClusterLockedLabel on the target of every live ClusterLock, and
-// removes it from objects no live ClusterLock names, so that the chart's
+// keeps ClusterLockedLabel on the target of every live ClusterLock, and on
+// every object a live selector ClusterLock matches (clusterselector.go),
+// and removes it from objects no live ClusterLock covers, so that the chart's
 // entries (objectSelector on the label) send lockguard the deletes of
 // exactly the cluster-locked objects; and it writes each ClusterLock's
 // status, with the Lock's status code (writeStatusOf). ClusterLocks are
@@ -54,7 +55,9 @@ import (
 var clusterLockKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "clusterlocks"}}
 
 // clusterLockRecheck is how soon a pass runs again while a ClusterLock's
-// target is missing or its kind unknown: the targets are not watched.
+// target is missing or its kind unknown, or while a live selector
+// ClusterLock may select objects created or labelled since: the targets
+// are not watched (but for Namespace creates: clusterNamespaceSource).
 const clusterLockRecheck = 10 * time.Second
 
 // clusterLocks reconciles ClusterLocks.
@@ -109,6 +112,7 @@ func setupClusterLocks(mgr ctrl.Manager, r *reconciler, kinds *readmodel.Kinds, 
 		return ctrl.NewControllerManagedBy(mgr).Named("clusterlock").
 			WatchesRawSource(source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue)).
 			WatchesRawSource(source.Channel(start, enqueue)).
+			WatchesRawSource(clusterNamespaceSource(mgr, c)).
 			Complete(c)
 	}))
 }
@@ -121,9 +125,9 @@ func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
 // NeedLeaderElection reports that it runs on the leader only.
 func (f leaderRunnable) NeedLeaderElection() bool { return true }
 
-// Reconcile labels the targets of the live ClusterLocks, removes the label
-// from every other object that carries it, and writes each ClusterLock's
-// status.
+// Reconcile labels the targets of the live ClusterLocks and the objects
+// their selectors match, removes the label from every other object that
+// carries it, and writes each ClusterLock's status.
 func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	var list lockv1alpha1.ClusterLockList
 	if err := c.client.List(ctx, &list); err != nil {
@@ -138,18 +142,33 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		}
 	}
 	var errs []error
+	unknown := false // a live ClusterLock whose objects could not be read
 	for i := range list.Items {
 		cl := &list.Items[i]
 		if cl.DeletionTimestamp != nil {
 			continue // it protects nothing (Live), and its status goes with it
 		}
-		obs, key, recheck, err := c.observe(ctx, cl, now)
+		var (
+			obs     observation
+			keys    []lockv1alpha1.TargetKey
+			recheck time.Duration
+			err     error
+		)
+		if cl.HasSelector() {
+			obs, keys, recheck, err = c.observeSelector(ctx, cl, now)
+		} else {
+			var key *lockv1alpha1.TargetKey
+			if obs, key, recheck, err = c.observe(ctx, cl, now); key != nil {
+				keys = append(keys, *key)
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
+			unknown = true
 			continue
 		}
-		if key != nil {
-			keep[*key] = true
+		for _, k := range keys {
+			keep[k] = true
 		}
 		later(recheck)
 		if d, ok := cl.AsLock().ExpiresIn(now); ok {
@@ -157,6 +176,12 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		}
 		view := cl.AsLock()
 		errs = append(errs, c.status.writeStatusOf(ctx, cl, view, obs))
+	}
+	if unknown {
+		// What a ClusterLock covers could not be read: keep lacks it, and
+		// a sweep would take the label off objects it protects (their
+		// deletes would no longer reach lockguard). The error retries.
+		return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
 	}
 	pending, err := c.sweep(ctx, list.Items, keep, now)
 	later(pending)
@@ -198,35 +223,12 @@ func (c *clusterLocks) observe(ctx context.Context, cl *lockv1alpha1.ClusterLock
 	} else if err != nil {
 		return observation{}, nil, 0, fmt.Errorf("reading %s %s: %w", gk, key.Name, err)
 	}
-	if obj.GetLabels()[lockv1alpha1.ClusterLockedLabel] != "true" {
-		forbidden := lockv1alpha1.ReasonLabelForbidden
-		if rv, ok := c.refused[key]; !ok || rv != obj.GetResourceVersion() {
-			err := c.client.Patch(ctx, obj, labelPatch("true"))
-			switch {
-			case apierrors.IsForbidden(err):
-				c.refuse(key, obj.GetResourceVersion())
-			case err != nil:
-				return observation{}, nil, 0, fmt.Errorf("labelling %s %s for ClusterLock %s: %w", gk, key.Name, cl.Name, err)
-			default:
-				forbidden = ""
-				delete(c.refused, key)
-			}
-		}
-		if forbidden != "" {
-			// Looked at again every clusterLockRecheck: the label someone
-			// puts on makes the ClusterLock Active.
-			return observation{reason: forbidden, message: lockv1alpha1.LabelForbiddenMessage(gk, key.Name)}, &key, clusterLockRecheck, nil
-		}
-	} else if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
-		// The create that marked it is in the cache: the mark's grace is
-		// not needed, and the label goes with the last ClusterLock.
-		err := c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, lockv1alpha1.ClusterLockPendingAnnotation)))
-		switch {
-		case apierrors.IsForbidden(err):
-			c.refuse(key, obj.GetResourceVersion()) // the grace runs out
-		case client.IgnoreNotFound(err) != nil:
-			return observation{}, nil, 0, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockPendingAnnotation, gk, key.Name, err)
-		}
+	if labelled, err := c.ensureLabel(ctx, obj, key, cl.Name); err != nil {
+		return observation{}, nil, 0, err
+	} else if !labelled {
+		// Looked at again every clusterLockRecheck: the label someone
+		// puts on makes the ClusterLock Active.
+		return observation{reason: lockv1alpha1.ReasonLabelForbidden, message: lockv1alpha1.LabelForbiddenMessage(gk, key.Name)}, &key, clusterLockRecheck, nil
 	}
 	return observation{active: true, reason: lockv1alpha1.ReasonActive, protected: &lockv1alpha1.ProtectedStatus{Count: 1,
 		Resources: []lockv1alpha1.ProtectedResource{{Kind: key.Kind, Name: key.Name}}}}, &key, 0, nil
@@ -257,6 +259,13 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 	for i := range locks {
 		if key, err := locks[i].Target(); err == nil && key.Group == lockv1alpha1.Group {
 			add(key.GroupKind())
+		}
+		if sel := locks[i].Spec.Selector; sel != nil {
+			for _, gk := range sel.GroupKinds() {
+				if lockv1alpha1.ClusterProtectable(gk) == nil {
+					add(gk)
+				}
+			}
 		}
 	}
 	if c.kinds != nil {

@@ -165,6 +165,8 @@ func ActiveMessage(lock *lockv1alpha1.Lock) string {
 	msg := fmt.Sprintf("deleting %s %q is denied while this %s exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name, nounOf(lock))
 	switch s := lock.Spec.Selector; {
 	case s == nil:
+	case nounOf(lock) == "ClusterLock":
+		msg = fmt.Sprintf("deleting the objects this ClusterLock's selector matches is denied while this ClusterLock exists (an object created or labelled into it later: once lockguard labels it, within about %s)", clusterLockRecheck)
 	case s.IsEmpty():
 		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", lock.Namespace)
 	default:

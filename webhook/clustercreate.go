@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 )
 
@@ -28,13 +29,16 @@ import (
 const ClusterCreatePath = "/validate-cluster-lock-create"
 
 // ClusterLabeler puts ClusterLockedLabel on the target of a ClusterLock
-// being created.
+// being created, or on every object its selector matches.
 type ClusterLabeler interface {
 	// LabelClusterTarget labels the object key names. A NotFound error
 	// (no such object), a NoMatch error (no such kind served) or
 	// ErrNamespacedTarget let the create through, the status says why;
 	// a Forbidden one refuses it with the kubectl label command.
 	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+	// ClusterSelected lists the objects s matches now
+	// (readmodel.ClusterSelected), each with its GroupVersionKind.
+	ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
 }
 
 // ErrNamespacedTarget is LabelClusterTarget's error for a namespaced kind.
@@ -48,7 +52,7 @@ var ErrNamespacedTarget = errors.New("the kind is namespaced")
 // object carries the label already (someone who may put it there), it is
 // labelled: no error.
 func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) ClusterLabeler {
-	return clusterLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return clusterLabeler{mapper: mapper, r: r, label: func(ctx context.Context, key lockv1alpha1.TargetKey) error {
 		mapping, err := mapper.RESTMapping(key.GroupKind())
 		if err != nil {
 			return err
@@ -69,14 +73,24 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 			}
 		}
 		return err
-	})
+	}}
 }
 
-// clusterLabelerFunc adapts a function to a ClusterLabeler.
-type clusterLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey) error
+// clusterLabeler is ClusterLabel's ClusterLabeler: label labels one
+// object; the selected objects are read through r with the kinds of
+// mapper.
+type clusterLabeler struct {
+	mapper meta.RESTMapper
+	r      client.Reader
+	label  func(ctx context.Context, key lockv1alpha1.TargetKey) error
+}
 
-func (f clusterLabelerFunc) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
-	return f(ctx, key)
+func (l clusterLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return l.label(ctx, key)
+}
+
+func (l clusterLabeler) ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
+	return readmodel.ClusterSelected(ctx, l.r, l.mapper, s)
 }
 
 // CreateHandler returns the http.Handler of ClusterCreatePath.
@@ -86,9 +100,10 @@ func (h *ClusterLockHandler) CreateHandler() http.Handler {
 	})
 }
 
-// DecideCreate admits a ClusterLock create once its target carries
-// ClusterLockedLabel (ClusterLockConfig.Labeler), so that its delete is
-// refused from the create's answer on. It refuses, dry run or not, the
+// DecideCreate admits a ClusterLock create once its target, or every
+// object its selector matches (labelSelected), carries
+// ClusterLockedLabel (ClusterLockConfig.Labeler), so that their deletes
+// are refused from the create's answer on. It refuses, dry run or not, the
 // create of a ClusterLock that has already expired (ExpiredCreateMessage),
 // as for a Lock. A ClusterLock that protects nothing (an invalid target),
 // a dry run, and one whose target
@@ -114,12 +129,15 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	if ar.DryRun != nil && *ar.DryRun {
 		return admission.Allowed("") // nothing is written on a dry run
 	}
-	key, err := cl.Target()
-	if err != nil || !cl.Live(now) {
+	if !cl.Live(now) {
 		return admission.Allowed("") // it protects nothing; its status says why
 	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
+	if s := cl.Spec.Selector; s != nil {
+		return h.labelSelected(ctx, s)
+	}
+	key, _ := cl.Target()
 	switch err := h.c.Labeler.LabelClusterTarget(ctx, key); {
 	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
 		return admission.Allowed("")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,13 +58,13 @@ func TestClusterLockCreate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			called := false
 			h := &ClusterLockHandler{c: ClusterLockConfig{Now: func() time.Time { return now },
-				Labeler: clusterLabelerFunc(func(_ context.Context, key lockv1alpha1.TargetKey) error {
+				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey) error {
 					called = true
 					if want, _ := tc.lock.Target(); key != want {
 						t.Errorf("labelled %+v; want %+v", key, want)
 					}
 					return tc.err
-				})}}
+				}}}}
 			raw, _ := json.Marshal(tc.lock)
 			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Name: tc.lock.Name, DryRun: &tc.dryRun,
 				Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "ClusterLock"}, Object: runtime.RawExtension{Raw: raw}}}
@@ -75,4 +77,116 @@ func TestClusterLockCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeLabeler is a ClusterLabeler of functions; a nil selected lists
+// nothing.
+type fakeLabeler struct {
+	label    func(ctx context.Context, key lockv1alpha1.TargetKey) error
+	selected func(s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
+}
+
+func (f fakeLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return f.label(ctx, key)
+}
+
+func (f fakeLabeler) ClusterSelected(_ context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
+	if f.selected == nil {
+		return nil, nil
+	}
+	return f.selected(s)
+}
+
+// clusterSelectorLock is a selector ClusterLock on the Namespaces labelled
+// tier=prod.
+func clusterSelectorLock(name string) lockv1alpha1.ClusterLock {
+	return lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lockv1alpha1.ClusterLockSpec{
+		Selector: &lockv1alpha1.ClusterLockSelector{Kinds: []string{"Namespace"}, MatchLabels: map[string]string{"tier": "prod"}}, Reason: "prod"}}
+}
+
+// namespaces is n Namespaces' metadata, as ClusterSelected lists them.
+func namespaces(n int) []metav1.PartialObjectMetadata {
+	out := make([]metav1.PartialObjectMetadata, n)
+	for i := range out {
+		out[i].SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"})
+		out[i].Name = fmt.Sprintf("ns-%d", i)
+	}
+	return out
+}
+
+// TestClusterLockCreateSelector: a selector ClusterLock's create labels
+// every Namespace its selector matches before it is allowed
+// (docs/contract.md rule 22); more than MaxClusterSelected refuses it,
+// naming the count and the cap; RBAC refusing one label refuses it naming
+// that object; a Namespace deleted meanwhile is skipped; a failed list or
+// label refuses it retryably; a dry run lists and labels nothing.
+func TestClusterLockCreateSelector(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	nsGR := schema.GroupResource{Resource: "namespaces"}
+	cases := map[string]struct {
+		found    int
+		listErr  error
+		labelErr func(name string) error
+		dryRun   bool
+		labelled int
+		allowed  bool
+		code     int32
+		says     string
+	}{
+		"None":       {allowed: true},
+		"All":        {found: 30, labelled: 30, allowed: true},
+		"AtCap":      {found: lockv1alpha1.MaxClusterSelected, labelled: lockv1alpha1.MaxClusterSelected, allowed: true},
+		"OverCap":    {found: lockv1alpha1.MaxClusterSelected + 1, code: 403, says: "the selector selector:tier=prod;kinds=Namespace matches 1001 objects, more than the 1000 that lockguard labels at a ClusterLock's create"},
+		"DryRun":     {found: 3, dryRun: true, allowed: true},
+		"Deleted":    {found: 3, labelled: 3, allowed: true, labelErr: func(n string) error { return notFoundIf(n == "ns-1", nsGR, n) }},
+		"Forbidden":  {found: 3, labelled: 3, code: 403, says: "lockguard cannot label Namespace ns-2: RBAC does not let it patch it; run `kubectl label namespace ns-2 core.navique.com/cluster-locked=true` as someone who may, then create this ClusterLock again", labelErr: func(n string) error { return forbiddenIf(n == "ns-2", nsGR, n) }},
+		"ListFails":  {listErr: errors.New("connection refused"), code: 503, says: "could not list what its selector matches; retry"},
+		"LabelFails": {found: 2, labelled: 2, code: 503, says: "could not label what its selector matches first; retry", labelErr: func(string) error { return errors.New("connection refused") }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			labelled, listed := 0, false
+			h := &ClusterLockHandler{c: ClusterLockConfig{Now: func() time.Time { return now },
+				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey) error {
+					mu.Lock()
+					labelled++
+					mu.Unlock()
+					if key.Kind != "Namespace" || key.Group != "" {
+						t.Errorf("labelled %+v", key)
+					}
+					if tc.labelErr != nil {
+						return tc.labelErr(key.Name)
+					}
+					return nil
+				}, selected: func(*lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
+					listed = true
+					return namespaces(tc.found), tc.listErr
+				}}}}
+			raw, _ := json.Marshal(clusterSelectorLock("keep-prod"))
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Name: "keep-prod", DryRun: &tc.dryRun,
+				Kind: metav1.GroupVersionKind{Group: lockv1alpha1.Group, Version: "v1alpha1", Kind: "ClusterLock"}, Object: runtime.RawExtension{Raw: raw}}}
+			resp := h.DecideCreate(context.Background(), req)
+			if labelled != tc.labelled || resp.Allowed != tc.allowed || listed == tc.dryRun {
+				t.Fatalf("listed %t, labelled %d, allowed %t (%+v); want %d, %t", listed, labelled, resp.Allowed, resp.Result, tc.labelled, tc.allowed)
+			}
+			if !tc.allowed && (resp.Result.Code != tc.code || !strings.Contains(resp.Result.Message, tc.says)) {
+				t.Errorf("refusal %d %q; want %d with %q", resp.Result.Code, resp.Result.Message, tc.code, tc.says)
+			}
+		})
+	}
+}
+
+func notFoundIf(cond bool, gr schema.GroupResource, name string) error {
+	if cond {
+		return apierrors.NewNotFound(gr, name)
+	}
+	return nil
+}
+
+func forbiddenIf(cond bool, gr schema.GroupResource, name string) error {
+	if cond {
+		return apierrors.NewForbidden(gr, name, errors.New("no patch"))
+	}
+	return nil
 }

@@ -84,7 +84,7 @@ func (h *ClusterLockHandler) LabelHandler() http.Handler {
 }
 
 // DecideDelete denies the DELETE of an object that a live ClusterLock
-// names, naming the ClusterLocks, their reasons and how to unlock; a
+// names or selects (its labels match the selector), naming the ClusterLocks, their reasons and how to unlock; a
 // ClusterLock in Audit enforcement only warns. What the cache's
 // ClusterLocks would allow is confirmed with the API server's; when
 // neither can be read, the delete is refused (fail closed).
@@ -102,13 +102,17 @@ func (h *ClusterLockHandler) DecideDelete(ctx context.Context, req Request) admi
 	return h.finish.finish(req, d, start)
 }
 
-// decide answers req from the live ClusterLocks naming its object:
-// refused with message when one enforces, allowed with a warning when
-// only audit ones do.
+// decide answers req from the live ClusterLocks covering its object (by
+// name, or by selector on req.OldObject's labels): refused with message
+// when one enforces, allowed with a warning when only audit ones do.
 func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message func(kind, name string, locks []lockv1alpha1.ClusterLock) string) decision {
 	d := decision{guard: GuardClusterLock}
 	key := req.Target()
-	locks, err := h.covering(ctx, key.Group, key.Kind, key.Name)
+	// Cluster-scoped, though the review of a Namespace names the namespace
+	// itself as its namespace.
+	o := key.Object(req.OldObject.Metadata.Labels)
+	o.Namespace = ""
+	locks, err := h.covering(ctx, o)
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the ClusterLocks of %s %s, so the request is refused; retry when lockguard is ready: %w", key.Kind, key.Name, err))
 		return d
@@ -128,44 +132,49 @@ func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message fu
 
 // DecideLabel refuses an UPDATE that removes or changes
 // lockv1alpha1.ClusterLockedLabel on an object a live, enforcing
-// ClusterLock names, unless lockguard sends it; every other update is
-// allowed.
+// ClusterLock names or selects (with the labels the update leaves),
+// unless lockguard sends it; every other update is allowed.
 func (h *ClusterLockHandler) DecideLabel(ctx context.Context, ar admission.Request) admission.Response {
 	start := time.Now()
+	next := objectLabels(ar.Object.Raw)
+	// A selector ClusterLock covers the object as the update leaves it: one
+	// that relabels it out of the selector may take the label off too.
 	req := Request{Kind: ar.Kind, Name: ar.Name, Namespace: ar.Namespace, Operation: ar.Operation,
-		UserInfo: UserInfo{Username: ar.UserInfo.Username}, DryRun: ar.DryRun != nil && *ar.DryRun}
+		UserInfo: UserInfo{Username: ar.UserInfo.Username}, DryRun: ar.DryRun != nil && *ar.DryRun,
+		OldObject: Object{Metadata: ObjectMeta{Labels: next}}}
 	d := decision{guard: GuardClusterLock, resp: admission.Allowed("")}
 	switch {
 	case ar.Operation != admissionv1.Update:
 		d.resp = admission.Allowed(notGuarded[admissionv1.Update])
 	case h.c.Self != nil && h.c.Self() != "" && ar.UserInfo.Username == h.c.Self():
-	case clusterLabel(ar.OldObject.Raw) != "true" || clusterLabel(ar.Object.Raw) == "true":
+	case objectLabels(ar.OldObject.Raw)[lockv1alpha1.ClusterLockedLabel] != "true" || next[lockv1alpha1.ClusterLockedLabel] == "true":
 	default:
 		d = h.decide(ctx, req, ClusterLabelDenialMessage)
 	}
 	return h.finish.finish(req, d, start)
 }
 
-// clusterLabel returns the value of ClusterLockedLabel on raw, an object
-// in JSON; "" when it has none.
-func clusterLabel(raw []byte) string {
+// objectLabels returns the labels of raw, an object in JSON; nil when it
+// has none.
+func objectLabels(raw []byte) map[string]string {
 	var o struct {
 		Metadata struct {
 			Labels map[string]string `json:"labels"`
 		} `json:"metadata"`
 	}
 	_ = json.Unmarshal(raw, &o)
-	return o.Metadata.Labels[lockv1alpha1.ClusterLockedLabel]
+	return o.Metadata.Labels
 }
 
-// covering returns the live ClusterLocks that name the object, sorted by
+// covering returns the live ClusterLocks that cover the object o (by
+// name, or by selector on its labels: ClusterLock.Covers), sorted by
 // name: the cache's when it holds some, otherwise the API server's.
-func (h *ClusterLockHandler) covering(ctx context.Context, group, kind, name string) ([]lockv1alpha1.ClusterLock, error) {
+func (h *ClusterLockHandler) covering(ctx context.Context, o lockv1alpha1.Object) ([]lockv1alpha1.ClusterLock, error) {
 	now := h.c.Now()
 	filter := func(list *lockv1alpha1.ClusterLockList) []lockv1alpha1.ClusterLock {
 		var out []lockv1alpha1.ClusterLock
 		for _, c := range list.Items {
-			if c.Covers(now, group, kind, name) {
+			if c.Covers(now, o) {
 				out = append(out, c)
 			}
 		}

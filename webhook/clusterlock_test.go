@@ -40,7 +40,8 @@ func clusterLock(name, apiVersion, kind, target string) lockv1alpha1.ClusterLock
 }
 
 // TestClusterLockDelete: the DELETE of an object a live ClusterLock names
-// is refused naming it, its reason and the unlock role; an expired, audit
+// or selects (docs/contract.md rule 22) is refused naming it, its reason
+// and the unlock role; an expired, audit
 // or other-target ClusterLock refuses nothing (audit warns); what the
 // cache would allow is confirmed with the API server; when neither can
 // be read, the delete is refused (fail closed).
@@ -53,9 +54,20 @@ func TestClusterLockDelete(t *testing.T) {
 	audit.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	other := clusterLock("keep-crd", "apiextensions.k8s.io/v1", "CustomResourceDefinition", "prod")
 	del := func(group, kind, name string) Request {
-		r := request(admissionv1.Delete, group, kind, "", name, name)
+		ns := ""
+		if kind == "Namespace" {
+			ns = name // as the API server sends a Namespace's review
+		}
+		return request(admissionv1.Delete, group, kind, ns, name, name)
+	}
+	delLabelled := func(group, kind, name string, labels map[string]string) Request {
+		r := del(group, kind, name)
+		r.OldObject.Metadata.Labels = labels
 		return r
 	}
+	tierProd := clusterSelectorLock("keep-tier-prod")
+	tierAudit := clusterSelectorLock("keep-tier-prod")
+	tierAudit.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	cases := map[string]struct {
 		cache, api *clusterLocksOf
 		req        Request
@@ -75,6 +87,16 @@ func TestClusterLockDelete(t *testing.T) {
 			allowed: true, warning: "lockguard: would deny: Namespace prod is protected by ClusterLock(s) [watch-prod"},
 		"the CRD": {cache: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{nsLock, other}}, api: &clusterLocksOf{}, req: del("apiextensions.k8s.io", "CustomResourceDefinition", "prod"),
 			code: 403, message: "CustomResourceDefinition prod is protected by ClusterLock(s) [keep-crd"},
+		"selector: labels match": {cache: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}}, api: &clusterLocksOf{}, req: delLabelled("", "Namespace", "prod", map[string]string{"tier": "prod"}),
+			code: 403, message: `Namespace prod is protected by ClusterLock(s) [keep-tier-prod (reason: "prod")]; delete the ClusterLock(s)`},
+		"selector: confirmed with the API server": {cache: &clusterLocksOf{}, api: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}}, req: delLabelled("", "Namespace", "prod", map[string]string{"tier": "prod"}),
+			code: 403, message: "Namespace prod is protected by ClusterLock(s) [keep-tier-prod", apiLists: 1},
+		"selector: labels do not match": {cache: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}}, api: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}},
+			req: delLabelled("", "Namespace", "prod", map[string]string{"tier": "dev"}), allowed: true, apiLists: 1},
+		"selector: another kind": {cache: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}}, api: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierProd}},
+			req: delLabelled("rbac.authorization.k8s.io", "ClusterRole", "prod", map[string]string{"tier": "prod"}), allowed: true, apiLists: 1},
+		"selector: audit warns": {cache: &clusterLocksOf{items: []lockv1alpha1.ClusterLock{tierAudit}}, api: &clusterLocksOf{}, req: delLabelled("", "Namespace", "prod", map[string]string{"tier": "prod"}),
+			allowed: true, warning: "lockguard: would deny: Namespace prod is protected by ClusterLock(s) [keep-tier-prod"},
 		"fail closed": {cache: &clusterLocksOf{err: errors.New("no cache")}, api: &clusterLocksOf{err: errors.New("no API")}, req: del("", "Namespace", "prod"),
 			code: 503, message: "lockguard could not read the ClusterLocks of Namespace prod", apiLists: 1},
 	}
@@ -100,9 +122,10 @@ func TestClusterLockDelete(t *testing.T) {
 }
 
 // TestClusterLockLabel: removing or changing ClusterLockedLabel on an
-// object a live ClusterLock names is refused, except by lockguard; adding
-// it, keeping it, or removing it from an object no ClusterLock names is
-// allowed.
+// object a live ClusterLock names or selects is refused, except by
+// lockguard; adding it, keeping it, or removing it from an object no
+// ClusterLock covers (once the update applies: one that relabels it out
+// of a selector too) is allowed.
 func TestClusterLockLabel(t *testing.T) {
 	obj := func(labels map[string]string) runtime.RawExtension {
 		raw, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": "prod", "labels": labels}})
@@ -125,6 +148,9 @@ func TestClusterLockLabel(t *testing.T) {
 		"by lockguard":            {[]lockv1alpha1.ClusterLock{clusterLock("keep-prod", "v1", "Namespace", "prod")}, update("lockguard", locked, nil), true},
 		"no ClusterLock":          {nil, update("alice", locked, nil), true},
 		"added":                   {nil, update("alice", nil, locked), true},
+		"selected: removed":       {[]lockv1alpha1.ClusterLock{clusterSelectorLock("keep-prod")}, update("alice", map[string]string{lockv1alpha1.ClusterLockedLabel: "true", "tier": "prod"}, map[string]string{"tier": "prod"}), false},
+		"selected: relabelled out and removed at once": {[]lockv1alpha1.ClusterLock{clusterSelectorLock("keep-prod")},
+			update("alice", map[string]string{lockv1alpha1.ClusterLockedLabel: "true", "tier": "prod"}, map[string]string{"tier": "dev"}), true},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -53,16 +53,29 @@ type ClusterTargetReference struct {
 	Name string `json:"name"`
 }
 
-// ClusterLockSpec is the desired state of a ClusterLock: the one
-// cluster-scoped object it protects, by name, and the same reason, expiry
-// and enforcement as a Lock's.
+// ClusterLockSpec is the desired state of a ClusterLock: what it
+// protects, exactly one of TargetRef (one cluster-scoped object, by name)
+// or Selector (the cluster-scoped objects of some kinds whose labels
+// match), which cannot change, and the same reason, expiry and
+// enforcement as a Lock's.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.targetRef) != has(self.selector)",message="set exactly one of targetRef (one object, by name) or selector (objects of some kinds, by label)"
+// +kubebuilder:validation:XValidation:rule="has(self.targetRef) == has(oldSelf.targetRef) && has(self.selector) == has(oldSelf.selector) && (!has(self.selector) || self.selector == oldSelf.selector)",message="the scope (targetRef or selector) is immutable: delete this ClusterLock and create a new one to protect something else"
 type ClusterLockSpec struct {
 	// TargetRef is the cluster-scoped object this ClusterLock protects. It
 	// cannot be changed: delete the ClusterLock and create a new one to
-	// protect something else.
+	// protect something else. Set it or Selector, not both.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="targetRef is immutable: delete this ClusterLock and create a new one to protect another object"
-	// +required
-	TargetRef ClusterTargetReference `json:"targetRef"`
+	// +optional
+	TargetRef ClusterTargetReference `json:"targetRef,omitzero"`
+
+	// Selector protects the cluster-scoped objects of its kinds whose
+	// labels match it, including objects labelled into it later (within
+	// about 10 s: docs/clusterlock.md); one relabelled out of it is no
+	// longer protected. It cannot be changed. Set it or TargetRef, not
+	// both.
+	// +optional
+	Selector *ClusterLockSelector `json:"selector,omitempty"`
 
 	// Reason is a free-text note, shown in the status and in the denial
 	// message. Empty by default.
@@ -83,11 +96,12 @@ type ClusterLockSpec struct {
 	Enforcement Enforcement `json:"enforcement,omitempty"`
 }
 
-// ClusterLock protects one cluster-scoped object (a Namespace, a
-// CustomResourceDefinition, a ClusterRole, a StorageClass, a
-// PersistentVolume or a cluster-scoped core.navique.com object) against
-// deletion, by name: while it is live, every DELETE of its target is
-// refused at admission. A ClusterLock on a Namespace refuses the
+// ClusterLock protects cluster-scoped objects (Namespaces,
+// CustomResourceDefinitions, ClusterRoles, StorageClasses,
+// PersistentVolumes or cluster-scoped core.navique.com objects) against
+// deletion, one by name (spec.targetRef) or those of some kinds whose
+// labels match (spec.selector): while it is live, every DELETE of what it
+// covers is refused at admission. A ClusterLock on a Namespace refuses the
 // namespace's delete whether or not it holds Locks. Deleting a ClusterLock
 // needs the RBAC verb unlock on it besides delete (the ClusterRole
 // lockguard-cluster-unlock). Its status is a Lock's. The rules are
@@ -98,6 +112,7 @@ type ClusterLockSpec struct {
 // +kubebuilder:resource:scope=Cluster,categories=navique,shortName=clk
 // +kubebuilder:printcolumn:name="Target Kind",type=string,JSONPath=`.spec.targetRef.kind`
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
+// +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.status.scope`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
@@ -174,8 +189,12 @@ func ClusterProtectable(gk schema.GroupKind) error {
 
 // Target returns the key of the object the ClusterLock protects (its
 // Namespace empty), or an error that says why it never can: its
-// apiVersion does not parse, or ClusterProtectable refuses its kind.
+// apiVersion does not parse, or ClusterProtectable refuses its kind;
+// ErrClusterSelector for a selector ClusterLock.
 func (c *ClusterLock) Target() (TargetKey, error) {
+	if c.HasSelector() {
+		return TargetKey{}, ErrClusterSelector
+	}
 	ref := c.Spec.TargetRef
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
@@ -191,12 +210,13 @@ func (c *ClusterLock) Target() (TargetKey, error) {
 // AsLock returns the ClusterLock as a Lock with no namespace, for the code
 // that Locks and ClusterLocks share (expiry, enforcement, status
 // messages): its metadata, reason, expiry, enforcement and status, and its
-// target as targetRef.
+// target as targetRef or its selector as selector.
 func (c *ClusterLock) AsLock() *Lock {
 	return &Lock{
 		ObjectMeta: c.ObjectMeta,
 		Spec: LockSpec{
 			TargetRef:   TargetReference{APIVersion: c.Spec.TargetRef.APIVersion, Kind: c.Spec.TargetRef.Kind, Name: c.Spec.TargetRef.Name},
+			Selector:    c.Spec.Selector.lockSelector(),
 			Reason:      c.Spec.Reason,
 			ExpiresAt:   c.Spec.ExpiresAt,
 			Enforcement: c.Spec.Enforcement,
@@ -206,13 +226,13 @@ func (c *ClusterLock) AsLock() *Lock {
 }
 
 // Live reports whether the ClusterLock counts at time t: it is not being
-// deleted, its target is valid (Target) and it has not expired at t (the
+// deleted, its scope is valid (Scope) and it has not expired at t (the
 // rule of Lock.ExpiredAt).
 func (c *ClusterLock) Live(t time.Time) bool {
 	if c.DeletionTimestamp != nil {
 		return false
 	}
-	if _, err := c.Target(); err != nil {
+	if err := c.Scope(); err != nil {
 		return false
 	}
 	return !c.AsLock().ExpiredAt(t)
@@ -222,11 +242,11 @@ func (c *ClusterLock) Live(t time.Time) bool {
 // enforcement is not Audit.
 func (c *ClusterLock) Enforces() bool { return c.Spec.Enforcement != EnforcementAudit }
 
-// Covers reports whether the ClusterLock, live at t, protects the object
-// of group, kind and name.
-func (c *ClusterLock) Covers(t time.Time, group, kind, name string) bool {
-	key, err := c.Target()
-	return err == nil && key.Group == group && key.Kind == kind && key.Name == name && c.Live(t)
+// Covers reports whether the ClusterLock, live at t, protects the
+// cluster-scoped object o: o is its target (group, kind and name), or its
+// selector matches o's kind and labels (Selects).
+func (c *ClusterLock) Covers(t time.Time, o Object) bool {
+	return c.Selects(o) && c.Live(t)
 }
 
 // ClusterUnlockRefusal is the part of ClusterUnlockMessage that names the

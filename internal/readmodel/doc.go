@@ -16,6 +16,9 @@
 //     only what the indexes and the reconciler read (transform.go), and
 //     its informers (NewInformer), whose lists and watches ride out an
 //     API server restart (listwatch.go).
+//   - What a selector ClusterLock selects now (ClusterSelected), read
+//     from the API server by the ClusterLock create's admission and by
+//     the reconciler alike (clusterselected.go).
 //
 // It is called a read model because that is its one role: the state the
 // decisions are read from, kept apart from the code that decides (webhook)

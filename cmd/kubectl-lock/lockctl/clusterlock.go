@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,11 +113,69 @@ func (o *unlockOptions) runCluster(ctx context.Context, s Streams, c *clients, t
 		return err
 	}
 	protecting := targeting(all, t)
+	selectors, err := coveringClusterSelectors(ctx, c, t, all)
+	if err != nil {
+		return err
+	}
+	if len(selectors) > 0 {
+		return refuseClusterSelectors(s, t, selectors, protecting)
+	}
 	if len(protecting) == 0 {
 		fmt.Fprintf(s.ErrOut, "No ClusterLocks protect %s.\n", t)
 		return nil
 	}
 	return o.unlock(ctx, s, k, protecting, c.dynamic.Resource(t.mapping.Resource), t)
+}
+
+// coveringClusterSelectors returns the live selector ClusterLocks of all
+// (read as Locks) whose selector matches the cluster-scoped t as it is
+// now (ClusterLock.Covers); none when t does not exist.
+func coveringClusterSelectors(ctx context.Context, c *clients, t target, all []lockv1alpha1.Lock) ([]lockv1alpha1.Lock, error) {
+	obj, err := c.dynamic.Resource(t.mapping.Resource).Get(ctx, t.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	gk := t.mapping.GroupVersionKind.GroupKind()
+	o := lockv1alpha1.Object{Group: gk.Group, Kind: gk.Kind, Name: t.name, Labels: obj.GetLabels()}
+	var out []lockv1alpha1.Lock
+	now := clock()
+	for i := range all {
+		if all[i].HasSelector() && asClusterLock(&all[i]).Covers(now, o) {
+			out = append(out, all[i])
+		}
+	}
+	sortLocks(out)
+	return out, nil
+}
+
+// refuseClusterSelectors prints the selector ClusterLocks that cover t
+// and returns the error that says kubectl unlock deletes none of them,
+// nor the ClusterLocks that name t (protecting), and how to proceed, as
+// refuseSelectors does for Locks.
+func refuseClusterSelectors(s Streams, t target, selectors, protecting []lockv1alpha1.Lock) error {
+	fmt.Fprintf(s.Out, "Selector ClusterLocks covering %s (they protect other objects too):\n", t)
+	if err := printScopeTable(s.Out, selectors); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(selectors))
+	for i := range selectors {
+		names = append(names, selectors[i].Name)
+	}
+	kept := ""
+	if len(protecting) > 0 {
+		naming := make([]string, 0, len(protecting))
+		for i := range protecting {
+			naming = append(naming, protecting[i].Name)
+		}
+		slices.Sort(naming)
+		kept = fmt.Sprintf(", not even the ClusterLock(s) %v that name it", naming)
+	}
+	return fmt.Errorf("no ClusterLock deleted%s: kubectl unlock never deletes a selector ClusterLock, which protects other objects too; "+
+		"if nothing else needs them, delete the selector ClusterLock(s) by name (kubectl delete clusterlock %s), then run kubectl unlock again",
+		kept, strings.Join(names, " "))
 }
 
 // clusterRBACRefusal matches RBAC's refusal of a verb on ClusterLocks.
@@ -155,9 +214,13 @@ func isClusterLockType(typ string) bool {
 // clusterLocks reads ClusterLocks as Locks), to print it as it is.
 func asClusterLock(l *lockv1alpha1.Lock) *lockv1alpha1.ClusterLock {
 	ref := l.Spec.TargetRef
-	return &lockv1alpha1.ClusterLock{TypeMeta: l.TypeMeta, ObjectMeta: l.ObjectMeta, Status: l.Status,
+	cl := &lockv1alpha1.ClusterLock{TypeMeta: l.TypeMeta, ObjectMeta: l.ObjectMeta, Status: l.Status,
 		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
 			Reason: l.Spec.Reason, ExpiresAt: l.Spec.ExpiresAt, Enforcement: l.Spec.Enforcement}}
+	if s := l.Spec.Selector; s != nil {
+		cl.Spec.Selector = &lockv1alpha1.ClusterLockSelector{Kinds: s.Kinds, MatchLabels: s.MatchLabels, MatchExpressions: s.MatchExpressions}
+	}
+	return cl
 }
 
 // listClusterLocks lists the ClusterLocks, sorted, for kubectl lock list

@@ -20,7 +20,7 @@ import (
 // whyClusterObject answers why for a cluster-scoped object that only the
 // ClusterLock guard decides (a ClusterRole, StorageClass,
 // PersistentVolume, a CRD of another group, a cluster-scoped
-// core.navique.com kind): the ClusterLocks naming it.
+// core.navique.com kind): the ClusterLocks naming or selecting it.
 func whyClusterObject(ctx context.Context, c *clients, t target) (*whyReport, error) {
 	api, err := apiReader(c)
 	if err != nil {
@@ -36,8 +36,8 @@ func whyClusterObject(ctx context.Context, c *clients, t target) (*whyReport, er
 	return r, addClusterLocks(ctx, api, r, gvk, obj)
 }
 
-// addClusterLocks adds to r the ClusterLocks that name obj (kind gvk),
-// live or not, and the ClusterLock guard's verdict on its DELETE: a
+// addClusterLocks adds to r the ClusterLocks that name obj (kind gvk) or
+// whose selector matches its labels, live or not, and the ClusterLock guard's verdict on its DELETE: a
 // refusal blocks r's deletion (a second refusal, the namespace or CRD
 // guard's, stays r's message and this one is a note); an Audit
 // ClusterLock's warning is added to r's.
@@ -51,13 +51,17 @@ func addClusterLocks(ctx context.Context, api client.Client, r *whyReport, gvk s
 	now := clock()
 	for i := range list.Items {
 		cl := &list.Items[i]
-		key, err := cl.Target()
-		if err != nil || key.Group != gvk.Group || key.Kind != gvk.Kind || key.Name != obj.GetName() {
+		o := lockv1alpha1.Object{Group: gvk.Group, Kind: gvk.Kind, Name: obj.GetName(), Labels: obj.GetLabels()}
+		if !cl.Selects(o) {
 			continue
 		}
 		l := cl.AsLock()
-		r.ClusterLocks = append(r.ClusterLocks, whyLock{Name: cl.Name, Target: cl.Spec.TargetRef.Kind + "/" + cl.Spec.TargetRef.Name, Status: lockStatus(l), Reason: cl.Spec.Reason})
-		if cl.Covers(now, gvk.Group, gvk.Kind, obj.GetName()) && cl.Enforces() {
+		scope := cl.Spec.TargetRef.Kind + "/" + cl.Spec.TargetRef.Name
+		if cl.HasSelector() {
+			scope = cl.ScopeString()
+		}
+		r.ClusterLocks = append(r.ClusterLocks, whyLock{Name: cl.Name, Target: scope, Status: lockStatus(l), Reason: cl.Spec.Reason})
+		if cl.Covers(now, o) && cl.Enforces() {
 			enforcing = append(enforcing, cl.Name)
 		}
 	}

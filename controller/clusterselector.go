@@ -1,0 +1,240 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
+)
+
+// Selector ClusterLocks in the reconciler (docs/contract.md rules 13 and
+// 22, docs/clusterlock.md): each pass labels every object a live selector
+// ClusterLock matches (readmodel.ClusterSelected, the reading its create's
+// admission makes too), the sweep removes the label from those no
+// ClusterLock covers any more, and the status says what it covers.
+// Namespace creates are watched (clusterNamespaceSource, on the informer
+// the namespace guard shares): a Namespace created into a selector
+// brings a pass at once. Nothing else is: while a selector ClusterLock is
+// live, a pass runs every clusterLockRecheck, so an object of another
+// kind created into the selector, or any object labelled into it, is
+// labelled, and its delete refused, within about that long (the windows
+// docs/clusterlock.md states). A pass writes nothing where every label
+// is in place.
+
+// clusterSelectorHint ends the message of an InvalidTarget selector
+// ClusterLock.
+const clusterSelectorHint = "; the selector cannot be changed: create a ClusterLock whose kinds are spelled as `kubectl api-resources` lists them, then delete this one"
+
+// observeSelector is observe for the selector ClusterLock cl: it labels
+// every object cl's selector matches when cl is live and the guard is on,
+// and returns what cl's status should say, the keys of the objects that
+// keep their label, and how soon to look again.
+func (c *clusterLocks) observeSelector(ctx context.Context, cl *lockv1alpha1.ClusterLock, now time.Time) (observation, []lockv1alpha1.TargetKey, time.Duration, error) {
+	s := cl.Spec.Selector
+	if err := s.Validate(); err != nil {
+		return observation{reason: lockv1alpha1.ReasonInvalidTarget, message: err.Error() + clusterSelectorHint}, nil, 0, nil
+	}
+	unserved, err := c.clusterSelectorKinds(cl)
+	if err != nil {
+		return observation{}, nil, 0, err
+	}
+	if cl.AsLock().ExpiredAt(now) {
+		return expiredObservation(cl.AsLock()), nil, 0, nil
+	}
+	if !c.guard {
+		return observation{reason: lockv1alpha1.ReasonGuardDisabled, message: clusterGuardOffMessage}, nil, 0, nil
+	}
+	objs, err := readmodel.ClusterSelected(ctx, c.api, c.mapper, s)
+	if err != nil {
+		return observation{}, nil, 0, fmt.Errorf("ClusterLock %s: %w", cl.Name, err)
+	}
+	var (
+		keys      []lockv1alpha1.TargetKey
+		protected protectedList
+		forbidden []lockv1alpha1.TargetKey
+	)
+	for i := range objs {
+		o := &objs[i]
+		gvk := o.GroupVersionKind()
+		key := lockv1alpha1.TargetKey{Group: gvk.Group, Kind: gvk.Kind, Name: o.Name}
+		keys = append(keys, key)
+		labelled, err := c.ensureLabel(ctx, o, key, cl.Name)
+		switch {
+		case err != nil:
+			return observation{}, nil, 0, err
+		case labelled:
+			protected.add(lockv1alpha1.ProtectedResource{Kind: key.Kind, Name: key.Name})
+		default:
+			forbidden = append(forbidden, key)
+		}
+	}
+	obs := observation{active: true, reason: lockv1alpha1.ReasonActive, protected: protected.status()}
+	if len(forbidden) > 0 {
+		msg := lockv1alpha1.LabelForbiddenMessage(forbidden[0].GroupKind(), forbidden[0].Name)
+		if len(forbidden) > 1 {
+			msg += fmt.Sprintf(" (and %d more objects this ClusterLock selects, which RBAC refuses lockguard to label too)", len(forbidden)-1)
+		}
+		obs = observation{reason: lockv1alpha1.ReasonLabelForbidden, message: msg, protected: obs.protected}
+	}
+	if unserved != "" {
+		// Not active, whatever else holds; it still covers what it
+		// matches of its other kinds (as a selector Lock: selectorkinds.go).
+		obs = observation{reason: lockv1alpha1.ReasonInvalidTarget, message: unserved, protected: obs.protected, live: true}
+	}
+	return obs, keys, clusterLockRecheck, nil
+}
+
+// clusterSelectorKinds checks the kinds of the selector ClusterLock cl
+// against the API server's: "" when each is served, as written, for
+// cluster-scoped objects; otherwise the message of cl's InvalidTarget
+// condition, naming each kind that is not and how to write it (did you
+// mean ...?). It errs only when the kinds cannot be read.
+func (c *clusterLocks) clusterSelectorKinds(cl *lockv1alpha1.ClusterLock) (string, error) {
+	s := cl.Spec.Selector
+	var problems []string
+	for _, k := range s.Kinds {
+		gk := lockv1alpha1.ClusterKind(k)
+		mapping, err := c.mapper.RESTMapping(gk)
+		switch {
+		case meta.IsNoMatchError(err):
+			msg := fmt.Sprintf("no kind %q is served for cluster-scoped objects", k)
+			if served := c.clusterKindSpelledLike(k); served != "" {
+				msg += fmt.Sprintf("; did you mean %s?", served)
+			} else {
+				msg += " (a ClusterLock's kinds are Namespace, PersistentVolume, CustomResourceDefinition, ClusterRole, StorageClass, or a cluster-scoped kind of " + lockv1alpha1.Group + ", spelled as served)"
+			}
+			problems = append(problems, msg)
+		case err != nil:
+			return "", fmt.Errorf("mapping kind %s of ClusterLock %s: %w", gk, cl.Name, err)
+		case mapping.Scope.Name() == meta.RESTScopeNameNamespace:
+			problems = append(problems, fmt.Sprintf("%s is a namespaced kind: protect its objects with a Lock in their namespace", gk))
+		}
+	}
+	if len(problems) == 0 {
+		return "", nil
+	}
+	msg := "selector.kinds: " + strings.Join(problems, "; ") + " (this ClusterLock is not active while one of its kinds is not served as written"
+	if len(problems) < len(s.Kinds) {
+		msg += ", though the objects of its other kinds that it matches stay protected: status.protected"
+	}
+	return msg + ")" + clusterSelectorHint, nil
+}
+
+// clusterKindSpelledLike returns the kind a ClusterLock can name that k
+// is a misspelling of (another case, the plural, the resource or a short
+// name: Namespaces, namespace, ns; for core.navique.com's kinds,
+// readmodel.Kinds' spellings); "" when none.
+func (c *clusterLocks) clusterKindSpelledLike(k string) string {
+	for _, gk := range lockv1alpha1.ClusterLockableKinds {
+		mapping, err := c.mapper.RESTMapping(gk)
+		if err != nil {
+			continue
+		}
+		names := []string{gk.Kind, mapping.Resource.Resource, gk.Kind + "s"}
+		for _, n := range names {
+			if strings.EqualFold(k, n) {
+				return gk.Kind
+			}
+		}
+	}
+	if c.kinds != nil {
+		var m *readmodel.MisspelledKindError
+		if _, err := c.kinds.Lookup(k); errors.As(err, &m) {
+			return m.Served
+		}
+	}
+	return ""
+}
+
+// ensureLabel keeps ClusterLockedLabel on obj (key), which the live
+// ClusterLock named clName covers: it patches the label on when it is
+// missing, unless RBAC refused that at obj's resourceVersion before, and
+// drops ClusterLockPendingAnnotation once the ClusterLock is in the cache
+// (the label then goes with the last ClusterLock). It reports whether obj
+// carries the label; false when RBAC refuses it (LabelForbidden). It
+// writes nothing when the label is there and no mark is left.
+func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjectMetadata, key lockv1alpha1.TargetKey, clName string) (bool, error) {
+	gk := key.GroupKind()
+	if obj.GetLabels()[lockv1alpha1.ClusterLockedLabel] != "true" {
+		if rv, ok := c.refused[key]; ok && rv == obj.GetResourceVersion() {
+			return false, nil
+		}
+		err := c.client.Patch(ctx, obj, labelPatch("true"))
+		switch {
+		case apierrors.IsForbidden(err):
+			c.refuse(key, obj.GetResourceVersion())
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("labelling %s %s for ClusterLock %s: %w", gk, key.Name, clName, err)
+		}
+		delete(c.refused, key)
+		return true, nil
+	}
+	if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
+		// The create that marked it is in the cache: the mark's grace is
+		// not needed, and the label goes with the last ClusterLock.
+		err := c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, lockv1alpha1.ClusterLockPendingAnnotation)))
+		switch {
+		case apierrors.IsForbidden(err):
+			c.refuse(key, obj.GetResourceVersion()) // the grace runs out
+		case client.IgnoreNotFound(err) != nil:
+			return false, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ClusterLockPendingAnnotation, gk, key.Name, err)
+		}
+	}
+	return true, nil
+}
+
+// clusterNamespaceSource is the ClusterLock controller's watch of
+// Namespace creates (metadata only): a Namespace created while a live
+// selector ClusterLock names the kind Namespace brings a pass, which
+// labels it if the selector matches it, so that the window of a new
+// Namespace is one pass. The cache keeps no label of a cluster-scoped
+// object but the has-locks one (readmodel.CacheTransform), so a
+// Namespace labelled into a selector later waits for the periodic pass,
+// as the other kinds do. Other events bring nothing.
+func clusterNamespaceSource(mgr ctrl.Manager, c *clusterLocks) source.Source {
+	return source.Kind(mgr.GetCache(), namespaceObject(""),
+		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *metav1.PartialObjectMetadata) []reconcile.Request {
+			if c.guard && c.selectsNamespaces(ctx) {
+				return []reconcile.Request{clusterLockKey}
+			}
+			return nil
+		}),
+		predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
+			UpdateFunc:  func(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool { return false },
+			DeleteFunc:  func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return false },
+			GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false },
+		})
+}
+
+// selectsNamespaces reports whether a live selector ClusterLock of the
+// cache names the kind Namespace; true when the ClusterLocks cannot be
+// read.
+func (c *clusterLocks) selectsNamespaces(ctx context.Context) bool {
+	var list lockv1alpha1.ClusterLockList
+	if err := c.client.List(ctx, &list); err != nil {
+		return true
+	}
+	now := c.now()
+	return slices.ContainsFunc(list.Items, func(cl lockv1alpha1.ClusterLock) bool {
+		return cl.HasSelector() && cl.Live(now) && slices.Contains(cl.Spec.Selector.GroupKinds(), schema.GroupKind{Kind: "Namespace"})
+	})
+}
