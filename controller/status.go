@@ -41,8 +41,9 @@ type readOnlyObservation struct {
 	frozen bool
 	// message of a Pending condition; "" for pendingMessage.
 	message string
-	// guardOff: lockguard serves no update guard (Options.DisableReadOnlyGuard),
-	// so nothing is frozen whatever the labels say (GuardDisabled).
+	// guardOff: lockguard serves no update guard (Options.DisableReadOnlyGuard;
+	// for a ClusterLock, no ClusterLock guard either), so nothing is frozen
+	// whatever the labels say (GuardDisabled).
 	guardOff bool
 }
 
@@ -241,7 +242,7 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 		Message:            obs.message,
 		ObservedGeneration: lock.Generation,
 	})
-	obs.readOnly.guardOff = !r.readOnlyGuard
+	obs.readOnly.guardOff = obs.readOnly.guardOff || !r.readOnlyGuard
 	setReadOnlyCondition(lock, obs)
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil

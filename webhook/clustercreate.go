@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -30,11 +31,12 @@ const ClusterCreatePath = "/validate-cluster-lock-create"
 // ClusterLabeler puts ClusterLockedLabel on the target of a ClusterLock
 // being created.
 type ClusterLabeler interface {
-	// LabelClusterTarget labels the object key names. A NotFound error
-	// (no such object), a NoMatch error (no such kind served) or
-	// ErrNamespacedTarget let the create through, the status says why;
-	// a Forbidden one refuses it with the kubectl label command.
-	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+	// LabelClusterTarget puts labels (each "true": ClusterLockedLabel, and
+	// ReadOnlyLabel for a ReadOnly ClusterLock) on the object key names. A
+	// NotFound error (no such object), a NoMatch error (no such kind
+	// served) or ErrNamespacedTarget let the create through, the status
+	// says why; a Forbidden one refuses it with the kubectl label command.
+	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
 }
 
 // ErrNamespacedTarget is LabelClusterTarget's error for a namespaced kind.
@@ -43,12 +45,12 @@ var ErrNamespacedTarget = errors.New("the kind is namespaced")
 // ClusterLabel returns the ClusterLabeler that writes through w and reads
 // through r with the kinds of mapper (in lockguard, the manager's client,
 // its API reader and its RESTMapper): one
-// merge patch of the label and ClusterLockPendingAnnotation. When RBAC
+// merge patch of the labels and ClusterLockPendingAnnotation. When RBAC
 // refuses it (a ClusterRole granting more than lockguard holds) and the
-// object carries the label already (someone who may put it there), it is
-// labelled: no error.
+// object carries the labels already (someone who may put them there), it
+// is labelled: no error.
 func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) ClusterLabeler {
-	return clusterLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return clusterLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
 		mapping, err := mapper.RESTMapping(key.GroupKind())
 		if err != nil {
 			return err
@@ -59,12 +61,12 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		obj.SetName(key.Name)
-		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
+		patch := lockv1alpha1.PendingMarksPatch(labels, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
 		err = w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if apierrors.IsForbidden(err) {
 			got := &metav1.PartialObjectMetadata{}
 			got.SetGroupVersionKind(mapping.GroupVersionKind)
-			if r.Get(ctx, client.ObjectKey{Name: key.Name}, got) == nil && got.Labels[lockv1alpha1.ClusterLockedLabel] == "true" {
+			if r.Get(ctx, client.ObjectKey{Name: key.Name}, got) == nil && !slices.ContainsFunc(labels, func(l string) bool { return got.Labels[l] != "true" }) {
 				return nil
 			}
 		}
@@ -73,10 +75,10 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 }
 
 // clusterLabelerFunc adapts a function to a ClusterLabeler.
-type clusterLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey) error
+type clusterLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
 
-func (f clusterLabelerFunc) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
-	return f(ctx, key)
+func (f clusterLabelerFunc) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
+	return f(ctx, key, labels)
 }
 
 // CreateHandler returns the http.Handler of ClusterCreatePath.
@@ -87,8 +89,10 @@ func (h *ClusterLockHandler) CreateHandler() http.Handler {
 }
 
 // DecideCreate admits a ClusterLock create once its target carries
-// ClusterLockedLabel (ClusterLockConfig.Labeler), so that its delete is
-// refused from the create's answer on. It refuses, dry run or not, the
+// ClusterLockedLabel (ClusterLockConfig.Labeler), and a ReadOnly one's
+// target also ReadOnlyLabel (ClusterLock.ClusterTargetLabels), so that its
+// delete, and a ReadOnly one's updates, are refused from the create's
+// answer on. It refuses, dry run or not, the
 // create of a ClusterLock that has already expired (ExpiredCreateMessage),
 // as for a Lock. A ClusterLock that protects nothing (an invalid target),
 // a dry run, and one whose target
@@ -120,7 +124,7 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
-	switch err := h.c.Labeler.LabelClusterTarget(ctx, key); {
+	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, cl.ClusterTargetLabels(now)); {
 	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
 		return admission.Allowed("")
 	case apierrors.IsForbidden(err):

@@ -48,6 +48,10 @@ type ClusterLockConfig struct {
 	// Labeler labels a ClusterLock's target before its create is allowed
 	// (ClusterCreatePath); nil: creates are allowed as they come.
 	Labeler ClusterLabeler
+	// Exempt are the principals ReadOnly ClusterLocks never refuse an
+	// update (ClusterUpdatePath, clusterupdate.go; Self, when unset,
+	// lockguard's own); nil: no update guard, every update is allowed.
+	Exempt *Exemptions
 }
 
 // ClusterLockHandler serves ClusterLockPath and ClusterLabelPath.

@@ -81,6 +81,16 @@ type ClusterLockSpec struct {
 	// +kubebuilder:default=Enforce
 	// +optional
 	Enforcement Enforcement `json:"enforcement,omitempty"`
+
+	// Level is what the ClusterLock refuses, as a Lock's
+	// (docs/contract.md rules 16 and 22): CanNotDelete (the default)
+	// refuses deleting its target; ReadOnly also refuses changing its spec
+	// and metadata, except by the principals lockguard exempts, the status
+	// subresource, and lockguard's own labels. Lowering it to CanNotDelete
+	// needs the verb unlock on the ClusterLock.
+	// +kubebuilder:default=CanNotDelete
+	// +optional
+	Level LockLevel `json:"level,omitempty"`
 }
 
 // ClusterLock protects one cluster-scoped object (a Namespace, a
@@ -100,6 +110,7 @@ type ClusterLockSpec struct {
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -189,9 +200,9 @@ func (c *ClusterLock) Target() (TargetKey, error) {
 }
 
 // AsLock returns the ClusterLock as a Lock with no namespace, for the code
-// that Locks and ClusterLocks share (expiry, enforcement, status
-// messages): its metadata, reason, expiry, enforcement and status, and its
-// target as targetRef.
+// that Locks and ClusterLocks share (expiry, enforcement, level, status
+// messages, rule 18's Lowers): its metadata, reason, expiry, enforcement,
+// level and status, and its target as targetRef.
 func (c *ClusterLock) AsLock() *Lock {
 	return &Lock{
 		ObjectMeta: c.ObjectMeta,
@@ -200,6 +211,7 @@ func (c *ClusterLock) AsLock() *Lock {
 			Reason:      c.Spec.Reason,
 			ExpiresAt:   c.Spec.ExpiresAt,
 			Enforcement: c.Spec.Enforcement,
+			Level:       c.Spec.Level,
 		},
 		Status: c.Status,
 	}
