@@ -292,3 +292,49 @@ func readOnlyLabelled(c client.Client, obj client.Object, want bool) func(contex
 		return nil
 	}
 }
+
+// TestClusterReadOnlyPluginAndWhy (rules 16 and 22): `kubectl lock
+// namespace/NAME --read-only` creates a ReadOnly ClusterLock and waits
+// until the freeze is in force; `kubectl lock why namespace/NAME` answers
+// the update question for the user who asks, from lockguard's cluster
+// update guard: refused for a person, with the guard's message, allowed for
+// the exempt navique operator.
+func TestClusterReadOnlyPluginAndWhy(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	suffix := rand.String(5)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cro-why-" + suffix}}
+	if err := kube.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	name := "namespace-" + ns.Name
+	t.Cleanup(func() {
+		_ = kube.Client.Delete(context.Background(), &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		_ = kube.Client.Delete(context.Background(), ns)
+	})
+	r := kubectlLock(t, "", "namespace/"+ns.Name, "--read-only", "--reason", "freeze")
+	if want := "namespace/" + ns.Name + " is locked read-only"; r.err != nil || !strings.Contains(r.stdout, want) {
+		t.Fatalf("kubectl lock namespace/%s --read-only: err %v, stdout %q; want %q", ns.Name, r.err, r.stdout, want)
+	}
+	var cl lockv1alpha1.ClusterLock
+	if err := kube.Client.Get(ctx, client.ObjectKey{Name: name}, &cl); err != nil || cl.Spec.Level != lockv1alpha1.LevelReadOnly {
+		t.Fatalf("ClusterLock %s: %v, level %q; want ReadOnly", name, err, cl.Spec.Level)
+	}
+	// What why reads, and the namespace's patch, for both users.
+	person := "cro-why-user-" + suffix
+	reader := clusterRole(t, "cro-why-read-"+suffix,
+		rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"patch"}})
+	bindCluster(t, person, reader)
+	bindCluster(t, naviqueOperator, reader)
+
+	w := kubectlWhy(t, "namespace/"+ns.Name, "--as", person, "--as-group", "system:authenticated")
+	wantDenial := webhook.ClusterUpdateDenialMessage("Namespace", ns.Name, []lockv1alpha1.ClusterLock{cl}, "metadata.annotations[kubectl-lock.core.navique.com/why]")
+	if u := w.Update; u == nil || !u.Frozen || !u.InForce || !u.Asked || !u.Refused || u.User != person || !strings.HasSuffix(u.Answer, "denied the request: "+wantDenial) {
+		t.Errorf("why namespace/%s as %s: update %+v; want refused for them with %q", ns.Name, person, w.Update, wantDenial)
+	}
+	w = kubectlWhy(t, "namespace/"+ns.Name, "--as", naviqueOperator, "--as-group", "system:authenticated")
+	if u := w.Update; u == nil || !u.Frozen || !u.InForce || !u.Asked || u.Refused || u.Answer != "allowed" {
+		t.Errorf("why namespace/%s as the exempt %s: update %+v; want frozen and in force, not refused for it", ns.Name, naviqueOperator, w.Update)
+	}
+}
