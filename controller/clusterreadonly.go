@@ -36,10 +36,12 @@ import (
 // (LabelForbidden) stays Pending, the message saying what to run.
 func (c *clusterLocks) freeze(ctx context.Context, cl *lockv1alpha1.ClusterLock, key *lockv1alpha1.TargetKey, obs observation, now time.Time, frozen map[lockv1alpha1.TargetKey]bool) (observation, error) {
 	switch {
-	case !cl.ReadOnlyAt(now) || key == nil:
+	case !cl.ReadOnlyAt(now):
 		return obs, nil
 	case !c.guard:
 		return obs.freezing(readOnlyObservation{guardOff: true}), nil
+	case key == nil:
+		return obs, nil
 	case obs.reason == lockv1alpha1.ReasonLabelForbidden:
 		frozen[*key] = true // whoever may label it can put both on
 		return obs.freezing(readOnlyObservation{message: fmt.Sprintf("the target does not carry the labels %s=true and %s=true, which lockguard may not put on (see the Ready condition); its updates are not refused until someone who may puts both on",

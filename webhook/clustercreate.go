@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -124,18 +125,26 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
-	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, cl.ClusterTargetLabels(now)); {
+	labels := cl.ClusterTargetLabels(now)
+	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, labels); {
 	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
 		return admission.Allowed("")
 	case apierrors.IsForbidden(err):
-		return admission.Denied(ClusterCreateForbiddenMessage(key))
+		return admission.Denied(ClusterCreateForbiddenMessage(key, labels...))
 	default:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not label %s %s first; retry: %w", key.Kind, key.Name, err))
 	}
 }
 
 // ClusterCreateForbiddenMessage is the refusal of creating a ClusterLock
-// on key, whose label RBAC refuses lockguard.
-func ClusterCreateForbiddenMessage(key lockv1alpha1.TargetKey) string {
-	return lockv1alpha1.LabelForbiddenMessage(key.GroupKind(), key.Name) + ", then create this ClusterLock again"
+// on key, whose label RBAC refuses lockguard; its kubectl label command
+// puts on labels (none: ClusterLockedLabel; a ReadOnly ClusterLock's:
+// ReadOnlyLabel too, ClusterLock.ClusterTargetLabels).
+func ClusterCreateForbiddenMessage(key lockv1alpha1.TargetKey, labels ...string) string {
+	msg := lockv1alpha1.LabelForbiddenMessage(key.GroupKind(), key.Name)
+	if slices.Contains(labels, lockv1alpha1.ReadOnlyLabel) {
+		locked := lockv1alpha1.ClusterLockedLabel + "=true"
+		msg = strings.Replace(msg, locked+"`", locked+" "+lockv1alpha1.ReadOnlyLabel+"=true`", 1)
+	}
+	return msg + ", then create this ClusterLock again"
 }

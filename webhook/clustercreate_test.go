@@ -36,6 +36,8 @@ func TestClusterLockCreate(t *testing.T) {
 	expired.Spec.ExpiresAt = &metav1.Time{Time: now.Add(-time.Second)}
 	readOnly := clusterLock("freeze-prod", "v1", "Namespace", "prod")
 	readOnly.Spec.Level = lockv1alpha1.LevelReadOnly
+	readOnlyRole := *role.DeepCopy()
+	readOnlyRole.Spec.Level = lockv1alpha1.LevelReadOnly
 	auditReadOnly := *readOnly.DeepCopy()
 	auditReadOnly.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, "admin-all", errors.New("attempting to grant RBAC permissions not currently held"))
@@ -49,7 +51,9 @@ func TestClusterLockCreate(t *testing.T) {
 		code     int32
 		says     string
 	}{
-		"Labelled":      {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"Labelled": {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"ReadOnlyForbidden": {lock: readOnlyRole, err: forbidden, labelled: true, code: 403, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel},
+			says: "run `kubectl label clusterrole admin-all core.navique.com/cluster-locked=true core.navique.com/read-only=true` as someone who may, then create this ClusterLock again"},
 		"ReadOnly":      {lock: readOnly, labelled: true, allowed: true, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel}},
 		"AuditReadOnly": {lock: auditReadOnly, labelled: true, allowed: true, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel}},
 		"Missing":       {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "prod"), labelled: true, allowed: true},
