@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 // TestClusterReadOnlyPass (docs/contract.md rules 16 and 22): a pass labels
 // the target of a live ReadOnly ClusterLock read-only and says InForce;
 // takes the label off a Namespace whose ClusterLock is CanNotDelete, keeps
-// it on one a ClusterLock's create marked a moment ago; a second pass
+// it on one a ClusterLock's create marked a moment ago; labels an audit
+// ReadOnly ClusterLock's target, whose condition says Audit; a second pass
 // writes nothing (a steady cluster gets no writes). Without the update
 // guard, or the ClusterLock guard, the ReadOnly condition says
 // GuardDisabled.
@@ -34,6 +36,10 @@ func TestClusterReadOnlyPass(t *testing.T) {
 	}
 	locked := map[string]string{lockv1alpha1.ClusterLockedLabel: "true"}
 	frozen := map[string]string{lockv1alpha1.ClusterLockedLabel: "true", lockv1alpha1.ReadOnlyLabel: "true"}
+	// An audit ReadOnly ClusterLock's target is labelled too: its updates
+	// reach lockguard, which warns of them (rule 20).
+	audit := cl("watch-audit", "audit", lockv1alpha1.LevelReadOnly)
+	audit.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	for _, tc := range []struct {
 		name                     string
 		guard, readOnlyGuard     bool
@@ -50,7 +56,8 @@ func TestClusterReadOnlyPass(t *testing.T) {
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "calm", Labels: frozen}},
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Labels: frozen,
 					Annotations: map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: now.Add(-time.Second).Format(time.RFC3339)}}},
-				cl("freeze-prod", "prod", lockv1alpha1.LevelReadOnly), cl("keep-calm", "calm", lockv1alpha1.LevelCanNotDelete),
+				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "audit"}},
+				cl("freeze-prod", "prod", lockv1alpha1.LevelReadOnly), cl("keep-calm", "calm", lockv1alpha1.LevelCanNotDelete), audit,
 			}
 			var writes []string
 			c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithObjects(objs...).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
@@ -72,9 +79,16 @@ func TestClusterReadOnlyPass(t *testing.T) {
 			if ro := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReadOnly); ro == nil || ro.Reason != tc.condition {
 				t.Errorf("ReadOnly condition %+v; want %s", ro, tc.condition)
 			}
-			wantLabels := map[string]map[string]string{"prod": frozen, "calm": locked, "fresh": frozen}
+			wantLabels := map[string]map[string]string{"prod": frozen, "calm": locked, "fresh": frozen, "audit": frozen}
 			if !tc.prodLabelled {
-				wantLabels = map[string]map[string]string{"prod": {}, "calm": {}, "fresh": frozen}
+				wantLabels = map[string]map[string]string{"prod": {}, "calm": {}, "fresh": frozen, "audit": {}}
+			}
+			if err := c.Get(context.Background(), client.ObjectKey{Name: audit.Name}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if ro := meta.FindStatusCondition(got.Status.Conditions, lockv1alpha1.ConditionReadOnly); tc.guard && tc.readOnlyGuard &&
+				(ro == nil || ro.Reason != lockv1alpha1.ReasonAudit || !strings.Contains(ro.Message, "lockguard_would_deny_total")) {
+				t.Errorf("the audit ClusterLock's ReadOnly condition %+v; want Audit, counted", ro)
 			}
 			for name, want := range wantLabels {
 				var ns corev1.Namespace

@@ -96,8 +96,12 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	case lockv1alpha1.ReasonExpired:
 		ro = readOnlyObservation{message: "this Lock has expired (see its Ready condition): it freezes nothing"}
 	case lockv1alpha1.ReasonAudit:
+		msg := auditReadOnlyMessage
+		if nounOf(lock) == "ClusterLock" {
+			msg = auditClusterReadOnlyMessage
+		}
 		meta.SetStatusCondition(&lock.Status.Conditions, metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionFalse,
-			Reason: lockv1alpha1.ReasonAudit, Message: auditReadOnlyMessage, ObservedGeneration: lock.Generation})
+			Reason: lockv1alpha1.ReasonAudit, Message: msg, ObservedGeneration: lock.Generation})
 		return
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
@@ -117,6 +121,10 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 // auditReadOnlyMessage is the message of the ReadOnly condition of a
 // ReadOnly Lock in Audit enforcement.
 const auditReadOnlyMessage = "this Lock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and recorded in status.lastWouldDeny"
+
+// auditClusterReadOnlyMessage is auditReadOnlyMessage of a ClusterLock,
+// whose would-be refusals are counted, not recorded in its status.
+const auditClusterReadOnlyMessage = "this ClusterLock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and counted in lockguard_would_deny_total{guard=\"readonly\"}"
 
 // audited returns obs as the status of lock says it: for a Lock in Audit
 // enforcement (Lock.Enforces false) that would otherwise be active, or
