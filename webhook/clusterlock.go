@@ -54,7 +54,9 @@ type ClusterLockConfig struct {
 	Exempt *Exemptions
 }
 
-// ClusterLockHandler serves ClusterLockPath and ClusterLabelPath.
+// ClusterLockHandler serves ClusterLockPath, ClusterLabelPath,
+// ClusterCreatePath (clustercreate.go) and ClusterUpdatePath
+// (clusterupdate.go).
 type ClusterLockHandler struct {
 	c      ClusterLockConfig
 	gate   *transport.Gate

@@ -97,8 +97,10 @@ type ClusterLockSpec struct {
 // CustomResourceDefinition, a ClusterRole, a StorageClass, a
 // PersistentVolume or a cluster-scoped core.navique.com object) against
 // deletion, by name: while it is live, every DELETE of its target is
-// refused at admission. A ClusterLock on a Namespace refuses the
-// namespace's delete whether or not it holds Locks. Deleting a ClusterLock
+// refused at admission; with level ReadOnly, so is every change of its
+// spec and metadata, except by exempt principals. A ClusterLock on a
+// Namespace refuses the namespace's delete whether or not it holds Locks.
+// Deleting a ClusterLock
 // needs the RBAC verb unlock on it besides delete (the ClusterRole
 // lockguard-cluster-unlock). Its status is a Lock's. The rules are
 // docs/contract.md (rule 22) in lockguard's repository.
