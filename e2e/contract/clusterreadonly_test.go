@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +32,8 @@ import (
 // without the verb unlock is refused (the suite's cluster-unlock webhook
 // entry, as before 1.30), with it the freeze lifts: lockguard's own write
 // takes the label off and the person's change goes through. A CanNotDelete
-// ClusterLock leaves updates alone.
+// ClusterLock leaves updates alone; raised to ReadOnly again by an update,
+// it refuses them once InForce. A StorageClass is frozen alike.
 func TestClusterReadOnly(t *testing.T) {
 	inProcess(t)
 	ctx := t.Context()
@@ -40,6 +42,7 @@ func TestClusterReadOnly(t *testing.T) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cro-ns-" + suffix}}
 	crd := clusterLockCRD("cro" + suffix)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cro-role-" + suffix}}
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "cro-class-" + suffix}, Provisioner: "example.com/cro"}
 	targets := []struct {
 		obj        client.Object
 		apiVersion string
@@ -53,6 +56,7 @@ func TestClusterReadOnly(t *testing.T) {
 		{ns, "v1", "Namespace", "namespaces", "", `{"metadata":{"annotations":{"note":"x"}}}`, "metadata.annotations[note]"},
 		{crd, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", "apiextensions.k8s.io", `{"spec":{"names":{"shortNames":["cro` + suffix + `"]}}}`, "spec"},
 		{role, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", "rbac.authorization.k8s.io", `{"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`, "rules"},
+		{class, "storage.k8s.io/v1", "StorageClass", "storageclasses", "storage.k8s.io", `{"allowVolumeExpansion":true}`, "allowVolumeExpansion"},
 	}
 	// A person who may update and patch every target (escalate: any rules
 	// in a ClusterRole), and the namespace's status.
@@ -60,7 +64,8 @@ func TestClusterReadOnly(t *testing.T) {
 	updater := clusterRole(t, "cro-update-"+suffix,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces", "namespaces/status"}, Verbs: []string{"get", "update", "patch", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "update", "patch", "delete"}},
-		rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "update", "patch", "delete", "escalate"}})
+		rbacv1.PolicyRule{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles"}, Verbs: []string{"get", "update", "patch", "delete", "escalate"}},
+		rbacv1.PolicyRule{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "update", "patch", "delete"}})
 	bindCluster(t, person, updater)
 	bindCluster(t, operator, updater)
 	as, asOperator := impersonateWith(t, admin, person), impersonateWith(t, admin, operator)
@@ -171,6 +176,23 @@ func TestClusterReadOnly(t *testing.T) {
 	if err := as.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.DryRunAll); !apierrors.IsForbidden(err) {
 		t.Errorf("deleting the Namespace under the CanNotDelete ClusterLock: %v; want Forbidden", err)
 	}
+
+	// Raised to ReadOnly again by an update (which no create admits): in
+	// force once the reconciler has labelled the target, and from then on
+	// the person's change is refused.
+	if err := as.Patch(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: nsLock.Name}}, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"level":"ReadOnly"}}`))); err != nil {
+		t.Fatalf("raising the level: %v", err)
+	}
+	waitClusterReadOnly(t, nsLock.Name, lockv1alpha1.ReasonInForce)
+	if err := readOnlyLabelled(admin, ns, true)(ctx); err != nil {
+		t.Fatalf("once InForce again: %v", err)
+	}
+	var raised lockv1alpha1.ClusterLock
+	if err := kube.Client.Get(ctx, client.ObjectKey{Name: nsLock.Name}, &raised); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, as.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"w"}}}`))),
+		webhook.ClusterUpdateDenialMessage("Namespace", ns.Name, []lockv1alpha1.ClusterLock{raised}, "metadata.labels[team]"))
 }
 
 // TestClusterReadOnlyFromCreate (rules 16 and 22): a ReadOnly ClusterLock
