@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -134,7 +132,7 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		return ctrl.Result{}, fmt.Errorf("listing ClusterLocks: %w", err)
 	}
 	now := c.now()
-	keep := map[lockv1alpha1.TargetKey]bool{}
+	keep, frozen := map[lockv1alpha1.TargetKey]bool{}, map[lockv1alpha1.TargetKey]bool{}
 	var after time.Duration
 	later := func(d time.Duration) {
 		if d > 0 && (after == 0 || d < after) {
@@ -170,6 +168,10 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		for _, k := range keys {
 			keep[k] = true
 		}
+		if obs, err = c.freezeAll(ctx, cl, keys, obs, now, frozen); err != nil { // clusterreadonly.go
+			errs = append(errs, err)
+			unknown = true
+		}
 		later(recheck)
 		if d, ok := cl.AsLock().ExpiresIn(now); ok {
 			later(d + time.Second/10)
@@ -184,6 +186,9 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
 	}
 	pending, err := c.sweep(ctx, list.Items, keep, now)
+	later(pending)
+	errs = append(errs, err)
+	pending, err = c.sweepReadOnly(ctx, c.sweptKinds(list.Items), frozen, now)
 	later(pending)
 	errs = append(errs, err)
 	return ctrl.Result{RequeueAfter: after}, errors.Join(errs...)
@@ -250,35 +255,8 @@ const clusterGuardOffMessage = "lockguard runs without its ClusterLock guard (th
 // soon the first such grace ends.
 func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLock, keep map[lockv1alpha1.TargetKey]bool, now time.Time) (time.Duration, error) {
 	var pending time.Duration
-	kinds := slices.Clone(lockv1alpha1.ClusterLockableKinds)
-	add := func(gk schema.GroupKind) {
-		if !slices.Contains(kinds, gk) {
-			kinds = append(kinds, gk)
-		}
-	}
-	for i := range locks {
-		if key, err := locks[i].Target(); err == nil && key.Group == lockv1alpha1.Group {
-			add(key.GroupKind())
-		}
-		if sel := locks[i].Spec.Selector; sel != nil {
-			for _, gk := range sel.GroupKinds() {
-				if lockv1alpha1.ClusterProtectable(gk) == nil {
-					add(gk)
-				}
-			}
-		}
-	}
-	if c.kinds != nil {
-		if served, err := c.kinds.Recent(c.interval); err == nil {
-			for _, k := range served {
-				if !k.Namespaced {
-					add(k.GVK.GroupKind())
-				}
-			}
-		}
-	}
 	var errs []error
-	for _, gk := range kinds {
+	for _, gk := range c.sweptKinds(locks) {
 		mapping, err := c.mapper.RESTMapping(gk)
 		if err != nil || mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 			continue // not served, so nothing carries the label

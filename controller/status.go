@@ -41,8 +41,9 @@ type readOnlyObservation struct {
 	frozen bool
 	// message of a Pending condition; "" for pendingMessage.
 	message string
-	// guardOff: lockguard serves no update guard (Options.DisableReadOnlyGuard),
-	// so nothing is frozen whatever the labels say (GuardDisabled).
+	// guardOff: lockguard serves no update guard (Options.DisableReadOnlyGuard;
+	// for a ClusterLock, no ClusterLock guard either), so nothing is frozen
+	// whatever the labels say (GuardDisabled).
 	guardOff bool
 }
 
@@ -95,8 +96,12 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 	case lockv1alpha1.ReasonExpired:
 		ro = readOnlyObservation{message: "this Lock has expired (see its Ready condition): it freezes nothing"}
 	case lockv1alpha1.ReasonAudit:
+		msg := auditReadOnlyMessage
+		if nounOf(lock) == "ClusterLock" {
+			msg = auditClusterReadOnlyMessage
+		}
 		meta.SetStatusCondition(&lock.Status.Conditions, metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionFalse,
-			Reason: lockv1alpha1.ReasonAudit, Message: auditReadOnlyMessage, ObservedGeneration: lock.Generation})
+			Reason: lockv1alpha1.ReasonAudit, Message: msg, ObservedGeneration: lock.Generation})
 		return
 	}
 	c := metav1.Condition{Type: lockv1alpha1.ConditionReadOnly, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonInForce,
@@ -116,6 +121,10 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 // auditReadOnlyMessage is the message of the ReadOnly condition of a
 // ReadOnly Lock in Audit enforcement.
 const auditReadOnlyMessage = "this Lock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and recorded in status.lastWouldDeny"
+
+// auditClusterReadOnlyMessage is auditReadOnlyMessage of a ClusterLock,
+// whose would-be refusals are counted, not recorded in its status.
+const auditClusterReadOnlyMessage = "this ClusterLock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and counted in lockguard_would_deny_total{guard=\"readonly\"}"
 
 // audited returns obs as the status of lock says it: for a Lock in Audit
 // enforcement (Lock.Enforces false) that would otherwise be active, or
@@ -243,7 +252,7 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 		Message:            obs.message,
 		ObservedGeneration: lock.Generation,
 	})
-	obs.readOnly.guardOff = !r.readOnlyGuard
+	obs.readOnly.guardOff = obs.readOnly.guardOff || !r.readOnlyGuard
 	setReadOnlyCondition(lock, obs)
 	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
 		return nil

@@ -130,7 +130,7 @@ func setupLocal() (*suite, func(), error) {
 	// The unlock and identity Leases' entries last: rendered without the
 	// policy capability (framework.RenderChart), as for 1.29.
 	want := []string{st.webhookName, "namespace", "crd", "update", "subresource",
-		"cluster-lock", "cluster-label", "cluster-create", "protect", "protect-locked", "protect-update",
+		"cluster-lock", "cluster-label", "cluster-update", "cluster-create", "protect", "protect-locked", "protect-update",
 		"create", "exception", "unlock", "cluster-unlock", "peer-leases"}
 	for i := 1; i < len(want); i++ {
 		want[i] += ".lockguard.core.navique.com"
@@ -140,7 +140,7 @@ func setupLocal() (*suite, func(), error) {
 		got = append(got, w.Name)
 	}
 	if !slices.Equal(got, want) {
-		return nil, cleanup, fmt.Errorf("the chart's webhook configuration has the entries %q, want %q: the object guard's, the namespace, CRD and update guards' (the update guard's two), the ClusterLock guard's three, the opted-in kinds' two, the Lock CREATE entry, the LockException CREATE entry, the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", got, want)
+		return nil, cleanup, fmt.Errorf("the chart's webhook configuration has the entries %q, want %q: the object guard's, the namespace, CRD and update guards' (the update guard's two), the ClusterLock guard's four, the opted-in kinds' two, the Lock CREATE entry, the LockException CREATE entry, the unlock entries (Locks, ClusterLocks), then the identity Leases' entry", got, want)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(lw.CA) {

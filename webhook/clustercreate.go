@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -31,11 +33,12 @@ const ClusterCreatePath = "/validate-cluster-lock-create"
 // ClusterLabeler puts ClusterLockedLabel on the target of a ClusterLock
 // being created, or on every object its selector matches.
 type ClusterLabeler interface {
-	// LabelClusterTarget labels the object key names. A NotFound error
-	// (no such object), a NoMatch error (no such kind served) or
-	// ErrNamespacedTarget let the create through, the status says why;
-	// a Forbidden one refuses it with the kubectl label command.
-	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+	// LabelClusterTarget puts labels (each "true": ClusterLockedLabel, and
+	// ReadOnlyLabel for a ReadOnly ClusterLock) on the object key names. A
+	// NotFound error (no such object), a NoMatch error (no such kind
+	// served) or ErrNamespacedTarget let the create through, the status
+	// says why; a Forbidden one refuses it with the kubectl label command.
+	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
 	// ClusterSelected lists the objects s matches now
 	// (readmodel.ClusterSelected), each with its GroupVersionKind.
 	ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
@@ -47,12 +50,12 @@ var ErrNamespacedTarget = errors.New("the kind is namespaced")
 // ClusterLabel returns the ClusterLabeler that writes through w and reads
 // through r with the kinds of mapper (in lockguard, the manager's client,
 // its API reader and its RESTMapper): one
-// merge patch of the label and ClusterLockPendingAnnotation. When RBAC
+// merge patch of the labels and ClusterLockPendingAnnotation. When RBAC
 // refuses it (a ClusterRole granting more than lockguard holds) and the
-// object carries the label already (someone who may put it there), it is
-// labelled: no error.
+// object carries the labels already (someone who may put them there), it
+// is labelled: no error.
 func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) ClusterLabeler {
-	return clusterLabeler{mapper: mapper, r: r, label: func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return clusterLabeler{mapper: mapper, r: r, label: func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
 		mapping, err := mapper.RESTMapping(key.GroupKind())
 		if err != nil {
 			return err
@@ -63,12 +66,12 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		obj.SetName(key.Name)
-		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
+		patch := lockv1alpha1.PendingMarksPatch(labels, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
 		err = w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if apierrors.IsForbidden(err) {
 			got := &metav1.PartialObjectMetadata{}
 			got.SetGroupVersionKind(mapping.GroupVersionKind)
-			if r.Get(ctx, client.ObjectKey{Name: key.Name}, got) == nil && got.Labels[lockv1alpha1.ClusterLockedLabel] == "true" {
+			if r.Get(ctx, client.ObjectKey{Name: key.Name}, got) == nil && !slices.ContainsFunc(labels, func(l string) bool { return got.Labels[l] != "true" }) {
 				return nil
 			}
 		}
@@ -82,11 +85,11 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 type clusterLabeler struct {
 	mapper meta.RESTMapper
 	r      client.Reader
-	label  func(ctx context.Context, key lockv1alpha1.TargetKey) error
+	label  func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
 }
 
-func (l clusterLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
-	return l.label(ctx, key)
+func (l clusterLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
+	return l.label(ctx, key, labels)
 }
 
 func (l clusterLabeler) ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
@@ -102,8 +105,10 @@ func (h *ClusterLockHandler) CreateHandler() http.Handler {
 
 // DecideCreate admits a ClusterLock create once its target, or every
 // object its selector matches (labelSelected), carries
-// ClusterLockedLabel (ClusterLockConfig.Labeler), so that their deletes
-// are refused from the create's answer on. It refuses, dry run or not, the
+// ClusterLockedLabel (ClusterLockConfig.Labeler), and a ReadOnly one's
+// also ReadOnlyLabel (ClusterLock.ClusterTargetLabels), so that their
+// deletes, and a ReadOnly one's updates, are refused from the create's
+// answer on. It refuses, dry run or not, the
 // create of a ClusterLock that has already expired (ExpiredCreateMessage),
 // as for a Lock. A ClusterLock that protects nothing (an invalid target),
 // a dry run, and one whose target
@@ -134,22 +139,30 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
+	labels := cl.ClusterTargetLabels(now)
 	if s := cl.Spec.Selector; s != nil {
-		return h.labelSelected(ctx, s)
+		return h.labelSelected(ctx, s, labels)
 	}
 	key, _ := cl.Target()
-	switch err := h.c.Labeler.LabelClusterTarget(ctx, key); {
+	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, labels); {
 	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
 		return admission.Allowed("")
 	case apierrors.IsForbidden(err):
-		return admission.Denied(ClusterCreateForbiddenMessage(key))
+		return admission.Denied(ClusterCreateForbiddenMessage(key, labels...))
 	default:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not label %s %s first; retry: %w", key.Kind, key.Name, err))
 	}
 }
 
 // ClusterCreateForbiddenMessage is the refusal of creating a ClusterLock
-// on key, whose label RBAC refuses lockguard.
-func ClusterCreateForbiddenMessage(key lockv1alpha1.TargetKey) string {
-	return lockv1alpha1.LabelForbiddenMessage(key.GroupKind(), key.Name) + ", then create this ClusterLock again"
+// on key, whose label RBAC refuses lockguard; its kubectl label command
+// puts on labels (none: ClusterLockedLabel; a ReadOnly ClusterLock's:
+// ReadOnlyLabel too, ClusterLock.ClusterTargetLabels).
+func ClusterCreateForbiddenMessage(key lockv1alpha1.TargetKey, labels ...string) string {
+	msg := lockv1alpha1.LabelForbiddenMessage(key.GroupKind(), key.Name)
+	if slices.Contains(labels, lockv1alpha1.ReadOnlyLabel) {
+		locked := lockv1alpha1.ClusterLockedLabel + "=true"
+		msg = strings.Replace(msg, locked+"`", locked+" "+lockv1alpha1.ReadOnlyLabel+"=true`", 1)
+	}
+	return msg + ", then create this ClusterLock again"
 }

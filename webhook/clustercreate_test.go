@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,23 +28,36 @@ import (
 // trying, the others without a label); an expired one is refused, dry run
 // or not (rule 19, as a Lock's create); when RBAC refuses the
 // label, the create is refused with the kubectl label command; any other
-// failure refuses it retryably (503).
+// failure refuses it retryably (503). A ReadOnly ClusterLock's target is
+// labelled read-only too, an audit one's as well (its updates reach
+// lockguard, which warns of them: rule 20).
 func TestClusterLockCreate(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	role := clusterLock("keep-admin", "rbac.authorization.k8s.io/v1", "ClusterRole", "admin-all")
 	expired := clusterLock("old", "v1", "Namespace", "prod")
 	expired.Spec.ExpiresAt = &metav1.Time{Time: now.Add(-time.Second)}
+	readOnly := clusterLock("freeze-prod", "v1", "Namespace", "prod")
+	readOnly.Spec.Level = lockv1alpha1.LevelReadOnly
+	readOnlyRole := *role.DeepCopy()
+	readOnlyRole.Spec.Level = lockv1alpha1.LevelReadOnly
+	auditReadOnly := *readOnly.DeepCopy()
+	auditReadOnly.Spec.Enforcement = lockv1alpha1.EnforcementAudit
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}, "admin-all", errors.New("attempting to grant RBAC permissions not currently held"))
 	cases := map[string]struct {
 		lock     lockv1alpha1.ClusterLock
 		dryRun   bool
 		err      error
-		labelled bool // LabelClusterTarget called
+		labelled bool     // LabelClusterTarget called
+		labels   []string // with these; nil: ClusterLockedLabel alone
 		allowed  bool
 		code     int32
 		says     string
 	}{
-		"Labelled":      {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"Labelled": {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), labelled: true, allowed: true},
+		"ReadOnlyForbidden": {lock: readOnlyRole, err: forbidden, labelled: true, code: 403, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel},
+			says: "run `kubectl label clusterrole admin-all core.navique.com/cluster-locked=true core.navique.com/read-only=true` as someone who may, then create this ClusterLock again"},
+		"ReadOnly":      {lock: readOnly, labelled: true, allowed: true, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel}},
+		"AuditReadOnly": {lock: auditReadOnly, labelled: true, allowed: true, labels: []string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel}},
 		"Missing":       {lock: clusterLock("keep-prod", "v1", "Namespace", "prod"), err: apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "prod"), labelled: true, allowed: true},
 		"NotServed":     {lock: clusterLock("keep-r", "core.navique.com/v1alpha1", "Nope", "r"), err: &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "core.navique.com", Kind: "Nope"}}, labelled: true, allowed: true},
 		"Namespaced":    {lock: clusterLock("keep-s", "core.navique.com/v1alpha1", "Stack", "s"), err: ErrNamespacedTarget, labelled: true, allowed: true},
@@ -58,8 +72,15 @@ func TestClusterLockCreate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			called := false
 			h := &ClusterLockHandler{c: ClusterLockConfig{Now: func() time.Time { return now },
-				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey) error {
+				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey, labels []string) error {
 					called = true
+					want := tc.labels
+					if want == nil {
+						want = []string{lockv1alpha1.ClusterLockedLabel}
+					}
+					if !slices.Equal(labels, want) {
+						t.Errorf("labels %v; want %v", labels, want)
+					}
 					if want, _ := tc.lock.Target(); key != want {
 						t.Errorf("labelled %+v; want %+v", key, want)
 					}
@@ -82,12 +103,12 @@ func TestClusterLockCreate(t *testing.T) {
 // fakeLabeler is a ClusterLabeler of functions; a nil selected lists
 // nothing.
 type fakeLabeler struct {
-	label    func(ctx context.Context, key lockv1alpha1.TargetKey) error
+	label    func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
 	selected func(s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
 }
 
-func (f fakeLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
-	return f.label(ctx, key)
+func (f fakeLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
+	return f.label(ctx, key, labels)
 }
 
 func (f fakeLabeler) ClusterSelected(_ context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
@@ -148,7 +169,7 @@ func TestClusterLockCreateSelector(t *testing.T) {
 			var mu sync.Mutex
 			labelled, listed := 0, false
 			h := &ClusterLockHandler{c: ClusterLockConfig{Now: func() time.Time { return now },
-				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey) error {
+				Labeler: fakeLabeler{label: func(_ context.Context, key lockv1alpha1.TargetKey, _ []string) error {
 					mu.Lock()
 					labelled++
 					mu.Unlock()

@@ -48,9 +48,15 @@ type ClusterLockConfig struct {
 	// Labeler labels a ClusterLock's target before its create is allowed
 	// (ClusterCreatePath); nil: creates are allowed as they come.
 	Labeler ClusterLabeler
+	// Exempt are the principals ReadOnly ClusterLocks never refuse an
+	// update (ClusterUpdatePath, clusterupdate.go; Self, when unset,
+	// lockguard's own); nil: no update guard, every update is allowed.
+	Exempt *Exemptions
 }
 
-// ClusterLockHandler serves ClusterLockPath and ClusterLabelPath.
+// ClusterLockHandler serves ClusterLockPath, ClusterLabelPath,
+// ClusterCreatePath (clustercreate.go) and ClusterUpdatePath
+// (clusterupdate.go).
 type ClusterLockHandler struct {
 	c      ClusterLockConfig
 	gate   *transport.Gate

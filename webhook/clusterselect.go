@@ -33,7 +33,7 @@ const clusterLabelWorkers = 8
 // and when RBAC refuses lockguard one label (ClusterCreateForbiddenMessage,
 // naming it); any other failure refuses it retryably. An object deleted
 // meanwhile is skipped.
-func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) admission.Response {
+func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector, labels []string) admission.Response {
 	objs, err := h.c.Labeler.ClusterSelected(ctx, s)
 	if err != nil {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not list what its selector matches; retry: %w", err))
@@ -53,7 +53,7 @@ func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.
 		go func() {
 			defer wg.Done()
 			for key := range work {
-				err := h.c.Labeler.LabelClusterTarget(ctx, key)
+				err := h.c.Labeler.LabelClusterTarget(ctx, key, labels)
 				if err == nil || apierrors.IsNotFound(err) {
 					continue
 				}
@@ -74,7 +74,7 @@ func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.
 	wg.Wait()
 	switch {
 	case forbidden != nil:
-		return admission.Denied(ClusterCreateForbiddenMessage(*forbidden))
+		return admission.Denied(ClusterCreateForbiddenMessage(*forbidden, labels...))
 	case failed != nil:
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not label what its selector matches first; retry: %w", failed))
 	}

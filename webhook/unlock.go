@@ -89,7 +89,7 @@ func (u *UnlockHandler) Handle(_ context.Context, req admission.Request) admissi
 // handleClusterLock decides a review of the ClusterLock entry, as Handle
 // does a Lock's: the principal lacks the unlock verb on the ClusterLock,
 // so its DELETE is refused, and an UPDATE that lowers what it protects
-// (Lowers, of the ClusterLock's expiry and enforcement).
+// (Lowers, of the ClusterLock's level, expiry and enforcement).
 func (u *UnlockHandler) handleClusterLock(req admission.Request) admission.Response {
 	var old lockv1alpha1.ClusterLock
 	if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {

@@ -94,6 +94,16 @@ type ClusterLockSpec struct {
 	// +kubebuilder:default=Enforce
 	// +optional
 	Enforcement Enforcement `json:"enforcement,omitempty"`
+
+	// Level is what the ClusterLock refuses, as a Lock's
+	// (docs/contract.md rules 16 and 22): CanNotDelete (the default)
+	// refuses deleting its target; ReadOnly also refuses changing its spec
+	// and metadata, except by the principals lockguard exempts, the status
+	// subresource, and lockguard's own labels. Lowering it to CanNotDelete
+	// needs the verb unlock on the ClusterLock.
+	// +kubebuilder:default=CanNotDelete
+	// +optional
+	Level LockLevel `json:"level,omitempty"`
 }
 
 // ClusterLock protects cluster-scoped objects (Namespaces,
@@ -101,8 +111,10 @@ type ClusterLockSpec struct {
 // PersistentVolumes or cluster-scoped core.navique.com objects) against
 // deletion, one by name (spec.targetRef) or those of some kinds whose
 // labels match (spec.selector): while it is live, every DELETE of what it
-// covers is refused at admission. A ClusterLock on a Namespace refuses the
-// namespace's delete whether or not it holds Locks. Deleting a ClusterLock
+// covers is refused at admission; with level ReadOnly, so is every change
+// of its spec and metadata, except by exempt principals. A ClusterLock on
+// a Namespace refuses the namespace's delete whether or not it holds
+// Locks. Deleting a ClusterLock
 // needs the RBAC verb unlock on it besides delete (the ClusterRole
 // lockguard-cluster-unlock). Its status is a Lock's. The rules are
 // docs/contract.md (rule 22) in lockguard's repository.
@@ -115,6 +127,7 @@ type ClusterLockSpec struct {
 // +kubebuilder:printcolumn:name="Scope",type=string,JSONPath=`.status.scope`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=boolean,JSONPath=`.status.active`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Level",type=string,JSONPath=`.spec.level`
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -208,9 +221,10 @@ func (c *ClusterLock) Target() (TargetKey, error) {
 }
 
 // AsLock returns the ClusterLock as a Lock with no namespace, for the code
-// that Locks and ClusterLocks share (expiry, enforcement, status
-// messages): its metadata, reason, expiry, enforcement and status, and its
-// target as targetRef or its selector as selector.
+// that Locks and ClusterLocks share (expiry, enforcement, level, status
+// messages, rule 18's Lowers): its metadata, reason, expiry, enforcement,
+// level and status, and its target as targetRef or its selector as
+// selector.
 func (c *ClusterLock) AsLock() *Lock {
 	return &Lock{
 		ObjectMeta: c.ObjectMeta,
@@ -220,6 +234,7 @@ func (c *ClusterLock) AsLock() *Lock {
 			Reason:      c.Spec.Reason,
 			ExpiresAt:   c.Spec.ExpiresAt,
 			Enforcement: c.Spec.Enforcement,
+			Level:       c.Spec.Level,
 		},
 		Status: c.Status,
 	}

@@ -16,8 +16,19 @@ import (
 // PendingMarkPatch is the merge patch that puts label=true on an object,
 // and annotation with the time now (RFC 3339, UTC).
 func PendingMarkPatch(label, annotation string, now time.Time) []byte {
+	return PendingMarksPatch([]string{label}, annotation, now)
+}
+
+// PendingMarksPatch is PendingMarkPatch of several labels, each =true,
+// under one annotation (a ReadOnly ClusterLock's target: ClusterLockedLabel
+// and ReadOnlyLabel, ClusterLock.ClusterTargetLabels).
+func PendingMarksPatch(labels []string, annotation string, now time.Time) []byte {
+	l := make(map[string]string, len(labels))
+	for _, k := range labels {
+		l[k] = "true"
+	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"labels":      map[string]string{label: "true"},
+		"labels":      l,
 		"annotations": map[string]string{annotation: now.UTC().Format(time.RFC3339)}}})
 	return patch
 }

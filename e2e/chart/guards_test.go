@@ -21,9 +21,10 @@ import (
 // TestGuardWebhooks checks the namespace, CRD, update and ClusterLock
 // guards' webhook entries (the update guard's two: the objects labelled
 // read-only, and every subresource but status in the namespaces holding
-// Locks; the ClusterLock guard's three: the deletes and the label removals
-// of the objects labelled cluster-locked, and the ClusterLock creates,
-// which label the target first) and their
+// Locks; the ClusterLock guard's four: the deletes and the label removals
+// of the objects labelled cluster-locked, the updates of those labelled
+// read-only (ReadOnly ClusterLocks, with the update guard), and the
+// ClusterLock creates, which label the target first) and their
 // values: on by default, each turned off by its own value, none rendered
 // in mode policy (which renders no webhook).
 func TestGuardWebhooks(t *testing.T) {
@@ -110,6 +111,13 @@ func TestGuardWebhooks(t *testing.T) {
 			{Name: "label-removed-or-changed", Expression: "has(oldObject.metadata.labels) && 'core.navique.com/cluster-locked' in oldObject.metadata.labels && oldObject.metadata.labels['core.navique.com/cluster-locked'] == 'true' && !(has(object.metadata.labels) && 'core.navique.com/cluster-locked' in object.metadata.labels && object.metadata.labels['core.navique.com/cluster-locked'] == 'true')"},
 			{Name: "not-lockguard", Expression: "request.userInfo.username != 'system:serviceaccount:lockguard-system:lockguard'"}},
 		FailurePolicy: admissionregistrationv1.Fail}
+	// ReadOnly ClusterLocks (rules 16 and 22): the UPDATEs of the objects
+	// labelled read-only, but the exempt principals'.
+	clusterUpdate := entry{Name: "cluster-update.lockguard.core.navique.com", Rules: clusterRules(admissionregistrationv1.Update),
+		ObjectSelector: update.ObjectSelector, MatchConditions: []admissionregistrationv1.MatchCondition{notClusterLock, update.MatchConditions[1]},
+		FailurePolicy: admissionregistrationv1.Fail}
+	clusterUpdateGroups := clusterUpdate
+	clusterUpdateGroups.MatchConditions = []admissionregistrationv1.MatchCondition{notClusterLock, exemptGroups}
 	clusterCreate := entry{Name: "cluster-create.lockguard.core.navique.com", Rules: []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{"core.navique.com"}, APIVersions: []string{"*"}, Resources: []string{"clusterlocks"}, Scope: &cluster}}},
@@ -157,18 +165,18 @@ func TestGuardWebhooks(t *testing.T) {
 		want    []entry
 	}{
 		"Protect": {reason: "protect.resources adds the protect entry, selecting the namespaces holding Locks, the protect-locked entry, selecting the labelled objects, and protect-update",
-			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate, protect, protectLocked, protectUpdate}},
+			setJSON: protectJSON, want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterUpdate, clusterCreate, protect, protectLocked, protectUpdate}},
 		"ProtectNoReadOnly": {reason: "without the update guard, the protect and protect-locked entries alone",
 			set: []string{"guards.readOnly.enabled=false"}, setJSON: protectJSON, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate, protect, protectLocked}},
-		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterCreate}},
+		"Default": {reason: "every guard is on by default", want: []entry{namespace, crd, update, subresource, clusterLock, clusterLabel, clusterUpdate, clusterCreate}},
 		"NoNamespace": {reason: "guards.namespace.enabled=false drops the namespace entry, and the subresource entry's namespaceSelector (no namespace is labelled)",
-			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel, clusterCreate}},
-		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource, clusterLock, clusterLabel, clusterCreate}},
-		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate}},
-		"NoClusterLock": {reason: "guards.clusterLock.enabled=false drops the three ClusterLock entries", set: []string{"guards.clusterLock.enabled=false"},
+			set: []string{"guards.namespace.enabled=false"}, want: []entry{crd, update, subresourceAll, clusterLock, clusterLabel, clusterUpdate, clusterCreate}},
+		"NoCRD":      {reason: "guards.crd.enabled=false drops the CRD entry", set: []string{"guards.crd.enabled=false"}, want: []entry{namespace, update, subresource, clusterLock, clusterLabel, clusterUpdate, clusterCreate}},
+		"NoReadOnly": {reason: "guards.readOnly.enabled=false drops both update entries and cluster-update", set: []string{"guards.readOnly.enabled=false"}, want: []entry{namespace, crd, clusterLock, clusterLabel, clusterCreate}},
+		"NoClusterLock": {reason: "guards.clusterLock.enabled=false drops the four ClusterLock entries", set: []string{"guards.clusterLock.enabled=false"},
 			want: []entry{namespace, crd, update, subresource}},
 		"Exempt": {reason: "readOnly.exemptPrincipals: users and group:NAME groups, besides lockguard's own ServiceAccount, skipped by a matchCondition",
-			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups, clusterLock, clusterLabel, clusterCreate}},
+			set: []string{"readOnly.exemptPrincipals={alice,group:ops,group:system:masters}"}, want: []entry{namespace, crd, updateGroups, subresourceGroups, clusterLock, clusterLabel, clusterUpdateGroups, clusterCreate}},
 		"None": {reason: "all off leave the object guard alone", set: framework.ObjectGuardOnly, want: nil},
 	}
 	for name, tc := range cases {
@@ -195,6 +203,9 @@ func TestGuardWebhooks(t *testing.T) {
 				switch wh.Name {
 				case update.Name, subresource.Name, protectUpdate.Name:
 					path = "/validate-update"
+				case clusterUpdate.Name:
+					// Its refusal records nothing.
+					path, sideEffects = "/validate-cluster-update", admissionregistrationv1.SideEffectClassNone
 				case clusterLock.Name:
 					path = "/validate-cluster-delete"
 				case clusterCreate.Name:

@@ -38,6 +38,7 @@ type why struct {
 	Inside         []whyLock
 	ProtectNothing []whyLock
 	Selectors      []whySelector
+	ClusterLocks   []whyLock
 	Update         *whyUpdate
 	Notes          []string
 }

@@ -177,8 +177,8 @@ func TestChartWithCertManager(t *testing.T) {
 	}
 	entries, _, _ := unstructured.NestedSlice(rendered.Object, "webhooks")
 	wantWebhooks := len(entries)
-	if wantWebhooks < 10 {
-		t.Fatalf("the chart renders %d webhook entries; want at least the 10 of every guard (object, namespace, CRD, update's two, ClusterLock's three, Lock and LockException creates)", wantWebhooks)
+	if wantWebhooks < 11 {
+		t.Fatalf("the chart renders %d webhook entries; want at least the 11 of every guard (object, namespace, CRD, update's two, ClusterLock's four, Lock and LockException creates)", wantWebhooks)
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {

@@ -56,7 +56,7 @@ func (c *clients) locks() lockKind {
 }
 
 // clusterLocks is the lockKind of ClusterLocks: a Lock is created as the
-// ClusterLock of its name, target, reason, expiry and enforcement.
+// ClusterLock of its name, target, reason, expiry, enforcement and level.
 func (c *clients) clusterLocks() lockKind {
 	return lockKind{res: c.dynamic.Resource(clusterLocksResource), gr: clusterLockGroupResource, kind: "ClusterLock",
 		encode: func(l *lockv1alpha1.Lock) (*unstructured.Unstructured, error) {
@@ -79,9 +79,6 @@ func inNamespace(ns string) string {
 // runCluster creates a ClusterLock on the cluster-scoped t, named as a
 // Lock would be (KIND-NAME, namespace-prod), and waits as for a Lock.
 func (o *lockOptions) runCluster(ctx context.Context, s Streams, c *clients, t target) error {
-	if o.readOnly {
-		return fmt.Errorf("%s is cluster-scoped: a ClusterLock protects it against deletion only (ReadOnly ClusterLocks are not built)", t)
-	}
 	// As for a Lock, a target that does not exist is most likely a typo;
 	// who may not read it may still lock it (the status says if it is missing).
 	if _, err := c.dynamic.Resource(t.mapping.Resource).Get(ctx, t.name, metav1.GetOptions{}); err != nil && !apierrors.IsForbidden(err) {
@@ -93,7 +90,10 @@ func (o *lockOptions) runCluster(ctx context.Context, s Streams, c *clients, t t
 	}
 	lock := o.newLock("", name)
 	lock.Spec.TargetRef = lockv1alpha1.TargetReference{APIVersion: t.mapping.GroupVersionKind.GroupVersion().String(), Kind: t.kind(), Name: t.name}
-	done := func(bool) string {
+	done := func(readOnly bool) string {
+		if readOnly {
+			return fmt.Sprintf("%s is locked read-only: its deletion, and changes to its spec and metadata (except by exempt principals), are denied until the ClusterLock %s is deleted", t, name)
+		}
 		return fmt.Sprintf("%s is locked: its deletion is denied until the ClusterLock %s is deleted", t, name)
 	}
 	return o.create(ctx, s, c.clusterLocks(), lock, done, func(existing *lockv1alpha1.Lock) error {
@@ -216,7 +216,7 @@ func asClusterLock(l *lockv1alpha1.Lock) *lockv1alpha1.ClusterLock {
 	ref := l.Spec.TargetRef
 	cl := &lockv1alpha1.ClusterLock{TypeMeta: l.TypeMeta, ObjectMeta: l.ObjectMeta, Status: l.Status,
 		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name},
-			Reason: l.Spec.Reason, ExpiresAt: l.Spec.ExpiresAt, Enforcement: l.Spec.Enforcement}}
+			Reason: l.Spec.Reason, ExpiresAt: l.Spec.ExpiresAt, Enforcement: l.Spec.Enforcement, Level: l.Spec.Level}}
 	if s := l.Spec.Selector; s != nil {
 		cl.Spec.Selector = &lockv1alpha1.ClusterLockSelector{Kinds: s.Kinds, MatchLabels: s.MatchLabels, MatchExpressions: s.MatchExpressions}
 	}

@@ -77,6 +77,10 @@ func levelString(l *lockv1alpha1.Lock) string {
 // the one kubectl lock would create: asked for ReadOnly, it is
 // CanNotDelete. A stricter existing Lock is kept (with a warning).
 func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
+	if readOnly(want) && !readOnly(existing) && ns == "" {
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl patch clusterlock %s --type merge -p '{\"spec\":{\"level\":\"ReadOnly\"}}') or choose another name with --name",
+			clusterLockGroupResource, existing.Name, levelOf(existing), existing.Name)
+	}
 	if readOnly(want) && !readOnly(existing) {
 		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update %s -n %s --level ReadOnly) or choose another name with --name",
 			lockGroupResource, existing.Name, levelOf(existing), existing.Name, ns)

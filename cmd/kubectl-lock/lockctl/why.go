@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -95,17 +96,25 @@ func (o *whyOptions) run(ctx context.Context, s Streams, arg string) error {
 		return err
 	}
 	var r *whyReport
+	var cluster *target // the cluster-scoped object, for its update verdict
 	switch strings.ToLower(typ) {
 	case "namespace", "namespaces", "ns":
 		r, err = whyNamespace(ctx, c, name)
+		cluster = &target{mapping: &meta.RESTMapping{GroupVersionKind: namespaceGVK, Resource: namespaceGVK.GroupVersion().WithResource("namespaces")}, name: name}
 	case "crd", "crds", "customresourcedefinition", "customresourcedefinitions",
 		"customresourcedefinition.apiextensions.k8s.io", "customresourcedefinitions.apiextensions.k8s.io":
 		r, err = whyCRD(ctx, c, name)
+		cluster = &target{mapping: &meta.RESTMapping{GroupVersionKind: crdGVK, Resource: crdGVK.GroupVersion().WithResource("customresourcedefinitions")}, name: name}
 	default:
 		r, err = whyObject(ctx, s, c, arg)
 		if cs := (clusterScoped{}); errors.As(err, &cs) {
 			r, err = whyClusterObject(ctx, c, cs.t)
+			cluster = &cs.t
 		}
+	}
+	if err == nil && cluster != nil {
+		// ReadOnly ClusterLocks (rules 16 and 22): whyclusterupdate.go.
+		err = addClusterUpdate(ctx, c, r, *cluster)
 	}
 	if err != nil {
 		return err

@@ -105,6 +105,12 @@ func (r *whyReport) print(w io.Writer) error {
 			}
 		}
 	}
+	if r.Target.Namespace == "" && r.Update != nil {
+		fmt.Fprintln(w)
+		if err := r.printUpdate(w); err != nil {
+			return err
+		}
+	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range r.Notes {

@@ -83,6 +83,9 @@ type whyUpdate struct {
 	Locks []whyFreeze `json:"locks"`
 	// Message says it in a sentence.
 	Message string `json:"message"`
+	// noun is what freezes the resource: "Lock", or "ClusterLock" for a
+	// cluster-scoped object.
+	noun string
 }
 
 // whyFreeze is a ReadOnly Lock and the state of its freeze.
@@ -189,10 +192,17 @@ func labelOf(lbls map[string]string, key string) string {
 // metadata, from the live ReadOnly Locks among locks that cover o
 // (Lock.Covers) and their ReadOnly conditions.
 func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate {
-	u := &whyUpdate{Locks: []whyFreeze{}}
+	return freezeVerdict("Lock", covering(locks, o))
+}
+
+// freezeVerdict is updateVerdict from the live Locks that cover the
+// resource, or the AsLock views of the live ClusterLocks that name it
+// (noun "ClusterLock"): those that are ReadOnly freeze it.
+func freezeVerdict(noun string, covering []lockv1alpha1.Lock) *whyUpdate {
+	u := &whyUpdate{Locks: []whyFreeze{}, noun: noun}
 	var names, inForce []string
 	off := 0
-	for _, l := range covering(locks, o) {
+	for _, l := range covering {
 		if !readOnly(&l) {
 			continue
 		}
@@ -210,17 +220,17 @@ func updateVerdict(locks []lockv1alpha1.Lock, o lockv1alpha1.Object) *whyUpdate 
 	u.GuardDisabled = u.Frozen && off == len(names)
 	switch {
 	case !u.Frozen:
-		u.Message = "no ReadOnly Lock covers it: lockguard never blocks its updates"
+		u.Message = "no ReadOnly " + noun + " covers it: lockguard never blocks its updates"
 	case u.InForce:
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it and the freeze is in force (%v): updates and patches of its spec and metadata are refused, "+
-			"except by the principals the installation exempts (the navique operator's ServiceAccount by default); its status subresource stays writable", names, inForce)
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it and the freeze is in force (%v): updates and patches of its spec and metadata are refused, "+
+			"except by the principals the installation exempts (the navique operator's ServiceAccount by default); its status subresource stays writable", noun, names, inForce)
 	case u.GuardDisabled:
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but lockguard serves no update guard (the chart's mode policy or guards.readOnly.enabled=false): "+
-			"its updates are not refused; deleting it is still denied", names)
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it, but lockguard serves no update guard (the chart's mode policy or guards.readOnly.enabled=false): "+
+			"its updates are not refused; deleting it is still denied", noun, names)
 	default:
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): "+
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): "+
 			"its updates are not refused until it is; then updates and patches of its spec and metadata are refused, "+
-			"except by the principals the installation exempts (the navique operator's ServiceAccount by default)", names)
+			"except by the principals the installation exempts (the navique operator's ServiceAccount by default)", noun, names)
 	}
 	return u
 }

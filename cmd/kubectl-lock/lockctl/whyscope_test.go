@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -138,7 +139,7 @@ func TestUpdateVerdict(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, updateVerdict(whyLocks(), tc.object)); diff != "" {
+			if diff := cmp.Diff(tc.want, updateVerdict(whyLocks(), tc.object), cmpopts.IgnoreUnexported(whyUpdate{})); diff != "" {
 				t.Errorf("%s\nupdateVerdict(...): -want, +got:\n%s", tc.reason, diff)
 			}
 		})

@@ -38,6 +38,18 @@ const probeAnnotation = "kubectl-lock.core.navique.com/why"
 // cannot call it.
 const updateEntryName = "update.lockguard.core.navique.com"
 
+// clusterUpdateEntryName is the name of the chart's cluster-update entry,
+// which sends the updates of ReadOnly ClusterLocks' targets.
+const clusterUpdateEntryName = "cluster-update.lockguard.core.navique.com"
+
+// clusterUpdateDenialPart is in every refusal of lockguard's cluster
+// update guard (webhook.ClusterUpdateDenialMessage, the one source of it).
+var clusterUpdateDenialPart = func() string {
+	_, rest, _ := strings.Cut(webhook.ClusterUpdateDenialMessage("K", "n", nil, ""), "K n")
+	before, _, _ := strings.Cut(rest, "[")
+	return before
+}()
+
 // updateDenialPrefix is how a refusal of lockguard's update guard begins
 // (webhook.UpdateDenialMessage, the one source of it).
 var updateDenialPrefix, _, _ = strings.Cut(webhook.UpdateDenialMessage(nil, ""), "[")
@@ -89,29 +101,34 @@ func (u *whyUpdate) answer(user string, err error) {
 		names = append(names, l.Name)
 	}
 	probe := fmt.Sprintf("a server-side dry-run PATCH of its metadata as %s", who)
+	noun := u.noun
+	if noun == "" {
+		noun = "Lock"
+	}
 	switch {
 	case err == nil:
 		u.Answer = "allowed"
 		switch {
 		case u.GuardDisabled:
-			u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but lockguard serves no update guard (the chart's mode policy or guards.readOnly.enabled=false): "+
-				"%s was allowed; deleting it is still denied", names, probe)
+			u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it, but lockguard serves no update guard (the chart's mode policy or guards.readOnly.enabled=false): "+
+				"%s was allowed; deleting it is still denied", noun, names, probe)
 		case u.InForce:
-			u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it and the freeze is in force, but lockguard does not refuse %s updates: %s was allowed "+
-				"(a principal the installation exempts, such as the navique operator's ServiceAccount by default, or no update guard serves)", names, whose, probe)
+			u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it and the freeze is in force, but lockguard does not refuse %s updates: %s was allowed "+
+				"(a principal the installation exempts, such as the navique operator's ServiceAccount by default, or no update guard serves)", noun, names, whose, probe)
 		default:
-			u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): %s was allowed", names, probe)
+			u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it, but the freeze is not in force yet (their ReadOnly condition is Pending): %s was allowed", noun, names, probe)
 		}
-	case strings.Contains(err.Error(), updateDenialPrefix):
+	case strings.Contains(err.Error(), updateDenialPrefix), strings.Contains(err.Error(), clusterUpdateDenialPart):
 		u.Refused, u.Answer = true, err.Error()
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it and lockguard refuses %s updates and patches of its spec and metadata (%s was denied by lockguard's update guard); "+
-			"its status subresource stays writable", names, whose, probe)
-	case strings.Contains(err.Error(), fmt.Sprintf("failed calling webhook %q", updateEntryName)):
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it and lockguard refuses %s updates and patches of its spec and metadata (%s was denied by lockguard's update guard); "+
+			"its status subresource stays writable", noun, names, whose, probe)
+	case strings.Contains(err.Error(), fmt.Sprintf("failed calling webhook %q", updateEntryName)),
+		strings.Contains(err.Error(), fmt.Sprintf("failed calling webhook %q", clusterUpdateEntryName)):
 		u.Refused, u.Answer = true, err.Error()
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it, and lockguard does not answer now: the API server refuses %s updates of its spec and metadata "+
-			"(failurePolicy Fail) until it does (%s failed)", names, whose, probe)
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it, and lockguard does not answer now: the API server refuses %s updates of its spec and metadata "+
+			"(failurePolicy Fail) until it does (%s failed)", noun, names, whose, probe)
 	default:
 		u.Answer = err.Error()
-		u.Message = fmt.Sprintf("ReadOnly Lock(s) %v cover it; whether lockguard refuses %s updates is not known: %s failed before lockguard decided", names, whose, probe)
+		u.Message = fmt.Sprintf("ReadOnly %s(s) %v cover it; whether lockguard refuses %s updates is not known: %s failed before lockguard decided", noun, names, whose, probe)
 	}
 }

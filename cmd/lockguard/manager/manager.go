@@ -265,12 +265,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			// Read lazily, then, and from the API server until then.
 			mgr.GetLogger().Info("Cannot watch ClusterLocks yet (is their CRD installed?)", "error", err.Error())
 		}
-		cl := webhook.NewClusterLockHandler(handler, webhook.ClusterLockConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Now: locks.Now, Self: self.Username,
-			Labeler: webhook.ClusterLabel(mgr.GetRESTMapper(), mgr.GetClient(), mgr.GetAPIReader())})
+		clc := webhook.ClusterLockConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Now: locks.Now, Self: self.Username,
+			Labeler: webhook.ClusterLabel(mgr.GetRESTMapper(), mgr.GetClient(), mgr.GetAPIReader())}
+		if !o.DisableReadOnlyGuard {
+			// ReadOnly ClusterLocks (rules 16 and 22): the chart's
+			// cluster-update entry, with both guards on.
+			exempt := o.ReadOnlyExempt
+			exempt.Self = self.Username
+			clc.Exempt = &exempt
+		}
+		cl := webhook.NewClusterLockHandler(handler, clc)
 		mgr.GetWebhookServer().Register(webhook.ClusterLockPath, review(cl.DeleteHandler()))
 		mgr.GetWebhookServer().Register(webhook.ClusterLabelPath, review(cl.LabelHandler()))
 		// A ClusterLock's create labels its target first (rule 22).
 		mgr.GetWebhookServer().Register(webhook.ClusterCreatePath, review(cl.CreateHandler()))
+		if clc.Exempt != nil {
+			mgr.GetWebhookServer().Register(webhook.ClusterUpdatePath, review(cl.ClusterUpdateHandler()))
+		}
 	}
 	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
 	if !o.DisableReadOnlyGuard {

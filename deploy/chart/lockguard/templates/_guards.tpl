@@ -187,6 +187,16 @@ lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
   closed whatever webhook.failurePolicy says (a ClusterLock admitted
   without it would protect only once the reconciler labels its target),
   calls /validate-cluster-lock-create; sideEffects NoneOnDryRun.
+- cluster-update (with guards.readOnly.enabled too; docs/contract.md rules
+  16 and 22): the UPDATEs of the main resource of the same kinds (never a
+  subresource, so status never reaches lockguard), of the objects
+  lockguard labels core.navique.com/read-only=true (objectSelector, matched
+  on the old and the new object, so removing the label is seen): the
+  targets of ReadOnly ClusterLocks. The update entry's not-exempt
+  matchCondition skips lockguard's own writes and
+  readOnly.exemptPrincipals. It fails closed as the update entry does
+  (webhook.failurePolicy), calls /validate-cluster-update; its refusal
+  records nothing (sideEffects None).
 */ -}}
 {{- define "lockguard.clusterLockWebhooks" -}}
 {{- $ctx := . }}
@@ -227,6 +237,39 @@ lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
     - name: not-lockguard
       expression: {{ printf "request.userInfo.username != 'system:serviceaccount:%s:%s'" $ctx.Release.Namespace (include "lockguard.serviceAccountName" $ctx) | quote }}
     {{- end }}
+{{- end }}
+{{- if .Values.guards.readOnly.enabled }}
+- name: cluster-update.lockguard.core.navique.com
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service:
+      name: {{ include "lockguard.webhookServiceName" $ctx }}
+      namespace: {{ $ctx.Release.Namespace }}
+      path: /validate-cluster-update
+      port: {{ $ctx.Values.webhook.servicePort }}
+    {{- if not $ctx.Values.certManager.enabled }}
+    caBundle: {{ required "webhook.tls.caBundle (base64 PEM of the CA of webhook.tls.existingSecret) is required when certManager.enabled is false" $ctx.Values.webhook.tls.caBundle }}
+    {{- end }}
+  failurePolicy: {{ $ctx.Values.webhook.failurePolicy }}
+  matchPolicy: Equivalent
+  sideEffects: None
+  timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+  objectSelector:
+    matchLabels:
+      core.navique.com/read-only: "true"
+  rules:
+    {{- range $rule := list (list "" "namespaces" "persistentvolumes") (list "apiextensions.k8s.io" "customresourcedefinitions") (list "rbac.authorization.k8s.io" "clusterroles") (list "storage.k8s.io" "storageclasses") (list "core.navique.com" "*") }}
+    - apiGroups: {{ list (first $rule) | toJson }}
+      apiVersions: ["*"]
+      operations: ["UPDATE"]
+      resources: {{ rest $rule | toJson }}
+      scope: Cluster
+    {{- end }}
+  matchConditions:
+    - name: not-a-clusterlock
+      expression: "request.resource.resource != 'clusterlocks'"
+    - name: not-exempt
+      expression: {{ include "lockguard.notExempt" $ctx | quote }}
 {{- end }}
 - name: cluster-create.lockguard.core.navique.com
   admissionReviewVersions: ["v1"]
