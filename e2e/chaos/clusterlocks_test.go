@@ -23,8 +23,11 @@ import (
 // issue 40).
 //
 // The clusterWorker works on clusterNamespaces Namespaces of its own
-// (prefix-0, ...): it creates them, creates ClusterLocks naming some (by
-// name: apiVersion v1, kind Namespace), deletes locked and unlocked
+// (prefix-0, ...), each labelled clusterNSLabel with its own name: it
+// creates them, creates ClusterLocks on some (by name, apiVersion v1 kind
+// Namespace, or, one time in two, by a selector of kind Namespace on that
+// label, which matches that namespace alone; one in three ReadOnly, so
+// that the create also puts the read-only label on), deletes locked and unlocked
 // namespaces (a third of the time as dry runs, and the moment a
 // ClusterLock's create is answered), and deletes ClusterLocks. The checker
 // judges each namespace delete by its answer, not by the namespace's
@@ -53,9 +56,16 @@ type clusterWorker struct {
 // clusterNamespaces is how many namespaces the clusterWorker works on.
 const clusterNamespaces = 4
 
+// clusterNSLabel is the label of the clusterWorker's namespaces, whose
+// value is the namespace's name: what a selector ClusterLock matches.
+const clusterNSLabel = "chaos.navique.com/cluster-ns"
+
 // clusterCounts are what the clusterWorker counts besides the kinds' rows.
 type clusterCounts struct {
 	nsCreates, lockCreates, lockDeletes atomic.Int64
+	// selectorLocks and readOnlyLocks are the creates by selector and of
+	// level ReadOnly among lockCreates.
+	selectorLocks, readOnlyLocks atomic.Int64
 }
 
 // clusterNS is one of the clusterWorker's namespaces.
@@ -202,7 +212,7 @@ func (w *clusterWorker) ensure(ctx context.Context) {
 		if !w.observe(ctx, ns) || ns.uid != "" {
 			continue
 		}
-		if err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.name}}); err == nil {
+		if err := w.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.name, Labels: map[string]string{clusterNSLabel: ns.name}}}); err == nil {
 			w.cl.nsCreates.Add(1)
 			ns.unlockedSince = time.Time{}
 		}
@@ -224,11 +234,17 @@ func (w *clusterWorker) lock(ctx context.Context, ns *clusterNS, raced bool) {
 	l := &clusterLockRec{name: fmt.Sprintf("%s-%d", w.prefix, w.seq), ns: ns, state: creating}
 	w.locks = append(w.locks, l)
 	w.cl.lockCreates.Add(1)
-	err := w.c.Create(ctx, &lockv1alpha1.ClusterLock{
-		ObjectMeta: metav1.ObjectMeta{Name: l.name},
-		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: ns.name},
-			Reason: "chaos"},
-	})
+	spec := lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: ns.name}, Reason: "chaos"}
+	if w.rng.IntN(2) == 0 {
+		spec.TargetRef = lockv1alpha1.ClusterTargetReference{}
+		spec.Selector = &lockv1alpha1.ClusterLockSelector{Kinds: []string{"Namespace"}, MatchLabels: map[string]string{clusterNSLabel: ns.name}}
+		w.cl.selectorLocks.Add(1)
+	}
+	if w.rng.IntN(3) == 0 {
+		spec.Level = lockv1alpha1.LevelReadOnly
+		w.cl.readOnlyLocks.Add(1)
+	}
+	err := w.c.Create(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: l.name}, Spec: spec})
 	if err != nil {
 		return // Unknown: resolve reads it.
 	}
@@ -402,6 +418,6 @@ func (w *clusterWorker) audit(ctx context.Context) bool {
 
 // summary is the summary's line of the clusterWorker's own counts.
 func (w *clusterWorker) summary() string {
-	return fmt.Sprintf("chaos: ClusterLocks (rule 22): %d namespaces of the mix, created %d times; ClusterLocks naming them created %d, deleted %d (not counted in the Locks line above; their namespace deletes are the three ClusterLock rows above; a refusal of an unlocked one by a ClusterLock just deleted counts with the denials by a Lock already deleted below)",
-		clusterNamespaces, w.cl.nsCreates.Load(), w.cl.lockCreates.Load(), w.cl.lockDeletes.Load())
+	return fmt.Sprintf("chaos: ClusterLocks (rule 22): %d namespaces of the mix, created %d times; ClusterLocks on them created %d (%d by selector, %d ReadOnly), deleted %d (not counted in the Locks line above; their namespace deletes are the three ClusterLock rows above; a refusal of an unlocked one by a ClusterLock just deleted counts with the denials by a Lock already deleted below)",
+		clusterNamespaces, w.cl.nsCreates.Load(), w.cl.lockCreates.Load(), w.cl.selectorLocks.Load(), w.cl.readOnlyLocks.Load(), w.cl.lockDeletes.Load())
 }
