@@ -176,3 +176,49 @@ func TestPluginClusterLockKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginClusterLockSelector (docs/contract.md rule 22, docs/plugin.md):
+// kubectl lock namespaces --selector LABELS creates the selector
+// ClusterLock namespace-LABELS (kind Namespace) and returns once it is
+// active, every Namespace it matches then refusing its delete; run again,
+// it is unchanged; a namespaced TYPE with --selector is refused saying to
+// give --selector alone.
+func TestPluginClusterLockSelector(t *testing.T) {
+	inProcess(t)
+	ctx := t.Context()
+	suffix := rand.String(5)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clkps-" + suffix, Labels: map[string]string{"clkps": suffix}}}
+	if err := kube.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), ns) })
+	name := "namespace-clkps-" + suffix
+	t.Cleanup(func() {
+		_ = kube.Client.Delete(context.Background(), &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	})
+	selector := "clkps=" + suffix
+	r := kubectlLock(t, "", "namespaces", "--selector", selector, "--reason", "production")
+	want := "clusterlock.core.navique.com/" + name + " created\n" +
+		"the Namespace objects that match " + selector + ", now or later, are locked: their deletion is denied until the ClusterLock " + name + " is deleted\n"
+	if r.err != nil || r.stdout != want {
+		t.Fatalf("kubectl lock namespaces --selector %s: err %v, stdout %q; want %q", selector, r.err, r.stdout, want)
+	}
+	cl := &lockv1alpha1.ClusterLock{}
+	if err := kube.Client.Get(ctx, client.ObjectKey{Name: name}, cl); err != nil {
+		t.Fatal(err)
+	}
+	if s := cl.Spec.Selector; s == nil || len(s.Kinds) != 1 || s.Kinds[0] != "Namespace" || s.MatchLabels["clkps"] != suffix || cl.Spec.TargetRef.Name != "" || !cl.Status.Active {
+		t.Errorf("ClusterLock %s: spec %+v, status %+v", name, cl.Spec, cl.Status)
+	}
+	// Returned means enforced: no polling here.
+	err := kube.Client.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.DryRunAll)
+	if wantDenied := fmt.Sprintf("Namespace %s is protected by ClusterLock(s) [%s", ns.Name, name); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), wantDenied) {
+		t.Fatalf("dry-run delete of the selected namespace: %v; want Forbidden with %q", err, wantDenied)
+	}
+	if r := kubectlLock(t, "", "namespaces", "--selector", selector, "--reason", "production"); r.err != nil || r.stdout != strings.Replace(want, "created", "unchanged", 1) {
+		t.Errorf("kubectl lock again: err %v, stdout %q", r.err, r.stdout)
+	}
+	if r := kubectlLock(t, "", "stacks", "--selector", selector, "-n", ns.Name); r.err == nil || !strings.Contains(r.err.Error(), "give --selector alone") {
+		t.Errorf("kubectl lock stacks --selector: %v; want the refusal of a namespaced TYPE", r.err)
+	}
+}

@@ -32,6 +32,9 @@ const lockExample = `  # Protect the Stack forge in namespace forge against dele
   # Protect namespace forge and every resource in it
   kubectl lock --all -n forge --reason "Production environment"
 
+  # Protect every Namespace labelled env=prod, now or later, with a ClusterLock
+  kubectl lock namespaces --selector env=prod --reason "Production"
+
   # Freeze the Stack forge: its deletion and changes to its spec and metadata are denied
   kubectl lock stack/forge -n forge --read-only --reason "Change freeze until Monday"
 
@@ -100,7 +103,7 @@ type lockOptions struct {
 func NewLockCommand(s Streams) *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
-		Use:   "lock (TYPE/NAME | --selector LABELS | --all) [--read-only] [--audit] [--reason TEXT] [--name LOCK]",
+		Use:   "lock (TYPE/NAME | [TYPE] --selector LABELS | --all) [--read-only] [--audit] [--reason TEXT] [--name LOCK]",
 		Short: "Protect core.navique.com resources against deletion, or freeze them, with a Lock",
 		Long: `Create a Lock that protects TYPE/NAME, in its namespace, against deletion, and wait
 until lockguard reports it active: from then on every DELETE of the resource is
@@ -177,11 +180,18 @@ enforcement unless it is Audit and --audit is not given, which are errors
 // runScope runs kubectl lock with exactly one scope: TYPE/NAME, --selector
 // or --all.
 func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) error {
-	if err := outputFormat(o.output); err != nil {
+	var err error
+	if err = outputFormat(o.output); err != nil {
 		return err
 	}
-	if err := checkDryRun(o.dryRun); err != nil {
+	if err = checkDryRun(o.dryRun); err != nil {
 		return err
+	}
+	if o.isClusterSelectorScope(args) {
+		if o.expiresAt, err = o.expiry(clock()); err != nil {
+			return err
+		}
+		return o.runClusterSelector(ctx, s, args[0]) // clusterselector.go
 	}
 	scopes := len(args)
 	if o.selector != "" {
@@ -193,7 +203,6 @@ func (o *lockOptions) runScope(ctx context.Context, s Streams, args []string) er
 	if scopes != 1 {
 		return fmt.Errorf("give exactly one of TYPE/NAME, --selector LABELS or --all")
 	}
-	var err error
 	if o.expiresAt, err = o.expiry(clock()); err != nil {
 		return err
 	}
