@@ -3,19 +3,27 @@ package contract_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // TestOptInProtectedLabel (issue 40, docs/optin.md): a targetRef Lock's
-// opted-in target carries ProtectedLabel, with ProtectedPendingAnnotation,
-// the moment the Lock's create returns (the create's admission put them
-// on); the reconciler drops the mark once the Lock covers the target, and
+// opted-in target carries ProtectedLabel, with ProtectedPendingAnnotation
+// (or, a quick reconciler having dropped it, the annotation naming the
+// Lock), the moment the Lock's create returns (the create's admission put
+// them on); the reconciler drops the mark once the Lock covers the target, and
 // the label once no Lock does. An opted-in object no Lock covers never
 // carries it.
 func TestOptInProtectedLabel(t *testing.T) {
@@ -39,8 +47,10 @@ func TestOptInProtectedLabel(t *testing.T) {
 	if v := got.Labels[lockv1alpha1.ProtectedLabel]; v != "true" {
 		t.Fatalf("right after the Lock's create, PVC data's label %s = %q, want \"true\"", lockv1alpha1.ProtectedLabel, v)
 	}
-	if _, ok := got.Annotations[lockv1alpha1.ProtectedPendingAnnotation]; !ok {
-		t.Errorf("right after the Lock's create, PVC data has no %s annotation (labels %v)", lockv1alpha1.ProtectedPendingAnnotation, got.Labels)
+	// The mark, unless a quick reconciler has dropped it already for the
+	// annotation naming the Lock.
+	if _, ok := got.Annotations[lockv1alpha1.ProtectedPendingAnnotation]; !ok && got.Annotations[lockv1alpha1.LockedAnnotation] != lock.Name {
+		t.Errorf("right after the Lock's create, PVC data has neither %s nor %s=%s (annotations %v)", lockv1alpha1.ProtectedPendingAnnotation, lockv1alpha1.LockedAnnotation, lock.Name, got.Annotations)
 	}
 	framework.Eventually(t, framework.DefaultTimeout, "the pending mark dropped, the label kept", func(ctx context.Context) error {
 		got, err := pvc(ctx, "data")
@@ -68,4 +78,122 @@ func TestOptInProtectedLabel(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOptInSelectorProtectedLabel (issue 40, docs/optin.md): a selector
+// Lock whose kinds name PersistentVolumeClaim, its namespace's first Lock,
+// labels the PVCs it matches ProtectedLabel before its create returns (the
+// create's admission lists and labels them, with
+// ProtectedPendingAnnotation, which a quick reconciler may have dropped
+// already for the annotation naming the Lock), so that a delete sent at
+// once is the protect-locked entry's; the PVCs it does not match are not
+// labelled, and a dry run labels none. The reconciler drops the mark once
+// the Lock is in its cache, and keeps the label.
+func TestOptInSelectorProtectedLabel(t *testing.T) {
+	ns := kube.NewNamespace(t, "optin-sel-label")
+	ctx := t.Context()
+	db := map[string]string{"tier": "db"}
+	for name, labels := range map[string]map[string]string{"a": db, "b": db, "web": {"tier": "web"}} {
+		if err := kube.Client.Create(ctx, newPVC(ns, name, labels)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelsOf := func(ctx context.Context, name string) (map[string]string, map[string]string, error) {
+		var p corev1.PersistentVolumeClaim
+		err := kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+		return p.Labels, p.Annotations, err
+	}
+	lock := framework.NewSelectorLock(ns, "keep-db", lockv1alpha1.LockSelector{MatchLabels: db, Kinds: []string{"PersistentVolumeClaim"}})
+	if err := kube.Client.Create(ctx, lock.DeepCopy(), client.DryRunAll); err != nil {
+		t.Fatalf("dry-run create: %v", err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if l, a, err := labelsOf(ctx, name); err != nil || l[lockv1alpha1.ProtectedLabel] != "" || a[lockv1alpha1.ProtectedPendingAnnotation] != "" {
+			t.Errorf("after a dry-run create, PVC %s: labels %v, annotations %v (%v); want neither %s nor %s", name, l, a, err, lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation)
+		}
+	}
+	kube.CreateLock(t, lock)
+	t.Cleanup(func() { deleteLocksFirst(t, lock) })
+	for _, name := range []string{"a", "b"} {
+		l, a, err := labelsOf(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The mark, unless the reconciler, as quick, has already dropped it
+		// for the annotation naming the Lock.
+		if l[lockv1alpha1.ProtectedLabel] != "true" || a[lockv1alpha1.ProtectedPendingAnnotation] == "" && a[lockv1alpha1.LockedAnnotation] != lock.Name {
+			t.Errorf("right after the selector Lock's create, PVC %s: labels %v, annotations %v; want %s=true, and %s or %s=%s", name, l, a,
+				lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation, lockv1alpha1.LockedAnnotation, lock.Name)
+		}
+	}
+	if l, _, err := labelsOf(ctx, "web"); err != nil || l[lockv1alpha1.ProtectedLabel] != "" {
+		t.Errorf("PVC web, which the selector does not match: labels %v (%v), want no %s", l, err, lockv1alpha1.ProtectedLabel)
+	}
+	wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "a", nil)), lock)
+	framework.Eventually(t, framework.DefaultTimeout, "the pending marks dropped, the labels kept", func(ctx context.Context) error {
+		for _, name := range []string{"a", "b"} {
+			l, a, err := labelsOf(ctx, name)
+			switch {
+			case err != nil:
+				return err
+			case l[lockv1alpha1.ProtectedLabel] != "true":
+				return fmt.Errorf("PVC %s: label %s = %q, want \"true\"", name, lockv1alpha1.ProtectedLabel, l[lockv1alpha1.ProtectedLabel])
+			case a[lockv1alpha1.ProtectedPendingAnnotation] != "":
+				return fmt.Errorf("PVC %s: annotation %s still there", name, lockv1alpha1.ProtectedPendingAnnotation)
+			}
+		}
+		return nil
+	})
+}
+
+// TestOptInSelectorCap (docs/optin.md): the create of a selector Lock
+// whose selector matches more than webhook.SelectorLabelCap objects of
+// opted-in kinds is refused with SelectorCapMessage, and labels none of
+// them; one matching SelectorLabelCap is allowed.
+func TestOptInSelectorCap(t *testing.T) {
+	ns := kube.NewNamespace(t, "optin-sel-cap")
+	ctx := t.Context()
+	// Secrets: no finalizer holds the namespace's delete.
+	names := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, webhook.SelectorLabelCap+1)
+	for range 8 {
+		wg.Go(func() {
+			for i := range names {
+				errs <- kube.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("s%d", i), Labels: map[string]string{"n": fmt.Sprint(i)}}})
+			}
+		})
+	}
+	for i := range webhook.SelectorLabelCap + 1 {
+		names <- i
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	over := framework.NewSelectorLock(ns, "too-many", lockv1alpha1.LockSelector{Kinds: []string{"Secret"},
+		MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "n", Operator: lockv1alpha1.SelectorOpExists}}})
+	err := kube.Client.Create(ctx, over)
+	want := webhook.SelectorCapMessage(over, []schema.GroupKind{secretGVK.GroupKind()})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create of a selector Lock matching %d Secrets: got %v, want Forbidden with %q", webhook.SelectorLabelCap+1, err, want)
+	}
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(secretGVK.GroupVersion().WithKind("SecretList"))
+	if err := kube.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{lockv1alpha1.ProtectedLabel}); err != nil || len(list.Items) != 0 {
+		t.Errorf("after the refused create: %d Secrets labelled %s (%v), want none", len(list.Items), lockv1alpha1.ProtectedLabel, err)
+	}
+	at := framework.NewSelectorLock(ns, "just-enough", lockv1alpha1.LockSelector{Kinds: []string{"Secret"},
+		MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "n", Operator: lockv1alpha1.SelectorOpNotIn, Values: []string{"0"}}}})
+	start := time.Now()
+	kube.CreateLock(t, at)
+	t.Logf("the create of a selector Lock matching %d Secrets, each labelled first, took %s", webhook.SelectorLabelCap, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { deleteLocksFirst(t, at) })
+	if err := kube.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{lockv1alpha1.ProtectedLabel}); err != nil || len(list.Items) != webhook.SelectorLabelCap {
+		t.Errorf("right after the create of a selector Lock matching %d Secrets: %d labelled %s (%v)", webhook.SelectorLabelCap, len(list.Items), lockv1alpha1.ProtectedLabel, err)
+	}
 }
