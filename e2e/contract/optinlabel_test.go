@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -112,8 +113,44 @@ func TestOptInSelectorProtectedLabel(t *testing.T) {
 			t.Errorf("after a dry-run create, PVC %s: labels %v, annotations %v (%v); want neither %s nor %s", name, l, a, err, lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation)
 		}
 	}
+	// Every version of PVC a from now on: the first that carries the
+	// label must be the create's admission's (with the pending mark), not
+	// the reconciler's (with the annotation alone), which an in-process
+	// reconciler may write as quickly as the create returns.
+	var before corev1.PersistentVolumeClaim
+	if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &before); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(restConfig(t), client.Options{Scheme: kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &corev1.PersistentVolumeClaimList{}, &client.ListOptions{Namespace: ns,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "a"), Raw: &metav1.ListOptions{ResourceVersion: before.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	kube.CreateLock(t, lock)
 	t.Cleanup(func() { deleteLocksFirst(t, lock) })
+	// At once: the protect-locked entry's denial, so PVC a carried the
+	// label when the delete came.
+	wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "a", nil)), lock)
+	for first := false; !first; {
+		select {
+		case e := <-w.ResultChan():
+			p, ok := e.Object.(*corev1.PersistentVolumeClaim)
+			if !ok || p.Labels[lockv1alpha1.ProtectedLabel] != "true" {
+				continue
+			}
+			first = true
+			if p.Annotations[lockv1alpha1.ProtectedPendingAnnotation] == "" {
+				t.Errorf("PVC a's first labelled version has no %s: labelled by the reconciler, not by the create's admission (annotations %v)", lockv1alpha1.ProtectedPendingAnnotation, p.Annotations)
+			}
+		case <-time.After(framework.DefaultTimeout):
+			t.Fatal("no labelled version of PVC a watched")
+		}
+	}
 	for _, name := range []string{"a", "b"} {
 		l, a, err := labelsOf(ctx, name)
 		if err != nil {
@@ -129,7 +166,6 @@ func TestOptInSelectorProtectedLabel(t *testing.T) {
 	if l, _, err := labelsOf(ctx, "web"); err != nil || l[lockv1alpha1.ProtectedLabel] != "" {
 		t.Errorf("PVC web, which the selector does not match: labels %v (%v), want no %s", l, err, lockv1alpha1.ProtectedLabel)
 	}
-	wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "a", nil)), lock)
 	framework.Eventually(t, framework.DefaultTimeout, "the pending marks dropped, the labels kept", func(ctx context.Context) error {
 		for _, name := range []string{"a", "b"} {
 			l, a, err := labelsOf(ctx, name)
