@@ -181,9 +181,11 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 	return &CreateHandler{o: o}
 }
 
-// Handle admits a Lock create once the Announcer, the Labeler and Targets,
-// those that are on, have done their part. It refuses, dry run or not, the
-// create of a Lock that has already expired (ExpiredMessage). It allows
+// Handle admits a Lock create once the Announcer, the Labeler and Targets
+// (with Selected), those that are on, have done their part. It refuses,
+// dry run or not, the create of a Lock that has already expired
+// (ExpiredMessage), and, not a dry run, that of a selector Lock matching
+// more than SelectorLabelCap objects to label (SelectorCapMessage). It allows
 // every other request, dry runs (which write nothing) and the creates of
 // Locks that protect nothing without calling any collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
