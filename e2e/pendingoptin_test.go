@@ -36,10 +36,8 @@ import (
 // kinds name PersistentVolumeClaim on PVC s-<i>, which carries its label
 // (odd i); each PVC is deleted the moment its Lock's create returns, and
 // every delete must be denied naming the Lock. Each namespace's first Lock
-// is a targetRef Lock: a selector Lock's PVCs are labelled by the
-// reconciler only, so a selector Lock as a namespace's first would still
-// be exposed to the API server's namespace cache lagging has-locks
-// (docs/optin.md). The namespaces (their PVCs carry
+// is a targetRef Lock; Test14OptInSelectorFirst makes it a selector Lock
+// in many fresh namespaces (docs/optin.md). The namespaces (their PVCs carry
 // kubernetes.io/pvc-protection) must be gone before the test ends (within
 // 60 s plus 200 ms per iteration). Local mode only.
 func Test14OptIn(t *testing.T) {

@@ -42,8 +42,10 @@ import (
 //     (controller/protectedlabel.go); ProtectedPendingAnnotation keeps it
 //     until the Lock reaches the reconciler's cache. A target that does
 //     not exist yet is not labelled here (nothing to delete); the
-//     reconciler labels it when it appears. A selector Lock's objects are
-//     labelled by the reconciler only (docs/optin.md).
+//     reconciler labels it when it appears. Likewise each object of an
+//     opted-in kind that an enforcing selector Lock covers at its create,
+//     at most SelectorLabelCap of them (createselector.go); those that
+//     appear or match later are labelled by the reconciler (docs/optin.md).
 //
 // They run only for a live Lock (one that protects something) and not for
 // a dry run, and only once the Lock is one the API server could have
@@ -153,6 +155,10 @@ type CreateOptions struct {
 	// Targets labels the target of an enforcing targetRef Lock before the
 	// create is allowed, after the namespace.
 	Targets TargetLabeler
+	// Selected, with Targets, lists the objects of opted-in kinds that an
+	// enforcing selector Lock covers, which Targets labels before the
+	// create is allowed, after the namespace (createselector.go).
+	Selected SelectedLister
 	// Now is the clock a create's expiresAt is compared with (the
 	// delete guards' Config.Now); nil: time.Now.
 	Now func() time.Time
@@ -175,9 +181,11 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 	return &CreateHandler{o: o}
 }
 
-// Handle admits a Lock create once the Announcer, the Labeler and Targets,
-// those that are on, have done their part. It refuses, dry run or not, the
-// create of a Lock that has already expired (ExpiredMessage). It allows
+// Handle admits a Lock create once the Announcer, the Labeler and Targets
+// (with Selected), those that are on, have done their part. It refuses,
+// dry run or not, the create of a Lock that has already expired
+// (ExpiredMessage), and, not a dry run, that of a selector Lock matching
+// more than SelectorLabelCap objects to label (SelectorCapMessage). It allows
 // every other request, dry runs (which write nothing) and the creates of
 // Locks that protect nothing without calling any collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
@@ -191,7 +199,8 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		}
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard could not decode the Lock: %w", err))
 	}
-	if now := c.o.Now(); l.ExpiredAt(now) {
+	now := c.o.Now()
+	if l.ExpiredAt(now) {
 		// docs/contract.md rule 19: a Lock created expired would protect
 		// nothing while looking like it does.
 		return admission.Denied(ExpiredCreateMessage(&l, now))
@@ -214,6 +223,15 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 	if err := l.ValidateAdmitted(); err != nil {
 		return errored(http.StatusBadRequest, fmt.Errorf("lockguard got a Lock create that the API server would not have admitted: %w", err))
 	}
+	// A selector Lock's objects to label are read before anything is
+	// written: a create refused for their number writes nothing.
+	var selected []lockv1alpha1.TargetKey
+	if c.o.Targets != nil && c.o.Selected != nil && l.HasSelector() && l.Enforcing(now) {
+		var refused *admission.Response
+		if selected, refused = c.selectedObjects(ctx, &l, now); refused != nil {
+			return *refused
+		}
+	}
 	if c.o.Announcer != nil {
 		if err := c.o.Announcer.AnnounceLock(ctx, &l); err != nil {
 			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", lockv1alpha1.CreateRefusedRetry, err))
@@ -231,7 +249,10 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 	}
 	// Last: the target's label is kept by the reconciler only once the
 	// Lock is in its cache, or for ProtectedPendingGrace.
-	if target, ok := l.StandingTarget(); ok && c.o.Targets != nil && l.Enforcing(c.o.Now()) {
+	if c.o.Targets == nil || !l.Enforcing(now) {
+		return admission.Allowed("")
+	}
+	if target, ok := l.StandingTarget(); ok {
 		switch err := c.o.Targets.LabelTarget(ctx, target); {
 		case err == nil, apierrors.IsNotFound(err):
 			// Missing: nothing to delete yet; the reconciler labels it
@@ -239,6 +260,11 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		default:
 			return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", TargetLabelRefusedRetry, err))
 		}
+	}
+	// docs/contract.md rules 15 and 21: the objects a selector Lock
+	// covers, as a targetRef Lock's target.
+	if err := c.labelAll(ctx, selected); err != nil {
+		return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", TargetLabelRefusedRetry, err))
 	}
 	return admission.Allowed("")
 }

@@ -37,7 +37,7 @@ func (c *targetCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKey)
 // labelled (TargetLabeler) after the namespace, before the create is
 // allowed; a missing target lets the create through; any other failure
 // refuses it, retryably (TargetLabelRefusedRetry); a dry run, a selector
-// Lock and an audit Lock label no target.
+// Lock (without a SelectedLister) and an audit Lock label no target.
 func TestCreateHandlerTargets(t *testing.T) {
 	before := lockv1alpha1.OptedIn()
 	if err := lockv1alpha1.SetOptedIn([]schema.GroupKind{{Kind: "PersistentVolumeClaim"}}); err != nil {
@@ -99,7 +99,7 @@ func TestCreateHandlerTargets(t *testing.T) {
 			want:   want{Allowed: true, Code: http.StatusOK, Calls: []string{"label forge"}},
 		},
 		"Selector": {
-			reason: "A selector Lock's objects are labelled by the reconciler alone (docs/optin.md).",
+			reason: "A selector Lock has no target: its objects are listed and labelled only with a SelectedLister (TestCreateHandlerSelected).",
 			l:      selector,
 			want:   want{Allowed: true, Code: http.StatusOK, Calls: []string{"label forge"}},
 		},

@@ -1,9 +1,11 @@
 package v1alpha1
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -80,6 +82,31 @@ func TestSetOptedInRefuses(t *testing.T) {
 	} {
 		if err := SetOptedIn(gks); err == nil {
 			t.Errorf("SetOptedIn(%v): no error", gks)
+		}
+	}
+}
+
+// TestSelectorOptedInKinds: a selector Lock's opted-in kinds are those its
+// kinds name (each once, in their order), none for kinds of the group, an
+// empty kinds list, a targetRef Lock or a Lock expired.
+func TestSelectorOptedInKinds(t *testing.T) {
+	optInForTest(t, pvcKind, secretKind)
+	now := time.Now()
+	mixed := selectorLock("ns", "sel", LockSelector{Kinds: []string{"Stack", "Secret", "PersistentVolumeClaim"}})
+	expired := mixed.DeepCopy()
+	expired.Spec.ExpiresAt = &metav1.Time{Time: now.Add(-time.Second)}
+	for name, tc := range map[string]struct {
+		l    *Lock
+		want []schema.GroupKind
+	}{
+		"Mixed":     {l: mixed, want: []schema.GroupKind{secretKind, pvcKind}},
+		"GroupOnly": {l: selectorLock("ns", "sel", LockSelector{Kinds: []string{"Stack"}})},
+		"NoKinds":   {l: selectorLock("ns", "sel", LockSelector{MatchLabels: map[string]string{"tier": "db"}})},
+		"TargetRef": {l: newLock("ns", "l", "v1", "PersistentVolumeClaim", "data")},
+		"Expired":   {l: expired},
+	} {
+		if got := tc.l.SelectorOptedInKinds(now); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: SelectorOptedInKinds: got %v, want %v", name, got, tc.want)
 		}
 	}
 }

@@ -233,3 +233,21 @@ func (l *Lock) CoversNamespace(t time.Time) bool {
 	s := l.Spec.Selector
 	return s != nil && s.IsEmpty() && l.Live(t)
 }
+
+// SelectorOptedInKinds returns the kinds of other groups than
+// core.navique.com (opted in, docs/contract.md rule 21) whose objects a
+// selector Lock could cover at time t (CoversKind): those its kinds name.
+// It returns nil for a targetRef Lock and for a Lock not live at t.
+func (l *Lock) SelectorOptedInKinds(t time.Time) []schema.GroupKind {
+	s := l.Spec.Selector
+	if s == nil {
+		return nil
+	}
+	var out []schema.GroupKind
+	for _, k := range s.Kinds {
+		if gk := SelectorKind(k); gk.Group != Group && l.CoversKind(gk, t) && !slices.Contains(out, gk) {
+			out = append(out, gk)
+		}
+	}
+	return out
+}

@@ -3,17 +3,23 @@ package contract_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/webhook"
 )
 
 // TestOptInProtectedLabel (issue 40, docs/optin.md): a targetRef Lock's
@@ -118,5 +124,158 @@ func labelledBy(t *testing.T, events <-chan watch.Event, upTo string) *corev1.Pe
 		case <-timeout:
 			t.Fatal("no write of the PVC carrying the label within the timeout")
 		}
+	}
+}
+
+// TestOptInSelectorProtectedLabel (issue 40, docs/optin.md): a selector
+// Lock whose kinds name PersistentVolumeClaim, its namespace's first Lock,
+// labels the PVCs it matches ProtectedLabel before its create returns (the
+// create's admission lists and labels them, with
+// ProtectedPendingAnnotation, which a quick reconciler may have dropped
+// already for the annotation naming the Lock), so that a delete sent at
+// once is the protect-locked entry's; the PVCs it does not match are not
+// labelled, and a dry run labels none. The reconciler drops the mark once
+// the Lock is in its cache, and keeps the label.
+func TestOptInSelectorProtectedLabel(t *testing.T) {
+	ns := kube.NewNamespace(t, "optin-sel-label")
+	ctx := t.Context()
+	db := map[string]string{"tier": "db"}
+	for name, labels := range map[string]map[string]string{"a": db, "b": db, "web": {"tier": "web"}} {
+		if err := kube.Client.Create(ctx, newPVC(ns, name, labels)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelsOf := func(ctx context.Context, name string) (map[string]string, map[string]string, error) {
+		var p corev1.PersistentVolumeClaim
+		err := kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &p)
+		return p.Labels, p.Annotations, err
+	}
+	lock := framework.NewSelectorLock(ns, "keep-db", lockv1alpha1.LockSelector{MatchLabels: db, Kinds: []string{"PersistentVolumeClaim"}})
+	if err := kube.Client.Create(ctx, lock.DeepCopy(), client.DryRunAll); err != nil {
+		t.Fatalf("dry-run create: %v", err)
+	}
+	for _, name := range []string{"a", "b"} {
+		if l, a, err := labelsOf(ctx, name); err != nil || l[lockv1alpha1.ProtectedLabel] != "" || a[lockv1alpha1.ProtectedPendingAnnotation] != "" {
+			t.Errorf("after a dry-run create, PVC %s: labels %v, annotations %v (%v); want neither %s nor %s", name, l, a, err, lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation)
+		}
+	}
+	// Every version of PVC a from now on: the first that carries the
+	// label must be the create's admission's (with the pending mark), not
+	// the reconciler's (with the annotation alone), which an in-process
+	// reconciler may write as quickly as the create returns.
+	var before corev1.PersistentVolumeClaim
+	if err := kube.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a"}, &before); err != nil {
+		t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(restConfig(t), client.Options{Scheme: kube.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &corev1.PersistentVolumeClaimList{}, &client.ListOptions{Namespace: ns,
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "a"), Raw: &metav1.ListOptions{ResourceVersion: before.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	kube.CreateLock(t, lock)
+	t.Cleanup(func() { deleteLocksFirst(t, lock) })
+	// At once: the protect-locked entry's denial, so PVC a carried the
+	// label when the delete came.
+	wantProtectDenied(t, kube.Client.Delete(ctx, newPVC(ns, "a", nil)), lock)
+	for first := false; !first; {
+		select {
+		case e := <-w.ResultChan():
+			p, ok := e.Object.(*corev1.PersistentVolumeClaim)
+			if !ok || p.Labels[lockv1alpha1.ProtectedLabel] != "true" {
+				continue
+			}
+			first = true
+			if p.Annotations[lockv1alpha1.ProtectedPendingAnnotation] == "" {
+				t.Errorf("PVC a's first labelled version has no %s: labelled by the reconciler, not by the create's admission (annotations %v)", lockv1alpha1.ProtectedPendingAnnotation, p.Annotations)
+			}
+		case <-time.After(framework.DefaultTimeout):
+			t.Fatal("no labelled version of PVC a watched")
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		l, a, err := labelsOf(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The mark, unless the reconciler, as quick, has already dropped it
+		// for the annotation naming the Lock.
+		if l[lockv1alpha1.ProtectedLabel] != "true" || a[lockv1alpha1.ProtectedPendingAnnotation] == "" && a[lockv1alpha1.LockedAnnotation] != lock.Name {
+			t.Errorf("right after the selector Lock's create, PVC %s: labels %v, annotations %v; want %s=true, and %s or %s=%s", name, l, a,
+				lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation, lockv1alpha1.LockedAnnotation, lock.Name)
+		}
+	}
+	if l, _, err := labelsOf(ctx, "web"); err != nil || l[lockv1alpha1.ProtectedLabel] != "" {
+		t.Errorf("PVC web, which the selector does not match: labels %v (%v), want no %s", l, err, lockv1alpha1.ProtectedLabel)
+	}
+	framework.Eventually(t, framework.DefaultTimeout, "the pending marks dropped, the labels kept", func(ctx context.Context) error {
+		for _, name := range []string{"a", "b"} {
+			l, a, err := labelsOf(ctx, name)
+			switch {
+			case err != nil:
+				return err
+			case l[lockv1alpha1.ProtectedLabel] != "true":
+				return fmt.Errorf("PVC %s: label %s = %q, want \"true\"", name, lockv1alpha1.ProtectedLabel, l[lockv1alpha1.ProtectedLabel])
+			case a[lockv1alpha1.ProtectedPendingAnnotation] != "":
+				return fmt.Errorf("PVC %s: annotation %s still there", name, lockv1alpha1.ProtectedPendingAnnotation)
+			}
+		}
+		return nil
+	})
+}
+
+// TestOptInSelectorCap (docs/optin.md): the create of a selector Lock
+// whose selector matches more than webhook.SelectorLabelCap objects of
+// opted-in kinds is refused with SelectorCapMessage, and labels none of
+// them; one matching SelectorLabelCap is allowed.
+func TestOptInSelectorCap(t *testing.T) {
+	ns := kube.NewNamespace(t, "optin-sel-cap")
+	ctx := t.Context()
+	// Secrets: no finalizer holds the namespace's delete.
+	names := make(chan int)
+	var wg sync.WaitGroup
+	errs := make(chan error, webhook.SelectorLabelCap+1)
+	for range 8 {
+		wg.Go(func() {
+			for i := range names {
+				errs <- kube.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("s%d", i), Labels: map[string]string{"n": fmt.Sprint(i)}}})
+			}
+		})
+	}
+	for i := range webhook.SelectorLabelCap + 1 {
+		names <- i
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	over := framework.NewSelectorLock(ns, "too-many", lockv1alpha1.LockSelector{Kinds: []string{"Secret"},
+		MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "n", Operator: lockv1alpha1.SelectorOpExists}}})
+	err := kube.Client.Create(ctx, over)
+	want := webhook.SelectorCapMessage(over, []schema.GroupKind{secretGVK.GroupKind()})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create of a selector Lock matching %d Secrets: got %v, want Forbidden with %q", webhook.SelectorLabelCap+1, err, want)
+	}
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(secretGVK.GroupVersion().WithKind("SecretList"))
+	if err := kube.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{lockv1alpha1.ProtectedLabel}); err != nil || len(list.Items) != 0 {
+		t.Errorf("after the refused create: %d Secrets labelled %s (%v), want none", len(list.Items), lockv1alpha1.ProtectedLabel, err)
+	}
+	at := framework.NewSelectorLock(ns, "just-enough", lockv1alpha1.LockSelector{Kinds: []string{"Secret"},
+		MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "n", Operator: lockv1alpha1.SelectorOpNotIn, Values: []string{"0"}}}})
+	start := time.Now()
+	kube.CreateLock(t, at)
+	t.Logf("the create of a selector Lock matching %d Secrets, each labelled first, took %s", webhook.SelectorLabelCap, time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() { deleteLocksFirst(t, at) })
+	if err := kube.Client.List(ctx, &list, client.InNamespace(ns), client.HasLabels{lockv1alpha1.ProtectedLabel}); err != nil || len(list.Items) != webhook.SelectorLabelCap {
+		t.Errorf("right after the create of a selector Lock matching %d Secrets: %d labelled %s (%v)", webhook.SelectorLabelCap, len(list.Items), lockv1alpha1.ProtectedLabel, err)
 	}
 }

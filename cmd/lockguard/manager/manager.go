@@ -238,8 +238,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if len(o.ProtectResources) > 0 {
 		// An opted-in target's protected label goes on before its Lock's
 		// create is allowed (the chart's protect-locked entry selects on
-		// it); the reconciler keeps it.
+		// it); the reconciler keeps it. So do the objects a selector Lock
+		// covers, listed live (at most webhook.SelectorLabelCap).
 		creates.Targets = webhook.ProtectedTargetLabel(optedInKind(kinds), mgr.GetClient())
+		creates.Selected = webhook.OptedInObjects(optedInKind(kinds), mgr.GetAPIReader())
 	}
 	handler := webhook.NewHandler(hc)
 	// The Handler serves HTTP itself: unlike admission.Webhook, it does not
