@@ -51,16 +51,17 @@ const pvcsPerClient = 4
 // warmUpLock names the Lock the run creates in an opt-in worker's
 // namespace before the worker starts, unless LOCKGUARD_CHAOS_PVC_WARMUP=0.
 //
-// Why: a selector Lock created as a namespace's first Lock still has a
-// window (docs/optin.md, "A selector Lock, or a missing target, as the
-// first Lock in a namespace"): only a targetRef Lock's target is labelled
-// core.navique.com/protected before its create is allowed, and the API
+// Why: an object that comes under a Lock after the Lock's create, in a
+// namespace's first moments, still has a window (docs/optin.md, "An
+// object that comes under a Lock after its create"): a Lock's create
+// labels core.navique.com/protected only what it covers then (a
+// targetRef Lock's target, a selector Lock's matches), and the API
 // server's namespace cache can lag the has-locks label that the chart's
-// protect entry selects on. The warm-up Lock (on a Stack that never
-// exists: it protects nothing) puts the label on before the workload, so
-// that the run judges the rest; remove it once selector Locks label their
-// objects before their create is allowed. Run with
-// LOCKGUARD_CHAOS_PVC_WARMUP=0 to include that window.
+// protect entry selects on; the worker creates PVCs into its selectors
+// at any time. The warm-up Lock (on a Stack that never exists: it
+// protects nothing) puts the label on before the workload, so that the
+// run judges the rest. Run with LOCKGUARD_CHAOS_PVC_WARMUP=0 to include
+// that window.
 const warmUpLock = "warm-up"
 
 // warmUp reports whether the run creates the warm-up Lock.
