@@ -116,17 +116,26 @@ func (f TargetLabelerFunc) LabelTarget(ctx context.Context, key lockv1alpha1.Tar
 	return f(ctx, key)
 }
 
+// OptedInResolver resolves a kind for the Lock create's labels: the
+// GroupVersionKind of an opted-in kind as served, false for any other
+// kind; an error when it cannot tell (discovery failing for a kind the
+// installation opts in), which refuses the create, retryably, rather than
+// allow it unlabelled.
+type OptedInResolver func(gk schema.GroupKind) (schema.GroupVersionKind, bool, error)
+
 // ProtectedTargetLabel returns the TargetLabeler that resolves a kind with
-// optedIn (the GroupVersionKind of an opted-in kind as served, false for
-// any other) and writes through c (in lockguard, the manager's client, so
+// optedIn and writes through c (in lockguard, the manager's client, so
 // lockguard's own identity, which the update guard exempts): one merge
 // patch of the target's metadata, the label and the pending mark.
-func ProtectedTargetLabel(optedIn func(gk schema.GroupKind) (schema.GroupVersionKind, bool), c client.Writer) TargetLabeler {
+func ProtectedTargetLabel(optedIn OptedInResolver, c client.Writer) TargetLabeler {
 	return TargetLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
 		if key.Group == lockv1alpha1.Group {
 			return nil // the object guard's entry sends its deletes
 		}
-		gvk, ok := optedIn(key.GroupKind())
+		gvk, ok, err := optedIn(key.GroupKind())
+		if err != nil {
+			return fmt.Errorf("resolving the kind %s of %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+		}
 		if !ok {
 			return nil // not opted in: the Lock is InvalidTarget
 		}

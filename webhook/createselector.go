@@ -67,12 +67,15 @@ func (f SelectedListerFunc) ListSelected(ctx context.Context, ns string, gk sche
 // optedIn (as ProtectedTargetLabel does) and lists the objects' metadata
 // through r (in lockguard, the manager's API reader): one list call, with
 // the label selector and the limit.
-func OptedInObjects(optedIn func(gk schema.GroupKind) (schema.GroupVersionKind, bool), r client.Reader) SelectedLister {
+func OptedInObjects(optedIn OptedInResolver, r client.Reader) SelectedLister {
 	return SelectedListerFunc(func(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error) {
 		if gk.Group == lockv1alpha1.Group {
 			return nil, false, nil
 		}
-		gvk, ok := optedIn(gk)
+		gvk, ok, err := optedIn(gk)
+		if err != nil {
+			return nil, false, fmt.Errorf("resolving the kind %s: %w", gk, err)
+		}
 		if !ok {
 			return nil, false, nil
 		}

@@ -254,8 +254,8 @@ func TestOptedInObjects(t *testing.T) {
 	for i := range 5 {
 		items = append(items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: fmt.Sprintf("p%d", i), Labels: map[string]string{"tier": "db"}}})
 	}
-	optedIn := func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
-		return schema.GroupVersionKind{Version: "v1", Kind: gk.Kind}, gk.Kind == "PersistentVolumeClaim"
+	optedIn := func(gk schema.GroupKind) (schema.GroupVersionKind, bool, error) {
+		return schema.GroupVersionKind{Version: "v1", Kind: gk.Kind}, gk.Kind == "PersistentVolumeClaim", nil
 	}
 	sel := labels.SelectorFromSet(labels.Set{"tier": "db"})
 	for _, tc := range []struct {

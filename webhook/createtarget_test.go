@@ -132,11 +132,11 @@ func TestProtectedTargetLabel(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "data",
 		Labels: map[string]string{"tier": "db"}, Annotations: map[string]string{"note": "x"}}}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(pvc).Build()
-	optedIn := func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+	optedIn := func(gk schema.GroupKind) (schema.GroupVersionKind, bool, error) {
 		if gk == (schema.GroupKind{Kind: "PersistentVolumeClaim"}) {
-			return corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), true
+			return corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), true, nil
 		}
-		return schema.GroupVersionKind{}, false
+		return schema.GroupVersionKind{}, false, nil
 	}
 	labeler := ProtectedTargetLabel(optedIn, c)
 	ctx := context.Background()

@@ -1,12 +1,16 @@
 package manager
 
 import (
+	"errors"
+	"slices"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
+	"github.com/navique/lockguard/webhook"
 )
 
 // optIn makes the resources grs of other groups protectable
@@ -28,18 +32,24 @@ func optIn(disco discovery.DiscoveryInterface, kinds *readmodel.Kinds, grs []sch
 }
 
 // optedInKind returns the resolution of an opted-in kind for the Lock
-// create's target label (webhook.ProtectedTargetLabel): the kind as kinds
-// serves it, when it is of gk's group and that group is not
-// core.navique.com; false for any other.
-func optedInKind(kinds *readmodel.Kinds) func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
-	return func(gk schema.GroupKind) (schema.GroupVersionKind, bool) {
+// create's labels (webhook.ProtectedTargetLabel, webhook.OptedInObjects):
+// the kind as kinds serves it, when it is of gk's group and that group is
+// not core.navique.com; false for any other, and for an opted-in kind no
+// longer served (nothing of it to delete); an error when discovery fails
+// for a kind the installation opts in, so that the create is refused,
+// retryably, rather than allowed unlabelled.
+func optedInKind(kinds *readmodel.Kinds) webhook.OptedInResolver {
+	return func(gk schema.GroupKind) (schema.GroupVersionKind, bool, error) {
 		if gk.Group == lockv1alpha1.Group {
-			return schema.GroupVersionKind{}, false
+			return schema.GroupVersionKind{}, false, nil
 		}
 		k, err := kinds.Lockable(gk.Kind)
-		if err != nil || k.GVK.GroupKind() != gk {
-			return schema.GroupVersionKind{}, false
+		switch {
+		case err == nil && k.GVK.GroupKind() == gk:
+			return k.GVK, true, nil
+		case err != nil && !errors.Is(err, readmodel.ErrKindNotServed) && slices.Contains(lockv1alpha1.OptedIn(), gk):
+			return schema.GroupVersionKind{}, false, err
 		}
-		return k.GVK, true
+		return schema.GroupVersionKind{}, false, nil
 	}
 }
