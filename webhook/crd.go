@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -41,8 +42,12 @@ func (g crdGuard) decide(ctx context.Context, req Request, kind string) (decisio
 func (g crdGuard) decideCRD(ctx context.Context, req Request) decision {
 	d := decision{guard: GuardCRD}
 	spec := req.OldObject.Spec
-	if spec.Group != lockv1alpha1.Group {
-		d.resp = admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition")
+	// The group's CRDs, and those of the kinds of other groups the
+	// installation opts in (docs/contract.md rule 21): deleting a CRD
+	// deletes its objects with no admission of theirs.
+	optedIn := spec.Group != lockv1alpha1.Group && slices.Contains(lockv1alpha1.OptedIn(), schema.GroupKind{Group: spec.Group, Kind: spec.Names.Kind})
+	if spec.Group != lockv1alpha1.Group && !optedIn {
+		d.resp = admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition, nor one of an opted-in kind")
 		return d
 	}
 	name := req.Target().Name
@@ -69,7 +74,7 @@ func (g crdGuard) decideCRD(ctx context.Context, req Request) decision {
 		}
 		return d
 	}
-	if kind == "Lock" {
+	if kind == "Lock" && !optedIn {
 		// Every live Lock holds the Lock CRD back, whatever its target.
 		live, more, audit, auditMore, err := g.locks.anyLive(ctx)
 		if err != nil {

@@ -388,7 +388,7 @@ func TestGuards(t *testing.T) {
 			reason: "A CRD of another group is allowed without a read.",
 			api:    &fakeAPI{err: errors.New("must not be read")},
 			req:    crdRequest("example.com", "Widget"),
-			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK, Message: "not a core.navique.com CustomResourceDefinition"}},
+			want:   guardResult{Result: result{Allowed: true, Code: http.StatusOK, Message: "not a core.navique.com CustomResourceDefinition, nor one of an opted-in kind"}},
 		},
 		"LockCRD": {
 			reason: "The Lock CRD is denied while any live Lock exists, target or not.",

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -59,5 +61,24 @@ func TestProtectResourcesRender(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("protect.resources with %s: got %v, want the chart to refuse it (%q)", set, err, want)
 		}
+	}
+}
+
+// TestProtectResourcesCRDGroups checks the crd entry's matchCondition with
+// protect.resources: the CRDs of core.navique.com and of every listed
+// group a CRD can serve (a name with a dot; "" and apps cannot), once
+// each, so that deleting the CRD of an opted-in kind reaches the CRD
+// guard (docs/contract.md rules 12 and 21).
+func TestProtectResourcesCRDGroups(t *testing.T) {
+	requireHelm(t)
+	objs := render(t, framework.Release{SetJSON: []string{`protect.resources=[{"group":"","resources":["persistentvolumeclaims"]},{"group":"apps","resources":["statefulsets"]},{"group":"example.com","resources":["gizmos"]},{"group":"example.com","resources":["gadgets"]},{"group":"db.example.org","resources":["clusters"]}]`}})
+	vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"))
+	i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == "crd.lockguard.core.navique.com" })
+	if i < 0 {
+		t.Fatal("no crd entry")
+	}
+	want := []admissionregistrationv1.MatchCondition{{Name: "core-navique-com-group", Expression: "oldObject.spec.group in ['core.navique.com', 'example.com', 'db.example.org']"}}
+	if diff := cmp.Diff(want, vwc.Webhooks[i].MatchConditions); diff != "" {
+		t.Errorf("crd entry's matchConditions: -want, +got:\n%s", diff)
 	}
 }

@@ -6,9 +6,10 @@ guard, which tells the requests apart by kind.
 - namespace: only namespaces that lockguard's reconciler labels
   core.navique.com/has-locks=true (objectSelector), so that deleting a
   namespace without Locks never waits on lockguard, even while it is down.
-- crd: only CustomResourceDefinitions of the core.navique.com group (a
-  matchCondition on oldObject, beta and on by default in Kubernetes 1.28 and
-  1.29, GA from 1.30): other groups' CRDs never reach lockguard.
+- crd: only CustomResourceDefinitions of the core.navique.com group, and
+  of the groups of protect.resources a CRD can serve (lockguard.crdGroups:
+  a matchCondition on oldObject, beta and on by default in Kubernetes 1.28
+  and 1.29, GA from 1.30): other groups' CRDs never reach lockguard.
 - readOnly: the UPDATEs (a PATCH arrives as one) of the main resource of
   core.navique.com objects (resources: every resource, never its
   subresources, so the status subresource never reaches lockguard) that lockguard's reconciler labels
@@ -91,7 +92,7 @@ changed because lockguard could not answer.
       scope: Cluster
   matchConditions:
     - name: core-navique-com-group
-      expression: "oldObject.spec.group == 'core.navique.com'"
+      expression: {{ include "lockguard.crdGroups" $ctx | quote }}
   {{- end }}
 {{- end }}
 {{- end }}
@@ -292,5 +293,27 @@ lockguard.clusterLockWebhooks renders the ClusterLock guard's entries
       operations: ["CREATE"]
       resources: ["clusterlocks"]
       scope: Cluster
+{{- end }}
+{{- end }}
+
+{{- /*
+lockguard.crdGroups is the crd entry's matchCondition: the
+CustomResourceDefinitions of core.navique.com and of the groups of
+protect.resources that CRDs can serve (a name with a dot: "" and apps
+cannot be), whose deletes would delete the objects of an opted-in kind
+with no admission of theirs (docs/optin.md); lockguard decides those of
+opted-in kinds only.
+*/ -}}
+{{- define "lockguard.crdGroups" -}}
+{{- $groups := list "core.navique.com" }}
+{{- range .Values.protect.resources }}
+{{- if and (contains "." .group) (not (has .group $groups)) }}
+{{- $groups = append $groups .group }}
+{{- end }}
+{{- end }}
+{{- if eq (len $groups) 1 -}}
+oldObject.spec.group == 'core.navique.com'
+{{- else -}}
+oldObject.spec.group in [{{ range $i, $g := $groups }}{{ if $i }}, {{ end }}'{{ $g }}'{{ end }}]
 {{- end }}
 {{- end }}
