@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -298,6 +299,15 @@ func (g *clusterGuards) present(ctx context.Context, ns string, gk schema.GroupK
 		}
 		return nil
 	})
+	if apierrors.IsNotFound(err) {
+		// The collection itself is not found: the kind is not served in
+		// the mapper's version (its CRD just deleted, or its versions
+		// changed) though the mapper, refreshed from discovery now and
+		// then, still maps it. Not proof that it has no objects: as a kind
+		// the mapper does not know (mapped false), its Locks then count
+		// unless their status says otherwise.
+		return presence{}, nil
+	}
 	if err != nil {
 		return presence{}, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,6 +31,9 @@ type fakeAPI struct {
 	err     error
 	lists   map[string]int               // the metadata lists served, by namespace
 	labels  map[string]map[string]string // objects' labels, by "namespace/name"
+	// gone are the kinds whose lists are NotFound: served no more (a CRD
+	// just deleted), though the RESTMapper still maps them.
+	gone map[schema.GroupKind]bool
 }
 
 func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -66,6 +70,9 @@ func (a *fakeAPI) List(_ context.Context, list client.ObjectList, opts ...client
 		}
 		a.lists[o.Namespace]++
 		gk := schema.GroupKind{Group: l.GroupVersionKind().Group, Kind: strings.TrimSuffix(l.GroupVersionKind().Kind, "List")}
+		if a.gone[gk] {
+			return apierrors.NewNotFound(schema.GroupResource{Group: gk.Group, Resource: strings.ToLower(gk.Kind) + "s"}, "")
+		}
 		var in []metav1.PartialObjectMetadata
 		for name, alive := range a.objects[gk][o.Namespace] {
 			obj := metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: a.labels[o.Namespace+"/"+name]}}
@@ -232,6 +239,13 @@ func TestGuards(t *testing.T) {
 			req:    crdRequest(lockv1alpha1.Group, "Lock"),
 			want: guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden,
 				Message: crdDenied + "[forge/zkeep]" + crdTail + "(forge/zkeep: Stack/forge); deleting the Lock CustomResourceDefinition would delete every Lock"}},
+		},
+		"NamespaceKindGone": {
+			reason: "A kind whose list is NotFound (its CRD just deleted, or served in another version than the RESTMapper's) is a kind the mapper does not know: its Locks count unless their status says their target is missing, and the delete is refused naming the Locks, not for want of that list.",
+			api:    &fakeAPI{objects: objects, gone: map[schema.GroupKind]bool{widgetGK: true}},
+			cache:  []lockv1alpha1.Lock{guardLock("forge", "keep", "Stack", "forge", ""), guardLock("forge", "w", "Widget", "w1", "")},
+			req:    namespaceRequest("forge"),
+			want:   guardResult{Result: result{Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: nsDenied + "[keep w]" + nsTail + "(keep: Stack/forge; w: Widget/w1)"}},
 		},
 		"NamespaceCacheTargetGone": {
 			reason: "A cached Lock whose target the API server no longer has does not deny.",

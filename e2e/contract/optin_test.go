@@ -29,7 +29,7 @@ import (
 // protects by opt-in (docs/contract.md rule 21): its --protect-resource,
 // and the chart's protect.resources its webhook configuration is rendered
 // with.
-var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}, {Group: "apps", Resource: "statefulsets"}}
+var optedIn = []schema.GroupResource{{Resource: "persistentvolumeclaims"}, {Resource: "secrets"}, {Group: "apps", Resource: "statefulsets"}, {Group: "example.com", Resource: "gizmos"}}
 
 // protectEntry is the name of the chart's webhook entry for the DELETEs of
 // opted-in kinds in namespaces holding Locks.
