@@ -73,7 +73,9 @@ func TestProtectResourcesCRDGroups(t *testing.T) {
 	requireHelm(t)
 	objs := render(t, framework.Release{SetJSON: []string{`protect.resources=[{"group":"","resources":["persistentvolumeclaims"]},{"group":"apps","resources":["statefulsets"]},{"group":"example.com","resources":["gizmos"]},{"group":"example.com","resources":["gadgets"]},{"group":"db.example.org","resources":["clusters"]}]`}})
 	vwc := convert[admissionregistrationv1.ValidatingWebhookConfiguration](t, framework.Find(objs, "ValidatingWebhookConfiguration", "lockguard"))
-	i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == "crd.lockguard.core.navique.com" })
+	i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+		return w.Name == "crd.lockguard.core.navique.com"
+	})
 	if i < 0 {
 		t.Fatal("no crd entry")
 	}
