@@ -173,15 +173,25 @@ func objectLabels(raw []byte) map[string]string {
 }
 
 // covering returns the live ClusterLocks that cover the object o (by
-// name, or by selector on its labels: ClusterLock.Covers), sorted by
-// name: the cache's when it holds some, otherwise the API server's.
+// name, or by selector on its labels), sorted by name: the cache's; the
+// API server's when the cache holds none, or when there is no cache.
 func (h *ClusterLockHandler) covering(ctx context.Context, o lockv1alpha1.Object) ([]lockv1alpha1.ClusterLock, error) {
 	now := h.c.Now()
+	return h.clusterLocks(ctx, func(c *lockv1alpha1.ClusterLock) bool { return c.Covers(now, o) },
+		func(found []lockv1alpha1.ClusterLock) bool { return len(found) > 0 })
+}
+
+// clusterLocks returns the ClusterLocks match keeps, sorted by name: the
+// cache's when enough says they are enough to answer from, the API
+// server's otherwise (a cache may lag a create), or the cache's when
+// lockguard reads no API server, the API server's when it has no cache.
+// The one read of ClusterLocks of the delete, label and update guards.
+func (h *ClusterLockHandler) clusterLocks(ctx context.Context, match func(*lockv1alpha1.ClusterLock) bool, enough func([]lockv1alpha1.ClusterLock) bool) ([]lockv1alpha1.ClusterLock, error) {
 	filter := func(list *lockv1alpha1.ClusterLockList) []lockv1alpha1.ClusterLock {
 		var out []lockv1alpha1.ClusterLock
-		for _, c := range list.Items {
-			if c.Covers(now, o) {
-				out = append(out, c)
+		for i := range list.Items {
+			if match(&list.Items[i]) {
+				out = append(out, list.Items[i])
 			}
 		}
 		slices.SortFunc(out, func(a, b lockv1alpha1.ClusterLock) int { return strings.Compare(a.Name, b.Name) })
@@ -190,7 +200,7 @@ func (h *ClusterLockHandler) covering(ctx context.Context, o lockv1alpha1.Object
 	if h.c.Cache != nil {
 		list := &lockv1alpha1.ClusterLockList{}
 		if err := h.c.Cache.List(ctx, list); err == nil {
-			if found := filter(list); len(found) > 0 || h.c.API == nil {
+			if found := filter(list); h.c.API == nil || enough(found) {
 				return found, nil
 			}
 		} else if h.c.API == nil {

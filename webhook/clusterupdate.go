@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -127,37 +126,12 @@ func (h *ClusterLockHandler) decideFrozen(ctx context.Context, req Request, fiel
 // there is no cache.
 func (h *ClusterLockHandler) frozenBy(ctx context.Context, o lockv1alpha1.Object, labelled bool) ([]lockv1alpha1.ClusterLock, error) {
 	now := h.c.Now()
-	filter := func(list *lockv1alpha1.ClusterLockList) []lockv1alpha1.ClusterLock {
-		var out []lockv1alpha1.ClusterLock
-		for _, c := range list.Items {
-			if c.Spec.Level == lockv1alpha1.LevelReadOnly && c.Covers(now, o) {
-				out = append(out, c)
-			}
-		}
-		slices.SortFunc(out, func(a, b lockv1alpha1.ClusterLock) int { return strings.Compare(a.Name, b.Name) })
-		return out
-	}
-	if h.c.Cache != nil {
-		list := &lockv1alpha1.ClusterLockList{}
-		if err := h.c.Cache.List(ctx, list); err == nil {
-			found := filter(list)
-			if h.c.API == nil || !labelled || slices.ContainsFunc(found, func(c lockv1alpha1.ClusterLock) bool { return c.Enforces() }) {
-				return found, nil
-			}
-		} else if h.c.API == nil {
-			return nil, err
-		}
-	}
-	if h.c.API == nil {
-		return nil, fmt.Errorf("lockguard reads no ClusterLocks")
-	}
-	ctx, cancel := guardContext(ctx)
-	defer cancel()
-	list := &lockv1alpha1.ClusterLockList{}
-	if err := h.c.API.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("listing ClusterLocks from the API server: %w", err)
-	}
-	return filter(list), nil
+	return h.clusterLocks(ctx, func(c *lockv1alpha1.ClusterLock) bool {
+		return c.Spec.Level == lockv1alpha1.LevelReadOnly && c.Covers(now, o)
+	},
+		func(found []lockv1alpha1.ClusterLock) bool {
+			return !labelled || slices.ContainsFunc(found, func(c lockv1alpha1.ClusterLock) bool { return c.Enforces() })
+		})
 }
 
 // readOnlyLabel returns the value of ReadOnlyLabel on raw, an object in
