@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -118,7 +117,7 @@ func (o *unlockOptions) runCluster(ctx context.Context, s Streams, c *clients, t
 		return err
 	}
 	if len(selectors) > 0 {
-		return refuseClusterSelectors(s, t, selectors, protecting)
+		return refuseSelectors(s, k, t, selectors, protecting)
 	}
 	if len(protecting) == 0 {
 		fmt.Fprintf(s.ErrOut, "No ClusterLocks protect %s.\n", t)
@@ -149,33 +148,6 @@ func coveringClusterSelectors(ctx context.Context, c *clients, t target, all []l
 	}
 	sortLocks(out)
 	return out, nil
-}
-
-// refuseClusterSelectors prints the selector ClusterLocks that cover t
-// and returns the error that says kubectl unlock deletes none of them,
-// nor the ClusterLocks that name t (protecting), and how to proceed, as
-// refuseSelectors does for Locks.
-func refuseClusterSelectors(s Streams, t target, selectors, protecting []lockv1alpha1.Lock) error {
-	fmt.Fprintf(s.Out, "Selector ClusterLocks covering %s (they protect other objects too):\n", t)
-	if err := printScopeTable(s.Out, selectors); err != nil {
-		return err
-	}
-	names := make([]string, 0, len(selectors))
-	for i := range selectors {
-		names = append(names, selectors[i].Name)
-	}
-	kept := ""
-	if len(protecting) > 0 {
-		naming := make([]string, 0, len(protecting))
-		for i := range protecting {
-			naming = append(naming, protecting[i].Name)
-		}
-		slices.Sort(naming)
-		kept = fmt.Sprintf(", not even the ClusterLock(s) %v that name it", naming)
-	}
-	return fmt.Errorf("no ClusterLock deleted%s: kubectl unlock never deletes a selector ClusterLock, which protects other objects too; "+
-		"if nothing else needs them, delete the selector ClusterLock(s) by name (kubectl delete clusterlock %s), then run kubectl unlock again",
-		kept, strings.Join(names, " "))
 }
 
 // clusterRBACRefusal matches RBAC's refusal of a verb on ClusterLocks.

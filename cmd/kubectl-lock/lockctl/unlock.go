@@ -108,7 +108,7 @@ func (o *unlockOptions) run(ctx context.Context, s Streams, arg string) error {
 		return err
 	}
 	if len(selectors) > 0 {
-		return refuseSelectors(s, t, c.namespace, selectors, protecting)
+		return refuseSelectors(s, c.locks(), t, selectors, protecting)
 	}
 	if len(protecting) == 0 {
 		fmt.Fprintf(s.ErrOut, "No Locks protect %s in namespace %s.\n", t, c.namespace)
@@ -228,11 +228,16 @@ func coveringSelectors(ctx context.Context, c *clients, t target, locks []lockv1
 	return out, nil
 }
 
-// refuseSelectors prints the selector Locks that cover t and returns the
-// error that says kubectl unlock deletes none of them, nor the Locks that
-// target t (protecting), and how to proceed.
-func refuseSelectors(s Streams, t target, ns string, selectors, protecting []lockv1alpha1.Lock) error {
-	fmt.Fprintf(s.Out, "Selector Locks covering %s in namespace %s (they protect other resources too):\n", t, ns)
+// refuseSelectors prints the selector Locks of k (a namespace's Locks,
+// or the ClusterLocks) that cover t and returns the error that says
+// kubectl unlock deletes none of them, nor those that name t
+// (protecting), and how to proceed.
+func refuseSelectors(s Streams, k lockKind, t target, selectors, protecting []lockv1alpha1.Lock) error {
+	what, verb, where, del := "resources", "target", " in namespace "+k.ns, "kubectl delete lock %s -n "+k.ns
+	if k.ns == "" {
+		what, verb, where, del = "objects", "name", "", "kubectl delete clusterlock %s"
+	}
+	fmt.Fprintf(s.Out, "Selector %ss covering %s%s (they protect other %s too):\n", k.kind, t, where, what)
 	if err := printScopeTable(s.Out, selectors); err != nil {
 		return err
 	}
@@ -242,16 +247,16 @@ func refuseSelectors(s Streams, t target, ns string, selectors, protecting []loc
 	}
 	kept := ""
 	if len(protecting) > 0 {
-		targeting := make([]string, 0, len(protecting))
+		naming := make([]string, 0, len(protecting))
 		for i := range protecting {
-			targeting = append(targeting, protecting[i].Name)
+			naming = append(naming, protecting[i].Name)
 		}
-		slices.Sort(targeting)
-		kept = fmt.Sprintf(", not even the Lock(s) %v that target it", targeting)
+		slices.Sort(naming)
+		kept = fmt.Sprintf(", not even the %s(s) %v that %s it", k.kind, naming, verb)
 	}
-	return fmt.Errorf("no Lock deleted%s: kubectl unlock never deletes a selector Lock, which protects other resources too; "+
-		"if nothing else needs them, delete the selector Lock(s) by name (kubectl delete lock %s -n %s), then run kubectl unlock again",
-		kept, strings.Join(names, " "), ns)
+	return fmt.Errorf("no %s deleted%s: kubectl unlock never deletes a selector %s, which protects other %s too; "+
+		"if nothing else needs them, delete the selector %s(s) by name (%s), then run kubectl unlock again",
+		k.kind, kept, k.kind, what, k.kind, fmt.Sprintf(del, strings.Join(names, " ")))
 }
 
 // printScopeTable prints ls as a table: each Lock's name, scope, level,

@@ -79,7 +79,7 @@ func TestUnlockSelectorLocks(t *testing.T) {
 	var out bytes.Buffer
 	tierDB := locks[0]
 	tierDB.Spec.Reason = "Customer data"
-	err := refuseSelectors(Streams{Out: &out}, stackTarget("db"), "forge", []lockv1alpha1.Lock{locks[4], tierDB}, []lockv1alpha1.Lock{locks[7], locks[6]})
+	err := refuseSelectors(Streams{Out: &out}, lockKind{kind: "Lock", ns: "forge"}, stackTarget("db"), []lockv1alpha1.Lock{locks[4], tierDB}, []lockv1alpha1.Lock{locks[7], locks[6]})
 	wantOut := "" +
 		"Selector Locks covering stack.core.navique.com/db in namespace forge (they protect other resources too):\n" +
 		"LOCK         SCOPE              LEVEL          STATUS    PROTECTED   REASON\n" +
@@ -93,7 +93,7 @@ func TestUnlockSelectorLocks(t *testing.T) {
 	if err == nil || err.Error() != wantErr {
 		t.Errorf("refuseSelectors error:\n  %v\nwant\n  %s", err, wantErr)
 	}
-	if err := refuseSelectors(Streams{Out: &bytes.Buffer{}}, stackTarget("db"), "forge", []lockv1alpha1.Lock{tierDB}, nil); err == nil ||
+	if err := refuseSelectors(Streams{Out: &bytes.Buffer{}}, lockKind{kind: "Lock", ns: "forge"}, stackTarget("db"), []lockv1alpha1.Lock{tierDB}, nil); err == nil ||
 		err.Error() != "no Lock deleted: kubectl unlock never deletes a selector Lock, which protects other resources too; if nothing else needs them, delete the selector Lock(s) by name (kubectl delete lock tier-db -n forge), then run kubectl unlock again" {
 		t.Errorf("refuseSelectors without targetRef Locks: %v", err)
 	}
