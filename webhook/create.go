@@ -193,10 +193,11 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 // Handle admits a Lock create once the Announcer, the Labeler and Targets
 // (with Selected), those that are on, have done their part. It refuses,
 // dry run or not, the create of a Lock that has already expired
-// (ExpiredMessage), and, not a dry run, that of a selector Lock matching
-// more than SelectorLabelCap objects to label (SelectorCapMessage). It allows
-// every other request, dry runs (which write nothing) and the creates of
-// Locks that protect nothing without calling any collaborator.
+// (ExpiredMessage), and that of a selector Lock matching more than
+// SelectorLabelCap objects to label (SelectorCapMessage; a dry run lists
+// them too, and writes nothing). It allows every other request, dry runs
+// (which write nothing) and the creates of Locks that protect nothing
+// without calling any other collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" {
 		return admission.Allowed("")
@@ -214,7 +215,9 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		// nothing while looking like it does.
 		return admission.Denied(ExpiredCreateMessage(&l, now))
 	}
-	if c.off() || (req.DryRun != nil && *req.DryRun) {
+	dryRun := req.DryRun != nil && *req.DryRun
+	selects := c.o.Targets != nil && c.o.Selected != nil && l.HasSelector() && l.Enforcing(now)
+	if c.off() || (dryRun && !selects) {
 		return admission.Allowed("")
 	}
 	if l.Namespace != req.Namespace {
@@ -235,11 +238,16 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 	// A selector Lock's objects to label are read before anything is
 	// written: a create refused for their number writes nothing.
 	var selected []lockv1alpha1.TargetKey
-	if c.o.Targets != nil && c.o.Selected != nil && l.HasSelector() && l.Enforcing(now) {
+	if selects {
 		var refused *admission.Response
 		if selected, refused = c.selectedObjects(ctx, &l, now); refused != nil {
 			return *refused
 		}
+	}
+	if dryRun {
+		// Answered as the create would be (its objects counted against
+		// SelectorLabelCap, read only), with nothing written.
+		return admission.Allowed("")
 	}
 	if c.o.Announcer != nil {
 		if err := c.o.Announcer.AnnounceLock(ctx, &l); err != nil {

@@ -183,9 +183,14 @@ func TestCreateHandlerSelected(t *testing.T) {
 			want: want{Code: http.StatusForbidden, Cap: true, Calls: listed},
 		},
 		"DryRun": {
-			reason: "A dry run lists and writes nothing.",
+			reason: "A dry run lists, as the create would, and writes nothing.",
 			l:      sel, objects: objects, dryRun: true,
-			want: want{Allowed: true, Code: http.StatusOK},
+			want: want{Allowed: true, Code: http.StatusOK, Calls: listed},
+		},
+		"DryRunOverCap": {
+			reason: "A dry run gets the create's answer: past the cap, refused, with nothing written.",
+			l:      pvcOnly, objects: map[string][]lockv1alpha1.Object{"PersistentVolumeClaim": many}, dryRun: true,
+			want: want{Code: http.StatusForbidden, Cap: true, Calls: listed[:1]},
 		},
 		"Audit": {
 			reason: "An audit Lock refuses nothing: its objects need no label.",
