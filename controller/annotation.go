@@ -41,8 +41,12 @@ func enforcing(locks []lockv1alpha1.Lock, now time.Time) []lockv1alpha1.Lock {
 // cached object: the cache keeps only this annotation of a target, so a
 // diff against it could not tell the target's other annotations apart
 // from absent ones (removing the last cached key would patch
-// "annotations": null and drop them all).
-func metadataPatch(annotation string, label *bool, protected protectedChange) client.Patch {
+// "annotations": null and drop them all). A patch that takes the
+// protected label or its pending mark off is made at resourceVersion rv,
+// the version judged (the cache's): a Lock create's label and mark
+// written since make the API server refuse it (Conflict), rather than be
+// undone (guardedRemoval).
+func metadataPatch(annotation string, label *bool, protected protectedChange, rv string) client.Patch {
 	var v any
 	if annotation != "" {
 		v = annotation
@@ -61,6 +65,9 @@ func metadataPatch(annotation string, label *bool, protected protectedChange) cl
 	}
 	if protected.clearPending {
 		annotations[lockv1alpha1.ProtectedPendingAnnotation] = nil
+	}
+	if protected.clearPending || (protected.label != nil && !*protected.label) {
+		meta["resourceVersion"] = rv
 	}
 	data, _ := json.Marshal(map[string]any{"metadata": meta})
 	return client.RawPatch(types.MergePatchType, data)

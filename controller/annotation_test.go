@@ -45,7 +45,7 @@ func TestMetadataPatch(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			data, err := metadataPatch(tc.annotation, tc.label, protectedChange{}).Data(nil)
+			data, err := metadataPatch(tc.annotation, tc.label, protectedChange{}, "7").Data(nil)
 			if err != nil {
 				t.Fatal(err)
 			}

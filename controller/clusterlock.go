@@ -283,8 +283,12 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 				continue // refused before, and logged then
 			}
 			o.SetGroupVersionKind(mapping.GroupVersionKind)
-			err := c.client.Patch(ctx, o, labelPatch(""))
+			err := c.client.Patch(ctx, o, unlabelPatch(o.ResourceVersion))
 			switch {
+			case apierrors.IsConflict(err):
+				// Written since the list: a ClusterLock's create may have
+				// labelled and marked it. The next pass judges it again.
+				pending = soonerOf(pending, conflictRecheck)
 			case apierrors.IsForbidden(err):
 				// A stale label is harmless: the delete it brings to
 				// lockguard is allowed once the API server has no
@@ -312,14 +316,40 @@ func (c *clusterLocks) refuse(key lockv1alpha1.TargetKey, rv string) {
 	c.refused[key] = rv
 }
 
-// labelPatch is a merge patch that sets ClusterLockedLabel to value, or
-// removes it (and ClusterLockPendingAnnotation) for "".
-func labelPatch(value string) client.Patch {
-	md := map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: value}}
-	if value == "" {
-		md = map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: nil},
-			"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}}
-	}
+// labelPatch is a merge patch that puts ClusterLockedLabel=true on.
+func labelPatch() client.Patch {
+	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, lockv1alpha1.ClusterLockedLabel))
+}
+
+// unlabelPatch is a merge patch that removes ClusterLockedLabel and
+// ClusterLockPendingAnnotation from an object still at resourceVersion
+// rv (the API server refuses it, Conflict, once the object has changed).
+func unlabelPatch(rv string) client.Patch {
+	return guardedRemoval(rv, map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: nil},
+		"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}})
+}
+
+// guardedRemoval is the merge patch of metadata md (what it removes: a
+// protection label, a pending mark) on an object still at resourceVersion
+// rv, the version a pass judged from. A removal of what protects an
+// object must not undo a create's label written since that read (the
+// create admitted, the pass working from the read before it): with rv the
+// API server refuses such a patch (Conflict) and the next pass judges the
+// object again, its pending mark in view.
+func guardedRemoval(rv string, md map[string]any) client.Patch {
+	md["resourceVersion"] = rv
 	data, _ := json.Marshal(map[string]any{"metadata": md})
 	return client.RawPatch(types.MergePatchType, data)
+}
+
+// conflictRecheck is how soon a pass comes back after a removal the API
+// server refused because the object changed since the pass read it.
+const conflictRecheck = time.Second
+
+// soonerOf returns the sooner of two requeue delays, 0 being none.
+func soonerOf(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }

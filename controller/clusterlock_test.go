@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -205,4 +206,58 @@ func clusterLockScheme(t *testing.T) *runtime.Scheme {
 		}
 	}
 	return s
+}
+
+// TestClusterLockSweepRacesCreate: a ClusterLock's create that labels an
+// object (with its pending mark) between a pass's list of the labelled
+// objects and its removal of a stale label is not undone: the removal
+// carries the resourceVersion the pass judged, so the API server refuses
+// it (Conflict) and the next pass sees the mark. Before, the removal took
+// the create's label and mark off, and the object's delete no longer
+// reached lockguard (chaos-short on dd98f50, 2026-12-04 17:14: a
+// Namespace deleted 117 ms after its ClusterLock's create was answered).
+// The same holds for ReadOnlyLabel.
+func TestClusterLockSweepRacesCreate(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	s := clusterLockScheme(t)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	stale := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{
+		lockv1alpha1.ClusterLockedLabel: "true", lockv1alpha1.ReadOnlyLabel: "true"}}}
+	created := false
+	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).WithObjects(stale).
+		WithInterceptorFuncs(interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if _, ok := list.(*metav1.PartialObjectMetadataList); ok && !created {
+				// A ReadOnly ClusterLock's create, admitted now: its
+				// labels and pending mark go on, then it is created.
+				created = true
+				patch := lockv1alpha1.PendingMarksPatch([]string{lockv1alpha1.ClusterLockedLabel, lockv1alpha1.ReadOnlyLabel},
+					lockv1alpha1.ClusterLockPendingAnnotation, now)
+				if err := c.Patch(ctx, stale.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return nil
+		}}).Build()
+	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: func() time.Time { return now }}
+	res, err := r.Reconcile(context.Background(), clusterLockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !created {
+		t.Fatal("the pass listed no labelled objects")
+	}
+	var n corev1.Namespace
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "prod"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels[lockv1alpha1.ClusterLockedLabel] != "true" || n.Labels[lockv1alpha1.ReadOnlyLabel] != "true" || n.Annotations[lockv1alpha1.ClusterLockPendingAnnotation] == "" {
+		t.Errorf("namespace labels %v, annotations %v; want the create's labels and mark kept", n.Labels, n.Annotations)
+	}
+	if res.RequeueAfter == 0 || res.RequeueAfter > time.Second {
+		t.Errorf("requeue after %s; want a pass again within a second (the object changed under this one)", res.RequeueAfter)
+	}
 }

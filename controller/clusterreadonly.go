@@ -62,7 +62,7 @@ func (c *clusterLocks) freeze(ctx context.Context, cl *lockv1alpha1.ClusterLock,
 	if obj.GetLabels()[lockv1alpha1.ReadOnlyLabel] == "true" {
 		return obs.freezing(readOnlyObservation{frozen: true}), nil
 	}
-	err = c.client.Patch(ctx, obj, readOnlyLabelPatch(true))
+	err = c.client.Patch(ctx, obj, readOnlyLabelPatch())
 	switch {
 	case apierrors.IsForbidden(err):
 		return obs.freezing(readOnlyObservation{message: fmt.Sprintf("lockguard may not label %s %s %s=true: run `%s` as someone who may; its updates are not refused until it is labelled",
@@ -134,7 +134,13 @@ func (c *clusterLocks) sweepReadOnly(ctx context.Context, kinds []schema.GroupKi
 			// Forbidden (a ClusterRole lockguard may not update) is left:
 			// the update it brings to lockguard is allowed, no ReadOnly
 			// ClusterLock naming the object.
-			if err := c.client.Patch(ctx, o, readOnlyLabelPatch(false)); client.IgnoreNotFound(err) != nil && !apierrors.IsForbidden(err) {
+			switch err := c.client.Patch(ctx, o, guardedRemoval(o.ResourceVersion, map[string]any{
+				"labels": map[string]any{lockv1alpha1.ReadOnlyLabel: nil}})); {
+			case apierrors.IsConflict(err):
+				// Written since the list (a ReadOnly ClusterLock's create
+				// may have marked it): the next pass judges it again.
+				pending = soonerOf(pending, conflictRecheck)
+			case client.IgnoreNotFound(err) != nil && !apierrors.IsForbidden(err):
 				errs = append(errs, fmt.Errorf("removing %s from %s %s: %w", lockv1alpha1.ReadOnlyLabel, gk, o.Name, err))
 			}
 		}
@@ -179,9 +185,9 @@ func (c *clusterLocks) sweptKinds(locks []lockv1alpha1.ClusterLock) []schema.Gro
 }
 
 // readOnlyLabelPatch is a merge patch that puts ReadOnlyLabel=true on
-// (on) or takes it off.
-func readOnlyLabelPatch(on bool) client.Patch {
-	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, lockv1alpha1.ReadOnlyLabel, map[bool]string{true: `"true"`, false: "null"}[on]))
+// (its removal is a guardedRemoval).
+func readOnlyLabelPatch() client.Patch {
+	return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, lockv1alpha1.ReadOnlyLabel))
 }
 
 // readOnlyLabelCommand is the kubectl command that puts ReadOnlyLabel on

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -177,7 +176,7 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 		if rv, ok := c.refused[key]; ok && rv == obj.GetResourceVersion() {
 			return false, nil
 		}
-		err := c.client.Patch(ctx, obj, labelPatch("true"))
+		err := c.client.Patch(ctx, obj, labelPatch())
 		switch {
 		case apierrors.IsForbidden(err):
 			c.refuse(key, obj.GetResourceVersion())
@@ -191,8 +190,13 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 	if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
 		// The create that marked it is in the cache: the mark's grace is
 		// not needed, and the label goes with the last ClusterLock.
-		err := c.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:null}}}`, lockv1alpha1.ClusterLockPendingAnnotation)))
+		// At obj's resourceVersion: a mark written since is a new
+		// ClusterLock's create, whose grace must run (guardedRemoval).
+		err := c.client.Patch(ctx, obj, guardedRemoval(obj.GetResourceVersion(), map[string]any{
+			"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}}))
 		switch {
+		case apierrors.IsConflict(err):
+			// The next pass (the create's event brings one) drops it.
 		case apierrors.IsForbidden(err):
 			c.refuse(key, obj.GetResourceVersion()) // the grace runs out
 		case client.IgnoreNotFound(err) != nil:

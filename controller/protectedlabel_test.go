@@ -58,7 +58,9 @@ func TestProtectedLabelChange(t *testing.T) {
 }
 
 // TestMetadataPatchProtected: the protected label and the pending mark
-// join the annotation's patch, and nothing else.
+// join the annotation's patch, and nothing else; a patch that takes
+// either off is made at the resourceVersion judged (a create's label
+// written since makes it fail, rather than be undone).
 func TestMetadataPatchProtected(t *testing.T) {
 	on, off := true, false
 	cases := map[string]struct {
@@ -67,12 +69,12 @@ func TestMetadataPatchProtected(t *testing.T) {
 		want      string
 	}{
 		"On":        {reason: "The label goes on with the annotation.", protected: protectedChange{label: &on}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a"},"labels":{"core.navique.com/protected":"true"}}}`},
-		"OffMarked": {reason: "The label and the mark go.", protected: protectedChange{label: &off, clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null},"labels":{"core.navique.com/protected":null}}}`},
-		"Mark":      {reason: "The mark alone goes.", protected: protectedChange{clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null}}}`},
+		"OffMarked": {reason: "The label and the mark go.", protected: protectedChange{label: &off, clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null},"labels":{"core.navique.com/protected":null},"resourceVersion":"7"}}`},
+		"Mark":      {reason: "The mark alone goes.", protected: protectedChange{clearPending: true}, want: `{"metadata":{"annotations":{"core.navique.com/locked":"a","core.navique.com/protected-pending":null},"resourceVersion":"7"}}`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			data, err := metadataPatch("a", nil, tc.protected).Data(nil)
+			data, err := metadataPatch("a", nil, tc.protected, "7").Data(nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -227,7 +228,12 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	label := labelChange(obj.Labels, readOnly)
 	if got, has := obj.Annotations[lockv1alpha1.LockedAnnotation]; has != (want != "") || got != want || label != nil || !protected.none() {
 		// One patch for the annotation and the labels.
-		if err := r.client.Patch(ctx, obj, metadataPatch(want, label, protected)); err != nil {
+		if err := r.client.Patch(ctx, obj, metadataPatch(want, label, protected, obj.ResourceVersion)); apierrors.IsConflict(err) {
+			// The protected label's removal met a write since the cache's
+			// read (a Lock create's label and mark, perhaps): judged again
+			// from the next read.
+			return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+		} else if err != nil {
 			// Not found: the target's delete event reconciles it again.
 			return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("patching the %s annotation and %s label of %s %s/%s: %w",
 				lockv1alpha1.LockedAnnotation, lockv1alpha1.ReadOnlyLabel, gk, target.Namespace, target.Name, err))
