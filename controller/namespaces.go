@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,46 +41,85 @@ func namespaceObject(ns string) *metav1.PartialObjectMetadata {
 	return obj
 }
 
-// reconcileNamespace puts HasLocksLabel on namespace ns, or removes it,
-// as its live Locks say, and returns whether ns carries it afterwards. A
-// namespace that is gone or terminating is left as it is.
+// reconcileNamespace puts HasLocksLabel on namespace ns, or removes it
+// (removeNamespaceLabel), as its live Locks say. A namespace that is gone
+// or terminating is left as it is.
 //
 // It looks through the Locks of ns, so it runs on namespace events only; a
 // target's pass, which already holds live Locks of ns, calls
 // ensureNamespaceLabel with want true instead. Calling this per target
 // made a start with n Locks in one namespace cost n² (100,000 Locks: still
 // busy after 5 minutes, make bench at c16041e).
-//
-// While a Lock create in ns is pending (Options.Pending), a label is not
-// removed: the replica that admitted the create put it on before allowing
-// it, and the Lock reaches the cache a moment later. ns is then checked
-// again after pendingRecheck (a create refused after admission leaves its
-// marker until the marker's TTL).
 func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (ctrl.Result, error) {
 	if !r.locks.HasSynced() {
 		return ctrl.Result{}, readmodel.ErrNotSynced
+	}
+	// Read before the Locks are: a removal is made at this version.
+	obj := namespaceObject(ns)
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	want, err := r.locks.HasLiveLocksIn(ns)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if !want && r.pending != nil && r.pending.PendingIn(ns) {
-		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the namespace label: a Lock create is pending", "namespace", ns)
-		return ctrl.Result{RequeueAfter: pendingRecheck}, nil
+	if !want {
+		after, err := r.removeNamespaceLabel(ctx, obj)
+		return ctrl.Result{RequeueAfter: after}, err
 	}
-	_, err = r.ensureNamespaceLabel(ctx, ns, want)
+	_, err = r.ensureNamespaceLabel(ctx, ns, true)
 	// Back when the namespace's first Lock expires: the last one to go
 	// takes the label with it.
 	next, _ := r.locks.NextExpiryIn(ns, r.now())
 	return ctrl.Result{RequeueAfter: next}, err
 }
 
+// removeNamespaceLabel takes HasLocksLabel and HasLocksPendingAnnotation
+// off obj, a namespace read before its Locks were found to hold no live
+// one in the cache, and returns how soon to look at it again. A Lock
+// admitted but not cached yet keeps the label: while a create in it is
+// pending (Options.Pending; a create refused after admission leaves its
+// marker until the marker's TTL), or, without the peer protocol that
+// tells of pending creates, for ProtectedPendingGrace after a create's
+// mark. The removal is made at obj's resourceVersion (guardedRemoval): a
+// create admitted after the read writes a new mark, so the API server
+// refuses the removal rather than have it undo the create's label, and
+// the namespace is looked at again within conflictRecheck; a create
+// announced before the read is pending at the check below, which follows
+// the read (a create announces, then marks: webhook/create.go).
+func (r *reconciler) removeNamespaceLabel(ctx context.Context, obj *metav1.PartialObjectMetadata) (time.Duration, error) {
+	ns := obj.Name
+	if _, has := obj.Labels[lockv1alpha1.HasLocksLabel]; obj.DeletionTimestamp != nil || !has {
+		return 0, nil
+	}
+	if r.pending != nil && r.pending.PendingIn(ns) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the namespace label: a Lock create is pending", "namespace", ns)
+		return pendingRecheck, nil
+	}
+	if left := lockv1alpha1.PendingLeft(obj.Annotations[lockv1alpha1.HasLocksPendingAnnotation], lockv1alpha1.ProtectedPendingGrace, r.now()); r.pending == nil && left > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the namespace label: a Lock create marked it", "namespace", ns, "for", left)
+		return left, nil
+	}
+	err := r.client.Patch(ctx, obj, guardedRemoval(obj.ResourceVersion, map[string]any{
+		"labels":      map[string]any{lockv1alpha1.HasLocksLabel: nil},
+		"annotations": map[string]any{lockv1alpha1.HasLocksPendingAnnotation: nil}}))
+	switch {
+	case apierrors.IsConflict(err):
+		return conflictRecheck, nil // written since the read: judged again
+	case err != nil:
+		return 0, client.IgnoreNotFound(fmt.Errorf("removing the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Removed the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel)
+	return 0, nil
+}
+
 // pendingRecheck is how often a namespace whose label is kept for a
 // pending Lock create is checked again.
 const pendingRecheck = 5 * time.Second
 
-// ensureNamespaceLabel puts HasLocksLabel on namespace ns when want, or
-// removes it, and returns whether ns carries it afterwards. It reads the
+// ensureNamespaceLabel puts HasLocksLabel on namespace ns when want (its
+// removal, want false, is removeNamespaceLabel's), and returns whether ns
+// carries it afterwards. It reads the
 // namespace from the cache and writes only when the label differs. A
 // namespace that is gone or terminating is left as it is.
 func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want bool) (labelled bool, err error) {
@@ -88,10 +128,10 @@ func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want b
 		return false, client.IgnoreNotFound(err)
 	}
 	has := obj.Labels[lockv1alpha1.HasLocksLabel] == "true"
-	if obj.DeletionTimestamp != nil || has == want {
+	if obj.DeletionTimestamp != nil || has || !want {
 		return has, nil
 	}
-	if err := r.client.Patch(ctx, obj, namespaceLabelPatch(want)); err != nil {
+	if err := r.client.Patch(ctx, obj, namespaceLabelPatch()); err != nil {
 		return false, client.IgnoreNotFound(fmt.Errorf("patching the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel, "set", want)
@@ -99,13 +139,9 @@ func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want b
 }
 
 // namespaceLabelPatch is the merge patch that puts HasLocksLabel on a
-// namespace (want) or removes it.
-func namespaceLabelPatch(want bool) client.Patch {
-	var value any // nil removes the label
-	if want {
-		value = "true"
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.HasLocksLabel: value}}})
+// namespace.
+func namespaceLabelPatch() client.Patch {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{lockv1alpha1.HasLocksLabel: "true"}}})
 	return client.RawPatch(types.MergePatchType, patch)
 }
 

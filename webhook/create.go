@@ -80,13 +80,16 @@ func (f NamespaceLabelerFunc) LabelNamespace(ctx context.Context, ns string) err
 
 // NamespaceLabel returns the NamespaceLabeler that writes through c (in
 // lockguard, the manager's client): one merge patch of the namespace's
-// metadata, which changes nothing when the label is there already.
+// metadata, the label and HasLocksPendingAnnotation with the time. The
+// mark is new with each create, even when the label is there already, so
+// that a reconciler's removal of the label judged before it fails
+// (controller/namespaces.go) rather than undo the create's.
 func NamespaceLabel(c client.Writer) NamespaceLabeler {
 	return NamespaceLabelerFunc(func(ctx context.Context, ns string) error {
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 		obj.SetName(ns)
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{lockv1alpha1.HasLocksLabel: "true"}}})
+		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.HasLocksLabel, lockv1alpha1.HasLocksPendingAnnotation, time.Now())
 		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("putting the %s label on namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err)
 		}

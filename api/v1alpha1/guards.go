@@ -9,6 +9,17 @@ import "time"
 // only a hint of where to look: the webhook decides from the Locks.
 const HasLocksLabel = Group + "/has-locks"
 
+// HasLocksPendingAnnotation is put with HasLocksLabel on a Lock's
+// namespace by lockguard's admission of the Lock's create (value: the
+// time, RFC 3339), before the create is allowed. The reconciler leaves
+// the label of a namespace so marked for ProtectedPendingGrace even when
+// no cached Lock is in it yet, and takes label and mark off together at
+// the namespace's resourceVersion it judged: since each create writes a
+// new mark, a create admitted after that read makes the API server refuse
+// the removal (Conflict) rather than have it undone. The mark stays while
+// the label does (no write to clear it).
+const HasLocksPendingAnnotation = Group + "/has-locks-pending"
+
 // ReasonNamespaceNotGuarded is the Ready reason of a Lock whose target
 // carries the lock annotation (its delete is denied) while its namespace
 // does not yet carry HasLocksLabel (deleting the namespace is not): the

@@ -71,18 +71,15 @@ func CacheTransform() toolscache.TransformFunc {
 	}
 }
 
-// keptAnnotations returns, of a, the annotations the reconciler reads:
-// LockedAnnotation and ProtectedPendingAnnotation; nil for none. a itself
+// keptAnnotations returns, of a, the annotations the reconciler reads
+// (cachedAnnotations); nil for none. a itself
 // is returned when it holds nothing else.
 func keptAnnotations(a map[string]string) map[string]string {
-	locked, hasLocked := a[lockv1alpha1.LockedAnnotation]
-	pending, hasPending := a[lockv1alpha1.ProtectedPendingAnnotation]
 	n := 0
-	if hasLocked {
-		n++
-	}
-	if hasPending {
-		n++
+	for _, k := range cachedAnnotations {
+		if _, ok := a[k]; ok {
+			n++
+		}
 	}
 	switch {
 	case n == 0:
@@ -91,14 +88,17 @@ func keptAnnotations(a map[string]string) map[string]string {
 		return a
 	}
 	kept := make(map[string]string, n)
-	if hasLocked {
-		kept[lockv1alpha1.LockedAnnotation] = locked
-	}
-	if hasPending {
-		kept[lockv1alpha1.ProtectedPendingAnnotation] = pending
+	for _, k := range cachedAnnotations {
+		if v, ok := a[k]; ok {
+			kept[k] = v
+		}
 	}
 	return kept
 }
+
+// cachedAnnotations are the annotations the cache keeps of an object: the
+// names of its Locks and lockguard's pending marks.
+var cachedAnnotations = []string{lockv1alpha1.LockedAnnotation, lockv1alpha1.ProtectedPendingAnnotation, lockv1alpha1.HasLocksPendingAnnotation}
 
 // gcFinalizers returns, of fs, the garbage collector's finalizers
 // (orphan, foregroundDeletion), as the package's constants: nil for none.

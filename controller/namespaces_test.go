@@ -1,0 +1,91 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// TestRemoveNamespaceLabel: the namespace label of a namespace without
+// live Locks goes, with its pending mark, unless a Lock create is pending
+// (the peer protocol) or, without the peer protocol, marked it less than
+// ProtectedPendingGrace ago; and a create admitted between the read and
+// the removal (a new mark written) is not undone: the removal is made at
+// the resourceVersion read, the API server refuses it, and the namespace
+// is looked at again within conflictRecheck. Before, the
+// removal was a plain merge patch, and a Lock create's label written in
+// that moment (a no-op then, the label being there) went with it: the
+// namespace's delete no longer reached lockguard.
+func TestRemoveNamespaceLabel(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	labelled := func(mark string) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "team": "a"}}}
+		if mark != "" {
+			n.Annotations = map[string]string{lockv1alpha1.HasLocksPendingAnnotation: mark}
+		}
+		return n
+	}
+	fresh := now.Add(-20 * time.Second).Format(time.RFC3339)
+	old := now.Add(-2 * lockv1alpha1.ProtectedPendingGrace).Format(time.RFC3339)
+	cases := map[string]struct {
+		ns        *corev1.Namespace
+		pending   PendingLocks // nil: no peer protocol
+		race      bool         // a Lock create marks the namespace after the pass read it
+		wantLabel bool
+		wantAfter time.Duration
+	}{
+		"Stale":          {ns: labelled(""), wantLabel: false},
+		"FreshMark":      {ns: labelled(fresh), wantLabel: true, wantAfter: lockv1alpha1.ProtectedPendingGrace - 20*time.Second},
+		"OldMark":        {ns: labelled(old), wantLabel: false},
+		"CreateRace":     {ns: labelled(old), race: true, wantLabel: true, wantAfter: conflictRecheck},
+		"PeersFreshMark": {ns: labelled(fresh), pending: pendingIn(false), wantLabel: false},
+		"PeersPending":   {ns: labelled(fresh), pending: pendingIn(true), wantLabel: true, wantAfter: pendingRecheck},
+		"PeersRace":      {ns: labelled(fresh), pending: pendingIn(false), race: true, wantLabel: true, wantAfter: conflictRecheck},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(clusterLockScheme(t)).WithObjects(tc.ns).Build()
+			obj := namespaceObject("prod")
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+				t.Fatal(err)
+			}
+			if tc.race {
+				// The create's write (webhook.NamespaceLabel), after the read.
+				if err := c.Patch(context.Background(), namespaceObject("prod"), client.RawPatch(types.MergePatchType,
+					lockv1alpha1.PendingMarkPatch(lockv1alpha1.HasLocksLabel, lockv1alpha1.HasLocksPendingAnnotation, now))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := &reconciler{client: c, pending: tc.pending, now: func() time.Time { return now }}
+			after, err := r.removeNamespaceLabel(context.Background(), obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Namespace
+			if err := c.Get(context.Background(), client.ObjectKey{Name: "prod"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			_, mark := got.Annotations[lockv1alpha1.HasLocksPendingAnnotation]
+			if has := got.Labels[lockv1alpha1.HasLocksLabel] == "true"; has != tc.wantLabel || mark != tc.wantLabel || got.Labels["team"] != "a" {
+				t.Errorf("labels %v, annotations %v; want the label and mark kept %t, the other labels kept", got.Labels, got.Annotations, tc.wantLabel)
+			}
+			if after != tc.wantAfter {
+				t.Errorf("look again after %s; want %s", after, tc.wantAfter)
+			}
+		})
+	}
+}
+
+// pendingIn is a PendingLocks that says pending for every namespace, or
+// for none.
+type pendingIn bool
+
+func (p pendingIn) PendingIn(string) bool { return bool(p) }
