@@ -76,6 +76,9 @@ type clusterLocks struct {
 	// changes, so that a steady cluster gets no writes, and a stale label
 	// left is logged once.
 	refused map[lockv1alpha1.TargetKey]string
+	// cached are the names of the ClusterLocks in the cache at this pass:
+	// a pending mark is dropped once the ClusterLock it names is one.
+	cached map[string]bool
 }
 
 // setupClusterLocks adds, on the leader, the ClusterLock controller to mgr
@@ -132,6 +135,10 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		return ctrl.Result{}, fmt.Errorf("listing ClusterLocks: %w", err)
 	}
 	now := c.now()
+	c.cached = make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		c.cached[list.Items[i].Name] = true
+	}
 	keep, frozen := map[lockv1alpha1.TargetKey]bool{}, map[lockv1alpha1.TargetKey]bool{}
 	var after time.Duration
 	later := func(d time.Duration) {

@@ -161,20 +161,30 @@ func TestClusterLockLabelForbidden(t *testing.T) {
 // than ClusterLockPendingGrace ago (ClusterLockPendingAnnotation) is kept
 // although no ClusterLock in the cache names the object yet, and a pass
 // comes back when the grace ends; past it, the label goes with the mark.
-// Once a live ClusterLock names the object, the mark is removed.
+// Once a live ClusterLock names the object, the mark is removed, unless
+// the mark names another ClusterLock, not in the cache yet (a create
+// newer than the one that names it): that mark is kept for its grace.
 func TestClusterLockPendingLabel(t *testing.T) {
 	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
 	s := clusterLockScheme(t)
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
-	marked := func(name string, at time.Time) *corev1.Namespace {
+	marked := func(name string, at time.Time, by string) *corev1.Namespace {
+		mark := at.Format(time.RFC3339)
+		if by != "" {
+			mark += " " + by
+		}
 		return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{lockv1alpha1.ClusterLockedLabel: "true"},
-			Annotations: map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: at.Format(time.RFC3339)}}}
+			Annotations: map[string]string{lockv1alpha1.ClusterLockPendingAnnotation: mark}}}
 	}
-	live := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "keep-prod"}, Spec: lockv1alpha1.ClusterLockSpec{
-		TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "prod"}}}
+	naming := func(name, ns string) *lockv1alpha1.ClusterLock {
+		return &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: lockv1alpha1.ClusterLockSpec{
+			TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: ns}}}
+	}
 	c := fake.NewClientBuilder().WithScheme(s).WithRESTMapper(mapper).WithStatusSubresource(&lockv1alpha1.ClusterLock{}).
-		WithObjects(live, marked("prod", now), marked("fresh", now.Add(-20*time.Second)), marked("old", now.Add(-2*lockv1alpha1.ClusterLockPendingGrace))).Build()
+		WithObjects(naming("keep-prod", "prod"), naming("keep-stage", "stage"), naming("keep-dev", "dev"),
+			marked("prod", now, ""), marked("stage", now, "keep-stage"), marked("dev", now, "newer-dev"),
+			marked("fresh", now.Add(-20*time.Second), ""), marked("old", now.Add(-2*lockv1alpha1.ClusterLockPendingGrace), "")).Build()
 	r := &clusterLocks{status: &reconciler{client: c}, client: c, api: c, mapper: mapper, guard: true, now: func() time.Time { return now }}
 	res, err := r.Reconcile(context.Background(), clusterLockKey)
 	if err != nil {
@@ -183,7 +193,8 @@ func TestClusterLockPendingLabel(t *testing.T) {
 	if want := lockv1alpha1.ClusterLockPendingGrace - 20*time.Second; res.RequeueAfter != want {
 		t.Errorf("requeue after %s; want %s (fresh's grace)", res.RequeueAfter, want)
 	}
-	for name, want := range map[string]struct{ labelled, mark bool }{"prod": {true, false}, "fresh": {true, true}, "old": {false, false}} {
+	for name, want := range map[string]struct{ labelled, mark bool }{"prod": {true, false}, "stage": {true, false}, "dev": {true, true},
+		"fresh": {true, true}, "old": {false, false}} {
 		var n corev1.Namespace
 		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &n); err != nil {
 			t.Fatal(err)

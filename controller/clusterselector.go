@@ -166,8 +166,9 @@ func (c *clusterLocks) clusterKindSpelledLike(k string) string {
 // ensureLabel keeps ClusterLockedLabel on obj (key), which the live
 // ClusterLock named clName covers: it patches the label on when it is
 // missing, unless RBAC refused that at obj's resourceVersion before, and
-// drops ClusterLockPendingAnnotation once the ClusterLock is in the cache
-// (the label then goes with the last ClusterLock). It reports whether obj
+// drops ClusterLockPendingAnnotation once the ClusterLock that marked it
+// is in the cache (markDone; the label then goes with the last
+// ClusterLock). It reports whether obj
 // carries the label; false when RBAC refuses it (LabelForbidden). It
 // writes nothing when the label is there and no mark is left.
 func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjectMetadata, key lockv1alpha1.TargetKey, clName string) (bool, error) {
@@ -187,7 +188,7 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 		delete(c.refused, key)
 		return true, nil
 	}
-	if _, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() {
+	if mark, ok := obj.GetAnnotations()[lockv1alpha1.ClusterLockPendingAnnotation]; ok && c.refused[key] != obj.GetResourceVersion() && c.markDone(mark) {
 		// The create that marked it is in the cache: the mark's grace is
 		// not needed, and the label goes with the last ClusterLock.
 		// At obj's resourceVersion: a mark written since is a new
@@ -204,6 +205,20 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 		}
 	}
 	return true, nil
+}
+
+// markDone reports whether a pending mark has done its work: the
+// ClusterLock whose create put it (PendingBy) is in the cache at this
+// pass, or its grace is over (a create refused after its admission, whose
+// ClusterLock never comes). A mark naming no ClusterLock (written before
+// marks named theirs) is done once any live ClusterLock covers the object,
+// as before. Not the covering ClusterLock alone: it may be older than the
+// create that marked the object, and without the mark the next sweep
+// would take the label off that create's object while its ClusterLock is
+// not cached yet.
+func (c *clusterLocks) markDone(mark string) bool {
+	by := lockv1alpha1.PendingBy(mark)
+	return by == "" || c.cached[by] || lockv1alpha1.PendingLeft(mark, lockv1alpha1.ClusterLockPendingGrace, c.now()) == 0
 }
 
 // clusterNamespaceSource is the ClusterLock controller's watch of

@@ -34,11 +34,12 @@ const ClusterCreatePath = "/validate-cluster-lock-create"
 // being created, or on every object its selector matches.
 type ClusterLabeler interface {
 	// LabelClusterTarget puts labels (each "true": ClusterLockedLabel, and
-	// ReadOnlyLabel for a ReadOnly ClusterLock) on the object key names. A
+	// ReadOnlyLabel for a ReadOnly ClusterLock) on the object key names,
+	// with a pending mark that names by, the ClusterLock being created. A
 	// NotFound error (no such object), a NoMatch error (no such kind
 	// served) or ErrNamespacedTarget let the create through, the status
 	// says why; a Forbidden one refuses it with the kubectl label command.
-	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
+	LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string, by string) error
 	// ClusterSelected lists the objects s matches now
 	// (readmodel.ClusterSelected), each with its GroupVersionKind.
 	ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
@@ -55,7 +56,7 @@ var ErrNamespacedTarget = errors.New("the kind is namespaced")
 // object carries the labels already (someone who may put them there), it
 // is labelled: no error.
 func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) ClusterLabeler {
-	return clusterLabeler{mapper: mapper, r: r, label: func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
+	return clusterLabeler{mapper: mapper, r: r, label: func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string, by string) error {
 		mapping, err := mapper.RESTMapping(key.GroupKind())
 		if err != nil {
 			return err
@@ -66,7 +67,7 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 		obj := &metav1.PartialObjectMetadata{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		obj.SetName(key.Name)
-		patch := lockv1alpha1.PendingMarksPatch(labels, lockv1alpha1.ClusterLockPendingAnnotation, time.Now())
+		patch := lockv1alpha1.PendingMarksPatchBy(labels, lockv1alpha1.ClusterLockPendingAnnotation, time.Now(), by)
 		err = w.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 		if apierrors.IsForbidden(err) {
 			got := &metav1.PartialObjectMetadata{}
@@ -85,11 +86,11 @@ func ClusterLabel(mapper meta.RESTMapper, w client.Writer, r client.Reader) Clus
 type clusterLabeler struct {
 	mapper meta.RESTMapper
 	r      client.Reader
-	label  func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error
+	label  func(ctx context.Context, key lockv1alpha1.TargetKey, labels []string, by string) error
 }
 
-func (l clusterLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
-	return l.label(ctx, key, labels)
+func (l clusterLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string, by string) error {
+	return l.label(ctx, key, labels, by)
 }
 
 func (l clusterLabeler) ClusterSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error) {
@@ -141,10 +142,10 @@ func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Requ
 	defer cancel()
 	labels := cl.ClusterTargetLabels(now)
 	if s := cl.Spec.Selector; s != nil {
-		return h.labelSelected(ctx, s, labels)
+		return h.labelSelected(ctx, s, labels, cl.Name)
 	}
 	key, _ := cl.Target()
-	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, labels); {
+	switch err := h.c.Labeler.LabelClusterTarget(ctx, key, labels, cl.Name); {
 	case err == nil, apierrors.IsNotFound(err), meta.IsNoMatchError(err), errors.Is(err, ErrNamespacedTarget):
 		return admission.Allowed("")
 	case apierrors.IsForbidden(err):

@@ -107,7 +107,7 @@ type fakeLabeler struct {
 	selected func(s *lockv1alpha1.ClusterLockSelector) ([]metav1.PartialObjectMetadata, error)
 }
 
-func (f fakeLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string) error {
+func (f fakeLabeler) LabelClusterTarget(ctx context.Context, key lockv1alpha1.TargetKey, labels []string, _ string) error {
 	return f.label(ctx, key, labels)
 }
 

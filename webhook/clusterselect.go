@@ -27,13 +27,14 @@ import (
 const clusterLabelWorkers = 8
 
 // labelSelected labels every object s matches now
-// (ClusterLabeler.ClusterSelected), each with a pending mark, and allows
+// (ClusterLabeler.ClusterSelected), each with a pending mark naming by
+// (the ClusterLock being created), and allows
 // the create once all are. It refuses the create when s matches more than
 // lockv1alpha1.MaxClusterSelected objects (ClusterSelectTooManyMessage),
 // and when RBAC refuses lockguard one label (ClusterCreateForbiddenMessage,
 // naming it); any other failure refuses it retryably. An object deleted
 // meanwhile is skipped.
-func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector, labels []string) admission.Response {
+func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.ClusterLockSelector, labels []string, by string) admission.Response {
 	objs, err := h.c.Labeler.ClusterSelected(ctx, s)
 	if err != nil {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("the ClusterLock was not created because lockguard could not list what its selector matches; retry: %w", err))
@@ -53,7 +54,7 @@ func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.
 		go func() {
 			defer wg.Done()
 			for key := range work {
-				err := h.c.Labeler.LabelClusterTarget(ctx, key, labels)
+				err := h.c.Labeler.LabelClusterTarget(ctx, key, labels, by)
 				if err == nil || apierrors.IsNotFound(err) {
 					continue
 				}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -23,23 +24,47 @@ func PendingMarkPatch(label, annotation string, now time.Time) []byte {
 // under one annotation (a ReadOnly ClusterLock's target: ClusterLockedLabel
 // and ReadOnlyLabel, ClusterLock.ClusterTargetLabels).
 func PendingMarksPatch(labels []string, annotation string, now time.Time) []byte {
+	return pendingPatch(labels, annotation, now.UTC().Format(time.RFC3339))
+}
+
+// PendingMarksPatchBy is PendingMarksPatch whose mark also names by, the
+// object whose create puts it (a ClusterLock's name): "<time> <by>". The
+// reconciler then drops the mark only once by itself is in its cache
+// (PendingBy), not on seeing another of the object's ClusterLocks, which
+// may be older than the create that marked it.
+func PendingMarksPatchBy(labels []string, annotation string, now time.Time, by string) []byte {
+	return pendingPatch(labels, annotation, now.UTC().Format(time.RFC3339)+" "+by)
+}
+
+// pendingPatch is the merge patch that puts each of labels =true and
+// annotation=mark on an object.
+func pendingPatch(labels []string, annotation, mark string) []byte {
 	l := make(map[string]string, len(labels))
 	for _, k := range labels {
 		l[k] = "true"
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"labels":      l,
-		"annotations": map[string]string{annotation: now.UTC().Format(time.RFC3339)}}})
+		"annotations": map[string]string{annotation: mark}}})
 	return patch
 }
 
 // PendingLeft returns how much of grace is left at now for a pending mark
-// (an annotation's value, as PendingMarkPatch writes it): 0 for a mark
-// whose grace is over, and for a missing or malformed one.
+// (an annotation's value, as PendingMarkPatch or PendingMarksPatchBy
+// writes it): 0 for a mark whose grace is over, and for a missing or
+// malformed one.
 func PendingLeft(mark string, grace time.Duration, now time.Time) time.Duration {
-	at, err := time.Parse(time.RFC3339, mark)
+	at, _, _ := strings.Cut(mark, " ")
+	t, err := time.Parse(time.RFC3339, at)
 	if err != nil {
 		return 0
 	}
-	return max(at.Add(grace).Sub(now), 0)
+	return max(t.Add(grace).Sub(now), 0)
+}
+
+// PendingBy returns the name a mark of PendingMarksPatchBy holds; "" for
+// any other.
+func PendingBy(mark string) string {
+	_, by, _ := strings.Cut(mark, " ")
+	return by
 }

@@ -7,7 +7,8 @@ import (
 
 // TestPendingMark: the mark PendingMarkPatch writes is the one PendingLeft
 // reads; a mark whose grace is over, a missing and a malformed one leave
-// nothing.
+// nothing; PendingMarksPatchBy's mark also names its ClusterLock
+// (PendingBy).
 func TestPendingMark(t *testing.T) {
 	at := time.Date(2026, 12, 4, 13, 0, 0, 0, time.FixedZone("CET", 3600))
 	if got, want := string(PendingMarkPatch("l", "a", at)), `{"metadata":{"annotations":{"a":"2026-12-04T12:00:00Z"},"labels":{"l":"true"}}}`; got != want {
@@ -25,9 +26,19 @@ func TestPendingMark(t *testing.T) {
 		{mark, at.Add(time.Hour), 0},
 		{"", at, 0},
 		{"yesterday", at, 0},
+		{mark + " keep-prod", at.Add(45 * time.Second), 15 * time.Second},
 	} {
 		if got := PendingLeft(tc.mark, time.Minute, tc.now); got != tc.want {
 			t.Errorf("PendingLeft(%q, 1m, %s) = %s; want %s", tc.mark, tc.now, got, tc.want)
+		}
+	}
+	byMark := `{"metadata":{"annotations":{"a":"2026-12-04T12:00:00Z keep-prod"},"labels":{"l":"true","m":"true"}}}`
+	if got := string(PendingMarksPatchBy([]string{"l", "m"}, "a", at, "keep-prod")); got != byMark {
+		t.Errorf("PendingMarksPatchBy = %s; want %s", got, byMark)
+	}
+	for mark, want := range map[string]string{"2026-12-04T12:00:00Z keep-prod": "keep-prod", "2026-12-04T12:00:00Z": "", "": ""} {
+		if got := PendingBy(mark); got != want {
+			t.Errorf("PendingBy(%q) = %q; want %q", mark, got, want)
 		}
 	}
 }
