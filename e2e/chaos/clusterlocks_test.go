@@ -85,7 +85,10 @@ type clusterNS struct {
 
 // clusterLockRec is a ClusterLock the clusterWorker created.
 type clusterLockRec struct {
-	name  string
+	name string
+	// how is what the ClusterLock is, for a violation's message: "by
+	// name" or "by selector", and ", ReadOnly".
+	how   string
 	ns    *clusterNS
 	state lockState
 	acked time.Time
@@ -192,7 +195,7 @@ func (w *clusterWorker) observe(ctx context.Context, ns *clusterNS) bool {
 	for _, l := range w.locksOn(ns, live) {
 		if l.seenUID != "" && l.seenUID != uid {
 			w.violation(ns.lastKind, "Namespace %s (uid %s) started terminating or went while ClusterLock %s named it (created and seen %s ago, seen the namespace after that); the last request that could have removed it: %s",
-				ns.name, l.seenUID, l.name, now.Sub(l.acked).Round(time.Millisecond), ns.lastKind)
+				ns.name, l.seenUID, l.name+" ("+l.how+")", now.Sub(l.acked).Round(time.Millisecond), ns.lastKind)
 			for _, other := range w.locksOn(ns, live) {
 				other.seenUID = "" // Counted once.
 			}
@@ -235,13 +238,16 @@ func (w *clusterWorker) lock(ctx context.Context, ns *clusterNS, raced bool) {
 	w.locks = append(w.locks, l)
 	w.cl.lockCreates.Add(1)
 	spec := lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: ns.name}, Reason: "chaos"}
+	l.how = "by name"
 	if w.rng.IntN(2) == 0 {
+		l.how = "by selector"
 		spec.TargetRef = lockv1alpha1.ClusterTargetReference{}
 		spec.Selector = &lockv1alpha1.ClusterLockSelector{Kinds: []string{"Namespace"}, MatchLabels: map[string]string{clusterNSLabel: ns.name}}
 		w.cl.selectorLocks.Add(1)
 	}
 	if w.rng.IntN(3) == 0 {
 		spec.Level = lockv1alpha1.LevelReadOnly
+		l.how += ", ReadOnly"
 		w.cl.readOnlyLocks.Add(1)
 	}
 	err := w.c.Create(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: l.name}, Spec: spec})
@@ -317,7 +323,7 @@ func (w *clusterWorker) deleteNamespace(ctx context.Context, ns *clusterNS, dryR
 		k.allowed.Add(1)
 		names := make([]string, 0, len(locks))
 		for _, l := range locks {
-			names = append(names, fmt.Sprintf("%s (seen %s before)", l.name, time.Since(l.acked).Round(time.Millisecond)))
+			names = append(names, fmt.Sprintf("%s (%s, seen %s before)", l.name, l.how, time.Since(l.acked).Round(time.Millisecond)))
 			l.seenUID = "" // Counted once.
 		}
 		w.violation(kind, "a %s of Namespace %s (uid %s) was allowed while ClusterLocks %v named it", kind, ns.name, ns.uid, names)
