@@ -123,8 +123,8 @@ func setReadOnlyCondition(lock *lockv1alpha1.Lock, obs observation) {
 const auditReadOnlyMessage = "this Lock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and recorded in status.lastWouldDeny"
 
 // auditClusterReadOnlyMessage is auditReadOnlyMessage of a ClusterLock,
-// whose would-be refusals are counted, not recorded in its status.
-const auditClusterReadOnlyMessage = "this ClusterLock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and counted in lockguard_would_deny_total{guard=\"readonly\"}"
+// whose would-be refusals are recorded in its status the same way.
+const auditClusterReadOnlyMessage = "this ClusterLock is in Audit enforcement (see its Ready condition): it freezes nothing; each update it would refuse is allowed with a warning and recorded in status.lastWouldDeny"
 
 // audited returns obs as the status of lock says it: for a Lock in Audit
 // enforcement (Lock.Enforces false) that would otherwise be active, or
@@ -148,7 +148,7 @@ func audited(lock *lockv1alpha1.Lock, obs observation) observation {
 func AuditMessage(lock *lockv1alpha1.Lock) string {
 	msg := "this Lock is in Audit enforcement and refuses nothing: each request it would refuse is allowed with a warning and recorded in status.lastWouldDeny; set spec.enforcement to Enforce to protect"
 	if nounOf(lock) == "ClusterLock" {
-		msg = "this ClusterLock is in Audit enforcement and refuses nothing: each delete it would refuse is allowed with a warning and counted in lockguard_would_deny_total; set spec.enforcement to Enforce to protect"
+		msg = "this ClusterLock is in Audit enforcement and refuses nothing: each request it would refuse is allowed with a warning and recorded in status.lastWouldDeny; set spec.enforcement to Enforce to protect"
 	}
 	if lock.Spec.Reason != "" {
 		msg += ": " + lock.Spec.Reason

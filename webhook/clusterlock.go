@@ -21,7 +21,11 @@ import (
 // chart sends it the DELETE of the cluster-scoped kinds a ClusterLock can
 // protect, and the UPDATEs that remove or change ClusterLockedLabel, of
 // the objects that carry that label only (objectSelector), so that an
-// outage refuses only those, never every delete of a kind.
+// outage refuses only those, never every delete of a kind. Its decisions
+// end as the Lock guards' do (finisher.finish): a refusal that is not a
+// dry run goes to the refusing ClusterLocks' status.lastDenied and to
+// DeleteBlocked (or UpdateBlocked) Events, what only audit ClusterLocks
+// would refuse to their status.lastWouldDeny, both asynchronously.
 
 // ClusterLockPath is where lockguard answers the DELETE of a cluster-scoped
 // object that carries lockv1alpha1.ClusterLockedLabel.
@@ -64,12 +68,14 @@ type ClusterLockHandler struct {
 }
 
 // NewClusterLockHandler returns the ClusterLock guard, counting and ending
-// its decisions as h does (its metrics), reading within h's Gate.
+// its decisions as h does (h's finisher: its metrics, audit annotations,
+// Events and lastDenied and lastWouldDeny recorders), reading within h's
+// Gate.
 func NewClusterLockHandler(h *Handler, c ClusterLockConfig) *ClusterLockHandler {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &ClusterLockHandler{c: c, gate: h.gate, finish: &finisher{metrics: h.finish.metrics}}
+	return &ClusterLockHandler{c: c, gate: h.gate, finish: h.finish}
 }
 
 // DeleteHandler returns the http.Handler of ClusterLockPath.
@@ -110,7 +116,8 @@ func (h *ClusterLockHandler) DecideDelete(ctx context.Context, req Request) admi
 
 // decide answers req from the live ClusterLocks covering its object (by
 // name, or by selector on req.OldObject's labels): refused with message
-// when one enforces, allowed with a warning when only audit ones do.
+// when one enforces, allowed with a warning when only audit ones do
+// (clusterRefusal).
 func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message func(kind, name string, locks []lockv1alpha1.ClusterLock) string) decision {
 	d := decision{guard: GuardClusterLock}
 	key := req.Target()
@@ -123,13 +130,22 @@ func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message fu
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the ClusterLocks of %s %s, so the request is refused; retry when lockguard is ready: %w", key.Kind, key.Name, err))
 		return d
 	}
+	return d.clusterRefusal(locks, func(locks []lockv1alpha1.ClusterLock) string { return message(key.Kind, key.Name, locks) })
+}
+
+// clusterRefusal is decision.refusal of the ClusterLock guards: d answered
+// by locks, the live ClusterLocks that would refuse its request, message
+// the refusal naming some of them: denied by those that enforce, naming
+// only them; when none does, allowed, with what the audit ClusterLocks
+// would refuse (finisher.finish warns with it, counts it and records it
+// in their lastWouldDeny); allowed when locks is empty.
+func (d decision) clusterRefusal(locks []lockv1alpha1.ClusterLock, message func([]lockv1alpha1.ClusterLock) string) decision {
 	enforcing := slices.DeleteFunc(slices.Clone(locks), func(c lockv1alpha1.ClusterLock) bool { return !c.Enforces() })
 	switch {
 	case len(enforcing) > 0:
-		d.resp = admission.Denied(message(key.Kind, key.Name, enforcing))
+		d.resp, d.clusterLocks = admission.Denied(message(enforcing)), enforcing
 	case len(locks) > 0:
-		d.resp = admission.Allowed("").WithWarnings(WouldDenyWarning(message(key.Kind, key.Name, locks)))
-		h.finish.metrics.wouldDeny(req, GuardClusterLock)
+		d.resp, d.clusterAudit, d.wouldDeny = admission.Allowed(""), locks, message(locks)
 	default:
 		d.resp = admission.Allowed("")
 	}
@@ -142,34 +158,36 @@ func (h *ClusterLockHandler) decide(ctx context.Context, req Request, message fu
 // unless lockguard sends it; every other update is allowed.
 func (h *ClusterLockHandler) DecideLabel(ctx context.Context, ar admission.Request) admission.Response {
 	start := time.Now()
-	next := objectLabels(ar.Object.Raw)
+	next := objectMeta(ar.Object.Raw)
 	// A selector ClusterLock covers the object as the update leaves it: one
 	// that relabels it out of the selector may take the label off too.
 	req := Request{Kind: ar.Kind, Name: ar.Name, Namespace: ar.Namespace, Operation: ar.Operation,
 		UserInfo: UserInfo{Username: ar.UserInfo.Username}, DryRun: ar.DryRun != nil && *ar.DryRun,
-		OldObject: Object{Metadata: ObjectMeta{Labels: next}}}
+		OldObject: Object{Metadata: next}}
 	d := decision{guard: GuardClusterLock, resp: admission.Allowed("")}
 	switch {
 	case ar.Operation != admissionv1.Update:
 		d.resp = admission.Allowed(notGuarded[admissionv1.Update])
 	case h.c.Self != nil && h.c.Self() != "" && ar.UserInfo.Username == h.c.Self():
-	case objectLabels(ar.OldObject.Raw)[lockv1alpha1.ClusterLockedLabel] != "true" || next[lockv1alpha1.ClusterLockedLabel] == "true":
+	case objectMeta(ar.OldObject.Raw).Labels[lockv1alpha1.ClusterLockedLabel] != "true" || next.Labels[lockv1alpha1.ClusterLockedLabel] == "true":
 	default:
 		d = h.decide(ctx, req, ClusterLabelDenialMessage)
 	}
 	return h.finish.finish(req, d, start)
 }
 
-// objectLabels returns the labels of raw, an object in JSON; nil when it
-// has none.
-func objectLabels(raw []byte) map[string]string {
+// objectMeta returns the labels and UID of raw, an object in JSON (the
+// labels nil when it has none): what the ClusterLock guards read of it,
+// the UID for the Events of a refusal.
+func objectMeta(raw []byte) ObjectMeta {
 	var o struct {
 		Metadata struct {
+			UID    types.UID         `json:"uid"`
 			Labels map[string]string `json:"labels"`
 		} `json:"metadata"`
 	}
 	_ = json.Unmarshal(raw, &o)
-	return o.Metadata.Labels
+	return ObjectMeta{UID: o.Metadata.UID, Labels: o.Metadata.Labels}
 }
 
 // covering returns the live ClusterLocks that cover the object o (by

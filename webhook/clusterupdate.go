@@ -86,6 +86,10 @@ func (h *ClusterLockHandler) DecideUpdate(ctx context.Context, ar admission.Requ
 			d = h.decideFrozen(ctx, req, field, ar.OldObject.Raw)
 		}
 	}
+	if len(d.clusterLocks) > 0 {
+		// The Events of the refusal name the object by UID too.
+		req.OldObject.Metadata.UID = objectMeta(ar.OldObject.Raw).UID
+	}
 	return h.finish.finish(req, d, start)
 }
 
@@ -98,22 +102,16 @@ func (h *ClusterLockHandler) decideFrozen(ctx context.Context, req Request, fiel
 	// by its labels then: a frozen object cannot be relabelled out);
 	// cluster-scoped, though the review of a Namespace names the namespace
 	// itself as its namespace.
-	o := key.Object(objectLabels(old))
+	o := key.Object(objectMeta(old).Labels)
 	o.Namespace = ""
 	locks, err := h.frozenBy(ctx, o, readOnlyLabel(old) == "true")
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the ClusterLocks of %s %s, so the update is refused; retry when lockguard is ready: %w", key.Kind, key.Name, err))
 		return d
 	}
-	enforcing := slices.DeleteFunc(slices.Clone(locks), func(c lockv1alpha1.ClusterLock) bool { return !c.Enforces() })
-	switch {
-	case len(enforcing) > 0:
-		d.resp = admission.Denied(ClusterUpdateDenialMessage(key.Kind, key.Name, enforcing, field))
-	case len(locks) > 0:
-		d.resp = admission.Allowed("").WithWarnings(WouldDenyWarning(ClusterUpdateDenialMessage(key.Kind, key.Name, locks, field)))
-		h.finish.metrics.wouldDeny(req, GuardReadOnly)
-	}
-	return d
+	return d.clusterRefusal(locks, func(locks []lockv1alpha1.ClusterLock) string {
+		return ClusterUpdateDenialMessage(key.Kind, key.Name, locks, field)
+	})
 }
 
 // frozenBy returns the live ReadOnly ClusterLocks (enforcing or audit)

@@ -34,7 +34,8 @@ type Config struct {
 	// Metrics counts the handler's decisions; nil: none are counted.
 	Metrics *Metrics
 	// Events records a Warning Event on the target and on each refusing
-	// Lock for every refused request that is not a dry run, within
+	// Lock (or ClusterLock, in the ClusterLockHandler built on the
+	// Handler) for every refused request that is not a dry run, within
 	// EventLimits, its notes truncated to what the API server accepts
 	// (eventnote.Recorder). It must be asynchronous (client-go's is);
 	// nil: no Events.
@@ -42,12 +43,13 @@ type Config struct {
 	// EventLimits are the limits of Events; zero fields take their
 	// defaults.
 	EventLimits EventLimits
-	// Denials is handed every request Locks refuse, by any guard, that is
-	// not a dry run; nil: lastDenied is not recorded.
+	// Denials is handed every request Locks or ClusterLocks refuse, by
+	// any guard (the ClusterLock guards' too: NewClusterLockHandler), that
+	// is not a dry run; nil: lastDenied is not recorded.
 	Denials DenialRecorder
-	// WouldDeny is handed every request that audit Locks would refuse
-	// and no Lock refuses, by any guard, that is not a dry run; nil:
-	// lastWouldDeny is not recorded.
+	// WouldDeny is handed every request that audit Locks (or audit
+	// ClusterLocks) would refuse and none refuses, by any guard, that is
+	// not a dry run; nil: lastWouldDeny is not recorded.
 	WouldDeny DenialRecorder
 	// Exceptions make the object and update guards honour LockExceptions
 	// (docs/contract.md rule 20); nil: none lets anything through.

@@ -85,6 +85,12 @@ type decision struct {
 	// give (finisher.finish warns with it and records it).
 	audit     []lockv1alpha1.Lock
 	wouldDeny string
+	// clusterLocks are the ClusterLocks that refuse the request, and
+	// clusterAudit those in Audit enforcement that would, when none
+	// refuses (the ClusterLock guards': clusterRefusal), with wouldDeny
+	// their refusal; locks and audit are then empty.
+	clusterLocks []lockv1alpha1.ClusterLock
+	clusterAudit []lockv1alpha1.ClusterLock
 	// pierced is set when an exception let the request through Locks
 	// that refused it (exceptions.pierce; locks is then empty).
 	pierced *pierced

@@ -13,10 +13,19 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// denialLog is a DenialRecorder that keeps what it is given.
+// denialLog is a DenialRecorder that keeps what it is given: the names of
+// the refusing Locks, or of the ClusterLocks as ClusterLock/NAME.
 type denialLog struct {
 	locks   [][]string
 	denials []lockv1alpha1.DeniedRequest
+}
+
+func (l *denialLog) RecordClusterDenial(locks []lockv1alpha1.ClusterLock, d lockv1alpha1.DeniedRequest) {
+	var names []string
+	for _, c := range locks {
+		names = append(names, "ClusterLock/"+c.Name)
+	}
+	l.locks, l.denials = append(l.locks, names), append(l.denials, d)
 }
 
 func (l *denialLog) RecordDenial(locks []lockv1alpha1.Lock, d lockv1alpha1.DeniedRequest) {

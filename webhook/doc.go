@@ -34,6 +34,6 @@
 // editing the annotation never unprotects anything. A delete decision
 // writes nothing itself: a refusal that is not a dry run is handed to
 // asynchronous recorders (events.go: Events; denials.go: the refusing
-// Locks' status.lastDenied, through a DenialRecorder); a Lock create's
-// admission may label the Lock's namespace.
+// Locks' and ClusterLocks' status.lastDenied, through a DenialRecorder);
+// a Lock create's admission may label the Lock's namespace.
 package webhook

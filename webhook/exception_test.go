@@ -146,6 +146,17 @@ func (r *recordedUses) RecordDenial(locks []lockv1alpha1.Lock, d lockv1alpha1.De
 	r.uses = append(r.uses, d)
 }
 
+// RecordClusterDenial keeps the names of locks as ClusterLock/NAME: no
+// exception pierces a ClusterLock, so no test expects one.
+func (r *recordedUses) RecordClusterDenial(locks []lockv1alpha1.ClusterLock, d lockv1alpha1.DeniedRequest) {
+	var names []string
+	for _, c := range locks {
+		names = append(names, "ClusterLock/"+c.Name)
+	}
+	r.locks = append(r.locks, names)
+	r.uses = append(r.uses, d)
+}
+
 // TestExceptionPierce (docs/contract.md rule 20): a DELETE the Locks
 // refuse is allowed for the user of an exception that names the target,
 // the operation and every refusing Lock, has not expired, and that the

@@ -148,38 +148,39 @@ type finisher struct {
 
 // finish ends d, the decision of req that began at start: it counts it,
 // puts its audit annotations on the response and, unless req is a dry run
-// (the webhook declares sideEffects NoneOnDryRun) or no Lock refused it,
-// hands the refusal to the DenialRecorder, for the refusing Locks'
-// status.lastDenied, and records its Warning Events (recordRefused). Both
-// recorders only update memory: their writes are asynchronous.
+// (the webhook declares sideEffects NoneOnDryRun) or no Lock or
+// ClusterLock refused it, hands the refusal to the DenialRecorder, for
+// the refusing Locks' (or ClusterLocks') status.lastDenied, and records
+// its Warning Events (recordRefused). Both recorders only update memory:
+// their writes are asynchronous.
 //
-// A request that only audit Locks would refuse (decision.refusal) is
-// allowed, ends with the would-deny ending: a warning that says the
-// refusal (WouldDenyWarning), lockguard_would_deny_total and, unless a
-// dry run, the audit Locks' status.lastWouldDeny (docs/contract.md rule
-// 20).
+// A request that only audit Locks (or ClusterLocks) would refuse
+// (decision.refusal, decision.clusterRefusal) is allowed, ends with the
+// would-deny ending: a warning that says the refusal (WouldDenyWarning),
+// lockguard_would_deny_total and, unless a dry run, the audit Locks'
+// status.lastWouldDeny (docs/contract.md rule 20).
 func (f *finisher) finish(req Request, d decision, start time.Time) admission.Response {
 	if d.kind.Kind != "" {
 		req.Kind = d.kind
 	}
 	f.metrics.observe(req, d.guard, d.resp, time.Since(start))
 	d.resp.AuditAnnotations = auditAnnotations(d.guard, d.resp, d.locks, d.more)
-	if d.resp.Allowed && len(d.audit) > 0 {
+	if d.resp.Allowed && (len(d.audit) > 0 || len(d.clusterAudit) > 0) {
 		d.resp = d.resp.WithWarnings(WouldDenyWarning(d.wouldDeny))
 		f.metrics.wouldDeny(req, d.guard)
 		if !req.DryRun && f.wouldDeny != nil {
-			f.wouldDeny.RecordDenial(d.audit, deniedRequest(req))
+			recordDenial(f.wouldDeny, d.audit, d.clusterAudit, deniedRequest(req))
 		}
 	}
 	if d.pierced != nil {
 		f.exceptionUsed(req, d)
 	}
-	if len(d.locks) == 0 || req.DryRun {
+	if (len(d.locks) == 0 && len(d.clusterLocks) == 0) || req.DryRun {
 		return d.resp
 	}
 	name := req.Target().Name
 	if !d.resp.Allowed && f.denials != nil {
-		f.denials.RecordDenial(d.locks, deniedRequest(req))
+		recordDenial(f.denials, d.locks, d.clusterLocks, deniedRequest(req))
 	}
 	if f.events != nil {
 		recordRefused(f.events, req, name, d)

@@ -89,8 +89,9 @@ type ClusterLockSpec struct {
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 
 	// Enforcement is Enforce (the default) or Audit: the ClusterLock
-	// refuses nothing, and each delete it would refuse is allowed with an
-	// admission warning and counted (lockguard_would_deny_total).
+	// refuses nothing, and each request it would refuse is allowed with an
+	// admission warning, counted (lockguard_would_deny_total) and recorded
+	// in status.lastWouldDeny.
 	// +kubebuilder:default=Enforce
 	// +optional
 	Enforcement Enforcement `json:"enforcement,omitempty"`
@@ -131,6 +132,7 @@ type ClusterLockSpec struct {
 // +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.spec.expiresAt`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Last Denied",type=date,JSONPath=`.status.lastDenied.time`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`,priority=1
 type ClusterLock struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -141,7 +143,8 @@ type ClusterLock struct {
 	Spec ClusterLockSpec `json:"spec"`
 
 	// Status is written by lockguard: a Lock's status (Ready and its
-	// reasons, active).
+	// reasons, active, and the last request refused, lastDenied, or
+	// that it would refuse in Audit, lastWouldDeny).
 	// +optional
 	Status LockStatus `json:"status,omitempty"`
 }

@@ -1,7 +1,10 @@
-// Package denials writes status.lastDenied on the Locks that refuse
-// requests (docs/contract.md rule 14; issue 24's "who tried"): the last refused
-// request (time, user, operation, kind and name of the object) and how
-// many the Lock has refused.
+// Package denials writes status.lastDenied on the Locks and ClusterLocks
+// that refuse requests (docs/contract.md rules 14 and 22; issue 24's "who
+// tried"): the last refused request (time, user, operation, kind and name
+// of the object) and how many the Lock has refused. A ClusterLock's status
+// is a Lock's, and is written the same way, through the same Recorder
+// (RecordClusterDenial), within the same bounds; below, "Lock" stands for
+// either.
 //
 // Every replica serves the webhook, so every replica runs a Recorder and
 // writes the denials it decided itself, leader or not. The webhook hands
@@ -90,8 +93,34 @@ type Recorder struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	entries map[types.NamespacedName]*entry
+	entries map[key]*entry
 	wake    chan struct{}
+}
+
+// key names the Lock, or the ClusterLock (cluster: its Namespace is
+// empty), of an entry.
+type key struct {
+	cluster bool
+	types.NamespacedName
+}
+
+// noun is "Lock" or "ClusterLock", as logs and errors name k's kind.
+func (k key) noun() string {
+	if k.cluster {
+		return "ClusterLock"
+	}
+	return "Lock"
+}
+
+// object returns an empty object of k's kind to read it into, and its
+// status.
+func (k key) object() (client.Object, *lockv1alpha1.LockStatus) {
+	if k.cluster {
+		c := &lockv1alpha1.ClusterLock{}
+		return c, &c.Status
+	}
+	l := &lockv1alpha1.Lock{}
+	return l, &l.Status
 }
 
 // entry is what a Recorder holds for one Lock.
@@ -122,7 +151,7 @@ func New(c client.Client, api client.Reader, o Options) *Recorder {
 		exceptions: o.Exceptions,
 		limiter:    rate.NewLimiter(maxWritesPerSecond, maxWritesPerSecond),
 		now:        time.Now,
-		entries:    map[types.NamespacedName]*entry{},
+		entries:    map[key]*entry{},
 		wake:       make(chan struct{}, 1),
 	}
 }
@@ -131,24 +160,41 @@ func New(c client.Client, api client.Reader, o Options) *Recorder {
 // is ignored: each call counts one refusal per Lock). It only updates
 // memory and never blocks on the API server.
 func (r *Recorder) RecordDenial(locks []lockv1alpha1.Lock, denied lockv1alpha1.DeniedRequest) {
-	if len(locks) == 0 {
+	r.record(len(locks), func(i int) (key, types.UID) {
+		return key{NamespacedName: types.NamespacedName{Namespace: locks[i].Namespace, Name: locks[i].Name}}, locks[i].UID
+	}, denied)
+}
+
+// RecordClusterDenial records that the ClusterLocks locks refused the
+// request denied, as RecordDenial does for Locks: the same entries,
+// interval and write limit.
+func (r *Recorder) RecordClusterDenial(locks []lockv1alpha1.ClusterLock, denied lockv1alpha1.DeniedRequest) {
+	r.record(len(locks), func(i int) (key, types.UID) {
+		return key{cluster: true, NamespacedName: types.NamespacedName{Name: locks[i].Name}}, locks[i].UID
+	}, denied)
+}
+
+// record counts one refusal, denied, on each of the n Locks that lock
+// names (their key and UID).
+func (r *Recorder) record(n int, lock func(int) (key, types.UID), denied lockv1alpha1.DeniedRequest) {
+	if n == 0 {
 		return
 	}
 	denied = bounded(denied)
 	r.mu.Lock()
-	for i := range locks {
-		key := types.NamespacedName{Namespace: locks[i].Namespace, Name: locks[i].Name}
-		e := r.entries[key]
-		if e == nil || (e.uid != locks[i].UID && locks[i].UID != "") {
+	for i := range n {
+		k, uid := lock(i)
+		e := r.entries[k]
+		if e == nil || (e.uid != uid && uid != "") {
 			// New, or a Lock of the same name recreated: its count starts
 			// again.
-			e = &entry{uid: locks[i].UID}
-			r.entries[key] = e
+			e = &entry{uid: uid}
+			r.entries[k] = e
 		}
 		e.last, e.pending = denied, e.pending+1
 	}
 	r.mu.Unlock()
-	r.metrics.recorded(len(locks))
+	r.metrics.recorded(n)
 	select {
 	case r.wake <- struct{}{}:
 	default:

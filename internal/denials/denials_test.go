@@ -160,3 +160,64 @@ func TestBounded(t *testing.T) {
 		t.Errorf("bounded lengths: user %d, operation %d, kind %d, name %d", len(d.User), len(d.Operation), len(d.Kind), len(d.Name))
 	}
 }
+
+// TestClusterLockDenials: a ClusterLock's refusals are written to the
+// ClusterLock's status.lastDenied through the same entries, apart from a
+// Lock of the same name; lastWouldDeny alike; a ClusterLock gone, or
+// recreated, is dropped.
+func TestClusterLockDenials(t *testing.T) {
+	l := lock("keep")
+	cl := &lockv1alpha1.ClusterLock{}
+	cl.Name, cl.UID = "keep", "uid-cluster-keep"
+	cl.Spec.TargetRef = lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "prod"}
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(l, cl).WithStatusSubresource(l, cl).Build()
+	now := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	nsDelete := lockv1alpha1.DeniedRequest{Time: metav1.NewTime(now), User: "alice", Operation: "DELETE", Kind: "Namespace", Name: "prod"}
+	readCluster := func(name string) lockv1alpha1.LockStatus {
+		t.Helper()
+		var got lockv1alpha1.ClusterLock
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+
+	r := New(c, c, Options{})
+	r.now = func() time.Time { return now }
+	r.RecordClusterDenial([]lockv1alpha1.ClusterLock{*cl}, nsDelete)
+	r.RecordClusterDenial([]lockv1alpha1.ClusterLock{*cl}, nsDelete)
+	r.RecordDenial([]lockv1alpha1.Lock{*l}, denial("bob", now))
+	if pending, entries := r.Pending(); pending != 2 || entries != 2 {
+		t.Errorf("Pending() = %d, %d; want the Lock and the ClusterLock of the same name apart", pending, entries)
+	}
+	r.flush(context.Background())
+	want := nsDelete
+	want.Count = 2
+	if diff := cmp.Diff(&want, readCluster("keep").LastDenied); diff != "" {
+		t.Errorf("the ClusterLock's lastDenied: -want, +got:\n%s", diff)
+	}
+	if got := lastDenied(t, c, "keep"); got == nil || got.User != "bob" || got.Count != 1 {
+		t.Errorf("the Lock's lastDenied %+v, want bob's one refusal", got)
+	}
+
+	would := New(c, c, Options{WouldDeny: true})
+	would.RecordClusterDenial([]lockv1alpha1.ClusterLock{*cl}, nsDelete)
+	would.flush(context.Background())
+	if got := readCluster("keep"); got.LastWouldDeny == nil || got.LastWouldDeny.Count != 1 || got.LastDenied.Count != 2 {
+		t.Errorf("after a would-deny: lastWouldDeny %+v, lastDenied %+v; want one would-deny, the 2 refusals kept", got.LastWouldDeny, got.LastDenied)
+	}
+
+	recreated := *cl
+	recreated.UID = "an-older-one"
+	gone := lockv1alpha1.ClusterLock{}
+	gone.Name, gone.UID = "deleted", "uid-deleted"
+	r.RecordClusterDenial([]lockv1alpha1.ClusterLock{recreated, gone}, nsDelete)
+	now = now.Add(time.Hour)
+	r.flush(context.Background())
+	if got := readCluster("keep").LastDenied; got.Count != 2 {
+		t.Errorf("the ClusterLock's count after a refusal by another of its name: %d, want 2", got.Count)
+	}
+	if pending, _ := r.Pending(); pending != 0 {
+		t.Errorf("%d entries pending after the gone ClusterLocks' flush, want 0", pending)
+	}
+}

@@ -39,7 +39,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 
 // due is an entry to write: its Lock, and a copy of what to write.
 type due struct {
-	key     types.NamespacedName
+	key     key
 	uid     types.UID
 	last    lockv1alpha1.DeniedRequest
 	pending int64
@@ -95,38 +95,37 @@ func (r *Recorder) flush(ctx context.Context) time.Duration {
 	return next
 }
 
-// write adds d to the lastDenied of its Lock: it reads the Lock (from the
-// cache first, from the API server after a conflict), and patches
-// status.lastDenied alone, with the Lock's resourceVersion as a
-// precondition, at most MaxAttempts times. gone reports that the Lock no
-// longer exists, was recreated (another UID) or is being deleted: d is
+// write adds d to the lastDenied of its Lock (or ClusterLock): it reads
+// the Lock (from the cache first, from the API server after a conflict),
+// and patches status.lastDenied alone, with the Lock's resourceVersion as
+// a precondition, at most MaxAttempts times. gone reports that the Lock
+// no longer exists, was recreated (another UID) or is being deleted: d is
 // then dropped.
 func (r *Recorder) write(ctx context.Context, d due) (gone bool, err error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("lock", d.key)
+	noun, logKey := d.key.noun(), "lock"
+	if d.key.cluster {
+		logKey = "clusterLock"
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues(logKey, d.key.NamespacedName)
+	_, field := r.field(&lockv1alpha1.LockStatus{})
 	var read client.Reader = r.writer
 	for range MaxAttempts {
-		var lock lockv1alpha1.Lock
-		if err := read.Get(ctx, d.key, &lock); err != nil {
+		lock, status := d.key.object()
+		if err := read.Get(ctx, d.key.NamespacedName, lock); err != nil {
 			if apierrors.IsNotFound(err) {
 				r.metrics.write(resultGone)
 				return true, nil
 			}
-			log.Error(err, "Cannot read a Lock to record its denials")
-			return false, fmt.Errorf("reading Lock %s: %w", d.key, err)
+			log.Error(err, "Cannot read a "+noun+" to record its denials")
+			return false, fmt.Errorf("reading %s %s: %w", noun, d.key.NamespacedName, err)
 		}
-		if (d.uid != "" && lock.UID != d.uid) || lock.DeletionTimestamp != nil {
+		if (d.uid != "" && lock.GetUID() != d.uid) || lock.GetDeletionTimestamp() != nil {
 			r.metrics.write(resultGone)
 			return true, nil
 		}
-		cur, field := lock.Status.LastDenied, "lastDenied"
-		switch {
-		case r.wouldDeny:
-			cur, field = lock.Status.LastWouldDeny, "lastWouldDeny"
-		case r.exceptions:
-			cur, field = lock.Status.LastException, "lastException"
-		}
+		cur, _ := r.field(status)
 		denied := merged(cur, d.last, d.pending)
-		err := r.writer.Status().Patch(ctx, &lock, lastDeniedPatch(lock.ResourceVersion, field, denied))
+		err := r.writer.Status().Patch(ctx, lock, lastDeniedPatch(lock.GetResourceVersion(), field, denied))
 		switch {
 		case err == nil:
 			r.metrics.write(resultWritten)
@@ -135,16 +134,29 @@ func (r *Recorder) write(ctx context.Context, d due) (gone bool, err error) {
 			r.metrics.write(resultGone)
 			return true, nil
 		case !apierrors.IsConflict(err):
-			log.Error(err, "Cannot record a Lock's denials")
-			return false, fmt.Errorf("writing the lastDenied of Lock %s: %w", d.key, err)
+			log.Error(err, "Cannot record a "+noun+"'s denials")
+			return false, fmt.Errorf("writing the %s of %s %s: %w", field, noun, d.key.NamespacedName, err)
 		}
 		// Another writer got there first: read the Lock as the API server
 		// has it now, and add to its count.
 		r.metrics.write(resultConflict)
 		read = r.api
 	}
-	log.Info("Cannot record a Lock's denials: it kept changing; trying again later", "attempts", MaxAttempts, "pending", d.pending)
-	return false, fmt.Errorf("writing the lastDenied of Lock %s: %d conflicts", d.key, MaxAttempts)
+	log.Info("Cannot record a "+noun+"'s denials: it kept changing; trying again later", "attempts", MaxAttempts, "pending", d.pending)
+	return false, fmt.Errorf("writing the %s of %s %s: %d conflicts", field, noun, d.key.NamespacedName, MaxAttempts)
+}
+
+// field returns the field of status the Recorder writes, and its name:
+// lastDenied, lastWouldDeny (Options.WouldDeny) or lastException
+// (Options.Exceptions).
+func (r *Recorder) field(status *lockv1alpha1.LockStatus) (*lockv1alpha1.DeniedRequest, string) {
+	switch {
+	case r.wouldDeny:
+		return status.LastWouldDeny, "lastWouldDeny"
+	case r.exceptions:
+		return status.LastException, "lastException"
+	}
+	return status.LastDenied, "lastDenied"
 }
 
 // merged is cur, the Lock's lastDenied, with pending more refusals, the

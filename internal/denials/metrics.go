@@ -22,11 +22,11 @@ func NewMetrics() *Metrics {
 	return &Metrics{
 		recordedTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "lockguard_denials_recorded_total",
-			Help: "Refusals recorded for status.lastDenied, one per refusing Lock (dry-run requests are not recorded).",
+			Help: "Refusals recorded for status.lastDenied, one per refusing Lock or ClusterLock (dry-run requests are not recorded).",
 		}),
 		writesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_denial_status_writes_total",
-			Help: "Attempts to write a Lock's status.lastDenied, by result: written; conflict (the Lock changed since it was read: read again and retried); gone (the Lock was deleted or recreated: its pending refusals dropped); failed (given up until the next flush, the refusals kept).",
+			Help: "Attempts to write a Lock's or ClusterLock's status.lastDenied, by result: written; conflict (the Lock changed since it was read: read again and retried); gone (the Lock was deleted or recreated: its pending refusals dropped); failed (given up until the next flush, the refusals kept).",
 		}, []string{"result"}),
 	}
 }
