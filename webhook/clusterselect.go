@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,37 +41,24 @@ func (h *ClusterLockHandler) labelSelected(ctx context.Context, s *lockv1alpha1.
 	if len(objs) > lockv1alpha1.MaxClusterSelected {
 		return admission.Denied(ClusterSelectTooManyMessage(s, len(objs)))
 	}
-	work := make(chan lockv1alpha1.TargetKey)
+	keys := make([]lockv1alpha1.TargetKey, 0, len(objs))
+	for i := range objs {
+		keys = append(keys, selectedKey(&objs[i]))
+	}
 	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
 		forbidden *lockv1alpha1.TargetKey
 		failed    error
 	)
-	for range min(clusterLabelWorkers, len(objs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for key := range work {
-				err := h.c.Labeler.LabelClusterTarget(ctx, key, labels, by)
-				if err == nil || apierrors.IsNotFound(err) {
-					continue
-				}
-				mu.Lock()
-				if apierrors.IsForbidden(err) && forbidden == nil {
-					forbidden = &key
-				} else if !apierrors.IsForbidden(err) {
-					failed = errors.Join(failed, fmt.Errorf("%s %s: %w", key.Kind, key.Name, err))
-				}
-				mu.Unlock()
-			}
-		}()
+	for _, f := range labelEach(keys, clusterLabelWorkers, func(key lockv1alpha1.TargetKey) error {
+		return h.c.Labeler.LabelClusterTarget(ctx, key, labels, by)
+	}) {
+		switch {
+		case !apierrors.IsForbidden(f.err):
+			failed = errors.Join(failed, fmt.Errorf("%s %s: %w", f.key.Kind, f.key.Name, f.err))
+		case forbidden == nil:
+			forbidden = &f.key
+		}
 	}
-	for i := range objs {
-		work <- selectedKey(&objs[i])
-	}
-	close(work)
-	wg.Wait()
 	switch {
 	case forbidden != nil:
 		return admission.Denied(ClusterCreateForbiddenMessage(*forbidden, labels...))

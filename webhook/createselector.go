@@ -148,21 +148,40 @@ func (c *CreateHandler) selectedObjects(ctx context.Context, l *lockv1alpha1.Loc
 }
 
 // labelAll labels each of keys with c's Targets, selectorLabelWorkers at
-// a time; an object gone meanwhile (NotFound) needs no label. It returns
-// the writes' errors, joined.
+// a time (labelEach); an object gone meanwhile (NotFound) needs no label.
+// It returns the writes' errors, joined.
 func (c *CreateHandler) labelAll(ctx context.Context, keys []lockv1alpha1.TargetKey) error {
+	var errs []error
+	for _, f := range labelEach(keys, selectorLabelWorkers, func(key lockv1alpha1.TargetKey) error { return c.o.Targets.LabelTarget(ctx, key) }) {
+		errs = append(errs, f.err)
+	}
+	return errors.Join(errs...)
+}
+
+// keyError is a label write of labelEach that failed.
+type keyError struct {
+	key lockv1alpha1.TargetKey
+	err error
+}
+
+// labelEach calls label on each of keys, workers at a time, and returns
+// the calls that failed, in no order; a NotFound error (the object gone
+// meanwhile: it needs no label) is no failure. The one pool of the label
+// writes a create admits (a selector Lock's, labelAll; a selector
+// ClusterLock's, labelSelected).
+func labelEach(keys []lockv1alpha1.TargetKey, workers int, label func(lockv1alpha1.TargetKey) error) []keyError {
 	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-		next = make(chan lockv1alpha1.TargetKey)
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed []keyError
+		next   = make(chan lockv1alpha1.TargetKey)
 	)
-	for range min(selectorLabelWorkers, len(keys)) {
+	for range min(workers, len(keys)) {
 		wg.Go(func() {
 			for key := range next {
-				if err := c.o.Targets.LabelTarget(ctx, key); err != nil && !apierrors.IsNotFound(err) {
+				if err := label(key); err != nil && !apierrors.IsNotFound(err) {
 					mu.Lock()
-					errs = append(errs, err)
+					failed = append(failed, keyError{key, err})
 					mu.Unlock()
 				}
 			}
@@ -173,5 +192,5 @@ func (c *CreateHandler) labelAll(ctx context.Context, keys []lockv1alpha1.Target
 	}
 	close(next)
 	wg.Wait()
-	return errors.Join(errs...)
+	return failed
 }
