@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -45,7 +44,7 @@ func (g crdGuard) decideCRD(ctx context.Context, req Request) decision {
 	// The group's CRDs, and those of the kinds of other groups the
 	// installation opts in (docs/contract.md rule 21): deleting a CRD
 	// deletes its objects with no admission of theirs.
-	optedIn := spec.Group != lockv1alpha1.Group && slices.Contains(lockv1alpha1.OptedIn(), schema.GroupKind{Group: spec.Group, Kind: spec.Names.Kind})
+	optedIn := spec.Group != lockv1alpha1.Group && lockv1alpha1.IsOptedIn(schema.GroupKind{Group: spec.Group, Kind: spec.Names.Kind})
 	if spec.Group != lockv1alpha1.Group && !optedIn {
 		d.resp = admission.Allowed("not a " + lockv1alpha1.Group + " CustomResourceDefinition, nor one of an opted-in kind")
 		return d

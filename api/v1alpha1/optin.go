@@ -54,8 +54,9 @@ func OptedIn() []schema.GroupKind {
 	return nil
 }
 
-// isOptedIn reports whether gk is an opted-in kind.
-func isOptedIn(gk schema.GroupKind) bool {
+// IsOptedIn reports whether gk is an opted-in kind (OptedIn), without
+// copying the list.
+func IsOptedIn(gk schema.GroupKind) bool {
 	p := optedIn.Load()
 	return p != nil && slices.Contains(*p, gk)
 }

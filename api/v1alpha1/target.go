@@ -36,7 +36,7 @@ var ErrExceptionTarget = errors.New("a Lock cannot protect a LockException: dele
 // ErrNotProtectable, ErrLockTarget or ErrExceptionTarget.
 func Protectable(gk schema.GroupKind) error {
 	switch {
-	case gk.Group != Group && isOptedIn(gk):
+	case gk.Group != Group && IsOptedIn(gk):
 		return nil
 	case gk.Group != Group:
 		return ErrNotProtectable

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"errors"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -47,7 +46,7 @@ func optedInKind(kinds *readmodel.Kinds) webhook.OptedInResolver {
 		switch {
 		case err == nil && k.GVK.GroupKind() == gk:
 			return k.GVK, true, nil
-		case err != nil && !errors.Is(err, readmodel.ErrKindNotServed) && slices.Contains(lockv1alpha1.OptedIn(), gk):
+		case err != nil && !errors.Is(err, readmodel.ErrKindNotServed) && lockv1alpha1.IsOptedIn(gk):
 			return schema.GroupVersionKind{}, false, err
 		}
 		return schema.GroupVersionKind{}, false, nil
