@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"time"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -33,20 +34,29 @@ func (c protectedChange) none() bool { return c.label == nil && !c.clearPending 
 // protectedLabelChange returns the change that an object with labels and
 // annotations (the cache's: CacheTransform keeps both) needs at now when
 // optedIn says whether its kind is opted in (of another group than
-// core.navique.com) and covered whether a live, enforcing Lock covers it;
+// core.navique.com) and covering names the live, enforcing Locks that
+// cover it;
 // and, when a pending mark alone keeps the label, how soon the mark's
 // grace ends (0 otherwise). An object of the group's own kinds is left as
 // it is: their deletes reach lockguard through the object guard's entry.
-func protectedLabelChange(optedIn, covered bool, labels, annotations map[string]string, now time.Time) (protectedChange, time.Duration) {
+func protectedLabelChange(optedIn bool, covering []string, labels, annotations map[string]string, now time.Time) (protectedChange, time.Duration) {
 	if !optedIn {
 		return protectedChange{}, 0
 	}
 	v, present := labels[lockv1alpha1.ProtectedLabel]
 	mark, marked := annotations[lockv1alpha1.ProtectedPendingAnnotation]
-	if covered {
-		c := protectedChange{clearPending: marked}
+	if len(covering) > 0 {
+		// The mark goes once the Lock whose create put it is cached (it
+		// names it), not on another Lock covering the object, which may
+		// be older than that create; or once its grace is over.
+		by, left := lockv1alpha1.PendingBy(mark), lockv1alpha1.PendingLeft(mark, lockv1alpha1.ProtectedPendingGrace, now)
+		done := by == "" || slices.Contains(covering, by) || left == 0
+		c := protectedChange{clearPending: marked && done}
 		if v != "true" {
 			c.label = ptrTo(true)
+		}
+		if marked && !done {
+			return c, left
 		}
 		return c, 0
 	}

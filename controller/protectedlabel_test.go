@@ -11,12 +11,18 @@ import (
 
 // TestProtectedLabelChange: ProtectedLabel is wanted exactly on an
 // opted-in object that a live, enforcing Lock covers; a fresh pending mark
-// keeps it until its grace ends; the mark goes once a Lock covers the
-// object or the grace is over; an object that is right gets no write.
+// keeps it until its grace ends; the mark goes once the Lock it names
+// covers the object (a mark naming none: any Lock) or the grace is over,
+// not while it names a Lock not cached yet; an object that is right gets
+// no write.
 func TestProtectedLabelChange(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	on, off := true, false
 	label := map[string]string{lockv1alpha1.ProtectedLabel: "true", "tier": "db"}
+	keep := []string{"keep"}
+	markBy := func(at time.Time, by string) map[string]string {
+		return map[string]string{lockv1alpha1.ProtectedPendingAnnotation: at.Format(time.RFC3339) + " " + by}
+	}
 	mark := func(at time.Time) map[string]string {
 		return map[string]string{lockv1alpha1.ProtectedPendingAnnotation: at.Format(time.RFC3339)}
 	}
@@ -28,16 +34,19 @@ func TestProtectedLabelChange(t *testing.T) {
 	cases := map[string]struct {
 		reason      string
 		optedIn     bool
-		covered     bool
+		covered     []string // the covering Locks
 		labels      map[string]string
 		annotations map[string]string
 		want        want
 	}{
-		"GroupKind":      {reason: "The group's own kinds never carry it.", covered: true, want: want{}},
-		"Wanted":         {reason: "Covered, unlabelled: the label goes on.", optedIn: true, covered: true, want: want{Label: &on}},
-		"Steady":         {reason: "Covered and labelled: no write.", optedIn: true, covered: true, labels: label, want: want{}},
-		"WrongValue":     {reason: "Covered, labelled other than true: set to true.", optedIn: true, covered: true, labels: map[string]string{lockv1alpha1.ProtectedLabel: "x"}, want: want{Label: &on}},
-		"CoveredMarked":  {reason: "The Lock reached the cache: the mark goes, the label stays.", optedIn: true, covered: true, labels: label, annotations: mark(now), want: want{ClearPending: true}},
+		"GroupKind":      {reason: "The group's own kinds never carry it.", covered: keep, want: want{}},
+		"Wanted":         {reason: "Covered, unlabelled: the label goes on.", optedIn: true, covered: keep, want: want{Label: &on}},
+		"Steady":         {reason: "Covered and labelled: no write.", optedIn: true, covered: keep, labels: label, want: want{}},
+		"WrongValue":     {reason: "Covered, labelled other than true: set to true.", optedIn: true, covered: keep, labels: map[string]string{lockv1alpha1.ProtectedLabel: "x"}, want: want{Label: &on}},
+		"CoveredMarked":  {reason: "The Lock reached the cache: the mark goes, the label stays.", optedIn: true, covered: keep, labels: label, annotations: mark(now), want: want{ClearPending: true}},
+		"CoveredByNamed": {reason: "The Lock the mark names reached the cache: the mark goes.", optedIn: true, covered: keep, labels: label, annotations: markBy(now, "keep"), want: want{ClearPending: true}},
+		"CoveredNotYet":  {reason: "Covered by an older Lock, marked by a create not cached yet: the mark stays, back when its grace ends.", optedIn: true, covered: keep, labels: label, annotations: markBy(now.Add(-10*time.Second), "newer"), want: want{Recheck: lockv1alpha1.ProtectedPendingGrace - 10*time.Second}},
+		"CoveredOldMark": {reason: "A mark naming an uncached Lock whose grace is over goes.", optedIn: true, covered: keep, labels: label, annotations: markBy(now.Add(-lockv1alpha1.ProtectedPendingGrace), "newer"), want: want{ClearPending: true}},
 		"Unwanted":       {reason: "No Lock covers it: the label goes.", optedIn: true, labels: label, want: want{Label: &off}},
 		"UnwantedAbsent": {reason: "No Lock, no label: no write.", optedIn: true, want: want{}},
 		"UnwantedValue":  {reason: "No Lock, a label of another value: it goes too (the entry selects the key).", optedIn: true, labels: map[string]string{lockv1alpha1.ProtectedLabel: "x"}, want: want{Label: &off}},

@@ -216,8 +216,9 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	// mode's ValidatingAdmissionPolicy denies from it, and an audit Lock
 	// refuses nothing (docs/contract.md rule 20). The protected label is
 	// wanted exactly where the annotation is (protectedlabel.go).
-	want := annotationValue(enforcing(covering, now))
-	protected, pendingLeft := protectedLabelChange(kind.GVK.Group != lockv1alpha1.Group, want != "", obj.Labels, obj.Annotations, now)
+	refusing := enforcing(covering, now)
+	want := annotationValue(refusing)
+	protected, pendingLeft := protectedLabelChange(kind.GVK.Group != lockv1alpha1.Group, lockNames(refusing), obj.Labels, obj.Annotations, now)
 	// Back at the first expiry of a Lock that covers the target, or when
 	// a pending mark's grace ends.
 	next := ctrl.Result{RequeueAfter: soonest(pendingLeft, now, locks, covering)}
@@ -301,4 +302,13 @@ func (r *reconciler) writeStatuses(ctx context.Context, locks []lockv1alpha1.Loc
 		errs = append(errs, r.writeStatus(ctx, &locks[i], obs))
 	}
 	return errors.Join(errs...)
+}
+
+// lockNames returns the names of locks.
+func lockNames(locks []lockv1alpha1.Lock) []string {
+	names := make([]string, len(locks))
+	for i := range locks {
+		names[i] = locks[i].Name
+	}
+	return names
 }

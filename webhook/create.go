@@ -108,15 +108,17 @@ type TargetLabeler interface {
 	// kind, or one not served). A NotFound error (no such object yet) lets
 	// the create through: the reconciler labels the object when it
 	// appears; any other error refuses the create, retryably.
-	LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey) error
+	// by is the name of the Lock being created, which the pending mark
+	// names (the reconciler drops the mark once that Lock is cached).
+	LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey, by string) error
 }
 
 // TargetLabelerFunc adapts a function to a TargetLabeler.
-type TargetLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey) error
+type TargetLabelerFunc func(ctx context.Context, key lockv1alpha1.TargetKey, by string) error
 
 // LabelTarget calls f.
-func (f TargetLabelerFunc) LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey) error {
-	return f(ctx, key)
+func (f TargetLabelerFunc) LabelTarget(ctx context.Context, key lockv1alpha1.TargetKey, by string) error {
+	return f(ctx, key, by)
 }
 
 // OptedInResolver resolves a kind for the Lock create's labels: the
@@ -131,7 +133,7 @@ type OptedInResolver func(gk schema.GroupKind) (schema.GroupVersionKind, bool, e
 // lockguard's own identity, which the update guard exempts): one merge
 // patch of the target's metadata, the label and the pending mark.
 func ProtectedTargetLabel(optedIn OptedInResolver, c client.Writer) TargetLabeler {
-	return TargetLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey) error {
+	return TargetLabelerFunc(func(ctx context.Context, key lockv1alpha1.TargetKey, by string) error {
 		if key.Group == lockv1alpha1.Group {
 			return nil // the object guard's entry sends its deletes
 		}
@@ -146,7 +148,7 @@ func ProtectedTargetLabel(optedIn OptedInResolver, c client.Writer) TargetLabele
 		obj.SetGroupVersionKind(gvk)
 		obj.SetNamespace(key.Namespace)
 		obj.SetName(key.Name)
-		patch := lockv1alpha1.PendingMarkPatch(lockv1alpha1.ProtectedLabel, lockv1alpha1.ProtectedPendingAnnotation, time.Now())
+		patch := lockv1alpha1.PendingMarksPatchBy([]string{lockv1alpha1.ProtectedLabel}, lockv1alpha1.ProtectedPendingAnnotation, time.Now(), by)
 		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			return fmt.Errorf("putting the %s label on %s %s/%s: %w", lockv1alpha1.ProtectedLabel, key.Kind, key.Namespace, key.Name, err)
 		}
@@ -273,7 +275,7 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 		return admission.Allowed("")
 	}
 	if target, ok := l.StandingTarget(); ok {
-		switch err := c.o.Targets.LabelTarget(ctx, target); {
+		switch err := c.o.Targets.LabelTarget(ctx, target, l.Name); {
 		case err == nil, apierrors.IsNotFound(err):
 			// Missing: nothing to delete yet; the reconciler labels it
 			// when it appears (docs/optin.md).
@@ -283,7 +285,7 @@ func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admis
 	}
 	// docs/contract.md rules 15 and 21: the objects a selector Lock
 	// covers, as a targetRef Lock's target.
-	if err := c.labelAll(ctx, selected); err != nil {
+	if err := c.labelAll(ctx, selected, l.Name); err != nil {
 		return errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", TargetLabelRefusedRetry, err))
 	}
 	return admission.Allowed("")

@@ -150,9 +150,9 @@ func (c *CreateHandler) selectedObjects(ctx context.Context, l *lockv1alpha1.Loc
 // labelAll labels each of keys with c's Targets, selectorLabelWorkers at
 // a time (labelEach); an object gone meanwhile (NotFound) needs no label.
 // It returns the writes' errors, joined.
-func (c *CreateHandler) labelAll(ctx context.Context, keys []lockv1alpha1.TargetKey) error {
+func (c *CreateHandler) labelAll(ctx context.Context, keys []lockv1alpha1.TargetKey, by string) error {
 	var errs []error
-	for _, f := range labelEach(keys, selectorLabelWorkers, func(key lockv1alpha1.TargetKey) error { return c.o.Targets.LabelTarget(ctx, key) }) {
+	for _, f := range labelEach(keys, selectorLabelWorkers, func(key lockv1alpha1.TargetKey) error { return c.o.Targets.LabelTarget(ctx, key, by) }) {
 		errs = append(errs, f.err)
 	}
 	return errors.Join(errs...)

@@ -49,7 +49,7 @@ func (c *selectedCalls) LabelNamespace(_ context.Context, ns string) error {
 	return nil
 }
 
-func (c *selectedCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKey) error {
+func (c *selectedCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKey, _ string) error {
 	c.record("target " + key.Kind + " " + key.Namespace + "/" + key.Name)
 	if key.Name == c.gone {
 		return apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumeclaims"}, key.Name)

@@ -28,7 +28,7 @@ type targetCalls struct {
 	targetErr error
 }
 
-func (c *targetCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKey) error {
+func (c *targetCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKey, _ string) error {
 	c.calls = append(c.calls, "target "+key.Kind+" "+key.Namespace+"/"+key.Name)
 	return c.targetErr
 }
@@ -141,7 +141,7 @@ func TestProtectedTargetLabel(t *testing.T) {
 	labeler := ProtectedTargetLabel(optedIn, c)
 	ctx := context.Background()
 	before := time.Now().UTC().Truncate(time.Second)
-	if err := labeler.LabelTarget(ctx, lockv1alpha1.TargetKey{Namespace: "forge", Kind: "PersistentVolumeClaim", Name: "data"}); err != nil {
+	if err := labeler.LabelTarget(ctx, lockv1alpha1.TargetKey{Namespace: "forge", Kind: "PersistentVolumeClaim", Name: "data"}, "keep"); err != nil {
 		t.Fatal(err)
 	}
 	got := &corev1.PersistentVolumeClaim{}
@@ -151,20 +151,22 @@ func TestProtectedTargetLabel(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"tier": "db", lockv1alpha1.ProtectedLabel: "true"}, got.Labels); diff != "" {
 		t.Errorf("labels after LabelTarget: -want, +got:\n%s", diff)
 	}
-	at, err := time.Parse(time.RFC3339, got.Annotations[lockv1alpha1.ProtectedPendingAnnotation])
-	if err != nil || at.Before(before) || got.Annotations["note"] != "x" {
-		t.Errorf("annotations after LabelTarget: %v (%v): want note=x and %s at or after %s", got.Annotations, err, lockv1alpha1.ProtectedPendingAnnotation, before)
+	mark := got.Annotations[lockv1alpha1.ProtectedPendingAnnotation]
+	when, by, _ := strings.Cut(mark, " ")
+	at, err := time.Parse(time.RFC3339, when)
+	if err != nil || at.Before(before) || by != "keep" || got.Annotations["note"] != "x" {
+		t.Errorf("annotations after LabelTarget: %v (%v): want note=x and %s at or after %s, naming the Lock keep", got.Annotations, err, lockv1alpha1.ProtectedPendingAnnotation, before)
 	}
 	// Neither is written: a write would fail, as neither object exists.
 	for _, key := range []lockv1alpha1.TargetKey{
 		{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "app"},
 		{Namespace: "forge", Kind: "Secret", Name: "creds"},
 	} {
-		if err := labeler.LabelTarget(ctx, key); err != nil {
+		if err := labeler.LabelTarget(ctx, key, "keep"); err != nil {
 			t.Errorf("LabelTarget(%v) = %v, want nil (not written)", key, err)
 		}
 	}
-	err = labeler.LabelTarget(ctx, lockv1alpha1.TargetKey{Namespace: "forge", Kind: "PersistentVolumeClaim", Name: "absent"})
+	err = labeler.LabelTarget(ctx, lockv1alpha1.TargetKey{Namespace: "forge", Kind: "PersistentVolumeClaim", Name: "absent"}, "keep")
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("LabelTarget(absent) = %v, want NotFound", err)
 	}
