@@ -31,6 +31,10 @@ func enforcementOf(l *lockv1alpha1.Lock) lockv1alpha1.Enforcement {
 // Audit. An enforcing existing Lock, asked for Audit, is kept (with a
 // warning): it refuses more.
 func sameEnforcement(existing, want *lockv1alpha1.Lock, ns string) error {
+	if want.Enforces() && !existing.Enforces() && ns == "" {
+		return fmt.Errorf("%s %q already exists in Audit enforcement, which refuses nothing: make it refuse (kubectl lock update clusterlock/%s --enforce) or choose another name with --name",
+			clusterLockGroupResource, existing.Name, existing.Name)
+	}
 	if want.Enforces() && !existing.Enforces() {
 		return fmt.Errorf("%s %q already exists in Audit enforcement, which refuses nothing: make it refuse (kubectl lock update %s -n %s --enforce) or choose another name with --name",
 			lockGroupResource, existing.Name, existing.Name, ns)
@@ -38,9 +42,9 @@ func sameEnforcement(existing, want *lockv1alpha1.Lock, ns string) error {
 	return nil
 }
 
-// auditDone is what kubectl lock says once a Lock in Audit enforcement
-// is live: what it covers, that it refuses nothing, where what it would
-// refuse goes, and how to make it refuse.
+// auditDone is what kubectl lock says once a Lock (or a ClusterLock: no
+// namespace) in Audit enforcement is live: what it covers, that it refuses
+// nothing, where what it would refuse goes, and how to make it refuse.
 func auditDone(l *lockv1alpha1.Lock) string {
 	would := "deleting what it covers"
 	if readOnly(l) {
@@ -49,6 +53,10 @@ func auditDone(l *lockv1alpha1.Lock) string {
 	expires := ""
 	if l.Spec.ExpiresAt != nil {
 		expires = fmt.Sprintf("; it expires at %s", l.ExpiresAtString())
+	}
+	if l.Namespace == "" {
+		return fmt.Sprintf("the ClusterLock %s on %s is in Audit enforcement: it refuses nothing; each request it would refuse (%s) is allowed with a warning and recorded in its status.lastWouldDeny (kubectl lock show clusterlock/%s); kubectl lock update clusterlock/%s --enforce makes it refuse%s",
+			l.Name, scopeString(l), would, l.Name, l.Name, expires)
 	}
 	return fmt.Sprintf("the Lock %s on %s in namespace %s is in Audit enforcement: it refuses nothing; each request it would refuse (%s) is allowed with a warning and recorded in its status.lastWouldDeny (kubectl lock show %s -n %s); kubectl lock update %s -n %s --enforce makes it refuse%s",
 		l.Name, scopeString(l), l.Namespace, would, l.Name, l.Namespace, l.Name, l.Namespace, expires)

@@ -78,7 +78,7 @@ func levelString(l *lockv1alpha1.Lock) string {
 // CanNotDelete. A stricter existing Lock is kept (with a warning).
 func sameLevel(existing, want *lockv1alpha1.Lock, ns string) error {
 	if readOnly(want) && !readOnly(existing) && ns == "" {
-		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl patch clusterlock %s --type merge -p '{\"spec\":{\"level\":\"ReadOnly\"}}') or choose another name with --name",
+		return fmt.Errorf("%s %q already exists with level %s: raise its level (kubectl lock update clusterlock/%s --level ReadOnly) or choose another name with --name",
 			clusterLockGroupResource, existing.Name, levelOf(existing), existing.Name)
 	}
 	if readOnly(want) && !readOnly(existing) {

@@ -46,11 +46,12 @@ type lockChange struct {
 func newUpdateCommand(s Streams, flags *Flags) *cobra.Command {
 	o := &updateOptions{flags: flags}
 	cmd := &cobra.Command{
-		Use:   "update NAME [--reason TEXT] [--level CanNotDelete|ReadOnly] [--until TIME | --for DURATION | --no-expiry] [--audit | --enforce] [--dry-run=server|client]",
-		Short: "Change a Lock's reason, level, expiry or enforcement",
-		Long: `Change the Lock NAME of the namespace (-n): its reason, its level, its expiry or
-its enforcement. Its scope (targetRef or selector) cannot change: delete it and
-create another.
+		Use:   "update (NAME | clusterlock/NAME) [--reason TEXT] [--level CanNotDelete|ReadOnly] [--until TIME | --for DURATION | --no-expiry] [--audit | --enforce] [--dry-run=server|client]",
+		Short: "Change a Lock's or a ClusterLock's reason, level, expiry or enforcement",
+		Long: `Change the Lock NAME of the namespace (-n), or the ClusterLock NAME with
+clusterlock/NAME (clusterlocks/NAME, clusterlock.core.navique.com/NAME): its
+reason, its level, its expiry or its enforcement. Its scope (targetRef or
+selector) cannot change: delete it and create another.
 
 The change is a JSON merge patch of the fields given, carrying the Lock's
 resourceVersion as read: the API server refuses it (409 Conflict) when the Lock
@@ -67,11 +68,17 @@ change, and when the API server refuses it, names the role you lack. Raising
 the level, extending or removing the expiry, --enforce and the reason need no
 unlock.
 
+A ClusterLock follows the same rules (docs/clusterlock.md): patch on
+clusterlocks, which neither lockguard-cluster-lock nor lockguard-cluster-unlock
+grants (a ClusterRole of your own, or cluster-admin), and to lower it the verb
+unlock on the ClusterLock (the ClusterRole lockguard-cluster-unlock).
+
 --dry-run=server sends the patch as a server-side dry run: the API server
 (RBAC, the unlock check, validation) answers as for the real change, and
 nothing is changed. --dry-run=client sends nothing but the read.
 
-lockguard reports the new state in the Lock's status: kubectl lock show NAME.`,
+lockguard reports the new state in the Lock's status: kubectl lock show NAME
+(kubectl lock show clusterlock/NAME).`,
 		Example: `  # Raise a Lock to ReadOnly
   kubectl lock update stack-forge -n forge --level ReadOnly
 
@@ -82,7 +89,10 @@ lockguard reports the new state in the Lock's status: kubectl lock show NAME.`,
   kubectl lock update try-db -n forge --enforce
 
   # Would the API server let me put it in Audit? (it needs unlock)
-  kubectl lock update stack-forge -n forge --audit --dry-run=server`,
+  kubectl lock update stack-forge -n forge --audit --dry-run=server
+
+  # Freeze the namespace prod: raise its ClusterLock namespace-prod to ReadOnly
+  kubectl lock update clusterlock/namespace-prod --level ReadOnly --reason "Change freeze"`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -91,11 +101,19 @@ lockguard reports the new state in the Lock's status: kubectl lock show NAME.`,
 			if err != nil {
 				return err
 			}
+			cluster, name, err := updateName(args[0])
+			if err != nil {
+				return err
+			}
 			c, err := o.flags.clients()
 			if err != nil {
 				return err
 			}
-			return withRoleHint(o.update(contextOf(cmd.Context()), s, c.dynamic.Resource(locksResource).Namespace(c.namespace), c.namespace, args[0], change))
+			k := c.locks()
+			if cluster {
+				k = c.clusterLocks()
+			}
+			return withRoleHint(o.update(contextOf(cmd.Context()), s, k, name, change))
 		},
 	}
 	cmd.Flags().StringVar(&o.reason, "reason", "", "Set the Lock's reason (--reason \"\" clears it).")
@@ -207,13 +225,13 @@ func (ch lockChange) patch(resourceVersion string) ([]byte, error) {
 	return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": resourceVersion}, "spec": spec})
 }
 
-// update changes the Lock name of namespace ns, read and patched through
-// locks, by ch, and says what changed: reads it, sends nothing when ch
+// update changes the Lock name of k (a Lock of k's namespace, or a
+// ClusterLock) by ch, and says what changed: reads it, sends nothing when ch
 // leaves it as it is, says before sending when ch lowers it (it then
 // needs the verb unlock), and sends ch's patch with the resourceVersion
 // read, reading and deciding again on a Conflict (retry.DefaultRetry).
 // The caller names the role a refusal lacks (withRoleHint).
-func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient, ns, name string, ch lockChange) error {
+func (o *updateOptions) update(ctx context.Context, s Streams, k lockKind, name string, ch lockChange) error {
 	var (
 		noted   []lockv1alpha1.Lowered
 		current *lockv1alpha1.Lock // as read
@@ -222,15 +240,15 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 	)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var err error
-		if current, err = getLock(ctx, locks, name); err != nil {
-			return notFoundHint(err, ns)
+		if current, err = getLock(ctx, k.res, name); err != nil {
+			return notFoundHint(err, k.ns)
 		}
 		next := ch.apply(current.Spec)
 		if changes = specChanges(&current.Spec, &next); len(changes) == 0 {
 			return nil
 		}
 		if lowered := loweredBy(&current.Spec, &next); len(lowered) > 0 && !slices.Equal(lowered, noted) {
-			fmt.Fprintln(s.ErrOut, lowerNote(lowered, ns, name))
+			fmt.Fprintln(s.ErrOut, lowerNote(lowered, k, name))
 			noted = lowered
 		}
 		if o.dryRun == dryRunClient {
@@ -242,7 +260,7 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 		if err != nil {
 			return err
 		}
-		u, err := locks.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, DryRun: dryRunAll(o.dryRun)})
+		u, err := k.res.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager, DryRun: dryRunAll(o.dryRun)})
 		if err != nil {
 			return err
 		}
@@ -251,7 +269,7 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 	})
 	switch {
 	case apierrors.IsConflict(err):
-		return fmt.Errorf("%w\nThe Lock changed each of the %d times it was read: nothing was changed; run kubectl lock update again", err, retry.DefaultRetry.Steps)
+		return fmt.Errorf("%w\nThe %s changed each of the %d times it was read: nothing was changed; run kubectl lock update again", err, k.kind, retry.DefaultRetry.Steps)
 	case err != nil:
 		return err
 	case len(changes) == 0:
@@ -259,18 +277,18 @@ func (o *updateOptions) update(ctx context.Context, s Streams, locks lockClient,
 	}
 	if o.output != "" {
 		result.ManagedFields = nil // as kubectl prints objects
-		return printObject(s.Out, o.output, result)
+		return printObject(s.Out, o.output, k.printable(result))
 	}
 	if len(changes) == 0 {
-		fmt.Fprintf(s.Out, "%s/%s unchanged\n", lockGroupResource, name)
+		fmt.Fprintf(s.Out, "%s/%s unchanged\n", k.gr, name)
 		return nil
 	}
-	fmt.Fprintf(s.Out, "%s/%s patched%s\n", lockGroupResource, name, dryRunSuffix(o.dryRun))
+	fmt.Fprintf(s.Out, "%s/%s patched%s\n", k.gr, name, dryRunSuffix(o.dryRun))
 	for _, c := range changes {
 		fmt.Fprintf(s.Out, "  %s\n", c)
 	}
 	if !dryRunning(o.dryRun) {
-		fmt.Fprintf(s.Out, "lockguard reports the change in the Lock's status: kubectl lock show %s -n %s\n", name, ns)
+		fmt.Fprintf(s.Out, "lockguard reports the change in the %s's status: %s\n", k.kind, showCommand(k, name))
 	}
 	return nil
 }
@@ -316,19 +334,4 @@ func loweredBy(old, next *lockv1alpha1.LockSpec) []lockv1alpha1.Lowered {
 		}
 	}
 	return out
-}
-
-// lowerNote is what kubectl lock update says before it sends a change
-// that lowers the parts lowered of Lock ns/name.
-func lowerNote(lowered []lockv1alpha1.Lowered, ns, name string) string {
-	parts := make([]string, 0, len(lowered))
-	for _, l := range lowered {
-		parts = append(parts, "the "+string(l))
-	}
-	what := parts[len(parts)-1]
-	if len(parts) > 1 {
-		what = strings.Join(parts[:len(parts)-1], ", ") + " and " + what
-	}
-	return fmt.Sprintf("Note: this lowers %s of Lock %s/%s, which needs the verb %q on it besides patch (the ClusterRole %s, which edit and admin do not include)",
-		what, ns, name, lockv1alpha1.UnlockVerb, lockv1alpha1.UnlockRole)
 }

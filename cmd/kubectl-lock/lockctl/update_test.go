@@ -84,6 +84,12 @@ func updateFixture(t *testing.T, now time.Time) (*dynamicfake.FakeDynamicClient,
 	return c.dynamic.(*dynamicfake.FakeDynamicClient), c.dynamic.Resource(locksResource).Namespace("forge")
 }
 
+// forgeLocks is the lockKind of the Locks of namespace forge, read and
+// patched through locks.
+func forgeLocks(locks lockClient) lockKind {
+	return lockKind{res: locks, gr: lockGroupResource, kind: "Lock", ns: "forge", encode: toUnstructured}
+}
+
 // patchesSent returns the patches of Locks the fake has been sent, each
 // with its dry-run option.
 func patchesSent(fake *dynamicfake.FakeDynamicClient) []string {
@@ -186,7 +192,7 @@ func TestUpdate(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errOut bytes.Buffer
-			if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, locks, "forge", tc.lock, tc.change); err != nil {
+			if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), tc.lock, tc.change); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.patches, patchesSent(fake)); diff != "" {
@@ -237,7 +243,7 @@ func TestUpdateRefused(t *testing.T) {
 	})
 	var out, errOut bytes.Buffer
 	o := &updateOptions{dryRun: dryRunNone}
-	if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, locks, "forge", "keep", audit); err != nil {
+	if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), "keep", audit); err != nil {
 		t.Fatalf("kubectl lock update after one Conflict: %v", err)
 	}
 	if n := len(patchesSent(fake)); n != 2 {
@@ -249,7 +255,7 @@ func TestUpdateRefused(t *testing.T) {
 
 	fake, locks = updateFixture(t, now)
 	fake.PrependReactor("patch", "locks", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, conflict })
-	err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, locks, "forge", "keep", audit)
+	err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), "keep", audit)
 	want := conflict.Error() + "\nThe Lock changed each of the 5 times it was read: nothing was changed; run kubectl lock update again"
 	if err == nil || err.Error() != want || len(patchesSent(fake)) != 5 {
 		t.Errorf("kubectl lock update, always in Conflict: %v (%d patches)\nwant %s", err, len(patchesSent(fake)), want)
@@ -260,7 +266,7 @@ func TestUpdateRefused(t *testing.T) {
 		lockv1alpha1.UnlockLowerMessage(lockv1alpha1.LoweredEnforcement, "forge", "keep")))
 	fake.PrependReactor("patch", "locks", func(clienttesting.Action) (bool, runtime.Object, error) { return true, nil, refusal })
 	errOut.Reset()
-	err = withRoleHint(o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, locks, "forge", "keep", audit))
+	err = withRoleHint(o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), "keep", audit))
 	want = refusal.Error() + "\nYou lack the verb \"unlock\" on this Lock: ask for a RoleBinding to the ClusterRole lockguard-unlock in its namespace " +
 		"(or a Role granting \"unlock\" on this Lock alone, with resourceNames)"
 	if err == nil || err.Error() != want {
@@ -270,7 +276,7 @@ func TestUpdateRefused(t *testing.T) {
 		t.Errorf("no note before the refused change: %q", errOut.String())
 	}
 
-	err = o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, locks, "forge", "ghost", audit)
+	err = o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), "ghost", audit)
 	if err == nil || !apierrors.IsNotFound(errors.Unwrap(err)) || !strings.HasSuffix(err.Error(), "\nNo Lock of that name in namespace forge: kubectl lock list -n forge lists its Locks (kubectl lock list -A, those of every namespace)") {
 		t.Errorf("kubectl lock update ghost: %v", err)
 	}
