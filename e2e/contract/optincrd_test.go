@@ -16,8 +16,9 @@ var gizmoGVK = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind
 
 // TestOptInCRDGuard (docs/contract.md rules 12 and 21): the
 // CustomResourceDefinition of an opted-in kind a CRD serves cannot be
-// deleted while a live Lock covers one of its objects (a dry-run delete is
-// refused by the CRD guard naming the Lock; the CRD and the object stay);
+// deleted while a live Lock covers one of its objects (a dry-run delete,
+// then a real one, are refused by the CRD guard naming the Lock; the CRD
+// and the object stay);
 // once the Lock is gone its delete is allowed (a dry run: the suite keeps
 // the kind).
 func TestOptInCRDGuard(t *testing.T) {
@@ -30,6 +31,10 @@ func TestOptInCRDGuard(t *testing.T) {
 	kube.WaitActive(t, lock)
 
 	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), framework.CRD(crd), client.DryRunAll), webhook.GuardCRD, framework.CRDDenialMessage(lock))
+	kube.MustExist(t, framework.CRDGVK, "", crd)
+	kube.MustExist(t, gizmoGVK, ns, "g1")
+	// For real: refused alike, nothing lost.
+	kube.WantGuardDenied(t, kube.Client.Delete(t.Context(), framework.CRD(crd)), webhook.GuardCRD, framework.CRDDenialMessage(lock))
 	kube.MustExist(t, framework.CRDGVK, "", crd)
 	kube.MustExist(t, gizmoGVK, ns, "g1")
 
