@@ -119,6 +119,15 @@ func (h *ClusterLockHandler) CreateHandler() http.Handler {
 // refused with the kubectl label command to run first; any other failure
 // refuses it, retryably.
 func (h *ClusterLockHandler) DecideCreate(ctx context.Context, ar admission.Request) admission.Response {
+	resp := h.decideCreate(ctx, ar)
+	if h.finish != nil {
+		h.finish.metrics.reviewed(GuardClusterCreate, resp)
+	}
+	return resp
+}
+
+// decideCreate is DecideCreate's answer.
+func (h *ClusterLockHandler) decideCreate(ctx context.Context, ar admission.Request) admission.Response {
 	if ar.Operation != admissionv1.Create || ar.Kind.Kind != "ClusterLock" || h.c.Labeler == nil {
 		return admission.Allowed("")
 	}

@@ -163,6 +163,9 @@ type CreateOptions struct {
 	Gate *transport.Gate
 	// Announcer is told of each Lock create before it is allowed.
 	Announcer Announcer
+	// Metrics counts the answers (lockguard_admission_reviews_total, guard
+	// create); nil: none.
+	Metrics *Metrics
 	// Labeler labels the Lock's namespace before the create is allowed,
 	// after the announcement.
 	Labeler NamespaceLabeler
@@ -204,6 +207,13 @@ func NewCreateHandler(o CreateOptions) *CreateHandler {
 // (which write nothing) and the creates of Locks that protect nothing
 // without calling any other collaborator.
 func (c *CreateHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	resp := c.handle(ctx, req)
+	c.o.Metrics.reviewed(GuardCreate, resp)
+	return resp
+}
+
+// handle is Handle's answer.
+func (c *CreateHandler) handle(ctx context.Context, req admission.Request) admission.Response {
 	if req.Operation != admissionv1.Create || req.Kind.Kind != "Lock" {
 		return admission.Allowed("")
 	}

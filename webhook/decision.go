@@ -24,6 +24,12 @@ const (
 	GuardReadOnly  = "readonly"
 	// GuardClusterLock is the ClusterLock guard's (clusterlock.go).
 	GuardClusterLock = "clusterlock"
+	// GuardCreate is the admission of Lock creates (create.go), counted by
+	// lockguard_admission_reviews_total only.
+	GuardCreate = "create"
+	// GuardClusterCreate is the admission of ClusterLock creates
+	// (clustercreate.go), counted as GuardCreate is.
+	GuardClusterCreate = "clustercreate"
 )
 
 // Decisions counted by lockguard_admission_reviews_total.

@@ -42,7 +42,7 @@ type Metrics struct {
 
 // guardNames are the guards the metrics count, each decision of each
 // shown at zero.
-var guardNames = []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly, GuardClusterLock}
+var guardNames = []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly, GuardClusterLock, GuardCreate, GuardClusterCreate}
 
 // NewMetrics returns unregistered handler metrics.
 func NewMetrics() *Metrics {
@@ -73,7 +73,7 @@ func newMetrics() *Metrics {
 		}, []string{"guard", "namespace", "group", "kind", "dry_run"}),
 		reviewsTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lockguard_admission_reviews_total",
-			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover; clusterlock: the DELETEs and label changes of cluster-locked objects) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the delete).",
+			Help: "Admission reviews answered by lockguard, by guard (object, cascade, namespace, crd; readonly: the UPDATEs of objects ReadOnly Locks may cover; clusterlock: the DELETEs and label changes of cluster-locked objects; create and clustercreate: Lock and ClusterLock CREATEs, denied when refused (expired, too many objects to label, a label RBAC refuses), errored when lockguard could not do its part, retryable) and decision: allowed, denied (protected by a Lock), or errored (Locks could not be verified; with failurePolicy Fail the API server refuses the request).",
 		}, []string{"guard", "decision"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lockguard_admission_duration_seconds",
@@ -159,6 +159,21 @@ func (m *Metrics) ConnectionClosed(reason string) {
 	if m != nil {
 		m.connsClosed.WithLabelValues(reason).Inc()
 	}
+}
+
+// reviewed counts one answer of guard in lockguard_admission_reviews_total
+// alone (a create's admission: its time is its writes', not a decision's,
+// and its refusals are no denied DELETE). It is safe on a nil *Metrics.
+func (m *Metrics) reviewed(guard string, resp admission.Response) {
+	if m == nil {
+		return
+	}
+	d := decisionOf(resp)
+	if c, ok := m.reviews[[2]string{guard, d}]; ok {
+		c.Inc()
+		return
+	}
+	m.reviewsTotal.WithLabelValues(guard, d).Inc()
 }
 
 // observe records one decision of guard. It is safe on a nil *Metrics.

@@ -248,9 +248,9 @@ scrape_configs:
 	}
 	waitProm(q, map[string]string{"false": "1", "true": "1"})
 	waitProm(`lockguard_locks{job="lockguard",state="active"} > 0`, map[string]string{"": fmt.Sprint(activeLocks(t))})
-	// Six guards (object, cascade, namespace, crd, readonly, clusterlock),
-	// three decisions each.
-	waitProm(`count(lockguard_admission_reviews_total{job="lockguard"})`, map[string]string{"": "18"})
+	// Eight guards (object, cascade, namespace, crd, readonly,
+	// clusterlock; create, clustercreate), three decisions each.
+	waitProm(`count(lockguard_admission_reviews_total{job="lockguard"})`, map[string]string{"": "24"})
 	waitProm(`count(lockguard_admission_duration_seconds_bucket{job="lockguard"}) > 10`, map[string]string{"": "14"})
 	waitProm(`lockguard_serving_certificate_expiry_timestamp_seconds{job="lockguard"} > time()`, map[string]string{"": expiry(t)})
 }

@@ -223,7 +223,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	creates := webhook.CreateOptions{Gate: gate, Now: locks.Now}
+	creates := webhook.CreateOptions{Gate: gate, Now: locks.Now, Metrics: handlerMetrics}
 	if p != nil {
 		hc.Freshness = p
 		o.Controller.Pending = p
