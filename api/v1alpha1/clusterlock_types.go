@@ -19,9 +19,12 @@ const ClusterLockedLabel = Group + "/cluster-locked"
 // The ClusterRoles the chart ships for ClusterLocks; neither is aggregated
 // into the built-in roles (docs/contract.md rule 22).
 const (
-	// ClusterLockRole creates, reads, lists and watches ClusterLocks.
+	// ClusterLockRole creates, reads, lists, watches, updates and patches
+	// ClusterLocks: it raises them, but lowering one (Lowers) needs
+	// UnlockVerb, which it does not hold.
 	ClusterLockRole = "lockguard-cluster-lock"
-	// ClusterUnlockRole deletes ClusterLocks and holds UnlockVerb on them.
+	// ClusterUnlockRole deletes ClusterLocks and holds UnlockVerb on them
+	// (with ClusterLockRole's update, it lowers them).
 	ClusterUnlockRole = "lockguard-cluster-unlock"
 )
 

@@ -96,7 +96,12 @@ func TestUnlockRender(t *testing.T) {
 // LockExceptions too, edit without the verb unlock and without
 // LockExceptions, unlock and break-glass aggregated nowhere, break-glass
 // granting the LockExceptions its verb lets one create (docs/contract.md
-// rule 20); named as api/v1alpha1 names them, whatever the release's name.
+// rule 20); and the two for ClusterLocks (rule 22), aggregated nowhere:
+// lockguard-cluster-lock creating, reading, updating and patching them
+// (raising: lowering needs the verb unlock, contract test
+// TestClusterLockRoleCannotLower), lockguard-cluster-unlock deleting them
+// with the verb unlock. Named as api/v1alpha1 names them, whatever the
+// release's name.
 func TestLockRoles(t *testing.T) {
 	requireHelm(t)
 	aggregate := func(roles ...string) map[string]string {
@@ -120,6 +125,10 @@ func TestLockRoles(t *testing.T) {
 		lockv1alpha1.UnlockRole: {aggregate(), rule(lockv1alpha1.UnlockVerb)},
 		lockv1alpha1.BreakGlassRole: {aggregate(), append(rule(lockv1alpha1.BreakGlassVerb), rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group},
 			Resources: []string{"lockexceptions"}, Verbs: []string{"create", "get", "list", "watch", "delete"}})},
+		lockv1alpha1.ClusterLockRole: {aggregate(), []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"},
+			Verbs: []string{"create", "get", "list", "watch", "update", "patch"}}}},
+		lockv1alpha1.ClusterUnlockRole: {aggregate(), []rbacv1.PolicyRule{{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"},
+			Verbs: []string{"delete", lockv1alpha1.UnlockVerb}}}},
 	}
 	objs := render(t, framework.Release{Name: "other"})
 	got := map[string]role{}
@@ -143,6 +152,11 @@ func TestLockRoles(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ClusterRoles: -want, +got:\n%s", diff)
+	}
+	if r := framework.Find(objs, "ClusterRole", lockv1alpha1.ClusterLockRole); r != nil {
+		if d := r.GetAnnotations()["kubernetes.io/description"]; !strings.Contains(d, "not lower it") || !strings.Contains(d, lockv1alpha1.ClusterUnlockRole) {
+			t.Errorf("ClusterRole %s's description does not say that lowering a ClusterLock needs %s: %q", lockv1alpha1.ClusterLockRole, lockv1alpha1.ClusterUnlockRole, d)
+		}
 	}
 	for _, name := range []string{lockv1alpha1.BreakGlassRole, lockv1alpha1.ViewRole} {
 		if r := framework.Find(objs, "ClusterRole", name); r != nil {

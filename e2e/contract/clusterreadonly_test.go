@@ -145,7 +145,6 @@ func TestClusterReadOnly(t *testing.T) {
 	// the label off (its own write, exempt), and the person's change goes
 	// through.
 	bindCluster(t, person, lockv1alpha1.ClusterLockRole)
-	bindCluster(t, person, clusterRole(t, "cro-clk-update-"+suffix, rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"}, Verbs: []string{"update", "patch"}}))
 	lower := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"level":"CanNotDelete"}}`))
 	nsLock := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: locks[0].Name}}
 	err := as.Patch(ctx, nsLock, lower)

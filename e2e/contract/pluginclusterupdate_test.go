@@ -46,10 +46,10 @@ func TestPluginClusterLockUpdate(t *testing.T) {
 // checkPluginClusterUpdate: kubectl lock namespace/NS --audit --for 3h
 // creates an audit ClusterLock, and says kubectl lock update
 // clusterlock/NAME --enforce makes it refuse (labelled by the admin's
-// merge patch label, when given). A user with lockguard-cluster-lock only
-// is refused the update by RBAC (patch), the error saying that neither
-// shipped ClusterRole grants it. With patch on clusterlocks, the user
-// raises it (--enforce, --level ReadOnly, a later --for, --reason), with
+// merge patch label, when given). A user who may read ClusterLocks but
+// lacks lockguard-cluster-lock is refused the update by RBAC (patch), the
+// error naming lockguard-cluster-lock. With it, the user raises the
+// ClusterLock (--enforce, --level ReadOnly, a later --for, --reason), with
 // no note: the namespace's delete is then refused naming the new reason,
 // and its freeze comes in force. Lowering it (level, an earlier expiry,
 // Audit) is said to need the verb unlock before it is sent, refused by
@@ -98,11 +98,11 @@ func checkPluginClusterUpdate(t *testing.T, nsName, decider, label string) {
 		return kubectlLock(t, "", append(append([]string{"update", "clusterlock/" + name}, args...), as...)...)
 	}
 
-	// lockguard-cluster-lock reads ClusterLocks but grants no patch.
-	bindCluster(t, user, lockv1alpha1.ClusterLockRole)
+	// A reader of ClusterLocks, without lockguard-cluster-lock, may not
+	// patch them.
+	bindCluster(t, user, clusterRole(t, "clku-get-"+nsName, rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"}, Verbs: []string{"get"}}))
 	wantRBAC := `cannot patch resource "clusterlocks" in API group "core.navique.com" at the cluster scope` +
-		"\nYou lack the verb \"patch\" on ClusterLocks, which neither lockguard-cluster-lock nor lockguard-cluster-unlock grants: " +
-		"ask for a ClusterRoleBinding to a ClusterRole granting it on clusterlocks (resourceNames scope it to some ClusterLocks)"
+		"\nYou lack the verb \"patch\" on ClusterLocks: ask for a ClusterRoleBinding to the ClusterRole lockguard-cluster-lock"
 	framework.Eventually(t, framework.DefaultTimeout, "kubectl lock update refused by RBAC's patch", func(context.Context) error {
 		if r = update("--enforce"); r.err == nil || !strings.HasSuffix(r.err.Error(), wantRBAC) {
 			return fmt.Errorf("err %v; want it to end with %q", r.err, wantRBAC)
@@ -113,9 +113,9 @@ func checkPluginClusterUpdate(t *testing.T, nsName, decider, label string) {
 		t.Errorf("the ClusterLock after RBAC's refusal: enforcement %s, resourceVersion %s; want Audit, %s", cl.Spec.Enforcement, cl.ResourceVersion, created.ResourceVersion)
 	}
 
-	// With patch: raising is free.
-	bindCluster(t, user, clusterRole(t, "clku-patch-"+nsName, rbacv1.PolicyRule{APIGroups: []string{lockv1alpha1.Group}, Resources: []string{"clusterlocks"}, Verbs: []string{"patch"}}))
-	framework.Eventually(t, framework.DefaultTimeout, "kubectl lock update with patch", func(context.Context) error {
+	// With lockguard-cluster-lock: raising is free.
+	bindCluster(t, user, lockv1alpha1.ClusterLockRole)
+	framework.Eventually(t, framework.DefaultTimeout, "kubectl lock update with "+lockv1alpha1.ClusterLockRole, func(context.Context) error {
 		r = update("--enforce", "--level", "ReadOnly", "--for", "6h", "--reason", "change freeze")
 		return r.err
 	})
@@ -143,7 +143,8 @@ func checkPluginClusterUpdate(t *testing.T, nsName, decider, label string) {
 	})
 	waitClusterReadOnly(t, name, lockv1alpha1.ReasonInForce)
 
-	// Lowering without unlock: noted, refused, nothing changed.
+	// Lowering with lockguard-cluster-lock, without unlock: noted,
+	// refused, nothing changed.
 	raised = read()
 	earlier := raised.Spec.ExpiresAt.Add(-time.Hour).UTC().Format(time.RFC3339)
 	for _, tc := range []struct {

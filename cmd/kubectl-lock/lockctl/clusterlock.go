@@ -156,21 +156,16 @@ var clusterRBACRefusal = regexp.MustCompile(`cannot (\S+) resource "clusterlocks
 // clusterRoleHint names the ClusterRole a refusal of an operation on
 // ClusterLocks lacks: lockguard-cluster-unlock for the verb unlock
 // (lockguard's or the policy's refusal) or RBAC's delete,
-// lockguard-cluster-lock for RBAC's create, get, list or watch; for RBAC's
-// patch or update (kubectl lock update), that neither grants it; "" when
-// msg is no such refusal.
+// lockguard-cluster-lock for RBAC's create, get, list, watch, patch or
+// update (kubectl lock update); "" when msg is no such refusal.
 func clusterRoleHint(msg string) string {
 	role, verb := "", ""
 	if strings.Contains(msg, lockv1alpha1.ClusterUnlockRefusal) {
 		role, verb = lockv1alpha1.ClusterUnlockRole, lockv1alpha1.UnlockVerb
 	} else if m := clusterRBACRefusal.FindStringSubmatch(msg); m != nil {
 		role, verb = lockv1alpha1.ClusterLockRole, m[1]
-		switch verb {
-		case "delete", "deletecollection":
+		if verb == "delete" || verb == "deletecollection" {
 			role = lockv1alpha1.ClusterUnlockRole
-		case "patch", "update":
-			return fmt.Sprintf("You lack the verb %q on ClusterLocks, which neither %s nor %s grants: ask for a ClusterRoleBinding to a ClusterRole granting it on clusterlocks (resourceNames scope it to some ClusterLocks)",
-				verb, lockv1alpha1.ClusterLockRole, lockv1alpha1.ClusterUnlockRole)
 		}
 	}
 	if role == "" {

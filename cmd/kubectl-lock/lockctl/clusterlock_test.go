@@ -15,6 +15,10 @@ func TestClusterRoleHint(t *testing.T) {
 		{`User "u" cannot delete resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterUnlockRole},
 		{`User "u" cannot create resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterLockRole},
 		{`User "u" cannot list resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterLockRole},
+		{`User "u" cannot patch resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterLockRole},
+		{`User "u" cannot update resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterLockRole},
+		{`User "u" cannot deletecollection resource "clusterlocks" in API group "core.navique.com" at the cluster scope`, lockv1alpha1.ClusterUnlockRole},
+		{lockv1alpha1.ClusterUnlockMessage("lowering the level of", "namespace-prod"), lockv1alpha1.ClusterUnlockRole},
 		{`deleting Lock a ` + lockv1alpha1.UnlockRefusal, ""},
 		{`User "u" cannot delete resource "locks" in API group "core.navique.com"`, ""},
 	} {

@@ -69,8 +69,7 @@ the level, extending or removing the expiry, --enforce and the reason need no
 unlock.
 
 A ClusterLock follows the same rules (docs/clusterlock.md): patch on
-clusterlocks, which neither lockguard-cluster-lock nor lockguard-cluster-unlock
-grants (a ClusterRole of your own, or cluster-admin), and to lower it the verb
+clusterlocks (the ClusterRole lockguard-cluster-lock), and to lower it the verb
 unlock on the ClusterLock (the ClusterRole lockguard-cluster-unlock).
 
 --dry-run=server sends the patch as a server-side dry run: the API server

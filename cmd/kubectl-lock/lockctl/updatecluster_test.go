@@ -178,8 +178,7 @@ func TestUpdateClusterLock(t *testing.T) {
 
 // TestUpdateClusterLockRefused: a ClusterLock refusal names what the user
 // lacks (the verb unlock: lockguard-cluster-unlock, after the note said it
-// was needed; RBAC's patch: no ClusterRole the chart ships grants it) and
-// changes nothing; a Conflict on every try names the ClusterLock; a
+// was needed; RBAC's patch: lockguard-cluster-lock) and changes nothing; a Conflict on every try names the ClusterLock; a
 // ClusterLock that does not exist points to kubectl lock list -A.
 func TestUpdateClusterLockRefused(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
@@ -194,8 +193,7 @@ func TestUpdateClusterLockRefused(t *testing.T) {
 			lockv1alpha1.ClusterUnlockMessage("lowering the level of", "freeze-prod"))),
 			"\nYou lack the verb \"unlock\" on ClusterLocks: ask for a ClusterRoleBinding to the ClusterRole lockguard-cluster-unlock"},
 		"Patch": {apierrors.NewForbidden(gr, "freeze-prod", errors.New(`User "u" cannot patch resource "clusterlocks" in API group "core.navique.com" at the cluster scope`)),
-			"\nYou lack the verb \"patch\" on ClusterLocks, which neither lockguard-cluster-lock nor lockguard-cluster-unlock grants: " +
-				"ask for a ClusterRoleBinding to a ClusterRole granting it on clusterlocks (resourceNames scope it to some ClusterLocks)"},
+			"\nYou lack the verb \"patch\" on ClusterLocks: ask for a ClusterRoleBinding to the ClusterRole lockguard-cluster-lock"},
 	}
 	for name, tc := range refusals {
 		t.Run(name, func(t *testing.T) {
