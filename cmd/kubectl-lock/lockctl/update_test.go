@@ -90,8 +90,8 @@ func forgeLocks(locks lockClient) lockKind {
 	return lockKind{res: locks, gr: lockGroupResource, kind: "Lock", ns: "forge", encode: toUnstructured}
 }
 
-// patchesSent returns the patches of Locks the fake has been sent, each
-// with its dry-run option.
+// patchesSent returns the patches of Locks (or ClusterLocks) the fake has
+// been sent, each with its dry-run option.
 func patchesSent(fake *dynamicfake.FakeDynamicClient) []string {
 	var out []string
 	for _, a := range fake.Actions() {
@@ -106,6 +106,60 @@ func patchesSent(fake *dynamicfake.FakeDynamicClient) []string {
 	return out
 }
 
+// updateCase is a case of kubectl lock update: the change asked of the
+// Lock or ClusterLock lock, with --dry-run dryRun ("" for none), and the
+// patches, stdout and stderr wanted.
+type updateCase struct {
+	lock, dryRun string
+	change       lockChange
+	patches      []string
+	out, errOut  string
+}
+
+// runUpdateCase runs kubectl lock update on tc.lock of k, served by fake,
+// and compares the patches sent, stdout and stderr with tc's; but for a
+// server dry run (the fake API server does not keep dry runs apart), it
+// also compares the spec read after with the one read before, changed by
+// tc.change where a patch is wanted.
+func runUpdateCase(t *testing.T, fake *dynamicfake.FakeDynamicClient, k lockKind, tc updateCase) {
+	t.Helper()
+	o := &updateOptions{dryRun: tc.dryRun}
+	if o.dryRun == "" {
+		o.dryRun = dryRunNone
+	}
+	before, err := getLock(t.Context(), k.res, tc.lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, k, tc.lock, tc.change); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(tc.patches, patchesSent(fake)); diff != "" {
+		t.Errorf("patches sent: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(tc.out, out.String()); diff != "" {
+		t.Errorf("stdout: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(tc.errOut, errOut.String()); diff != "" {
+		t.Errorf("stderr: -want, +got:\n%s", diff)
+	}
+	if o.dryRun == dryRunServer {
+		return // the fake API server does not keep dry runs apart
+	}
+	got, err := getLock(t.Context(), k.res, tc.lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := before.Spec
+	if len(tc.patches) > 0 {
+		want = tc.change.apply(want)
+	}
+	if diff := cmp.Diff(want, got.Spec); diff != "" {
+		t.Errorf("the %s's spec after the update: -want, +got:\n%s", k.kind, diff)
+	}
+}
+
 // TestUpdate: kubectl lock update sends a JSON merge patch of the fields
 // asked for with the resourceVersion read, says what changed, and says
 // before sending when the change lowers the Lock (lockv1alpha1.Lowers,
@@ -118,12 +172,7 @@ func TestUpdate(t *testing.T) {
 	const merge = string(types.MergePatchType)
 	str := func(s string) *string { return &s }
 	at := func(d time.Duration) *metav1.Time { m := metav1.NewTime(now.Add(d)); return &m }
-	cases := map[string]struct {
-		lock, dryRun string
-		change       lockChange
-		patches      []string
-		out, errOut  string
-	}{
+	cases := map[string]updateCase{
 		"Raise": {
 			lock: "keep", change: lockChange{level: lockv1alpha1.LevelReadOnly, reason: str("freeze")},
 			patches: []string{merge + ` {"metadata":{"resourceVersion":"7"},"spec":{"level":"ReadOnly","reason":"freeze"}}`},
@@ -183,41 +232,7 @@ func TestUpdate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			fake, locks := updateFixture(t, now)
-			o := &updateOptions{dryRun: tc.dryRun}
-			if o.dryRun == "" {
-				o.dryRun = dryRunNone
-			}
-			before, err := getLock(t.Context(), locks, tc.lock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out, errOut bytes.Buffer
-			if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, forgeLocks(locks), tc.lock, tc.change); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.patches, patchesSent(fake)); diff != "" {
-				t.Errorf("patches sent: -want, +got:\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.out, out.String()); diff != "" {
-				t.Errorf("stdout: -want, +got:\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.errOut, errOut.String()); diff != "" {
-				t.Errorf("stderr: -want, +got:\n%s", diff)
-			}
-			if o.dryRun == dryRunServer {
-				return // the fake API server does not keep dry runs apart
-			}
-			got, err := getLock(t.Context(), locks, tc.lock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := before.Spec
-			if len(tc.patches) > 0 {
-				want = tc.change.apply(want)
-			}
-			if diff := cmp.Diff(want, got.Spec); diff != "" {
-				t.Errorf("the Lock's spec after the update: -want, +got:\n%s", diff)
-			}
+			runUpdateCase(t, fake, forgeLocks(locks), tc)
 		})
 	}
 }

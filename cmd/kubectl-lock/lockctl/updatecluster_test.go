@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,12 +83,7 @@ func TestUpdateClusterLock(t *testing.T) {
 	at := func(d time.Duration) *metav1.Time { m := metav1.NewTime(now.Add(d)); return &m }
 	str := func(s string) *string { return &s }
 	const merge = string(types.MergePatchType)
-	cases := map[string]struct {
-		lock, dryRun string
-		change       lockChange
-		patches      []string
-		out, errOut  string
-	}{
+	cases := map[string]updateCase{
 		"RaiseExtend": {
 			lock: "namespace-prod", change: lockChange{level: lockv1alpha1.LevelReadOnly, reason: str("change freeze"), expiresAt: at(6 * time.Hour)},
 			patches: []string{merge + ` {"metadata":{"resourceVersion":"7"},"spec":{"expiresAt":"` + in(6*time.Hour) + `","level":"ReadOnly","reason":"change freeze"}}`},
@@ -123,41 +117,7 @@ func TestUpdateClusterLock(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			fake, k := clusterUpdateFixture(t, now)
-			o := &updateOptions{dryRun: tc.dryRun}
-			if o.dryRun == "" {
-				o.dryRun = dryRunNone
-			}
-			before, err := getLock(t.Context(), k.res, tc.lock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out, errOut bytes.Buffer
-			if err := o.update(t.Context(), Streams{Out: &out, ErrOut: &errOut}, k, tc.lock, tc.change); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.patches, patchesSent(fake)); diff != "" {
-				t.Errorf("patches sent: -want, +got:\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.out, out.String()); diff != "" {
-				t.Errorf("stdout: -want, +got:\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.errOut, errOut.String()); diff != "" {
-				t.Errorf("stderr: -want, +got:\n%s", diff)
-			}
-			if o.dryRun == dryRunServer {
-				return // the fake API server does not keep dry runs apart
-			}
-			got, err := getLock(t.Context(), k.res, tc.lock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := before.Spec
-			if len(tc.patches) > 0 {
-				want = tc.change.apply(want)
-			}
-			if diff := cmp.Diff(want, got.Spec); diff != "" {
-				t.Errorf("the ClusterLock's spec after the update: -want, +got:\n%s", diff)
-			}
+			runUpdateCase(t, fake, k, tc)
 		})
 	}
 
