@@ -25,6 +25,47 @@ import (
 // chart's webhook entry cluster-unlock.lockguard.core.navique.com.
 const clusterUnlockWebhook = `admission webhook "cluster-unlock.lockguard.core.navique.com" denied the request: `
 
+// applyClusterUnlockPolicy applies the chart's cluster-unlock
+// ValidatingAdmissionPolicy and its binding, rendered for the release
+// named release (applyChartPolicy), bound to the ClusterLocks labelled
+// labels alone (objectSelector), and returns how the API server prefixes
+// its refusals. The suite's webhook entry still answers for those
+// ClusterLocks, after the policy: a refusal is the policy's once it is
+// loaded.
+func applyClusterUnlockPolicy(t *testing.T, release string, labels map[string]string) string {
+	t.Helper()
+	match := map[string]any{}
+	for k, v := range labels {
+		match[k] = v
+	}
+	return applyChartPolicy(t, framework.Release{Name: release, Namespace: "lockguard-cluster-unlock"}, release+"-lockguard-cluster-unlock", "objectSelector",
+		map[string]any{"matchLabels": match})
+}
+
+// eachClusterUnlockDecider runs check twice, once for each place that
+// refuses lowering or deleting a ClusterLock without the verb unlock:
+// the subtest "webhook", through the suite's cluster-unlock webhook entry
+// (as on 1.29), check given the prefix tag-RANDOM, clusterUnlockWebhook
+// and no labels; and, where the API server serves
+// admissionregistration.k8s.io/v1 policies (skipWithoutPolicies), the
+// subtest "policy", through the chart's cluster-unlock
+// ValidatingAdmissionPolicy of the release lg-tag bound to the ClusterLocks
+// labelled tag-policy-test=RANDOM alone (applyClusterUnlockPolicy), check
+// given the prefix tagp-RANDOM, the policy's prefix and those labels, to
+// put on the ClusterLocks it makes.
+func eachClusterUnlockDecider(t *testing.T, tag string, check func(t *testing.T, prefix, decider string, labels map[string]string)) {
+	t.Helper()
+	t.Run("webhook", func(t *testing.T) {
+		check(t, tag+"-"+rand.String(5), clusterUnlockWebhook, nil)
+	})
+	t.Run("policy", func(t *testing.T) {
+		skipWithoutPolicies(t)
+		suffix := rand.String(5)
+		labels := map[string]string{tag + "-policy-test": suffix}
+		check(t, tag+"p-"+suffix, applyClusterUnlockPolicy(t, "lg-"+tag, labels), labels)
+	})
+}
+
 // TestClusterLock (docs/contract.md rule 22, by name): a ClusterLock on a
 // Namespace (which holds no Lock), a CustomResourceDefinition and a
 // ClusterRole becomes Active and labels its target; deleting each target
@@ -260,10 +301,9 @@ func TestClusterUnlockPolicy(t *testing.T) {
 	skipWithoutPolicies(t)
 	ctx := t.Context()
 	suffix := rand.String(5)
-	const name = "lg-cu-lockguard-cluster-unlock"
-	decider := applyChartPolicy(t, framework.Release{Name: "lg-cu", Namespace: "lockguard-cluster-unlock"}, name, "objectSelector",
-		map[string]any{"matchLabels": map[string]any{"clk-policy-test": suffix}})
-	cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "clk-policy-" + suffix, Labels: map[string]string{"clk-policy-test": suffix}},
+	labels := map[string]string{"clk-policy-test": suffix}
+	decider := applyClusterUnlockPolicy(t, "lg-cu", labels)
+	cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "clk-policy-" + suffix, Labels: labels},
 		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "clk-policy-absent-" + suffix}}}
 	if err := kube.Client.Create(ctx, cl); err != nil {
 		t.Fatal(err)

@@ -27,21 +27,10 @@ import (
 // nothing. Checked through the suite's cluster-unlock webhook entry (as on
 // 1.29) and, where the API server serves admissionregistration.k8s.io/v1
 // policies, through the chart's cluster-unlock ValidatingAdmissionPolicy
-// (checkClusterLockRole).
+// (eachClusterUnlockDecider, checkClusterLockRole).
 func TestClusterLockRoleCannotLower(t *testing.T) {
 	inProcess(t)
-	t.Run("webhook", func(t *testing.T) {
-		checkClusterLockRole(t, "clkr-"+rand.String(5), clusterUnlockWebhook, nil)
-	})
-	t.Run("policy", func(t *testing.T) {
-		skipWithoutPolicies(t)
-		suffix := rand.String(5)
-		// The chart's policy, bound to this test's ClusterLocks alone (the
-		// suite's webhook entry still answers for them, after the policy).
-		decider := applyChartPolicy(t, framework.Release{Name: "lg-clkr", Namespace: "lockguard-cluster-unlock"}, "lg-clkr-lockguard-cluster-unlock", "objectSelector",
-			map[string]any{"matchLabels": map[string]any{"clkr-policy-test": suffix}})
-		checkClusterLockRole(t, "clkrp-"+suffix, decider, map[string]string{"clkr-policy-test": suffix})
-	})
+	eachClusterUnlockDecider(t, "clkr", checkClusterLockRole)
 }
 
 // checkClusterLockRole: an admin creates a ReadOnly ClusterLock named

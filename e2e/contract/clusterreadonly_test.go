@@ -240,10 +240,9 @@ func TestClusterReadOnlyUnlockPolicy(t *testing.T) {
 	skipWithoutPolicies(t)
 	ctx := t.Context()
 	suffix := rand.String(5)
-	const name = "lg-cro-lockguard-cluster-unlock"
-	decider := applyChartPolicy(t, framework.Release{Name: "lg-cro", Namespace: "lockguard-cluster-unlock"}, name, "objectSelector",
-		map[string]any{"matchLabels": map[string]any{"cro-policy-test": suffix}})
-	cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "cro-policy-" + suffix, Labels: map[string]string{"cro-policy-test": suffix}},
+	labels := map[string]string{"cro-policy-test": suffix}
+	decider := applyClusterUnlockPolicy(t, "lg-cro", labels)
+	cl := &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: "cro-policy-" + suffix, Labels: labels},
 		Spec: lockv1alpha1.ClusterLockSpec{TargetRef: lockv1alpha1.ClusterTargetReference{APIVersion: "v1", Kind: "Namespace", Name: "cro-policy-absent-" + suffix},
 			Level: lockv1alpha1.LevelReadOnly}}
 	if err := kube.Client.Create(ctx, cl); err != nil {

@@ -2,6 +2,7 @@ package contract_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -24,29 +24,16 @@ import (
 // it changes a Lock, through the suite's cluster-unlock webhook entry (as
 // on 1.29) and, where the API server serves admissionregistration.k8s.io/v1
 // policies, the chart's cluster-unlock ValidatingAdmissionPolicy
-// (checkPluginClusterUpdate).
+// (eachClusterUnlockDecider, checkPluginClusterUpdate).
 func TestPluginClusterLockUpdate(t *testing.T) {
 	inProcess(t)
-	t.Run("webhook", func(t *testing.T) {
-		checkPluginClusterUpdate(t, "clku-"+rand.String(5), clusterUnlockWebhook, "")
-	})
-	t.Run("policy", func(t *testing.T) {
-		skipWithoutPolicies(t)
-		suffix := rand.String(5)
-		// The chart's policy, bound to the ClusterLocks labelled for this
-		// test alone (the suite's webhook entry still answers for them, after
-		// the policy: a refusal is the policy's once it is loaded).
-		const name = "lg-clku-lockguard-cluster-unlock"
-		decider := applyChartPolicy(t, framework.Release{Name: "lg-clku", Namespace: "lockguard-cluster-unlock"}, name, "objectSelector",
-			map[string]any{"matchLabels": map[string]any{"clku-policy-test": suffix}})
-		checkPluginClusterUpdate(t, "clkp-"+suffix, decider, `{"metadata":{"labels":{"clku-policy-test":"`+suffix+`"}}}`)
-	})
+	eachClusterUnlockDecider(t, "clku", checkPluginClusterUpdate)
 }
 
 // checkPluginClusterUpdate: kubectl lock namespace/NS --audit --for 3h
 // creates an audit ClusterLock, and says kubectl lock update
-// clusterlock/NAME --enforce makes it refuse (labelled by the admin's
-// merge patch label, when given). A user who may read ClusterLocks but
+// clusterlock/NAME --enforce makes it refuse (given labels, the admin
+// adds them with a merge patch). A user who may read ClusterLocks but
 // lacks lockguard-cluster-lock is refused the update by RBAC (patch), the
 // error naming lockguard-cluster-lock. With it, the user raises the
 // ClusterLock (--enforce, --level ReadOnly, a later --for, --reason), with
@@ -58,7 +45,7 @@ func TestPluginClusterLockUpdate(t *testing.T) {
 // server-side dry run of the lowering is allowed and changes nothing, and
 // the real one lowers the level and the expiry; -o json prints the
 // ClusterLock; the namespace's delete is still refused.
-func checkPluginClusterUpdate(t *testing.T, nsName, decider, label string) {
+func checkPluginClusterUpdate(t *testing.T, nsName, decider string, labels map[string]string) {
 	t.Helper()
 	ctx := t.Context()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsName}}
@@ -77,8 +64,12 @@ func checkPluginClusterUpdate(t *testing.T, nsName, decider, label string) {
 	if r.err != nil || !strings.HasPrefix(r.stdout, "clusterlock.core.navique.com/"+name+" created\n"+wantAudit) {
 		t.Fatalf("kubectl lock namespace/%s --audit: err %v, stdout %q; want it to begin %q", nsName, r.err, r.stdout, wantAudit)
 	}
-	if label != "" {
-		if err := kube.Client.Patch(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(label))); err != nil {
+	if len(labels) > 0 {
+		label, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.Client.Patch(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, label)); err != nil {
 			t.Fatal(err)
 		}
 	}
