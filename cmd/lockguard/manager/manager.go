@@ -290,6 +290,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
+	o.Controller.ClusterLabelKeys = clusterKeys
 	if !o.DisableReadOnlyGuard {
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username
