@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,8 +55,10 @@ var clusterLockKey = reconcile.Request{NamespacedName: types.NamespacedName{Name
 
 // clusterLockRecheck is how soon a pass runs again while a ClusterLock's
 // target is missing or its kind unknown, or while a live selector
-// ClusterLock may select objects created or labelled since: the targets
-// are not watched (but for Namespace creates: clusterNamespaceSource).
+// ClusterLock may select objects created or labelled since: a target by
+// name is not watched, and the watches of the kinds selectors name
+// (clusterWatches) are not the only way in (a kind not synced yet, a
+// label key the cache did not keep yet).
 const clusterLockRecheck = 10 * time.Second
 
 // clusterLocks reconciles ClusterLocks.
@@ -79,6 +82,9 @@ type clusterLocks struct {
 	// cached are the names of the ClusterLocks in the cache at this pass:
 	// a pending mark is dropped once the ClusterLock it names is one.
 	cached map[string]bool
+	// watches are the watches of the kinds live selector ClusterLocks
+	// name (clusterwatch.go); nil: none (a pass every clusterLockRecheck).
+	watches *clusterWatches
 }
 
 // setupClusterLocks adds, on the leader, the ClusterLock controller to mgr
@@ -110,11 +116,21 @@ func setupClusterLocks(mgr ctrl.Manager, r *reconciler, kinds *readmodel.Kinds, 
 		// when no ClusterLock is left to bring a pass.
 		start := make(chan event.TypedGenericEvent[*lockv1alpha1.ClusterLock], 1)
 		start <- event.TypedGenericEvent[*lockv1alpha1.ClusterLock]{Object: &lockv1alpha1.ClusterLock{}}
-		return ctrl.NewControllerManagedBy(mgr).Named("clusterlock").
-			WatchesRawSource(source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue)).
-			WatchesRawSource(source.Channel(start, enqueue)).
-			WatchesRawSource(clusterNamespaceSource(mgr, c)).
-			Complete(c)
+		// Not the builder: the watches need the controller, and a pass
+		// must not start before they are in place.
+		ctlOpts := controller.Options{Reconciler: c, Logger: mgr.GetLogger()}
+		ctlOpts.DefaultFromConfig(mgr.GetControllerOptions())
+		ctl, err := controller.NewUnmanaged("clusterlock", ctlOpts)
+		if err != nil {
+			return fmt.Errorf("building the ClusterLock controller: %w", err)
+		}
+		for _, src := range []source.Source{source.Kind(mgr.GetCache(), &lockv1alpha1.ClusterLock{}, enqueue), source.Channel(start, enqueue)} {
+			if err := ctl.Watch(src); err != nil {
+				return fmt.Errorf("watching ClusterLocks: %w", err)
+			}
+		}
+		c.watches = newClusterWatches(mgr.GetCache(), ctl, mgr.GetRESTMapper(), opts.ClusterLabelKeys)
+		return mgr.Add(ctl)
 	}))
 }
 
@@ -135,6 +151,7 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		return ctrl.Result{}, fmt.Errorf("listing ClusterLocks: %w", err)
 	}
 	now := c.now()
+	unsynced := c.track(ctx, list.Items, now)
 	c.cached = make(map[string]bool, len(list.Items))
 	for i := range list.Items {
 		c.cached[list.Items[i].Name] = true
@@ -145,6 +162,9 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 		if d > 0 && (after == 0 || d < after) {
 			after = d
 		}
+	}
+	if unsynced {
+		later(unsyncedRetry)
 	}
 	var errs []error
 	unknown := false // a live ClusterLock whose objects could not be read

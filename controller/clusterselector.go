@@ -4,21 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
@@ -29,14 +21,12 @@ import (
 // ClusterLock matches (readmodel.ClusterSelected, the reading its create's
 // admission makes too), the sweep removes the label from those no
 // ClusterLock covers any more, and the status says what it covers.
-// Namespace creates are watched (clusterNamespaceSource, on the informer
-// the namespace guard shares): a Namespace created into a selector
-// brings a pass at once. Nothing else is: while a selector ClusterLock is
-// live, a pass runs every clusterLockRecheck, so an object of another
-// kind created into the selector, or any object labelled into it, is
-// labelled, and its delete refused, within about that long (the windows
-// docs/clusterlock.md states). A pass writes nothing where every label
-// is in place.
+// The kinds live selector ClusterLocks name are watched (clusterWatches):
+// an object created into a selector, or labelled into one, brings a pass
+// at once, which labels it, so that its delete is refused about one pass
+// after (the windows docs/clusterlock.md states). While a selector
+// ClusterLock is live a pass also runs every clusterLockRecheck, the
+// backstop. A pass writes nothing where every label is in place.
 
 // clusterSelectorHint ends the message of an InvalidTarget selector
 // ClusterLock.
@@ -219,41 +209,4 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 func (c *clusterLocks) markDone(mark string) bool {
 	by := lockv1alpha1.PendingBy(mark)
 	return by == "" || c.cached[by] || lockv1alpha1.PendingLeft(mark, lockv1alpha1.ClusterLockPendingGrace, c.now()) == 0
-}
-
-// clusterNamespaceSource is the ClusterLock controller's watch of
-// Namespace creates (metadata only): a Namespace created while a live
-// selector ClusterLock names the kind Namespace brings a pass, which
-// labels it if the selector matches it, so that the window of a new
-// Namespace is one pass. The cache keeps no label of a cluster-scoped
-// object but the has-locks one (readmodel.CacheTransform), so a
-// Namespace labelled into a selector later waits for the periodic pass,
-// as the other kinds do. Other events bring nothing.
-func clusterNamespaceSource(mgr ctrl.Manager, c *clusterLocks) source.Source {
-	return source.Kind(mgr.GetCache(), namespaceObject(""),
-		handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *metav1.PartialObjectMetadata) []reconcile.Request {
-			if c.guard && c.selectsNamespaces(ctx) {
-				return []reconcile.Request{clusterLockKey}
-			}
-			return nil
-		}),
-		predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
-			UpdateFunc:  func(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool { return false },
-			DeleteFunc:  func(event.TypedDeleteEvent[*metav1.PartialObjectMetadata]) bool { return false },
-			GenericFunc: func(event.TypedGenericEvent[*metav1.PartialObjectMetadata]) bool { return false },
-		})
-}
-
-// selectsNamespaces reports whether a live selector ClusterLock of the
-// cache names the kind Namespace; true when the ClusterLocks cannot be
-// read.
-func (c *clusterLocks) selectsNamespaces(ctx context.Context) bool {
-	var list lockv1alpha1.ClusterLockList
-	if err := c.client.List(ctx, &list); err != nil {
-		return true
-	}
-	now := c.now()
-	return slices.ContainsFunc(list.Items, func(cl lockv1alpha1.ClusterLock) bool {
-		return cl.HasSelector() && cl.Live(now) && slices.Contains(cl.Spec.Selector.GroupKinds(), schema.GroupKind{Kind: "Namespace"})
-	})
 }

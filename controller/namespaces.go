@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -146,9 +147,11 @@ func namespaceLabelPatch() client.Patch {
 }
 
 // namespaceSource is the watch of Namespaces (metadata only): a namespace
-// created, deleted or whose labels change reconciles its label, the
-// targets of its live Locks and its live selector Locks (whose status
-// waits for the label).
+// created, deleted or whose HasLocksLabel changes reconciles its label,
+// the targets of its live Locks and its live selector Locks (whose status
+// waits for the label). The cache keeps other labels of a namespace only
+// while a selector ClusterLock reads them (readmodel.ClusterLabelKeys):
+// theirs changing is none of this watch's business.
 func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[request] {
 	return kindSource(mgr.GetCache(), namespaceObject(""),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
@@ -162,5 +165,15 @@ func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedS
 			}
 			return reqs
 		}),
-		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
+		hasLocksLabelChanged)
+}
+
+// hasLocksLabelChanged passes the creates, deletes and generic events of
+// a namespace, and its updates that change HasLocksLabel.
+var hasLocksLabelChanged = predicate.TypedFuncs[*metav1.PartialObjectMetadata]{
+	UpdateFunc: func(e event.TypedUpdateEvent[*metav1.PartialObjectMetadata]) bool {
+		was, had := e.ObjectOld.GetLabels()[lockv1alpha1.HasLocksLabel]
+		is, has := e.ObjectNew.GetLabels()[lockv1alpha1.HasLocksLabel]
+		return was != is || had != has
+	},
 }

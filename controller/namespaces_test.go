@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
@@ -89,3 +90,29 @@ func TestRemoveNamespaceLabel(t *testing.T) {
 type pendingIn bool
 
 func (p pendingIn) PendingIn(string) bool { return bool(p) }
+
+// TestHasLocksLabelChanged: the Lock controller's namespace watch takes
+// the namespace updates that change HasLocksLabel, not those that change
+// only the labels the cache keeps for selector ClusterLocks.
+func TestHasLocksLabelChanged(t *testing.T) {
+	ns := func(l map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge", Labels: l}}
+	}
+	on := map[string]string{lockv1alpha1.HasLocksLabel: "true"}
+	for _, tc := range []struct {
+		old, new map[string]string
+		want     bool
+	}{
+		{nil, on, true},
+		{on, nil, true},
+		{on, map[string]string{lockv1alpha1.HasLocksLabel: "true", "tier": "prod"}, false},
+		{map[string]string{"tier": "dev"}, map[string]string{"tier": "prod"}, false},
+	} {
+		if got := hasLocksLabelChanged.Update(event.TypedUpdateEvent[*metav1.PartialObjectMetadata]{ObjectOld: ns(tc.old), ObjectNew: ns(tc.new)}); got != tc.want {
+			t.Errorf("labels %v -> %v: %t; want %t", tc.old, tc.new, got, tc.want)
+		}
+	}
+	if !hasLocksLabelChanged.Create(event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: ns(nil)}) {
+		t.Error("a namespace create is dropped; want it passed")
+	}
+}

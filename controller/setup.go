@@ -47,6 +47,12 @@ type Options struct {
 	// webhook entry (--cluster-lock-guard=false): ClusterLocks then say
 	// GuardDisabled, and no target is labelled. Default false.
 	DisableClusterLockGuard bool
+	// ClusterLabelKeys, when set, are the label keys the cache's transform
+	// keeps of cluster-scoped objects (readmodel.CacheTransform): the
+	// ClusterLock reconciler sets them to those its live selector
+	// ClusterLocks read, so that a label change bringing an object into
+	// one brings a pass. Default nil: only creates do.
+	ClusterLabelKeys *readmodel.ClusterLabelKeys
 }
 
 // PendingLocks tells whether a namespace has Lock creates admitted that

@@ -19,8 +19,8 @@ import (
 // conversion webhook down), whose owner-index informer runs in the same
 // cache on every replica, would otherwise keep the reconciler from ever
 // starting, and make the leader exit after two minutes.
-func kindSource[T client.Object](c cache.Cache, obj T, h handler.TypedEventHandler[T, request], preds ...predicate.TypedPredicate[T]) source.TypedSource[request] {
-	return source.TypedKind[T, request](oneKind{Cache: c, obj: obj}, obj, h, preds...)
+func kindSource[T client.Object, R comparable](c cache.Cache, obj T, h handler.TypedEventHandler[T, R], preds ...predicate.TypedPredicate[T]) source.TypedSource[R] {
+	return source.TypedKind[T, R](oneKind{Cache: c, obj: obj}, obj, h, preds...)
 }
 
 // oneKind is a cache whose WaitForCacheSync waits for obj's informer only.

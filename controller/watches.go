@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -21,8 +21,9 @@ import (
 )
 
 // targetWatches adds, once per served resource, a metadata-only watch on a
-// target kind to the reconciler. readmodel.Kinds are added while lockguard runs: when
-// a Lock names one, and when discovery finds one in the group.
+// target kind to the reconciler (kindWatches). readmodel.Kinds are added
+// while lockguard runs: when a Lock names one, and when discovery finds
+// one in the group.
 //
 // A watch is keyed by the resource that serves the kind, and the target
 // keys it produces carry the Kind as discovery serves it, so that one
@@ -36,103 +37,24 @@ import (
 // waits holds the reconciler's start (until shutdown, when what it waits
 // for never comes). eachIn therefore reads the informers' stores directly,
 // never the cache (whose reads wait for a kind to sync, and one whose CRD
-// was deleted never does), and takes only mu, which is never held across
-// a call that can wait: ensure serialises on adding instead, held across
-// controller.Watch, which waits while the controller starts, that is while
-// the handlers take their initial lists.
+// was deleted never does), and takes only kindWatches.mu. Target kinds are
+// never forgotten: the owner index shares their informers.
 type targetWatches struct {
-	cache      cache.Cache
-	controller controller.TypedController[request]
-	// locks finds the selector Locks an object event concerns
-	// (objectEvents).
-	locks *readmodel.LockIndex
-
-	// adding is held by ensure while it adds a watch; no event handler
-	// takes it.
-	adding sync.Mutex
-	// mu guards watched, and is held only to read or write it.
-	mu      sync.Mutex
-	watched map[schema.GroupResource]watchedKind
+	*kindWatches[request]
 }
 
 // newTargetWatches returns the target watches of controller c, over the
-// metadata informers of cache.
+// metadata informers of cache; locks finds the selector Locks an object
+// event concerns (objectEvents).
 func newTargetWatches(cache cache.Cache, c controller.TypedController[request], locks *readmodel.LockIndex) *targetWatches {
-	return &targetWatches{cache: cache, controller: c, locks: locks, watched: map[schema.GroupResource]watchedKind{}}
-}
-
-// watchedKind is a watched kind and its metadata informer.
-type watchedKind struct {
-	readmodel.ServedKind
-	informer storeInformer
-}
-
-// storeInformer is what a controller-runtime informer is underneath
-// (client-go's shared index informer): whether it has synced, and its
-// store, indexed by namespace (every informer of a controller-runtime
-// cache is).
-type storeInformer interface {
-	HasSynced() bool
-	GetIndexer() toolscache.Indexer
-}
-
-// informer returns the metadata informer of kind k, started if the cache
-// does not have it yet, without waiting for it to sync.
-func (w *targetWatches) informer(ctx context.Context, k readmodel.ServedKind) (storeInformer, error) {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(k.GVK)
-	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("getting the metadata informer of %s: %w", k.Resource, err)
-	}
-	si, ok := inf.(storeInformer)
-	if !ok {
-		return nil, fmt.Errorf("the metadata informer of %s is a %T, not a client-go shared index informer", k.Resource, inf)
-	}
-	return si, nil
-}
-
-// synced starts the metadata informer of kind k, if the cache does not
-// have it yet, and reports whether it has synced, without waiting.
-func (w *targetWatches) synced(ctx context.Context, k readmodel.ServedKind) (bool, error) {
-	inf, err := w.informer(ctx, k)
-	if err != nil {
-		return false, err
-	}
-	return inf.HasSynced(), nil
-}
-
-// ensure watches the metadata of kind k, if it does not already. Before the
-// controller has started, it waits for the start (controller.Watch).
-func (w *targetWatches) ensure(ctx context.Context, k readmodel.ServedKind) error {
-	w.adding.Lock()
-	defer w.adding.Unlock()
-	w.mu.Lock()
-	_, ok := w.watched[k.Resource]
-	w.mu.Unlock()
-	if ok {
-		return nil
-	}
-	inf, err := w.informer(ctx, k)
-	if err != nil {
-		return err
-	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(k.GVK)
-	events := objectEvents{gk: k.GVK.GroupKind(), locks: w.locks}
-	// Targets are only interesting when created, deleted, or when their
-	// annotations or labels (which selector Locks match) change; their
-	// spec and status are none of our business.
-	changed := predicate.Or[*metav1.PartialObjectMetadata](
-		predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{},
-		predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})
-	if err := w.controller.Watch(kindSource[*metav1.PartialObjectMetadata](w.cache, obj, events, changed)); err != nil {
-		return fmt.Errorf("watching %s: %w", k.Resource, err)
-	}
-	w.mu.Lock()
-	w.watched[k.Resource] = watchedKind{ServedKind: k, informer: inf}
-	w.mu.Unlock()
-	return nil
+	return &targetWatches{newKindWatches(cache, c, func(k readmodel.ServedKind) (handler.TypedEventHandler[*metav1.PartialObjectMetadata, request], []predicate.TypedPredicate[*metav1.PartialObjectMetadata]) {
+		// Targets are only interesting when created, deleted, or when their
+		// annotations or labels (which selector Locks match) change; their
+		// spec and status are none of our business.
+		return objectEvents{gk: k.GVK.GroupKind(), locks: locks}, []predicate.TypedPredicate[*metav1.PartialObjectMetadata]{predicate.Or[*metav1.PartialObjectMetadata](
+			predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{},
+			predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})}
+	})}
 }
 
 // eachIn calls fn with every object of namespace ns, of every watched kind
@@ -143,15 +65,10 @@ func (w *targetWatches) ensure(ctx context.Context, k readmodel.ServedKind) erro
 // CRD was deleted never does); the kind's objects bring their selector
 // Locks back when it syncs (objectEvents).
 func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
-	w.mu.Lock()
-	watched := make([]watchedKind, 0, len(w.watched))
-	for _, k := range w.watched {
-		if len(kinds) == 0 || slices.Contains(kinds, k.GVK.Kind) {
-			watched = append(watched, k)
+	for _, k := range w.watchedKinds() {
+		if len(kinds) > 0 && !slices.Contains(kinds, k.GVK.Kind) {
+			continue
 		}
-	}
-	w.mu.Unlock()
-	for _, k := range watched {
 		if !k.informer.HasSynced() {
 			continue
 		}

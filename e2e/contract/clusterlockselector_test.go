@@ -19,6 +19,14 @@ import (
 	"github.com/navique/lockguard/e2e/framework"
 )
 
+// selectorWindowBound is how long after an object is created or labelled
+// into a live selector ClusterLock its delete may still be allowed, in the
+// tests: about one pass, brought by the watch of its kind (110-220 ms
+// measured on 1.37.2 and 1.29.15, docs/clusterlock.md), with room for a
+// noisy machine, and well under the periodic pass's 10 s, which is what
+// it was without the watch (up to 9.3 s measured).
+const selectorWindowBound = 5 * time.Second
+
 // selectorClusterLock is a ClusterLock, named name, on the objects of
 // kinds labelled key=value.
 func selectorClusterLock(name, key, value string, kinds ...string) *lockv1alpha1.ClusterLock {
@@ -32,9 +40,11 @@ func selectorClusterLock(name, key, value string, kinds ...string) *lockv1alpha1
 // counts them in status.protected and labels them; deleting each is
 // refused, dry run or not, naming it; an unlabelled Namespace is not
 // covered; a Namespace relabelled out of the selector loses lockguard's
-// label and can be deleted; a Namespace and a ClusterRole created later
-// with the label are labelled and then their deletes refused (the window
-// between each create and its protection is logged); kubectl lock why names the ClusterLock and
+// label and can be deleted; Namespaces and ClusterRoles created later
+// with the label, or labelled into the selector later, are labelled and
+// their deletes refused within selectorWindowBound (the window between
+// each create or relabel and its protection is logged, three samples
+// each); kubectl lock why names the ClusterLock and
 // kubectl unlock refuses to delete it (it protects other objects too);
 // once the ClusterLock goes, the labels go.
 func TestClusterLockSelector(t *testing.T) {
@@ -113,45 +123,86 @@ func TestClusterLockSelector(t *testing.T) {
 		t.Fatalf("deleting the namespace relabelled out of the selector: %v", err)
 	}
 
-	// Created later with the label: protected once lockguard labels it.
-	later := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "clks-later-" + suffix, Labels: labels}}
-	if err := admin.Create(ctx, later); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), later) })
-	// The window: how long after its create a dry-run delete of it is
-	// still allowed (docs/clusterlock.md). Namespaces are watched; the
-	// other kinds are looked at every 10 s.
-	laterRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "clks-later-role-" + suffix, Labels: labels}}
-	for _, o := range []client.Object{later, laterRole} {
-		if o == laterRole {
-			// After the pass that labelled the namespace and wrote the
-			// status, so that no pass is due but the periodic one.
-			protects(4)
-			if err := admin.Create(ctx, laterRole); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = admin.Delete(context.Background(), laterRole) })
-		}
+	// Created or labelled into the selector later: protected once
+	// lockguard labels it. The window is how long after the create (or
+	// the relabel) returned a dry-run delete of it was still allowed
+	// (docs/clusterlock.md). The kinds the selector names are watched, so
+	// each brings a pass at once; the periodic pass (every 10 s) is the
+	// backstop, and a window near it would say the watch missed.
+	n := int32(3) // ns, crd, role: out was relabelled out
+	var later []client.Object
+	windows := map[string][]time.Duration{}
+	measure := func(o client.Object, how string) {
+		t.Helper()
 		window := framework.Eventually(t, framework.DefaultTimeout, o.GetName()+"'s delete refused", func(ctx context.Context) error {
 			if err := admin.Delete(ctx, o, client.DryRunAll); !apierrors.IsForbidden(err) {
-				return fmt.Errorf("dry-run delete of %s, created after the ClusterLock: %v; want Forbidden", o.GetName(), err)
+				return fmt.Errorf("dry-run delete of %s, %s after the ClusterLock: %v; want Forbidden", o.GetName(), how, err)
 			}
 			return nil
 		})
-		// A Namespace's create brings a pass; a ClusterRole waits for the
-		// next pass, periodic (every 10 s) or brought by a ClusterLock
-		// change: its sample depends on when that comes.
-		t.Logf("window: %T %s, created with the selector's label, could be deleted for %s after its create returned (dry-run deletes every %s)",
-			o, o.GetName(), window.Round(10*time.Millisecond), framework.PollInterval)
+		t.Logf("window: %T %s, %s, could be deleted for %s after that returned (dry-run deletes every %s)",
+			o, o.GetName(), how, window.Round(10*time.Millisecond), framework.PollInterval)
+		if window > selectorWindowBound {
+			t.Errorf("%T %s, %s: its delete was refused %s after; want within %s (one pass brought by its watch)", o, o.GetName(), how, window.Round(10*time.Millisecond), selectorWindowBound)
+		}
+		kind := fmt.Sprintf("%T %s", o, how)
+		windows[kind] = append(windows[kind], window.Round(10*time.Millisecond))
 		framework.Eventually(t, framework.DefaultTimeout, o.GetName()+" labelled", clusterLabelled(admin, o, true))
+		later = append(later, o)
+		n++
+		// The pass that labelled it wrote the status: once it shows, no
+		// pass is due but the periodic one.
+		protects(n)
 	}
+	// A pass brought by the last status write may still be listing: an
+	// object created or relabelled meanwhile would be labelled by it, not
+	// by a pass its watch brings. On the code before the watch (8efcf92,
+	// 1.37.2), a ClusterRole created at once showed 110-220 ms, created
+	// after this pause 1.93 s, 9.11 s and 9.01 s.
+	const settle = time.Second
+	protects(n)
+	for i := range 3 {
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clks-later-%d-%s", i, suffix), Labels: labels}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clks-later-role-%d-%s", i, suffix), Labels: labels}},
+		} {
+			time.Sleep(settle)
+			if err := admin.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+			measure(o, "created with the selector's label")
+		}
+	}
+	// Labelled into it: an unlabelled Namespace and ClusterRole, each
+	// relabelled (the cache keeps the labels the live selectors read).
+	for i := range 3 {
+		for _, o := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clks-relabel-%d-%s", i, suffix), Labels: map[string]string{key: "off"}}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("clks-relabel-role-%d-%s", i, suffix)}},
+		} {
+			if err := admin.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+			// Not covered, and left so by the passes its create brings.
+			time.Sleep(settle)
+			if err := admin.Delete(ctx, o, client.DryRunAll); err != nil {
+				t.Fatalf("dry-run delete of %s, outside the selector: %v; want it allowed", o.GetName(), err)
+			}
+			if err := admin.Patch(ctx, o, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:"on"}}}`, key))); err != nil {
+				t.Fatal(err)
+			}
+			measure(o, "labelled into the selector")
+		}
+	}
+	t.Logf("windows (each sample, in order): %v", windows)
 
 	// The ClusterLock deleted: the labels go, the deletes go through.
 	if err := kube.Client.Delete(ctx, cl); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range append(targets, later, laterRole) {
+	for _, o := range append(targets, later...) {
 		framework.Eventually(t, framework.DefaultTimeout, o.GetName()+" unlabelled", clusterLabelled(admin, o, false))
 		if err := admin.Delete(ctx, o); err != nil {
 			t.Fatalf("deleting %s once unlocked: %v", o.GetName(), err)

@@ -8,6 +8,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 )
@@ -20,9 +26,11 @@ const quietWindow = 15 * time.Second
 // TestQuietCluster: with a steady mix of valid, misspelled, missing and
 // invalid Locks in several namespaces, and selector Locks (tier=db and
 // {}) that count what they cover and have refused a delete (their status
-// carries protected and lastDenied), lockguard writes nothing at all
-// (annotations, Lock status, namespace labels, Events) once they have
-// settled. Its requests are counted in its own transport.
+// carries protected and lastDenied), and a selector ClusterLock on a
+// Namespace and a ClusterRole (whose kinds its reconciler watches, and
+// passes over every 10 s), lockguard writes nothing at all
+// (annotations, Lock and ClusterLock status, labels, Events) once they
+// have settled. Its requests are counted in its own transport.
 func TestQuietCluster(t *testing.T) {
 	inProcess(t)
 	ctx := t.Context()
@@ -35,7 +43,7 @@ func TestQuietCluster(t *testing.T) {
 	framework.Eventually(t, framework.DefaultTimeout, "every Lock's status written and true", func(ctx context.Context) error {
 		return kube.CheckLockStatusTruth(ctx, framework.TruthOptions{Namespaces: namespaces})
 	})
-	watched := append(slices.Clone(namespaces), quietSelectorLocks(t))
+	watched := append(slices.Clone(namespaces), quietSelectorLocks(t), quietClusterLock(t))
 
 	mine := func(r framework.Request) bool {
 		return r.Write() && (r.InNamespaces(watched...) || !strings.Contains(r.Path, "/namespaces/"))
@@ -95,4 +103,40 @@ func quietSelectorLocks(t *testing.T) string {
 		waitLastDenied(t, l, lockv1alpha1.DeniedRequest{User: user, Operation: "DELETE", Kind: "Stack", Name: "db", Count: 1}, before, time.Now().Add(time.Second))
 	}
 	return ns
+}
+
+// quietClusterLock creates a Namespace and a ClusterRole labelled with a
+// key of their own, and a selector ClusterLock on both kinds with it, and
+// returns the Namespace once the ClusterLock is Active and counts both.
+func quietClusterLock(t *testing.T) string {
+	t.Helper()
+	ctx := t.Context()
+	admin := withCRDs(t)
+	key := "quiet-clk-" + rand.String(5)
+	labels := map[string]string{key: "on"}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: key, Labels: labels}}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: key, Labels: labels}}
+	cl := selectorClusterLock(key, key, "on", "Namespace", "ClusterRole")
+	for _, o := range []client.Object{ns, role, cl} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, o := range []client.Object{cl, role, ns} {
+			_ = admin.Delete(context.Background(), o)
+		}
+	})
+	kube.WaitClusterLock(t, cl.Name, lockv1alpha1.ReasonActive, "")
+	framework.Eventually(t, framework.DefaultTimeout, "ClusterLock "+cl.Name+" counts its 2 objects", func(ctx context.Context) error {
+		var got lockv1alpha1.ClusterLock
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(cl), &got); err != nil {
+			return err
+		}
+		if p := got.Status.Protected; p == nil || p.Count != 2 {
+			return fmt.Errorf("status.protected %+v; want 2 objects", p)
+		}
+		return nil
+	})
+	return ns.Name
 }

@@ -21,7 +21,10 @@ import (
 //     protected-pending annotation and the has-locks label: the reconciler
 //     patches those alone. A namespaced
 //     object (a target) keeps all its labels, which selector Locks match
-//     (docs/contract.md rule 15); a cluster-scoped one only the has-locks label. For the owner
+//     (docs/contract.md rule 15); a cluster-scoped one (a namespace, or an
+//     object of a kind a live selector ClusterLock names) only the
+//     has-locks label and the labels of clusterKeys (ClusterLabelKeys:
+//     those live selector ClusterLocks read; nil keeps none). For the owner
 //     index (OwnerIndex) and the cascade guard it also keeps its UID, its
 //     owner references (without their controller and blockOwnerDeletion
 //     flags) and, of its finalizers, only the garbage collector's
@@ -33,21 +36,18 @@ import (
 // The labels, the owner references' apiVersion and kind and the
 // finalizers kept are shared between the objects that repeat them
 // (interner): a cached object is read-only.
-func CacheTransform() toolscache.TransformFunc {
+func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 	shared := newInterner()
 	return func(in any) (any, error) {
 		switch o := in.(type) {
 		case *metav1.PartialObjectMetadata:
 			o.Annotations = keptAnnotations(o.Annotations)
 			o.GenerateName = ""
-			switch v, has := o.Labels[lockv1alpha1.HasLocksLabel]; {
-			case o.Namespace != "":
+			if o.Namespace != "" {
 				// A namespaced object's labels are what selector Locks match.
 				o.Labels = shared.labelSet(o.Labels)
-			case has:
-				o.Labels = shared.labelSet(map[string]string{lockv1alpha1.HasLocksLabel: v}) // a namespace's
-			default:
-				o.Labels = nil
+			} else {
+				o.Labels = shared.labelSet(clusterLabels(o.Labels, clusterKeys.Keys()))
 			}
 			for i := range o.OwnerReferences {
 				r := &o.OwnerReferences[i]

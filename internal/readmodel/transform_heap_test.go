@@ -120,7 +120,7 @@ func BenchmarkCacheHeap(b *testing.B) {
 	}{
 		{"none", func(in any) (any, error) { return in, nil }},
 		{"before", transformBefore()},
-		{"after", CacheTransform()},
+		{"after", CacheTransform(nil)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64

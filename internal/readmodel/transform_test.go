@@ -23,6 +23,7 @@ func TestCacheTransform(t *testing.T) {
 	}
 	cases := map[string]struct {
 		reason string
+		keys   []string // ClusterLabelKeys
 		in     any
 		want   any
 	}{
@@ -55,6 +56,27 @@ func TestCacheTransform(t *testing.T) {
 				Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "pod-security.kubernetes.io/enforce": "restricted"}}},
 			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true"}}},
 		},
+		"NamespaceSelectorLabels": {
+			reason: "A namespace keeps too the labels live selector ClusterLocks read (ClusterLabelKeys), and no other.",
+			keys:   []string{"tier", "team"},
+			in: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge",
+				Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "tier": "prod", "pod-security.kubernetes.io/enforce": "restricted"}}},
+			want: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "tier": "prod"}}},
+		},
+		"ClusterScoped": {
+			reason: "Any cluster-scoped object (a ClusterRole a selector ClusterLock names) keeps the labels of ClusterLabelKeys alone; none when it carries none of them.",
+			keys:   []string{"tier"},
+			in: &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: "admin",
+				Labels: map[string]string{"tier": "prod", "kubernetes.io/bootstrapping": "rbac-defaults", lockv1alpha1.ClusterLockedLabel: "true"}}},
+			want: &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"}, ObjectMeta: metav1.ObjectMeta{Name: "admin",
+				Labels: map[string]string{"tier": "prod"}}},
+		},
+		"ClusterScopedNoKeptLabel": {
+			reason: "A cluster-scoped object without a kept label keeps no labels.",
+			keys:   []string{"tier"},
+			in:     &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "view", Labels: map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}}},
+			want:   &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "view"}},
+		},
 		"Lock": {
 			reason: "A Lock keeps its identity, deletion, spec and status.",
 			in:     &lockv1alpha1.Lock{ObjectMeta: *full.DeepCopy(), Spec: lockv1alpha1.LockSpec{Reason: "r"}, Status: lockv1alpha1.LockStatus{Active: true}},
@@ -70,13 +92,44 @@ func TestCacheTransform(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := CacheTransform()(tc.in)
+			keys := &ClusterLabelKeys{}
+			keys.Set(tc.keys)
+			got, err := CacheTransform(keys)(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%s\nCacheTransform()(...): -want, +got:\n%s", tc.reason, diff)
+				t.Errorf("%s\nCacheTransform(%q)(...): -want, +got:\n%s", tc.reason, tc.keys, diff)
 			}
 		})
+	}
+}
+
+// TestClusterLabelKeys: Set keeps the keys sorted and once each, and
+// reports a change only when they differ; a nil or zero ClusterLabelKeys
+// keeps none.
+func TestClusterLabelKeys(t *testing.T) {
+	var none *ClusterLabelKeys
+	if got := none.Keys(); got != nil {
+		t.Errorf("nil.Keys() = %q; want nil", got)
+	}
+	k := &ClusterLabelKeys{}
+	for i, c := range []struct {
+		set     []string
+		changed bool
+		want    []string
+	}{
+		{nil, false, nil},
+		{[]string{"tier", "team", "tier"}, true, []string{"team", "tier"}},
+		{[]string{"team", "tier"}, false, []string{"team", "tier"}},
+		{[]string{"tier"}, true, []string{"tier"}},
+		{nil, true, nil},
+	} {
+		if got := k.Set(c.set); got != c.changed {
+			t.Errorf("%d: Set(%q) = %t; want %t", i, c.set, got, c.changed)
+		}
+		if diff := cmp.Diff(c.want, k.Keys()); diff != "" {
+			t.Errorf("%d: Keys() after Set(%q): -want, +got:\n%s", i, c.set, diff)
+		}
 	}
 }

@@ -94,11 +94,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 
 	handlerMetrics := webhook.NewMetrics()
+	// The labels of cluster-scoped objects that live selector ClusterLocks
+	// read: the leader's ClusterLock reconciler sets them, the cache keeps
+	// them (and no other label of those objects).
+	clusterKeys := &readmodel.ClusterLabelKeys{}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
 			// Only what the webhook and the reconciler read is cached.
-			DefaultTransform: readmodel.CacheTransform(),
+			DefaultTransform: readmodel.CacheTransform(clusterKeys),
 			// Lists and watches that ride out an API server restart.
 			NewInformer: readmodel.NewInformer,
 		},
@@ -286,6 +290,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		}
 	}
 	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
+	o.Controller.ClusterLabelKeys = clusterKeys
 	if !o.DisableReadOnlyGuard {
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username
