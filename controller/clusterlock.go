@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -354,29 +353,4 @@ func labelPatch() client.Patch {
 func unlabelPatch(rv string) client.Patch {
 	return guardedRemoval(rv, map[string]any{"labels": map[string]any{lockv1alpha1.ClusterLockedLabel: nil},
 		"annotations": map[string]any{lockv1alpha1.ClusterLockPendingAnnotation: nil}})
-}
-
-// guardedRemoval is the merge patch of metadata md (what it removes: a
-// protection label, a pending mark) on an object still at resourceVersion
-// rv, the version a pass judged from. A removal of what protects an
-// object must not undo a create's label written since that read (the
-// create admitted, the pass working from the read before it): with rv the
-// API server refuses such a patch (Conflict) and the next pass judges the
-// object again, its pending mark in view.
-func guardedRemoval(rv string, md map[string]any) client.Patch {
-	md["resourceVersion"] = rv
-	data, _ := json.Marshal(map[string]any{"metadata": md})
-	return client.RawPatch(types.MergePatchType, data)
-}
-
-// conflictRecheck is how soon a pass comes back after a removal the API
-// server refused because the object changed since the pass read it.
-const conflictRecheck = time.Second
-
-// soonerOf returns the sooner of two requeue delays, 0 being none.
-func soonerOf(a, b time.Duration) time.Duration {
-	if a == 0 || (b > 0 && b < a) {
-		return b
-	}
-	return a
 }
