@@ -15,13 +15,19 @@ import (
 // annotationValue is the LockedAnnotation value for these Locks: their
 // names, sorted and comma-separated; "" when there are none.
 func annotationValue(locks []lockv1alpha1.Lock) string {
-	names := make([]string, 0, len(locks))
-	for _, l := range locks {
-		names = append(names, l.Name)
-	}
+	names := lockNames(locks)
 	slices.Sort(names)
 	names = slices.Compact(names)
 	return strings.Join(names, ",")
+}
+
+// lockNames returns the names of locks, in their order.
+func lockNames(locks []lockv1alpha1.Lock) []string {
+	names := make([]string, len(locks))
+	for i := range locks {
+		names[i] = locks[i].Name
+	}
+	return names
 }
 
 // enforcing returns the Locks of locks that refuse at now

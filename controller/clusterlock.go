@@ -157,11 +157,7 @@ func (c *clusterLocks) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl
 	}
 	keep, frozen := map[lockv1alpha1.TargetKey]bool{}, map[lockv1alpha1.TargetKey]bool{}
 	var after time.Duration
-	later := func(d time.Duration) {
-		if d > 0 && (after == 0 || d < after) {
-			after = d
-		}
-	}
+	later := func(d time.Duration) { after = soonerOf(after, d) }
 	if unsynced {
 		later(unsyncedRetry)
 	}
@@ -300,9 +296,7 @@ func (c *clusterLocks) sweep(ctx context.Context, locks []lockv1alpha1.ClusterLo
 				continue
 			}
 			if left := lockv1alpha1.PendingLeft(o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation], lockv1alpha1.ClusterLockPendingGrace, now); left > 0 {
-				if pending == 0 || left < pending {
-					pending = left
-				}
+				pending = soonerOf(pending, left)
 				continue
 			}
 			if rv, ok := c.refused[key]; ok && rv == o.ResourceVersion {

@@ -125,9 +125,7 @@ func (c *clusterLocks) sweepReadOnly(ctx context.Context, kinds []schema.GroupKi
 				continue
 			}
 			if left := lockv1alpha1.PendingLeft(o.Annotations[lockv1alpha1.ClusterLockPendingAnnotation], lockv1alpha1.ClusterLockPendingGrace, now); left > 0 {
-				if pending == 0 || left < pending {
-					pending = left
-				}
+				pending = soonerOf(pending, left)
 				continue
 			}
 			o.SetGroupVersionKind(mapping.GroupVersionKind)

@@ -158,9 +158,9 @@ func (c *clusterLocks) clusterKindSpelledLike(k string) string {
 // missing, unless RBAC refused that at obj's resourceVersion before, and
 // drops ClusterLockPendingAnnotation once the ClusterLock that marked it
 // is in the cache (markDone; the label then goes with the last
-// ClusterLock). It reports whether obj
-// carries the label; false when RBAC refuses it (LabelForbidden). It
-// writes nothing when the label is there and no mark is left.
+// ClusterLock). It reports whether obj carries the label; false when RBAC
+// refuses it (LabelForbidden). It writes nothing when the label is there
+// and no mark is left.
 func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjectMetadata, key lockv1alpha1.TargetKey, clName string) (bool, error) {
 	gk := key.GroupKind()
 	if obj.GetLabels()[lockv1alpha1.ClusterLockedLabel] != "true" {
@@ -197,16 +197,9 @@ func (c *clusterLocks) ensureLabel(ctx context.Context, obj *metav1.PartialObjec
 	return true, nil
 }
 
-// markDone reports whether a pending mark has done its work: the
-// ClusterLock whose create put it (PendingBy) is in the cache at this
-// pass, or its grace is over (a create refused after its admission, whose
-// ClusterLock never comes). A mark naming no ClusterLock (written before
-// marks named theirs) is done once any live ClusterLock covers the object,
-// as before. Not the covering ClusterLock alone: it may be older than the
-// create that marked the object, and without the mark the next sweep
-// would take the label off that create's object while its ClusterLock is
-// not cached yet.
+// markDone reports whether a pending mark has done its work
+// (lockv1alpha1.PendingWait): the ClusterLock it names is in the cache
+// at this pass, or its grace is over.
 func (c *clusterLocks) markDone(mark string) bool {
-	by := lockv1alpha1.PendingBy(mark)
-	return by == "" || c.cached[by] || lockv1alpha1.PendingLeft(mark, lockv1alpha1.ClusterLockPendingGrace, c.now()) == 0
+	return lockv1alpha1.PendingWait(mark, lockv1alpha1.ClusterLockPendingGrace, c.now(), func(name string) bool { return c.cached[name] }) == 0
 }

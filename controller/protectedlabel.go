@@ -46,19 +46,17 @@ func protectedLabelChange(optedIn bool, covering []string, labels, annotations m
 	v, present := labels[lockv1alpha1.ProtectedLabel]
 	mark, marked := annotations[lockv1alpha1.ProtectedPendingAnnotation]
 	if len(covering) > 0 {
-		// The mark goes once the Lock whose create put it is cached (it
-		// names it), not on another Lock covering the object, which may
-		// be older than that create; or once its grace is over.
-		by, left := lockv1alpha1.PendingBy(mark), lockv1alpha1.PendingLeft(mark, lockv1alpha1.ProtectedPendingGrace, now)
-		done := by == "" || slices.Contains(covering, by) || left == 0
-		c := protectedChange{clearPending: marked && done}
+		// The mark goes once the Lock whose create put it covers the
+		// object in the cache, or once its grace is over (PendingWait).
+		left := lockv1alpha1.PendingWait(mark, lockv1alpha1.ProtectedPendingGrace, now, func(name string) bool { return slices.Contains(covering, name) })
+		c := protectedChange{clearPending: marked && left == 0}
 		if v != "true" {
 			c.label = ptrTo(true)
 		}
-		if marked && !done {
-			return c, left
+		if !marked {
+			return c, 0
 		}
-		return c, 0
+		return c, left
 	}
 	if left := lockv1alpha1.PendingLeft(mark, lockv1alpha1.ProtectedPendingGrace, now); left > 0 && v == "true" {
 		// The Lock whose create put it there may not be cached yet.

@@ -303,12 +303,3 @@ func (r *reconciler) writeStatuses(ctx context.Context, locks []lockv1alpha1.Loc
 	}
 	return errors.Join(errs...)
 }
-
-// lockNames returns the names of locks.
-func lockNames(locks []lockv1alpha1.Lock) []string {
-	names := make([]string, len(locks))
-	for i := range locks {
-		names[i] = locks[i].Name
-	}
-	return names
-}

@@ -182,12 +182,8 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 		return
 	}
 	m.duration.Observe(took.Seconds())
+	m.reviewed(guard, resp)
 	d := decisionOf(resp)
-	if c, ok := m.reviews[[2]string{guard, d}]; ok {
-		c.Inc()
-	} else {
-		m.reviewsTotal.WithLabelValues(guard, d).Inc()
-	}
 	switch {
 	case d != DecisionDenied:
 	case guard == GuardReadOnly:

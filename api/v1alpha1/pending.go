@@ -62,6 +62,24 @@ func PendingLeft(mark string, grace time.Duration, now time.Time) time.Duration 
 	return max(t.Add(grace).Sub(now), 0)
 }
 
+// PendingWait returns how long mark, a pending mark on an object a live
+// Lock or ClusterLock covers, still has to stay: 0 once it has done its
+// work, when the one whose create put it (PendingBy) is cached (cached
+// says), when it names none (a mark written before marks named theirs:
+// the covering one will do), or when its grace is over (a create refused
+// after its admission, whose object never comes); otherwise the grace
+// left. Not any covering one: it may be older than the create that marked
+// the object, and without the mark the next sweep would take the label
+// off that create's object before it is cached. The one rule of the
+// reconciler's marks (controller: a ClusterLock's, a Lock's protected
+// label).
+func PendingWait(mark string, grace time.Duration, now time.Time, cached func(name string) bool) time.Duration {
+	if by := PendingBy(mark); by == "" || cached(by) {
+		return 0
+	}
+	return PendingLeft(mark, grace, now)
+}
+
 // PendingBy returns the name a mark of PendingMarksPatchBy holds; "" for
 // any other.
 func PendingBy(mark string) string {

@@ -41,4 +41,21 @@ func TestPendingMark(t *testing.T) {
 			t.Errorf("PendingBy(%q) = %q; want %q", mark, got, want)
 		}
 	}
+	// PendingWait: done when its Lock is cached, it names none, or its
+	// grace is over; otherwise the grace left.
+	cached := func(name string) bool { return name == "keep-prod" }
+	for _, tc := range []struct {
+		mark string
+		now  time.Time
+		want time.Duration
+	}{
+		{mark + " keep-prod", at, 0},
+		{mark, at, 0},
+		{mark + " newer", at.Add(45 * time.Second), 15 * time.Second},
+		{mark + " newer", at.Add(time.Minute), 0},
+	} {
+		if got := PendingWait(tc.mark, time.Minute, tc.now, cached); got != tc.want {
+			t.Errorf("PendingWait(%q, 1m, %s) = %s; want %s", tc.mark, tc.now, got, tc.want)
+		}
+	}
 }

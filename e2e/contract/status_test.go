@@ -138,6 +138,20 @@ func readLock(ctx context.Context, l *lockv1alpha1.Lock) (*lockv1alpha1.Lock, er
 	return got, kube.Client.Get(ctx, client.ObjectKeyFromObject(l), got)
 }
 
+// deniedIs checks d, a recorded refusal, against want, its time within
+// [from, to] (the API server keeps seconds).
+func deniedIs(d, want lockv1alpha1.DeniedRequest, from, to time.Time) error {
+	at := d.Time.Time
+	d.Time = want.Time
+	if diff := cmp.Diff(want, d); diff != "" {
+		return fmt.Errorf("-want, +got:\n%s", diff)
+	}
+	if at.Before(from.Truncate(time.Second)) || at.After(to) {
+		return fmt.Errorf("time %s, want between %s and %s", at, from, to)
+	}
+	return nil
+}
+
 // waitLastDenied waits until Lock l's status.lastDenied is want, its time
 // within [from, to] (the API server keeps seconds).
 func waitLastDenied(t *testing.T, l *lockv1alpha1.Lock, want lockv1alpha1.DeniedRequest, from, to time.Time) {
@@ -147,19 +161,10 @@ func waitLastDenied(t *testing.T, l *lockv1alpha1.Lock, want lockv1alpha1.Denied
 		if err != nil {
 			return err
 		}
-		d := got.Status.LastDenied
-		if d == nil {
+		if got.Status.LastDenied == nil {
 			return fmt.Errorf("no lastDenied yet")
 		}
-		at := d.Time.Time
-		d.Time = want.Time
-		if diff := cmp.Diff(&want, d); diff != "" {
-			return fmt.Errorf("-want, +got:\n%s", diff)
-		}
-		if at.Before(from.Truncate(time.Second)) || at.After(to) {
-			return fmt.Errorf("lastDenied.time %s, want between %s and %s", at, from, to)
-		}
-		return nil
+		return deniedIs(*got.Status.LastDenied, want, from, to)
 	})
 }
 
