@@ -2,6 +2,10 @@ package controller
 
 import (
 	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -9,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // kindSource is source.TypedKind over c, except that its sync waits for
@@ -23,10 +29,67 @@ func kindSource[T client.Object, R comparable](c cache.Cache, obj T, h handler.T
 	return source.TypedKind[T, R](oneKind{Cache: c, obj: obj}, obj, h, preds...)
 }
 
-// oneKind is a cache whose WaitForCacheSync waits for obj's informer only.
+// oneKind is a cache whose WaitForCacheSync waits for obj's informer
+// only, and whose informers hand their handlers the metadata objects they
+// store (readmodel.Meta) as metav1.PartialObjectMetadata of obj's kind
+// (partialEvents), as the source's handlers expect.
 type oneKind struct {
 	cache.Cache
 	obj client.Object
+}
+
+// GetInformer returns the cache's informer for obj, whose handlers see
+// metadata objects as metav1.PartialObjectMetadata (partialEvents).
+func (c oneKind) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := obj.(*metav1.PartialObjectMetadata); !ok {
+		return inf, nil
+	}
+	return partialInformer{Informer: inf, gvk: obj.GetObjectKind().GroupVersionKind()}, nil
+}
+
+// partialInformer is an informer whose handlers see each readmodel.Meta
+// as a metav1.PartialObjectMetadata of kind gvk (readmodel.AsPartial).
+type partialInformer struct {
+	cache.Informer
+	gvk schema.GroupVersionKind
+}
+
+// AddEventHandler adds h, seeing metav1.PartialObjectMetadata.
+func (i partialInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(partialEvents{h: h, gvk: i.gvk})
+}
+
+// AddEventHandlerWithResyncPeriod adds h, seeing metav1.PartialObjectMetadata.
+func (i partialInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(partialEvents{h: h, gvk: i.gvk}, resync)
+}
+
+// AddEventHandlerWithOptions adds h, seeing metav1.PartialObjectMetadata.
+func (i partialInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(partialEvents{h: h, gvk: i.gvk}, o)
+}
+
+// partialEvents passes each event to h with its objects as
+// metav1.PartialObjectMetadata of kind gvk: copies, which h may keep.
+type partialEvents struct {
+	h   toolscache.ResourceEventHandler
+	gvk schema.GroupVersionKind
+}
+
+func (e partialEvents) OnAdd(obj any, initial bool) {
+	e.h.OnAdd(readmodel.AsPartial(obj, e.gvk), initial)
+}
+
+func (e partialEvents) OnUpdate(old, obj any) {
+	e.h.OnUpdate(readmodel.AsPartial(old, e.gvk), readmodel.AsPartial(obj, e.gvk))
+}
+
+func (e partialEvents) OnDelete(obj any) {
+	e.h.OnDelete(readmodel.AsPartial(obj, e.gvk))
 }
 
 // WaitForCacheSync waits until obj's informer has synced, and reports

@@ -64,7 +64,7 @@ func newTargetWatches(cache cache.Cache, c controller.TypedController[request], 
 // not the cache, and skips a kind whose informer has not synced (one whose
 // CRD was deleted never does); the kind's objects bring their selector
 // Locks back when it syncs (objectEvents).
-func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, *metav1.PartialObjectMetadata)) error {
+func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, metav1.Object)) error {
 	for _, k := range w.watchedKinds() {
 		if len(kinds) > 0 && !slices.Contains(kinds, k.GVK.Kind) {
 			continue
@@ -78,7 +78,9 @@ func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKi
 		}
 		gk := k.GVK.GroupKind()
 		for _, o := range objs {
-			if m, ok := o.(*metav1.PartialObjectMetadata); ok {
+			// A readmodel.Meta (CacheTransform), or a
+			// metav1.PartialObjectMetadata in a test's store.
+			if m, ok := o.(metav1.Object); ok {
 				fn(gk, m)
 			}
 		}
@@ -98,9 +100,9 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 		return nil
 	}
 	var reqs []request
-	err := w.eachIn(ns, s.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
-		if s.Matches(gk.Kind, o.Labels) {
-			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.Name}})
+	err := w.eachIn(ns, s.Kinds, func(gk schema.GroupKind, o metav1.Object) {
+		if s.Matches(gk.Kind, o.GetLabels()) {
+			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.GetName()}})
 		}
 	})
 	if err != nil {
@@ -129,10 +131,10 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.ProtectedStatus, int, error) {
 	var list protectedList
 	unlabelled := 0
-	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) {
-		if lock.Selects(lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels}) {
-			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.Name})
-			if o.Labels[lockv1alpha1.ReadOnlyLabel] != "true" {
+	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o metav1.Object) {
+		if lock.Selects(lockv1alpha1.Object{Namespace: o.GetNamespace(), Group: gk.Group, Kind: gk.Kind, Name: o.GetName(), Labels: o.GetLabels()}) {
+			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.GetName()})
+			if o.GetLabels()[lockv1alpha1.ReadOnlyLabel] != "true" {
 				unlabelled++
 			}
 		}

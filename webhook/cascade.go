@@ -52,11 +52,11 @@ type OwnerGraph interface {
 	// ownerReferences name the UID owner, and its kind, until fn returns
 	// false. It returns an error when it cannot tell (a kind's cache has
 	// not synced).
-	Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error
+	Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error
 	// Owner returns the object ref names in namespace ns (nil when there
 	// is none), whatever its UID; watched is false when the graph does not
 	// hold ref's kind, and so cannot tell.
-	Owner(ns string, ref metav1.OwnerReference) (o *metav1.PartialObjectMetadata, watched bool)
+	Owner(ns string, ref metav1.OwnerReference) (o metav1.Object, watched bool)
 }
 
 // CascadeLimits bound the walk of one cascade.
@@ -106,7 +106,7 @@ const (
 // the collector deletes it.
 type member struct {
 	gk     schema.GroupKind
-	meta   *metav1.PartialObjectMetadata
+	meta   metav1.Object
 	policy metav1.DeletionPropagation
 	depth  int
 	via    types.UID // the owner through which the walk first reached it
@@ -117,7 +117,7 @@ type Dependent struct {
 	// Kind is its group and kind.
 	Kind schema.GroupKind
 	// Object is its metadata, as the graph holds it: read-only.
-	Object *metav1.PartialObjectMetadata
+	Object metav1.Object
 	// Owner is the UID of the owner through which the cascade reached it.
 	Owner types.UID
 }
@@ -204,9 +204,9 @@ func (g cascadeWalker) walk(ctx context.Context, ns string, root types.UID, poli
 		}
 		uid := root
 		if owner.meta != nil {
-			uid = owner.meta.UID
+			uid = owner.meta.GetUID()
 		}
-		err := g.graph.Dependents(ns, uid, func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) bool {
+		err := g.graph.Dependents(ns, uid, func(gk schema.GroupKind, o metav1.Object) bool {
 			if visited++; visited > g.limits.MaxObjects {
 				out.incomplete, out.detail = IncompleteObjects, fmt.Sprintf("more than %d dependents", g.limits.MaxObjects)
 				return false
@@ -219,20 +219,21 @@ func (g cascadeWalker) walk(ctx context.Context, ns string, root types.UID, poli
 			if !deleted {
 				return true
 			}
-			if m := members[o.UID]; m != nil {
+			ouid := o.GetUID()
+			if m := members[ouid]; m != nil {
 				// Reached again through another owner: only a policy that
 				// now deletes its dependents changes anything.
 				if m.policy == metav1.DeletePropagationOrphan && p != m.policy {
 					m.policy = p
-					queue = append(queue, o.UID)
+					queue = append(queue, ouid)
 				}
 				return true
 			}
 			m := &member{gk: gk, meta: o, policy: p, depth: owner.depth + 1, via: uid}
-			members[o.UID] = m
+			members[ouid] = m
 			out.deleted = append(out.deleted, m)
 			if p != metav1.DeletePropagationOrphan {
-				queue = append(queue, o.UID)
+				queue = append(queue, ouid)
 			}
 			return true
 		})
@@ -262,9 +263,9 @@ func (g cascadeWalker) walk(ctx context.Context, ns string, root types.UID, poli
 //
 // o is deleted in the foreground when an owner is deleted so here and o
 // has dependents of its own, otherwise as its finalizers say.
-func (g cascadeWalker) dependentsDeleted(ns string, o *metav1.PartialObjectMetadata, members map[types.UID]*member) (metav1.DeletionPropagation, bool) {
+func (g cascadeWalker) dependentsDeleted(ns string, o metav1.Object, members map[types.UID]*member) (metav1.DeletionPropagation, bool) {
 	deleting, foreground := false, false
-	for _, ref := range o.OwnerReferences {
+	for _, ref := range o.GetOwnerReferences() {
 		if m := members[ref.UID]; m != nil {
 			if m.policy != metav1.DeletePropagationOrphan {
 				deleting = true
@@ -276,10 +277,10 @@ func (g cascadeWalker) dependentsDeleted(ns string, o *metav1.PartialObjectMetad
 		switch {
 		case !watched:
 			return "", false
-		case owner == nil || owner.UID != ref.UID:
+		case owner == nil || owner.GetUID() != ref.UID:
 			// Dangling.
-		case owner.DeletionTimestamp != nil:
-			foreground = foreground || slices.Contains(owner.Finalizers, metav1.FinalizerDeleteDependents)
+		case owner.GetDeletionTimestamp() != nil:
+			foreground = foreground || slices.Contains(owner.GetFinalizers(), metav1.FinalizerDeleteDependents)
 		default:
 			return "", false
 		}
@@ -287,17 +288,17 @@ func (g cascadeWalker) dependentsDeleted(ns string, o *metav1.PartialObjectMetad
 	if !deleting {
 		return "", false
 	}
-	if foreground && g.hasDependents(ns, o.UID) {
+	if foreground && g.hasDependents(ns, o.GetUID()) {
 		return metav1.DeletePropagationForeground, true
 	}
-	return finalizerPolicy(o.Finalizers), true
+	return finalizerPolicy(o.GetFinalizers()), true
 }
 
 // noDependents reports whether the graph holds no dependent of uid, and
 // can tell (false when it cannot: the walk reports why).
 func (g cascadeWalker) noDependents(ns string, uid types.UID) bool {
 	found := false
-	err := g.graph.Dependents(ns, uid, func(schema.GroupKind, *metav1.PartialObjectMetadata) bool {
+	err := g.graph.Dependents(ns, uid, func(schema.GroupKind, metav1.Object) bool {
 		found = true
 		return false
 	})
@@ -307,7 +308,7 @@ func (g cascadeWalker) noDependents(ns string, uid types.UID) bool {
 // hasDependents reports whether the graph holds a dependent of uid.
 func (g cascadeWalker) hasDependents(ns string, uid types.UID) bool {
 	found := false
-	_ = g.graph.Dependents(ns, uid, func(schema.GroupKind, *metav1.PartialObjectMetadata) bool {
+	_ = g.graph.Dependents(ns, uid, func(schema.GroupKind, metav1.Object) bool {
 		found = true
 		return false
 	})

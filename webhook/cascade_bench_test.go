@@ -19,7 +19,7 @@ type indexedGraph struct {
 	byName  map[string]*metav1.PartialObjectMetadata
 }
 
-func (g *indexedGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+func (g *indexedGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	for _, o := range g.byOwner[owner] {
 		if o.meta.Namespace == ns && !fn(o.gk, o.meta) {
 			return nil
@@ -28,8 +28,11 @@ func (g *indexedGraph) Dependents(ns string, owner types.UID, fn func(schema.Gro
 	return nil
 }
 
-func (g *indexedGraph) Owner(_ string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, bool) {
-	return g.byName[ref.Kind+"/"+ref.Name], true
+func (g *indexedGraph) Owner(_ string, ref metav1.OwnerReference) (metav1.Object, bool) {
+	if o := g.byName[ref.Kind+"/"+ref.Name]; o != nil {
+		return o, true
+	}
+	return nil, true
 }
 
 // BenchmarkCascadeDecide is the cascade guard's decision in process (no

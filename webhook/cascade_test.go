@@ -34,7 +34,7 @@ type fakeGraph struct {
 	err     error
 }
 
-func (g *fakeGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+func (g *fakeGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	if g.err != nil {
 		return g.err
 	}
@@ -51,7 +51,7 @@ func (g *fakeGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupK
 	return nil
 }
 
-func (g *fakeGraph) Owner(ns string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, bool) {
+func (g *fakeGraph) Owner(ns string, ref metav1.OwnerReference) (metav1.Object, bool) {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
 	if gv.Group != lockv1alpha1.Group {
 		return nil, false

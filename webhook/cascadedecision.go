@@ -146,7 +146,7 @@ func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*membe
 		if lockv1alpha1.Protectable(m.gk) == nil {
 			// The labels are the metadata cache's (readmodel keeps a
 			// namespaced object's labels).
-			objs = append(objs, lockv1alpha1.Object{Namespace: ns, Group: m.gk.Group, Kind: m.gk.Kind, Name: m.meta.Name, Labels: m.meta.Labels})
+			objs = append(objs, lockv1alpha1.Object{Namespace: ns, Group: m.gk.Group, Kind: m.gk.Kind, Name: m.meta.GetName(), Labels: m.meta.GetLabels()})
 			named = append(named, m)
 		}
 	}
@@ -160,7 +160,7 @@ func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*membe
 	var locked []lockedDependent
 	for i, ls := range found {
 		if len(ls) > 0 {
-			locked = append(locked, lockedDependent{name: named[i].gk.Kind + "/" + named[i].meta.Name, locks: ls})
+			locked = append(locked, lockedDependent{name: named[i].gk.Kind + "/" + named[i].meta.GetName(), locks: ls})
 		}
 	}
 	return locked, nil

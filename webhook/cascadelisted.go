@@ -144,7 +144,7 @@ func ownerUIDs(refs []metav1.OwnerReference) []types.UID {
 // Dependents calls fn with each listed object whose ownerReferences name
 // the UID owner, in the order listed, until fn returns false. It fails for
 // a namespace other than the one listed.
-func (g *listedGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+func (g *listedGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	if ns != g.ns {
 		return fmt.Errorf("namespace %s was not listed (only %s was)", ns, g.ns)
 	}
@@ -159,7 +159,7 @@ func (g *listedGraph) Dependents(ns string, owner types.UID, fn func(schema.Grou
 // Owner returns the listed object ref names (nil when there is none);
 // watched is false for a kind not listed, or a namespace other than the
 // one listed.
-func (g *listedGraph) Owner(ns string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, bool) {
+func (g *listedGraph) Owner(ns string, ref metav1.OwnerReference) (metav1.Object, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ns != g.ns {
 		return nil, false
@@ -168,5 +168,9 @@ func (g *listedGraph) Owner(ns string, ref metav1.OwnerReference) (*metav1.Parti
 	if !listed {
 		return nil, false
 	}
-	return byName[ref.Name], true
+	if o := byName[ref.Name]; o != nil {
+		return o, true
+	}
+	// An untyped nil: a nil *PartialObjectMetadata is not a nil Object.
+	return nil, true
 }

@@ -162,8 +162,8 @@ func TestListGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	var deps []string
-	if err := g.Dependents("forge", "uid-root", func(gk schema.GroupKind, o *metav1.PartialObjectMetadata) bool {
-		deps = append(deps, gk.Kind+"/"+o.Name)
+	if err := g.Dependents("forge", "uid-root", func(gk schema.GroupKind, o metav1.Object) bool {
+		deps = append(deps, gk.Kind+"/"+o.GetName())
 		return true
 	}); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,7 @@ func TestListGraph(t *testing.T) {
 		t.Errorf("Stack/root as held (no labels without owners, the collector's finalizers only, no annotations): -want, +got:\n%s", diff)
 	}
 	db, _ := g.Owner("forge", metav1.OwnerReference{APIVersion: "core.navique.com/v1alpha1", Kind: "PostgresCluster", Name: "db"})
-	if db == nil || db.Labels["tier"] != "data" || db.ManagedFields != nil {
+	if db == nil || db.GetLabels()["tier"] != "data" || db.GetManagedFields() != nil {
 		t.Errorf("PostgresCluster/db as held: %+v; want its labels (a selector Lock may cover it), no managedFields", db)
 	}
 	for _, ref := range []metav1.OwnerReference{
@@ -202,7 +202,7 @@ func TestListGraph(t *testing.T) {
 	if _, watched := g.Owner("other", metav1.OwnerReference{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "root"}); watched {
 		t.Error("Owner in a namespace not listed: watched; want not")
 	}
-	if err := g.Dependents("other", types.UID("uid-root"), func(schema.GroupKind, *metav1.PartialObjectMetadata) bool { return true }); err == nil {
+	if err := g.Dependents("other", types.UID("uid-root"), func(schema.GroupKind, metav1.Object) bool { return true }); err == nil {
 		t.Error("Dependents in a namespace not listed: no error")
 	}
 

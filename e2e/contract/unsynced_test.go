@@ -94,7 +94,7 @@ func TestCascadeBeforeOwnerIndexSynced(t *testing.T) {
 	owners := readmodel.NewOwnerIndex(unstarted)
 	go func() { _ = readmodel.NewDiscovery(kinds, owners, time.Hour).Start(ctx) }()
 	framework.Eventually(t, framework.DefaultTimeout, "the owner index knows the group's kinds, none synced", func(context.Context) error {
-		err := owners.Dependents("any", "any", func(schema.GroupKind, *metav1.PartialObjectMetadata) bool { return true })
+		err := owners.Dependents("any", "any", func(schema.GroupKind, metav1.Object) bool { return true })
 		if err == nil || !strings.Contains(err.Error(), "has not synced yet") {
 			return fmt.Errorf("the owner index answers %v", err)
 		}

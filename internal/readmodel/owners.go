@@ -21,13 +21,17 @@ const ownerIndex = "lockguard.owner"
 
 // indexByOwner is the ownerIndex function.
 func indexByOwner(obj any) ([]string, error) {
-	o, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok || len(o.OwnerReferences) == 0 {
-		return nil, nil
+	var uids []string
+	switch o := obj.(type) {
+	case *Meta:
+		uids = o.ownerUIDs()
+	case metav1.Object:
+		for _, ref := range o.GetOwnerReferences() {
+			uids = append(uids, string(ref.UID))
+		}
 	}
-	uids := make([]string, 0, len(o.OwnerReferences))
-	for _, ref := range o.OwnerReferences {
-		uids = append(uids, string(ref.UID))
+	if len(uids) == 0 {
+		return nil, nil
 	}
 	// An object may carry thousands of references (a claim of whoever
 	// wrote it): sort, not compare each with all, to drop repeats.
@@ -113,7 +117,7 @@ func (x *OwnerIndex) markDiscovered() {
 // returns false. The objects are the cache's: read-only. It returns an
 // error, calling fn for nothing, while discovery has not run or a kind's
 // informer has not synced: the index cannot tell.
-func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	x.mu.RLock()
 	discovered, order := x.discovered, x.order
 	informers := make([]indexedInformer, len(order))
@@ -135,7 +139,9 @@ func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.Group
 			return fmt.Errorf("looking up the dependents of %s among %s: %w", owner, order[i], err)
 		}
 		for _, o := range objs {
-			if m, ok := o.(*metav1.PartialObjectMetadata); ok && m.Namespace == ns && !fn(order[i], m) {
+			// A Meta (CacheTransform), or a PartialObjectMetadata in a
+			// test's store.
+			if m, ok := o.(metav1.Object); ok && m.GetNamespace() == ns && !fn(order[i], m) {
 				return nil
 			}
 		}
@@ -147,7 +153,7 @@ func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.Group
 // there is none (whatever its UID: the caller compares it); watched is
 // false when ref's kind is not one of the index (outside the group,
 // cluster-scoped, or not discovered yet), so that the index cannot tell.
-func (x *OwnerIndex) Owner(ns string, ref metav1.OwnerReference) (_ *metav1.PartialObjectMetadata, watched bool) {
+func (x *OwnerIndex) Owner(ns string, ref metav1.OwnerReference) (_ metav1.Object, watched bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
 		return nil, false
@@ -162,8 +168,10 @@ func (x *OwnerIndex) Owner(ns string, ref metav1.OwnerReference) (_ *metav1.Part
 	if err != nil || !exists {
 		return nil, err == nil
 	}
-	m, _ := item.(*metav1.PartialObjectMetadata)
-	return m, true
+	if m, ok := item.(metav1.Object); ok {
+		return m, true
+	}
+	return nil, true
 }
 
 // HasSynced reports whether kind discovery has run once and the informer of

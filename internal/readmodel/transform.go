@@ -28,7 +28,8 @@ import (
 //     index (OwnerIndex) and the cascade guard it also keeps its UID, its
 //     owner references (without their controller and blockOwnerDeletion
 //     flags) and, of its finalizers, only the garbage collector's
-//     (orphan, foregroundDeletion).
+//     (orphan, foregroundDeletion). It is stored as a Meta, which keeps
+//     that alone.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status.
 //   - Anything else loses its managedFields.
@@ -41,24 +42,8 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		switch o := in.(type) {
 		case *metav1.PartialObjectMetadata:
-			o.Annotations = keptAnnotations(o.Annotations)
-			o.GenerateName = ""
-			if o.Namespace != "" {
-				// A namespaced object's labels are what selector Locks match.
-				o.Labels = shared.labelSet(o.Labels)
-			} else {
-				o.Labels = shared.labelSet(clusterLabels(o.Labels, clusterKeys.Keys()))
-			}
-			for i := range o.OwnerReferences {
-				r := &o.OwnerReferences[i]
-				r.Controller, r.BlockOwnerDeletion = nil, nil
-				r.APIVersion, r.Kind = shared.string(r.APIVersion), shared.string(r.Kind)
-			}
-			if o.OwnerReferences = slices.Clip(o.OwnerReferences); len(o.OwnerReferences) == 0 {
-				o.OwnerReferences = nil
-			}
-			o.Finalizers = gcFinalizers(o.Finalizers)
-			o.ManagedFields = nil
+			trimMetadata(o, shared, clusterKeys)
+			return newMeta(o, shared), nil
 		case *lockv1alpha1.Lock:
 			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
 		default:
@@ -69,6 +54,29 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 		}
 		return in, nil
 	}
+}
+
+// trimMetadata drops from o what the cache does not keep (CacheTransform)
+// and shares its labels and owner references' apiVersion and kind.
+func trimMetadata(o *metav1.PartialObjectMetadata, shared *interner, clusterKeys *ClusterLabelKeys) {
+	o.Annotations = keptAnnotations(o.Annotations)
+	o.GenerateName = ""
+	if o.Namespace != "" {
+		// A namespaced object's labels are what selector Locks match.
+		o.Labels = shared.labelSet(o.Labels)
+	} else {
+		o.Labels = shared.labelSet(clusterLabels(o.Labels, clusterKeys.Keys()))
+	}
+	for i := range o.OwnerReferences {
+		r := &o.OwnerReferences[i]
+		r.Controller, r.BlockOwnerDeletion = nil, nil
+		r.APIVersion, r.Kind = shared.string(r.APIVersion), shared.string(r.Kind)
+	}
+	if o.OwnerReferences = slices.Clip(o.OwnerReferences); len(o.OwnerReferences) == 0 {
+		o.OwnerReferences = nil
+	}
+	o.Finalizers = gcFinalizers(o.Finalizers)
+	o.ManagedFields = nil
 }
 
 // keptAnnotations returns, of a, the annotations the reconciler reads

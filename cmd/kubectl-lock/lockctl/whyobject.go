@@ -202,7 +202,7 @@ func newListGraph(objects []node, kinds map[schema.GroupKind]bool) *listGraph {
 
 // Dependents calls fn with each listed object of namespace ns that owner
 // owns.
-func (g *listGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, *metav1.PartialObjectMetadata) bool) error {
+func (g *listGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	for _, o := range g.dependents[owner] {
 		if o.meta.Namespace == ns && !fn(o.gvk.GroupKind(), o.meta) {
 			return nil
@@ -213,7 +213,7 @@ func (g *listGraph) Dependents(ns string, owner types.UID, fn func(schema.GroupK
 
 // Owner returns the listed object ref names in namespace ns; watched is
 // false for a kind the plugin did not list.
-func (g *listGraph) Owner(ns string, ref metav1.OwnerReference) (*metav1.PartialObjectMetadata, bool) {
+func (g *listGraph) Owner(ns string, ref metav1.OwnerReference) (metav1.Object, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	gk := schema.GroupKind{Group: gv.Group, Kind: ref.Kind}
 	if err != nil || !g.kinds[gk] {
@@ -237,11 +237,11 @@ func (d *decider) descendants(ctx context.Context, root types.UID) ([]whyDescend
 	deps, _ := webhook.Cascade(ctx, d.graph, d.namespace, root, metav1.DeletePropagationBackground, webhook.CascadeLimits{})
 	via := map[types.UID]types.UID{}
 	for _, dep := range deps {
-		via[dep.Object.UID] = dep.Owner
+		via[dep.Object.GetUID()] = dep.Owner
 	}
 	out := []whyDescendant{}
 	for _, dep := range deps {
-		o := d.graph.byUID[dep.Object.UID]
+		o := d.graph.byUID[dep.Object.GetUID()]
 		resp, locks, err := d.decide(ctx, o.gvk, o.meta.Name, o.meta, false)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,399 @@
+package readmodel
+
+import (
+	"encoding/hex"
+	"maps"
+	"slices"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// Meta is what lockguard's cache keeps of an object of a metadata-only
+// informer (CacheTransform): its name and namespace, UID,
+// resourceVersion, labels, owner references (apiVersion, kind, name,
+// UID), and, for the few objects that carry them, the annotations and
+// finalizers CacheTransform keeps and deletionTimestamp (issue 38: a
+// metav1.PartialObjectMetadata is 288 bytes before its strings, a Meta
+// 96). A UID and a resourceVersion of the usual form (a UUID in lower
+// case, a decimal) are kept as numbers, any other exactly as written.
+//
+// A Meta is read-only, as every object of the cache, and reads as the
+// metav1.PartialObjectMetadata it was made from (Partial, DeepCopyObject),
+// less what CacheTransform drops: a cached client's Get and List of
+// metav1.PartialObjectMetadata answer with such copies, and the
+// controller's sources convert it before their handlers see it. Its
+// setters change the fields it keeps; setting one it does not keep
+// (generateName, generation, selfLink, creationTimestamp,
+// deletionGracePeriodSeconds, managedFields) does nothing.
+type Meta struct {
+	name      string
+	namespace string // shared between the objects of a namespace
+	// rv is the resourceVersion when it is a decimal number without
+	// leading zeros, above 0; 0 otherwise (then it is rare.rv).
+	rv uint64
+	// uid is the UID when it is a UUID in canonical form and not all
+	// zeros; zero otherwise (then it is rare.uid).
+	uid    [16]byte
+	labels map[string]string // shared between the objects that repeat it
+	// owners are the owner references when each UID is a canonical UUID;
+	// nil otherwise (then they are rare.owners).
+	owners []ownerRef
+	rare   *metaRare
+}
+
+// ownerRef is an owner reference of a Meta: apiVersion and kind shared
+// between the objects that repeat them, and a UID in canonical form.
+type ownerRef struct {
+	apiVersion, kind, name string
+	uid                    [16]byte
+}
+
+// metaRare holds what few objects of the cache have: lockguard's
+// annotations, the garbage collector's finalizers, a deletionTimestamp,
+// and a UID, resourceVersion or owner reference UID not in the usual form.
+type metaRare struct {
+	uid               types.UID
+	rv                string
+	annotations       map[string]string
+	finalizers        []string
+	deletionTimestamp *metav1.Time
+	owners            []metav1.OwnerReference
+}
+
+var (
+	_ metav1.Object  = (*Meta)(nil)
+	_ runtime.Object = (*Meta)(nil)
+)
+
+// newMeta returns the Meta of o, sharing the namespace, apiVersions and
+// kinds through shared; o's labels, annotations and finalizers are taken
+// as they are (CacheTransform has trimmed and shared them).
+func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
+	m := &Meta{name: o.Name, namespace: shared.string(o.Namespace), labels: o.Labels}
+	m.SetUID(o.UID)
+	m.SetResourceVersion(o.ResourceVersion)
+	m.SetAnnotations(o.Annotations)
+	m.SetFinalizers(o.Finalizers)
+	m.SetDeletionTimestamp(o.DeletionTimestamp)
+	m.setOwnerReferences(o.OwnerReferences, shared)
+	return m
+}
+
+// Partial returns the object m stands for, as a new
+// metav1.PartialObjectMetadata of kind gvk that shares nothing with m.
+func (m *Meta) Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.name, Namespace: m.namespace, UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Labels: maps.Clone(m.labels), Annotations: maps.Clone(m.GetAnnotations()),
+		Finalizers: slices.Clone(m.GetFinalizers()), OwnerReferences: m.GetOwnerReferences(),
+	}}
+	if t := m.GetDeletionTimestamp(); t != nil {
+		p.DeletionTimestamp = t.DeepCopy()
+	}
+	if !gvk.Empty() {
+		p.SetGroupVersionKind(gvk)
+	}
+	return p
+}
+
+// AsPartial returns obj as a metav1.PartialObjectMetadata of kind gvk when
+// it is a *Meta (a copy, Partial), a client-go tombstone of one likewise,
+// and obj itself otherwise.
+func AsPartial(obj any, gvk schema.GroupVersionKind) any {
+	switch o := obj.(type) {
+	case *Meta:
+		return o.Partial(gvk)
+	case toolscache.DeletedFinalStateUnknown:
+		if m, ok := o.Obj.(*Meta); ok {
+			o.Obj = m.Partial(gvk)
+		}
+		return o
+	}
+	return obj
+}
+
+// DeepCopyObject returns the metav1.PartialObjectMetadata m stands for,
+// without its kind (Partial): what a cached client's reads copy into the
+// caller's object.
+func (m *Meta) DeepCopyObject() runtime.Object { return m.Partial(schema.GroupVersionKind{}) }
+
+// GetObjectKind returns an empty kind: a Meta does not keep its kind (its
+// informer has one).
+func (m *Meta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// GetNamespace returns the namespace.
+func (m *Meta) GetNamespace() string { return m.namespace }
+
+// SetNamespace sets the namespace.
+func (m *Meta) SetNamespace(namespace string) { m.namespace = namespace }
+
+// GetName returns the name.
+func (m *Meta) GetName() string { return m.name }
+
+// SetName sets the name.
+func (m *Meta) SetName(name string) { m.name = name }
+
+// GetGenerateName returns "": not kept.
+func (m *Meta) GetGenerateName() string { return "" }
+
+// SetGenerateName does nothing: not kept.
+func (m *Meta) SetGenerateName(string) {}
+
+// GetUID returns the UID.
+func (m *Meta) GetUID() types.UID {
+	if m.uid == ([16]byte{}) {
+		if m.rare == nil {
+			return ""
+		}
+		return m.rare.uid
+	}
+	return types.UID(formatUUID(m.uid))
+}
+
+// SetUID sets the UID.
+func (m *Meta) SetUID(uid types.UID) {
+	if b, ok := parseUUID(string(uid)); ok {
+		m.uid = b
+		if m.rare != nil {
+			m.rare.uid = ""
+		}
+		return
+	}
+	m.uid = [16]byte{}
+	if uid != "" || m.rare != nil {
+		m.more().uid = uid
+	}
+}
+
+// GetResourceVersion returns the resourceVersion.
+func (m *Meta) GetResourceVersion() string {
+	if m.rv == 0 {
+		if m.rare == nil {
+			return ""
+		}
+		return m.rare.rv
+	}
+	return strconv.FormatUint(m.rv, 10)
+}
+
+// SetResourceVersion sets the resourceVersion.
+func (m *Meta) SetResourceVersion(version string) {
+	if n, err := strconv.ParseUint(version, 10, 64); err == nil && n > 0 && strconv.FormatUint(n, 10) == version {
+		m.rv = n
+		if m.rare != nil {
+			m.rare.rv = ""
+		}
+		return
+	}
+	m.rv = 0
+	if version != "" || m.rare != nil {
+		m.more().rv = version
+	}
+}
+
+// GetGeneration returns 0: not kept.
+func (m *Meta) GetGeneration() int64 { return 0 }
+
+// SetGeneration does nothing: not kept.
+func (m *Meta) SetGeneration(int64) {}
+
+// GetSelfLink returns "": not kept.
+func (m *Meta) GetSelfLink() string { return "" }
+
+// SetSelfLink does nothing: not kept.
+func (m *Meta) SetSelfLink(string) {}
+
+// GetCreationTimestamp returns the zero time: not kept.
+func (m *Meta) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
+
+// SetCreationTimestamp does nothing: not kept.
+func (m *Meta) SetCreationTimestamp(metav1.Time) {}
+
+// GetDeletionTimestamp returns the deletionTimestamp (the cache's: read-only).
+func (m *Meta) GetDeletionTimestamp() *metav1.Time {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.deletionTimestamp
+}
+
+// SetDeletionTimestamp sets the deletionTimestamp.
+func (m *Meta) SetDeletionTimestamp(t *metav1.Time) {
+	if t != nil || m.rare != nil {
+		m.more().deletionTimestamp = t
+	}
+}
+
+// GetDeletionGracePeriodSeconds returns nil: not kept.
+func (m *Meta) GetDeletionGracePeriodSeconds() *int64 { return nil }
+
+// SetDeletionGracePeriodSeconds does nothing: not kept.
+func (m *Meta) SetDeletionGracePeriodSeconds(*int64) {}
+
+// GetLabels returns the labels (the cache's: read-only).
+func (m *Meta) GetLabels() map[string]string { return m.labels }
+
+// SetLabels sets the labels.
+func (m *Meta) SetLabels(labels map[string]string) { m.labels = labels }
+
+// GetAnnotations returns the annotations (the cache's: read-only).
+func (m *Meta) GetAnnotations() map[string]string {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.annotations
+}
+
+// SetAnnotations sets the annotations.
+func (m *Meta) SetAnnotations(annotations map[string]string) {
+	if len(annotations) > 0 || m.rare != nil {
+		m.more().annotations = annotations
+	}
+}
+
+// GetFinalizers returns the finalizers (the cache's: read-only).
+func (m *Meta) GetFinalizers() []string {
+	if m.rare == nil {
+		return nil
+	}
+	return m.rare.finalizers
+}
+
+// SetFinalizers sets the finalizers.
+func (m *Meta) SetFinalizers(finalizers []string) {
+	if len(finalizers) > 0 || m.rare != nil {
+		m.more().finalizers = finalizers
+	}
+}
+
+// GetOwnerReferences returns the owner references, as a new slice (nil
+// for none).
+func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
+	if m.rare != nil && m.rare.owners != nil {
+		return slices.Clone(m.rare.owners)
+	}
+	if len(m.owners) == 0 {
+		return nil
+	}
+	refs := make([]metav1.OwnerReference, len(m.owners))
+	for i, r := range m.owners {
+		refs[i] = metav1.OwnerReference{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(formatUUID(r.uid))}
+	}
+	return refs
+}
+
+// ownerUIDs returns the UIDs of the owner references, as strings.
+func (m *Meta) ownerUIDs() []string {
+	if m.rare != nil && m.rare.owners != nil {
+		uids := make([]string, len(m.rare.owners))
+		for i, r := range m.rare.owners {
+			uids[i] = string(r.UID)
+		}
+		return uids
+	}
+	uids := make([]string, len(m.owners))
+	for i, r := range m.owners {
+		uids[i] = formatUUID(r.uid)
+	}
+	return uids
+}
+
+// SetOwnerReferences sets the owner references (without their controller
+// and blockOwnerDeletion flags).
+func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) { m.setOwnerReferences(refs, nil) }
+
+func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner) {
+	m.owners = nil
+	if m.rare != nil {
+		m.rare.owners = nil
+	}
+	if len(refs) == 0 {
+		return
+	}
+	owners := make([]ownerRef, len(refs))
+	for i, r := range refs {
+		uid, ok := parseUUID(string(r.UID))
+		if !ok {
+			kept := make([]metav1.OwnerReference, len(refs))
+			for j, r := range refs {
+				kept[j] = metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
+			}
+			m.more().owners = kept
+			return
+		}
+		owners[i] = ownerRef{apiVersion: r.APIVersion, kind: r.Kind, name: r.Name, uid: uid}
+		if shared != nil {
+			owners[i].apiVersion, owners[i].kind = shared.string(r.APIVersion), shared.string(r.Kind)
+		}
+	}
+	m.owners = owners
+}
+
+// GetManagedFields returns nil: not kept.
+func (m *Meta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+
+// SetManagedFields does nothing: not kept.
+func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry) {}
+
+// more returns m.rare, made if m has none.
+func (m *Meta) more() *metaRare {
+	if m.rare == nil {
+		m.rare = &metaRare{}
+	}
+	return m.rare
+}
+
+// parseUUID returns the bytes of s when s is a UUID in canonical form
+// (8-4-4-4-12 lower-case hexadecimal digits), not all zeros, so that
+// formatUUID gives s back.
+func parseUUID(s string) ([16]byte, bool) {
+	var b [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := lowerHex(s[i])
+		lo, ok2 := lowerHex(s[i+1])
+		if !ok1 || !ok2 {
+			return [16]byte{}, false
+		}
+		b[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	return b, b != [16]byte{}
+}
+
+func lowerHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
+// formatUUID writes b as a UUID in canonical form.
+func formatUUID(b [16]byte) string {
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}

@@ -1,0 +1,120 @@
+package readmodel
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// TestMetaRoundTrip: a Meta reads as exactly the metadata it was made
+// from (of the fields it keeps), whatever form its UIDs and
+// resourceVersion take: a UID or resourceVersion of the usual form is
+// kept as a number, any other (a forged owner reference's UID, an API
+// server's opaque version) exactly as written.
+func TestMetaRoundTrip(t *testing.T) {
+	now := metav1.Now()
+	const uuid = "1c9e3b7a-5d2f-4e8a-9b6c-000000000042"
+	owner := metav1.OwnerReference{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "root", UID: "0b1a2c3d-4e5f-6071-8293-a4b5c6d7e8f9"}
+	cases := map[string]metav1.ObjectMeta{
+		"Usual":         {Name: "web", Namespace: "forge", UID: uuid, ResourceVersion: "918273", Labels: map[string]string{"tier": "web"}, OwnerReferences: []metav1.OwnerReference{owner}},
+		"ClusterScoped": {Name: "forge", UID: uuid, ResourceVersion: "1"},
+		"Empty":         {Name: "x"},
+		"UpperCaseUID":  {Name: "x", Namespace: "ns", UID: "1C9E3B7A-5D2F-4E8A-9B6C-000000000042", ResourceVersion: "5"},
+		"ZeroUUID":      {Name: "x", Namespace: "ns", UID: "00000000-0000-0000-0000-000000000000"},
+		"OddUID":        {Name: "x", Namespace: "ns", UID: "uid-x"},
+		"OpaqueRV":      {Name: "x", Namespace: "ns", UID: uuid, ResourceVersion: "v1:abc"},
+		"LeadingZeroRV": {Name: "x", Namespace: "ns", UID: uuid, ResourceVersion: "007"},
+		"ZeroRV":        {Name: "x", Namespace: "ns", UID: uuid, ResourceVersion: "0"},
+		"HugeRV":        {Name: "x", Namespace: "ns", UID: uuid, ResourceVersion: "184467440737095516150"},
+		"ForgedOwnerUID": {Name: "x", Namespace: "ns", UID: uuid, OwnerReferences: []metav1.OwnerReference{
+			owner, {APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "other", UID: "not-a-uuid"},
+		}},
+		"Rare": {Name: "x", Namespace: "ns", UID: uuid, ResourceVersion: "9", DeletionTimestamp: &now,
+			Annotations: map[string]string{"core.navique.com/locked": "a"}, Finalizers: []string{metav1.FinalizerDeleteDependents},
+			OwnerReferences: []metav1.OwnerReference{owner, {APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: uuid}}},
+	}
+	gvk := schema.GroupVersionKind{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"}
+	for name, om := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: *om.DeepCopy()}, newInterner())
+			want := &metav1.PartialObjectMetadata{ObjectMeta: om}
+			want.SetGroupVersionKind(gvk)
+			if diff := cmp.Diff(want, m.Partial(gvk)); diff != "" {
+				t.Errorf("Partial: -want, +got:\n%s", diff)
+			}
+			if got := m.GetUID(); got != om.UID {
+				t.Errorf("GetUID() = %q; want %q", got, om.UID)
+			}
+			if got := m.GetResourceVersion(); got != om.ResourceVersion {
+				t.Errorf("GetResourceVersion() = %q; want %q", got, om.ResourceVersion)
+			}
+			var wantOwners []string
+			for _, r := range om.OwnerReferences {
+				wantOwners = append(wantOwners, string(r.UID))
+			}
+			if diff := cmp.Diff(wantOwners, m.ownerUIDs(), cmp.Comparer(func(a, b []string) bool { return len(a) == 0 && len(b) == 0 || cmp.Equal(a, b) })); diff != "" {
+				t.Errorf("ownerUIDs: -want, +got:\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMetaCopies: what Partial and DeepCopyObject return shares nothing
+// with the cache (a caller may change its copy), and GetOwnerReferences
+// returns a new slice each time.
+func TestMetaCopies(t *testing.T) {
+	in := metav1.ObjectMeta{Name: "x", Namespace: "ns", Labels: map[string]string{"a": "1"}, Annotations: map[string]string{"core.navique.com/locked": "l"},
+		Finalizers: []string{metav1.FinalizerOrphanDependents}, OwnerReferences: []metav1.OwnerReference{{Kind: "Stack", Name: "o", UID: "odd"}}}
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: in}, newInterner())
+	p := m.DeepCopyObject().(*metav1.PartialObjectMetadata)
+	p.Labels["a"], p.Annotations["core.navique.com/locked"], p.Finalizers[0], p.OwnerReferences[0].Name = "2", "m", "f", "p"
+	m.GetOwnerReferences()[0].Name = "q"
+	if diff := cmp.Diff(&metav1.PartialObjectMetadata{ObjectMeta: *in.DeepCopy()}, m.DeepCopyObject()); diff != "" {
+		t.Errorf("the cached Meta changed with its copies: -want, +got:\n%s", diff)
+	}
+}
+
+// TestMetaSetters: a Meta's setters change what it keeps, back to the
+// usual forms, and do nothing for what it does not keep.
+func TestMetaSetters(t *testing.T) {
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "odd", ResourceVersion: "opaque"}}, newInterner())
+	m.SetUID("1c9e3b7a-5d2f-4e8a-9b6c-000000000042")
+	m.SetResourceVersion("12")
+	m.SetNamespace("ns")
+	m.SetLabels(map[string]string{"a": "b"})
+	m.SetGeneration(3)
+	m.SetCreationTimestamp(metav1.Now())
+	m.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: types.UID("1c9e3b7a-5d2f-4e8a-9b6c-000000000043")}})
+	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns", UID: "1c9e3b7a-5d2f-4e8a-9b6c-000000000042", ResourceVersion: "12",
+		Labels: map[string]string{"a": "b"}, OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "1c9e3b7a-5d2f-4e8a-9b6c-000000000043"}}}}
+	if diff := cmp.Diff(want, m.DeepCopyObject()); diff != "" {
+		t.Errorf("after the setters: -want, +got:\n%s", diff)
+	}
+	if m.rare.uid != "" || m.rare.rv != "" {
+		t.Errorf("the odd UID and version are still held: %+v", *m.rare)
+	}
+}
+
+// TestAsPartial: handlers see a Meta, and a tombstone of one, as a
+// PartialObjectMetadata of the informer's kind; anything else as it is.
+func TestAsPartial(t *testing.T) {
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge"}}, newInterner())
+	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge"}}
+	want.SetGroupVersionKind(gvk)
+	if diff := cmp.Diff(any(want), AsPartial(m, gvk)); diff != "" {
+		t.Errorf("AsPartial(Meta): -want, +got:\n%s", diff)
+	}
+	tomb := toolscache.DeletedFinalStateUnknown{Key: "forge", Obj: m}
+	if diff := cmp.Diff(any(toolscache.DeletedFinalStateUnknown{Key: "forge", Obj: want}), AsPartial(tomb, gvk)); diff != "" {
+		t.Errorf("AsPartial(tombstone): -want, +got:\n%s", diff)
+	}
+	other := &metav1.PartialObjectMetadata{}
+	if got := AsPartial(other, gvk); got != any(other) {
+		t.Errorf("AsPartial(%T) = %v; want it unchanged", other, got)
+	}
+}
