@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -79,6 +80,9 @@ type LockguardOptions struct {
 	Args []string
 	// Logs receives its output; nil discards it.
 	Logs io.Writer
+	// Env are extra environment variables ("NAME=value"), after the
+	// caller's own (GOMEMLIMIT, as the chart sets it).
+	Env []string
 }
 
 // StartLockguard starts the binary (leader election on, in
@@ -132,6 +136,9 @@ func StartLockguard(o LockguardOptions) (*Lockguard, error) {
 	}, slices.Concat(metrics, peerArgs, entryArgs, o.Args)...)
 	l.cmd = exec.Command(filepath.Clean(o.Binary), args...)
 	l.cmd.Stdout, l.cmd.Stderr = o.Logs, o.Logs
+	if len(o.Env) > 0 {
+		l.cmd.Env = append(os.Environ(), o.Env...)
+	}
 	// Its own process group: a Ctrl-C at the terminal (make demo) reaches
 	// only the parent, which stops lockguard with one SIGTERM. A second
 	// signal would make lockguard exit at once with status 1.

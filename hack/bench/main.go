@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "Comma-separated subset of "+strings.Join(sections, ",")+" (default all).")
 	flag.StringVar(&o.modesVersions, "modes-versions", "", "Kubernetes versions of the modes section (issue 13's four admission modes, issue 12's namespace guard), each on a control plane of its own, space or comma separated (default $LOCKGUARD_KUBE_VERSION or the default version).")
 	flag.StringVar(&o.args, "lockguard-args", "", "Extra flags for every lockguard started, space-separated.")
-	flag.StringVar(&o.baseline, "baseline", "", "Another lockguard binary (an earlier commit's) whose start-up section 4 compares with -lockguard's at its largest point: the two started alternately, 3 times each.")
+	flag.StringVar(&o.baseline, "baseline", "", "Another lockguard binary (an earlier commit's) whose start-up section 4 compares with -lockguard's at its largest point (the two started alternately, 3 times each), and which the scale section measures at each size too, just before -lockguard.")
 	flag.BoolVar(&o.verbose, "v", false, "Show the control plane's and lockguard's logs.")
 	cmdLine := flag.String("command-line", "", "The command to record in the report (default: this one).")
 	bareAddr := flag.String("bare-server", "", "Internal: serve the bare baseline server at this address.")

@@ -40,13 +40,16 @@ type report struct {
 	convergence *measure.ConvergenceResult
 	memory      []*measure.MemoryPoint
 	startups    map[string][]time.Duration // -baseline: ready times by binary
-	grown       int
-	growTook    time.Duration
-	modes       []*modesRun
-	cascade     *measure.CascadeResult
-	selectors   *measure.SelectorsResult
-	scale       *measure.ScaleResult
-	scaleSVG    string // where the scale section's plot was written
+	// scaleGoMemLimit is the GOMEMLIMIT the scale section ran lockguard
+	// with ("": none).
+	scaleGoMemLimit string
+	grown           int
+	growTook        time.Duration
+	modes           []*modesRun
+	cascade         *measure.CascadeResult
+	selectors       *measure.SelectorsResult
+	scale           *measure.ScaleResult
+	scaleSVG        string // where the scale section's plot was written
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what

@@ -24,6 +24,9 @@ const (
 	envScaleNamespaces = "BENCH_SCALE_NAMESPACES"
 	// envScaleProbes is how many dry-run DELETEs of each kind a size times.
 	envScaleProbes = "BENCH_SCALE_PROBES"
+	// envScaleGoMemLimit is the GOMEMLIMIT lockguard runs with ("": none);
+	// the chart sets 90% of the container's memory limit, 230MiB by default.
+	envScaleGoMemLimit = "BENCH_SCALE_GOMEMLIMIT"
 
 	defaultScalePoints     = "0/0,500/0,500/5000"
 	defaultScaleNamespaces = 50
@@ -79,6 +82,11 @@ func runScale(ctx context.Context, o options, r *report) error {
 	}
 	defer c.Stop()
 	c.LockguardArgs = strings.Fields(o.args)
+	if v := os.Getenv(envScaleGoMemLimit); v != "" {
+		c.LockguardEnv = []string{"GOMEMLIMIT=" + v}
+		r.scaleGoMemLimit = v
+	}
+	so.Baseline = o.baseline
 	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
 	if r.scale != nil && len(r.scale.Points) > 0 {
 		// The sizes measured, also when a later one failed; next to the
@@ -100,6 +108,35 @@ func runScale(ctx context.Context, o options, r *report) error {
 	return nil
 }
 
+// scaleBaseline writes the scale section's side-by-side table: at each
+// size the -baseline binary, then -lockguard, and their heap per Lock and
+// per unlocked object.
+func (r *report) scaleBaseline(w writer) {
+	s := r.scale
+	w("\nSide by side at each size: `%s` (-baseline), started just before `%s` (-lockguard), on the same API server; ready, RSS and heap in use (smallest sample in brackets), and the ratio of heap in use, lockguard / baseline:\n\n", s.Options.Baseline, r.opts.lockguard)
+	w("| Locks | unlocked objects | baseline ready | baseline RSS | baseline heap in use | lockguard ready | lockguard RSS | lockguard heap in use | heap ratio |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range s.Points {
+		b, m := p.Baseline, p.Memory
+		w("| %d | %d | %s | %s | %s (%s) | %s | %s | %s (%s) | %.2f× |\n", p.Locks, p.Objects,
+			b.Ready.Round(time.Millisecond), mib(b.RSS), mib(b.HeapInuse), mib(b.HeapMin),
+			m.Ready.Round(time.Millisecond), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), float64(m.HeapInuse)/float64(b.HeapInuse))
+	}
+	w("\n")
+	for i := 1; i < len(s.Points); i++ {
+		for j := range i {
+			a, b := s.Points[j], s.Points[i]
+			if v, ok := measure.BaselinePerLock(a, b); ok {
+				cur, _ := measure.PerLock(a, b)
+				w("- per Lock and its Stack, %d → %d Locks: baseline **%.0f** bytes, lockguard **%.0f** (%.2f×)\n", a.Locks, b.Locks, v, cur, cur/v)
+			}
+			if v, ok := measure.BaselinePerObject(a, b); ok {
+				cur, _ := measure.PerObject(a, b)
+				w("- per unlocked object, %d → %d objects: baseline **%.0f** bytes, lockguard **%.0f** (%.2f×)\n", a.Objects, b.Objects, v, cur, cur/v)
+			}
+		}
+	}
+}
+
 // scaleSection writes the scale section (issue 38).
 func (r *report) scaleSection(w writer) {
 	s := r.scale
@@ -118,6 +155,12 @@ func (r *report) scaleSection(w writer) {
 			mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin),
 			ms(p.TargetRef.Quantile(0.5)), ms(p.TargetRef.Quantile(0.99)), ms(p.Selector.Quantile(0.5)), ms(p.Selector.Quantile(0.99)),
 			ms(p.Allowed.Quantile(0.5)), ms(p.Allowed.Quantile(0.99)))
+	}
+	if r.scaleGoMemLimit != "" {
+		w("\nEvery lockguard ran with `GOMEMLIMIT=%s` (%s), as the chart runs it.\n", r.scaleGoMemLimit, envScaleGoMemLimit)
+	}
+	if len(s.Points) > 0 && s.Points[0].Baseline != nil {
+		r.scaleBaseline(w)
 	}
 	w("\nHeap in use between sizes that differ in one count only:\n\n")
 	for i := 1; i < len(s.Points); i++ {

@@ -46,6 +46,9 @@ type Cluster struct {
 	Logs io.Writer
 	// LockguardArgs are extra flags for every lockguard started.
 	LockguardArgs []string
+	// LockguardEnv are extra environment variables of every lockguard
+	// started ("NAME=value").
+	LockguardEnv []string
 }
 
 // StartCluster starts etcd and kube-apiserver and installs what lockguard

@@ -75,6 +75,7 @@ func (c *Cluster) StartLockguardOn(wh *framework.LocalWebhook, binary string, ar
 		Webhook:    wh,
 		Metrics:    true,
 		Logs:       logs,
+		Env:        c.LockguardEnv,
 		Args: append([]string{
 			// A restarted lockguard takes the Lease at once.
 			"--leader-election-lease-duration=4s",

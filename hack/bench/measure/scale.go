@@ -32,6 +32,10 @@ type ScaleOptions struct {
 	Within time.Duration
 	// Step reports progress.
 	Step func(format string, args ...any)
+	// Baseline is another lockguard binary (an earlier commit's) measured
+	// at each size too, just before the one measured ("": none), so that
+	// the two are compared side by side on the same API server.
+	Baseline string
 }
 
 // ScalePoint is lockguard at one size.
@@ -43,6 +47,9 @@ type ScalePoint struct {
 	// Memory is lockguard's start-up and memory (MemoryPoint.Locks and
 	// Stacks count every Lock and Stack, the template namespace's too).
 	Memory *MemoryPoint
+	// Baseline is ScaleOptions.Baseline's, measured the same way (nil
+	// without one).
+	Baseline *MemoryPoint
 	// Allowed (an unlocked Stack), TargetRef and Selector (a Stack covered
 	// by a targetRef and by a selector Lock, denied): server-side dry-run
 	// DELETEs through kube-apiserver and lockguard's webhook, interleaved;
@@ -112,13 +119,23 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 			}
 			prev = size
 		}
-		o.Step("scale: lockguard with %d Locks and %d unlocked objects", size.Locks, size.Objects)
-		p.Memory = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
 		// Leader election as the binary's defaults time it (the benchmarks'
 		// other sections shorten it), so that a busy API server at start
 		// does not make it lose leadership, and its reconciler's caches.
-		_, lg, err := c.measureMemory(ctx, p.Memory, o.Within, true, binary,
-			"--leader-election-lease-duration=15s", "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s")
+		leaderArgs := []string{"--leader-election-lease-duration=15s", "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"}
+		if o.Baseline != "" {
+			o.Step("scale: the baseline %s with %d Locks and %d unlocked objects", o.Baseline, size.Locks, size.Objects)
+			p.Baseline = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
+			_, lg, err := c.measureMemory(ctx, p.Baseline, o.Within, true, o.Baseline, leaderArgs...)
+			if err != nil {
+				return r, fmt.Errorf("the baseline: %w", err)
+			}
+			// It releases its Lease as it stops: the next one leads at once.
+			lg.Stop()
+		}
+		o.Step("scale: lockguard with %d Locks and %d unlocked objects", size.Locks, size.Objects)
+		p.Memory = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
+		_, lg, err := c.measureMemory(ctx, p.Memory, o.Within, true, binary, leaderArgs...)
 		if err != nil {
 			return r, err
 		}
@@ -222,18 +239,43 @@ func (c *Cluster) scaleProbes(ctx context.Context, lg *Lockguard, p *ScalePoint,
 // with the same unlocked objects; PerObject per unlocked object between
 // points with the same Locks. ok is false when the points differ otherwise.
 func PerLock(a, b *ScalePoint) (bytes float64, ok bool) {
-	if a.Objects != b.Objects || a.Locks == b.Locks {
-		return 0, false
-	}
-	return float64(b.Memory.HeapInuse-a.Memory.HeapInuse) / float64(b.Locks-a.Locks), true
+	return perLock(a, b, a.Memory, b.Memory)
 }
 
 // PerObject is PerLock for unlocked objects.
 func PerObject(a, b *ScalePoint) (bytes float64, ok bool) {
+	return perObject(a, b, a.Memory, b.Memory)
+}
+
+// BaselinePerLock and BaselinePerObject are PerLock and PerObject of the
+// baseline binary (ok is false without one).
+func BaselinePerLock(a, b *ScalePoint) (bytes float64, ok bool) {
+	if a.Baseline == nil || b.Baseline == nil {
+		return 0, false
+	}
+	return perLock(a, b, a.Baseline, b.Baseline)
+}
+
+// BaselinePerObject: see BaselinePerLock.
+func BaselinePerObject(a, b *ScalePoint) (bytes float64, ok bool) {
+	if a.Baseline == nil || b.Baseline == nil {
+		return 0, false
+	}
+	return perObject(a, b, a.Baseline, b.Baseline)
+}
+
+func perLock(a, b *ScalePoint, am, bm *MemoryPoint) (float64, bool) {
+	if a.Objects != b.Objects || a.Locks == b.Locks {
+		return 0, false
+	}
+	return float64(bm.HeapInuse-am.HeapInuse) / float64(b.Locks-a.Locks), true
+}
+
+func perObject(a, b *ScalePoint, am, bm *MemoryPoint) (float64, bool) {
 	if a.Locks != b.Locks || a.Objects == b.Objects {
 		return 0, false
 	}
-	return float64(b.Memory.HeapInuse-a.Memory.HeapInuse) / float64(b.Objects-a.Objects), true
+	return float64(bm.HeapInuse-am.HeapInuse) / float64(b.Objects-a.Objects), true
 }
 
 // waitWatchCaches waits, at most within, until kube-apiserver serves the
