@@ -87,6 +87,7 @@ func runScale(ctx context.Context, o options, r *report) error {
 		r.scaleGoMemLimit = v
 	}
 	so.Baseline = o.baseline
+	so.Profiles = filepath.Join(filepath.Dir(o.out), "scale-profiles")
 	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
 	if r.scale != nil && len(r.scale.Points) > 0 {
 		// The sizes measured, also when a later one failed; next to the
@@ -113,25 +114,31 @@ func runScale(ctx context.Context, o options, r *report) error {
 // per unlocked object.
 func (r *report) scaleBaseline(w writer) {
 	s := r.scale
-	w("\nSide by side at each size: `%s` (-baseline), started just before `%s` (-lockguard), on the same API server; ready, RSS and heap in use (smallest sample in brackets), and the ratio of heap in use, lockguard / baseline:\n\n", s.Options.Baseline, r.opts.lockguard)
-	w("| Locks | unlocked objects | baseline ready | baseline RSS | baseline heap in use | lockguard ready | lockguard RSS | lockguard heap in use | heap ratio |\n|---|---|---|---|---|---|---|---|---|\n")
+	w("\nSide by side at each size: `%s` (-baseline), started just before `%s` (-lockguard), on the same API server; ready, RSS, heap in use (smallest sample in brackets) and the live heap (`go_memstats_heap_alloc_bytes` right after a collection forced through `/debug/pprof/heap?gc=1`, once the samples are taken), and the ratio of live heaps, lockguard / baseline:\n\n", s.Options.Baseline, r.opts.lockguard)
+	w("| Locks | unlocked objects | baseline ready | baseline RSS | baseline heap in use | baseline live heap | lockguard ready | lockguard RSS | lockguard heap in use | lockguard live heap | live ratio |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range s.Points {
 		b, m := p.Baseline, p.Memory
-		w("| %d | %d | %s | %s | %s (%s) | %s | %s | %s (%s) | %.2f× |\n", p.Locks, p.Objects,
-			b.Ready.Round(time.Millisecond), mib(b.RSS), mib(b.HeapInuse), mib(b.HeapMin),
-			m.Ready.Round(time.Millisecond), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), float64(m.HeapInuse)/float64(b.HeapInuse))
+		w("| %d | %d | %s | %s | %s (%s) | %s | %s | %s | %s (%s) | %s | %.2f× |\n", p.Locks, p.Objects,
+			b.Ready.Round(time.Millisecond), mib(b.RSS), mib(b.HeapInuse), mib(b.HeapMin), mib(b.Live),
+			m.Ready.Round(time.Millisecond), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), mib(m.Live), float64(m.Live)/float64(b.Live))
 	}
 	w("\n")
+	base := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Baseline }
+	cur := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Memory }
 	for i := 1; i < len(s.Points); i++ {
 		for j := range i {
 			a, b := s.Points[j], s.Points[i]
 			if v, ok := measure.BaselinePerLock(a, b); ok {
-				cur, _ := measure.PerLock(a, b)
-				w("- per Lock and its Stack, %d → %d Locks: baseline **%.0f** bytes, lockguard **%.0f** (%.2f×)\n", a.Locks, b.Locks, v, cur, cur/v)
+				c, _ := measure.PerLock(a, b)
+				lb, _ := measure.LivePerLock(a, b, base)
+				lc, _ := measure.LivePerLock(a, b, cur)
+				w("- per Lock and its Stack, %d → %d Locks: heap in use, baseline **%.0f** bytes, lockguard **%.0f** (%.2f×); live heap, baseline **%.0f**, lockguard **%.0f** (%.2f×)\n", a.Locks, b.Locks, v, c, c/v, lb, lc, lc/lb)
 			}
 			if v, ok := measure.BaselinePerObject(a, b); ok {
-				cur, _ := measure.PerObject(a, b)
-				w("- per unlocked object, %d → %d objects: baseline **%.0f** bytes, lockguard **%.0f** (%.2f×)\n", a.Objects, b.Objects, v, cur, cur/v)
+				c, _ := measure.PerObject(a, b)
+				lb, _ := measure.LivePerObject(a, b, base)
+				lc, _ := measure.LivePerObject(a, b, cur)
+				w("- per unlocked object, %d → %d objects: heap in use, baseline **%.0f** bytes, lockguard **%.0f** (%.2f×); live heap, baseline **%.0f**, lockguard **%.0f** (%.2f×)\n", a.Objects, b.Objects, v, c, c/v, lb, lc, lc/lb)
 			}
 		}
 	}
@@ -146,13 +153,13 @@ func (r *report) scaleSection(w writer) {
 	o := s.Options
 	w("## 9. Scale: Locks and unlocked objects (issue 38)\n\n")
 	w("A control plane of its own. At each size the Locks (half by `targetRef`, half by `selector`, each covering one Stack of its own) and the Stacks no Lock covers (one in ten owns the next nine, by ownerReference, in its namespace) are spread round robin over %d namespaces (the unlocked ones by tens). They are written **straight into etcd** (JSON, as kube-apiserver stores custom resources, in transactions of 128 through etcd's gRPC gateway) while kube-apiserver is stopped, then kube-apiserver starts again (its start is timed until it serves the Locks and Stacks from its watch caches, as a running API server does); the namespaces are created through the API server. Each object is a copy of a template object created through the API server and converged by lockguard in the same run (%d bytes in etcd per unlocked Stack, %d per Lock with its Stack, managedFields included), so that lockguard finds them as it leaves them. The template namespace (2 Locks, 4 Stacks) exists at every size.\n\n", o.Namespaces, s.ObjectBytes, s.LockBytes)
-	w("The lockguard binary with its default flags, leading, as in section 4: leader election timed as the binary's defaults (15 s lease, 10 s renew deadline; the other sections shorten it): ready is the time from its start to `/readyz` answering 200; once it leads and then is idle (its reconciler's first pass over every object done), RSS and `go_memstats_heap_inuse_bytes` (medians of 10 samples; the smallest heap sample in brackets), and the peak RSS from its start (`VmHWM`: the initial lists and reconciliation). A run fails if lockguard no longer leads when sampled. DELETE decisions: %d server-side dry-run DELETEs of each kind through kube-apiserver and lockguard's webhook, interleaved, once lockguard is warm: a Stack a targetRef Lock covers and one a selector Lock covers (denied) and an unlocked Stack that owns nothing (allowed, after the namespace's Locks are confirmed with the API server).\n\n", o.Probes)
-	w("| Locks | unlocked objects | written into etcd | kube-apiserver start | lockguard ready | idle after | peak RSS | RSS | heap in use | denied (targetRef) p50 / p99 | denied (selector) p50 / p99 | allowed p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("The lockguard binary with its default flags, leading, as in section 4: leader election timed as the binary's defaults (15 s lease, 10 s renew deadline; the other sections shorten it): ready is the time from its start to `/readyz` answering 200; once it leads and then is idle (its reconciler's first pass over every object done), RSS and `go_memstats_heap_inuse_bytes` (medians of 10 samples; the smallest heap sample in brackets), then the live heap (`go_memstats_heap_alloc_bytes` right after a collection forced through lockguard's Go profiler on a loopback port, `/debug/pprof/heap?gc=1`, whose heap profile is kept in scale-profiles/ next to the report), and the peak RSS from its start (`VmHWM`: the initial lists and reconciliation). A run fails if lockguard no longer leads when sampled. DELETE decisions: %d server-side dry-run DELETEs of each kind through kube-apiserver and lockguard's webhook, interleaved, once lockguard is warm: a Stack a targetRef Lock covers and one a selector Lock covers (denied) and an unlocked Stack that owns nothing (allowed, after the namespace's Locks are confirmed with the API server).\n\n", o.Probes)
+	w("| Locks | unlocked objects | written into etcd | kube-apiserver start | lockguard ready | idle after | peak RSS | RSS | heap in use | live heap | denied (targetRef) p50 / p99 | denied (selector) p50 / p99 | allowed p50 / p99 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range s.Points {
 		m := p.Memory
-		w("| %d | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s / %s | %s / %s | %s / %s |\n", p.Locks, p.Objects,
+		w("| %d | %d | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s / %s | %s / %s | %s / %s |\n", p.Locks, p.Objects,
 			p.Seeded.Round(100*time.Millisecond), p.APIServer.Round(100*time.Millisecond), m.Ready.Round(time.Millisecond), m.Settled.Round(time.Second),
-			mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin),
+			mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), mib(m.Live),
 			ms(p.TargetRef.Quantile(0.5)), ms(p.TargetRef.Quantile(0.99)), ms(p.Selector.Quantile(0.5)), ms(p.Selector.Quantile(0.99)),
 			ms(p.Allowed.Quantile(0.5)), ms(p.Allowed.Quantile(0.99)))
 	}
@@ -171,6 +178,13 @@ func (r *report) scaleSection(w writer) {
 			}
 			if v, ok := measure.PerObject(a, b); ok {
 				w("- per unlocked object, %d → %d objects (%d Locks): **%.0f bytes**\n", a.Objects, b.Objects, a.Locks, v)
+			}
+			cur := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Memory }
+			if v, ok := measure.LivePerLock(a, b, cur); ok {
+				w("- live heap per Lock and its Stack, %d → %d Locks: **%.0f bytes**\n", a.Locks, b.Locks, v)
+			}
+			if v, ok := measure.LivePerObject(a, b, cur); ok {
+				w("- live heap per unlocked object, %d → %d objects: **%.0f bytes**\n", a.Objects, b.Objects, v)
 			}
 		}
 	}

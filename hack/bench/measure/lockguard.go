@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -168,6 +169,36 @@ func cpuTime(pid int) (time.Duration, error) {
 // sample by its full name.
 func (l *Lockguard) Metrics() (map[string]float64, error) {
 	return l.Lockguard.Metrics(context.Background())
+}
+
+// LiveHeap forces a garbage collection in the process through its Go
+// profiler at pprofAddr (--pprof-bind-address; /debug/pprof/heap?gc=1),
+// writes the heap profile to profile (when not ""), and returns
+// go_memstats_heap_alloc_bytes read just after: the live heap.
+func (l *Lockguard) LiveHeap(ctx context.Context, pprofAddr, profile string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprofAddr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("forcing a collection: %w", err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("forcing a collection: HTTP %d (%v)", resp.StatusCode, err)
+	}
+	m, err := l.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	if profile != "" {
+		if err := os.WriteFile(profile, body, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	return int64(m["go_memstats_heap_alloc_bytes"]), nil
 }
 
 // Memory is a memory sample of the process.

@@ -26,6 +26,10 @@ type MemoryPoint struct {
 	// PeakRSS is the largest RSS from the start to the last sample
 	// (VmHWM): the initial lists and reconciliation included.
 	PeakRSS int64
+	// Live is go_memstats_heap_alloc_bytes right after a forced
+	// collection (LiveHeap): the heap the process holds, without the
+	// garbage HeapInuse counts; 0 when not measured.
+	Live int64
 }
 
 // CountObjects counts the Locks and Stacks in the cluster.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,6 +38,10 @@ type ScaleOptions struct {
 	// at each size too, just before the one measured ("": none), so that
 	// the two are compared side by side on the same API server.
 	Baseline string
+	// Profiles is a directory for the heap profile of each lockguard
+	// measured, taken with its live heap (MemoryPoint.Live); "": none
+	// kept.
+	Profiles string
 }
 
 // ScalePoint is lockguard at one size.
@@ -126,7 +132,7 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 		if o.Baseline != "" {
 			o.Step("scale: the baseline %s with %d Locks and %d unlocked objects", o.Baseline, size.Locks, size.Objects)
 			p.Baseline = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
-			_, lg, err := c.measureMemory(ctx, p.Baseline, o.Within, true, o.Baseline, leaderArgs...)
+			lg, err := c.measureScaleMemory(ctx, p.Baseline, o, "baseline", o.Baseline, leaderArgs)
 			if err != nil {
 				return r, fmt.Errorf("the baseline: %w", err)
 			}
@@ -135,7 +141,7 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 		}
 		o.Step("scale: lockguard with %d Locks and %d unlocked objects", size.Locks, size.Objects)
 		p.Memory = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
-		_, lg, err := c.measureMemory(ctx, p.Memory, o.Within, true, binary, leaderArgs...)
+		lg, err := c.measureScaleMemory(ctx, p.Memory, o, "lockguard", binary, leaderArgs)
 		if err != nil {
 			return r, err
 		}
@@ -147,6 +153,35 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 		r.Points = append(r.Points, p)
 	}
 	return r, nil
+}
+
+// measureScaleMemory measures binary's memory into p (measureMemory),
+// then its live heap after a forced collection, through its Go profiler on
+// a loopback port, keeping the heap profile in o.Profiles as
+// <name>-<Locks>-<Stacks>.pb.gz.
+func (c *Cluster) measureScaleMemory(ctx context.Context, p *MemoryPoint, o ScaleOptions, name, binary string, args []string) (*Lockguard, error) {
+	port, err := framework.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	_, lg, err := c.measureMemory(ctx, p, o.Within, true, binary, append(args, "--pprof-bind-address="+addr)...)
+	if err != nil {
+		return nil, err
+	}
+	profile := ""
+	if o.Profiles != "" {
+		if err := os.MkdirAll(o.Profiles, 0o755); err != nil {
+			lg.Stop()
+			return nil, err
+		}
+		profile = filepath.Join(o.Profiles, fmt.Sprintf("%s-%d-%d.pb.gz", name, p.Locks, p.Stacks))
+	}
+	if p.Live, err = lg.LiveHeap(ctx, addr, profile); err != nil {
+		lg.Stop()
+		return nil, err
+	}
+	return lg, nil
 }
 
 // scaleNamespaces creates the namespaces size's objects need (each
@@ -276,6 +311,26 @@ func perObject(a, b *ScalePoint, am, bm *MemoryPoint) (float64, bool) {
 		return 0, false
 	}
 	return float64(bm.HeapInuse-am.HeapInuse) / float64(b.Objects-a.Objects), true
+}
+
+// LivePerLock and LivePerObject are PerLock and PerObject of the live
+// heap (MemoryPoint.Live) of m (the point's Memory or Baseline); ok is
+// false where it was not measured.
+func LivePerLock(a, b *ScalePoint, m func(*ScalePoint) *MemoryPoint) (float64, bool) {
+	am, bm := m(a), m(b)
+	if am == nil || bm == nil || am.Live == 0 || bm.Live == 0 || a.Objects != b.Objects || a.Locks == b.Locks {
+		return 0, false
+	}
+	return float64(bm.Live-am.Live) / float64(b.Locks-a.Locks), true
+}
+
+// LivePerObject: see LivePerLock.
+func LivePerObject(a, b *ScalePoint, m func(*ScalePoint) *MemoryPoint) (float64, bool) {
+	am, bm := m(a), m(b)
+	if am == nil || bm == nil || am.Live == 0 || bm.Live == 0 || a.Locks != b.Locks || a.Objects == b.Objects {
+		return 0, false
+	}
+	return float64(bm.Live-am.Live) / float64(b.Objects-a.Objects), true
 }
 
 // waitWatchCaches waits, at most within, until kube-apiserver serves the
