@@ -42,6 +42,12 @@ const protectedRecount = time.Second
 type objectEvents struct {
 	gk    schema.GroupKind
 	locks *readmodel.LockIndex
+	// seen reports whether a Lock's events find the kind's objects in
+	// the metadata informer's store (targetWatches.sees): then a Lock
+	// created after an object's create enqueues the object's pass itself,
+	// and the create need not when the pass has nothing to do (idle).
+	// nil: never.
+	seen func() bool
 }
 
 var _ handler.TypedEventHandler[*metav1.PartialObjectMetadata, request] = objectEvents{}
@@ -66,10 +72,46 @@ func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[reque
 	}
 }
 
-// Create enqueues the object and the selector Locks that cover it.
+// Create enqueues the object and the selector Locks that cover it; not
+// the object's own pass when it would have nothing to do (idle).
 func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+	if h.idle(e.Object) {
+		return
+	}
 	q.Add(h.key(e.Object))
 	h.selectorLocks(q, e.Object, e.Object.Labels)
+}
+
+// idle reports whether the pass of a new object o (reconcileTarget) would
+// write nothing, so that its create need not enqueue it: o carries none
+// of lockguard's marks (the lock annotation, the read-only and protected
+// labels, the protected-pending mark), no Lock of the index names it
+// (live or expired) or covers it, and the kind's objects are seen by the
+// Lock events (seen). A Lock the index does not hold yet is
+// delivered after o was stored, and its event finds o (requestsOfLock:
+// its target, or targetsIn). Issue 38: at start every object of the group
+// is created in the informers; most are not locked, and their passes
+// would hold the work queue's maps at the size of the cluster for good.
+func (h objectEvents) idle(o *metav1.PartialObjectMetadata) bool {
+	if h.seen == nil || h.locks == nil || !h.locks.HasSynced() || !h.seen() {
+		return false
+	}
+	for _, k := range []string{lockv1alpha1.LockedAnnotation, lockv1alpha1.ProtectedPendingAnnotation} {
+		if _, ok := o.Annotations[k]; ok {
+			return false
+		}
+	}
+	for _, k := range []string{lockv1alpha1.ReadOnlyLabel, lockv1alpha1.ProtectedLabel} {
+		if _, ok := o.Labels[k]; ok {
+			return false
+		}
+	}
+	key := h.key(o).Target
+	if named, err := h.locks.Names(key); err != nil || named {
+		return false
+	}
+	covering, err := h.locks.LiveLocksCovering(lockv1alpha1.Object{Namespace: key.Namespace, Group: key.Group, Kind: key.Kind, Name: key.Name, Labels: o.Labels})
+	return err == nil && len(covering) == 0
 }
 
 // Update enqueues the object, and, when its labels changed, the selector

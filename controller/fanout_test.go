@@ -7,10 +7,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
 
 // drain returns the requests in q, in order.
@@ -74,5 +76,57 @@ func TestObjectEventsOwnPass(t *testing.T) {
 	want := []request{{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "web"}}}
 	if diff := cmp.Diff(want, drain(q)); diff != "" {
 		t.Errorf("enqueued -want, +got:\n%s", diff)
+	}
+}
+
+// TestObjectEventsIdle: an object's create enqueues its own pass unless
+// the pass would write nothing (objectEvents.idle): no mark of
+// lockguard's on it, no Lock of the index naming it (live or expired) or
+// covering it, and its kind seen by the Lock events.
+func TestObjectEventsIdle(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	named := *newLock("forge", "named", "core.navique.com/v1alpha1", "Stack", "web")
+	expired := *newLock("forge", "expired", "core.navique.com/v1alpha1", "Stack", "web")
+	expired.Spec.ExpiresAt = &metav1.Time{Time: now.Add(-time.Minute)}
+	selecting := func(tier string) lockv1alpha1.Lock {
+		l := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "tier-" + tier, UID: types.UID("uid-tier-" + tier)},
+			Spec: lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": tier}}}}
+		return l
+	}
+	web := lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "web"}
+	own := []request{{Target: web}}
+	for name, tc := range map[string]struct {
+		locks       []lockv1alpha1.Lock
+		labels      map[string]string
+		annotations map[string]string
+		unseen      bool
+		want        []request
+	}{
+		"NothingToDo":       {locks: []lockv1alpha1.Lock{selecting("db")}, labels: map[string]string{"tier": "web"}},
+		"Annotated":         {annotations: map[string]string{lockv1alpha1.LockedAnnotation: "gone"}, want: own},
+		"PendingMark":       {annotations: map[string]string{lockv1alpha1.ProtectedPendingAnnotation: "2026-12-04T12:00:00Z x"}, want: own},
+		"ReadOnlyLabel":     {labels: map[string]string{lockv1alpha1.ReadOnlyLabel: "true"}, want: own},
+		"ProtectedLabel":    {labels: map[string]string{lockv1alpha1.ProtectedLabel: "true"}, want: own},
+		"NamedByLock":       {locks: []lockv1alpha1.Lock{named}, want: own},
+		"NamedByExpired":    {locks: []lockv1alpha1.Lock{expired}, want: own},
+		"SelectedByLock":    {locks: []lockv1alpha1.Lock{selecting("web")}, labels: map[string]string{"tier": "web"}, want: own},
+		"KindNotSeenYet":    {unseen: true, want: own},
+		"OtherNamespace":    {locks: []lockv1alpha1.Lock{*newLock("other", "named", "core.navique.com/v1alpha1", "Stack", "web")}},
+		"OtherKindLabelled": {labels: map[string]string{"tier": "web"}, locks: []lockv1alpha1.Lock{*newLock("forge", "w", "core.navique.com/v1alpha1", "Widget", "web")}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for i := range tc.locks {
+				tc.locks[i].Generation = 1
+			}
+			h := objectEvents{gk: schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}, locks: readmodeltest.Index(t, clock, tc.locks...),
+				seen: func() bool { return !tc.unseen }}
+			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "web", Labels: tc.labels, Annotations: tc.annotations}}
+			q := newQueue()
+			h.Create(t.Context(), event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: o}, q)
+			if diff := cmp.Diff(tc.want, drain(q)); diff != "" {
+				t.Errorf("enqueued -want, +got:\n%s", diff)
+			}
+		})
 	}
 }

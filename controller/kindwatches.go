@@ -114,13 +114,19 @@ func (w *kindWatches[R]) ensure(ctx context.Context, k readmodel.ServedKind) err
 	if err != nil {
 		return err
 	}
-	h, preds := w.events(k)
-	if err := w.controller.Watch(kindSource[*metav1.PartialObjectMetadata](w.cache, metadataObject(k), h, preds...)); err != nil {
-		return fmt.Errorf("watching %s: %w", k.Resource, err)
-	}
+	// Recorded before the handler is added, so that the events of what
+	// the handler's first adds would miss (a Lock created meanwhile) read
+	// the kind's store (targetWatches.sees).
 	w.mu.Lock()
 	w.watched[k.Resource] = watchedKind{ServedKind: k, informer: inf}
 	w.mu.Unlock()
+	h, preds := w.events(k)
+	if err := w.controller.Watch(kindSource[*metav1.PartialObjectMetadata](w.cache, metadataObject(k), h, preds...)); err != nil {
+		w.mu.Lock()
+		delete(w.watched, k.Resource)
+		w.mu.Unlock()
+		return fmt.Errorf("watching %s: %w", k.Resource, err)
+	}
 	return nil
 }
 

@@ -47,14 +47,27 @@ type targetWatches struct {
 // metadata informers of cache; locks finds the selector Locks an object
 // event concerns (objectEvents).
 func newTargetWatches(cache cache.Cache, c controller.TypedController[request], locks *readmodel.LockIndex) *targetWatches {
-	return &targetWatches{newKindWatches(cache, c, func(k readmodel.ServedKind) (handler.TypedEventHandler[*metav1.PartialObjectMetadata, request], []predicate.TypedPredicate[*metav1.PartialObjectMetadata]) {
+	w := &targetWatches{}
+	w.kindWatches = newKindWatches(cache, c, func(k readmodel.ServedKind) (handler.TypedEventHandler[*metav1.PartialObjectMetadata, request], []predicate.TypedPredicate[*metav1.PartialObjectMetadata]) {
 		// Targets are only interesting when created, deleted, or when their
 		// annotations or labels (which selector Locks match) change; their
 		// spec and status are none of our business.
-		return objectEvents{gk: k.GVK.GroupKind(), locks: locks}, []predicate.TypedPredicate[*metav1.PartialObjectMetadata]{predicate.Or[*metav1.PartialObjectMetadata](
+		return objectEvents{gk: k.GVK.GroupKind(), locks: locks, seen: func() bool { return w.sees(k) }}, []predicate.TypedPredicate[*metav1.PartialObjectMetadata]{predicate.Or[*metav1.PartialObjectMetadata](
 			predicate.TypedAnnotationChangedPredicate[*metav1.PartialObjectMetadata]{},
 			predicate.TypedLabelChangedPredicate[*metav1.PartialObjectMetadata]{})}
-	})}
+	})
+	return w
+}
+
+// sees reports whether eachIn reads the objects of kind k: it is watched
+// (recorded before its watch's handler is added: kindWatches.ensure) and
+// its informer has synced. Both stay so until the kind is forgotten
+// (target kinds never are).
+func (w *targetWatches) sees(k readmodel.ServedKind) bool {
+	w.mu.Lock()
+	wk, ok := w.watched[k.Resource]
+	w.mu.Unlock()
+	return ok && wk.informer.HasSynced()
 }
 
 // eachIn calls fn with every object of namespace ns, of every watched kind

@@ -150,6 +150,19 @@ func (x *LockIndex) Now() time.Time { return x.now() }
 // LiveLocks answers. It is a readiness check.
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
+// Names reports whether a standing Lock (live or expired) targets key,
+// copying none; or ErrNotSynced before the informer has synced.
+func (x *LockIndex) Names(key lockv1alpha1.TargetKey) (bool, error) {
+	if !x.HasSynced() {
+		return false, ErrNotSynced
+	}
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	if err != nil {
+		return false, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+	}
+	return len(objs) > 0, nil
+}
+
 // LiveLocks returns copies of the live Locks that target key, or
 // ErrNotSynced before the informer has synced.
 func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, error) {
