@@ -103,7 +103,8 @@ func setupPeers(mgr ctrl.Manager, cfg *rest.Config, locks *readmodel.LockIndex, 
 	if err != nil {
 		return nil, err
 	}
-	if err := mgr.Add(p); err != nil {
+	// Started before the caches sync: it decides readiness (beforeCaches).
+	if err := mgr.Add(beforeCaches{p}); err != nil {
 		return nil, err
 	}
 	for _, path := range peers.Paths() {
