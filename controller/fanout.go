@@ -50,7 +50,7 @@ type objectEvents struct {
 	seen func() bool
 }
 
-var _ handler.TypedEventHandler[*metav1.PartialObjectMetadata, request] = objectEvents{}
+var _ handler.TypedEventHandler[*metav1.PartialObjectMetadata, item] = objectEvents{}
 
 // key is the request of o's own pass.
 func (h objectEvents) key(o *metav1.PartialObjectMetadata) request {
@@ -59,7 +59,7 @@ func (h objectEvents) key(o *metav1.PartialObjectMetadata) request {
 
 // selectorLocks enqueues, after protectedRecount, the live selector Locks
 // that match o with any of labels.
-func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[request], o *metav1.PartialObjectMetadata, labels ...map[string]string) {
+func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item], o *metav1.PartialObjectMetadata, labels ...map[string]string) {
 	if h.locks == nil {
 		return
 	}
@@ -68,17 +68,17 @@ func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[reque
 		objs = append(objs, lockv1alpha1.Object{Namespace: o.Namespace, Group: h.gk.Group, Kind: h.gk.Kind, Name: o.Name, Labels: l})
 	}
 	for _, key := range h.locks.SelectorLocksCovering(objs...) {
-		q.AddAfter(request{Lock: key}, protectedRecount)
+		q.AddAfter(itemOf(request{Lock: key}), protectedRecount)
 	}
 }
 
 // Create enqueues the object and the selector Locks that cover it; not
 // the object's own pass when it would have nothing to do (idle).
-func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
+func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
 	if h.idle(e.Object) {
 		return
 	}
-	q.Add(h.key(e.Object))
+	q.Add(itemOf(h.key(e.Object)))
 	h.selectorLocks(q, e.Object, e.Object.Labels)
 }
 
@@ -116,22 +116,22 @@ func (h objectEvents) idle(o *metav1.PartialObjectMetadata) bool {
 
 // Update enqueues the object, and, when its labels changed, the selector
 // Locks that covered it or cover it now.
-func (h objectEvents) Update(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
-	q.Add(h.key(e.ObjectNew))
+func (h objectEvents) Update(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
+	q.Add(itemOf(h.key(e.ObjectNew)))
 	if !labelsEqual(e.ObjectOld.Labels, e.ObjectNew.Labels) {
 		h.selectorLocks(q, e.ObjectNew, e.ObjectOld.Labels, e.ObjectNew.Labels)
 	}
 }
 
 // Delete enqueues the object and the selector Locks that covered it.
-func (h objectEvents) Delete(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
-	q.Add(h.key(e.Object))
+func (h objectEvents) Delete(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
+	q.Add(itemOf(h.key(e.Object)))
 	h.selectorLocks(q, e.Object, e.Object.Labels)
 }
 
 // Generic enqueues the object.
-func (h objectEvents) Generic(_ context.Context, e event.TypedGenericEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[request]) {
-	q.Add(h.key(e.Object))
+func (h objectEvents) Generic(_ context.Context, e event.TypedGenericEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
+	q.Add(itemOf(h.key(e.Object)))
 }
 
 // labelsEqual reports whether a and b hold the same labels.
@@ -151,36 +151,36 @@ func labelsEqual(a, b map[string]string) bool {
 // update of the status alone, which enqueues the Lock's own pass.
 type lockEvents struct{ r *reconciler }
 
-var _ handler.TypedEventHandler[*lockv1alpha1.Lock, request] = lockEvents{}
+var _ handler.TypedEventHandler[*lockv1alpha1.Lock, item] = lockEvents{}
 
-func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[request], l *lockv1alpha1.Lock) {
+func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[item], l *lockv1alpha1.Lock) {
 	for _, req := range h.r.requestsOfLock(ctx, l) {
-		q.Add(req)
+		q.Add(itemOf(req))
 	}
 }
 
 // Create enqueues requestsOfLock.
-func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
 	h.addAll(ctx, q, e.Object)
 }
 
 // Update enqueues requestsOfLock, or, when only the status changed, the
 // Lock's own pass (requestOf), which checks the status again.
-func (h lockEvents) Update(ctx context.Context, e event.TypedUpdateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+func (h lockEvents) Update(ctx context.Context, e event.TypedUpdateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
 	o, n := e.ObjectOld, e.ObjectNew
 	if o.Generation == n.Generation && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
-		q.Add(requestOf(n))
+		q.Add(itemOf(requestOf(n)))
 		return
 	}
 	h.addAll(ctx, q, n)
 }
 
 // Delete enqueues requestsOfLock.
-func (h lockEvents) Delete(ctx context.Context, e event.TypedDeleteEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+func (h lockEvents) Delete(ctx context.Context, e event.TypedDeleteEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
 	h.addAll(ctx, q, e.Object)
 }
 
 // Generic enqueues requestsOfLock.
-func (h lockEvents) Generic(ctx context.Context, e event.TypedGenericEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[request]) {
+func (h lockEvents) Generic(ctx context.Context, e event.TypedGenericEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
 	h.addAll(ctx, q, e.Object)
 }

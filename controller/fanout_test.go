@@ -16,18 +16,18 @@ import (
 )
 
 // drain returns the requests in q, in order.
-func drain(q workqueue.TypedRateLimitingInterface[request]) []request {
+func drain(q workqueue.TypedRateLimitingInterface[item]) []request {
 	var out []request
 	for q.Len() > 0 {
 		r, _ := q.Get()
 		q.Done(r)
-		out = append(out, r)
+		out = append(out, r.Value())
 	}
 	return out
 }
 
-func newQueue() workqueue.TypedRateLimitingInterface[request] {
-	return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[request]())
+func newQueue() workqueue.TypedRateLimitingInterface[item] {
+	return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[item]())
 }
 
 // TestLockEventsStatusOnly: a Lock update that changes its status alone

@@ -152,16 +152,16 @@ func namespaceLabelPatch() client.Patch {
 // waits for the label). The cache keeps other labels of a namespace only
 // while a selector ClusterLock reads them (readmodel.ClusterLabelKeys):
 // theirs changing is none of this watch's business.
-func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[request] {
+func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[item] {
 	return kindSource(mgr.GetCache(), namespaceObject(""),
-		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []request {
-			reqs := []request{{Namespace: o.Name}}
+		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []item {
+			reqs := []item{itemOf(request{Namespace: o.Name})}
 			for _, target := range locks.LiveTargetsIn(o.Name) {
-				reqs = append(reqs, request{Target: target})
+				reqs = append(reqs, itemOf(request{Target: target}))
 			}
 			selectorLocks, _ := locks.LiveSelectorLocksIn(o.Name)
 			for i := range selectorLocks {
-				reqs = append(reqs, request{Lock: client.ObjectKeyFromObject(&selectorLocks[i])})
+				reqs = append(reqs, itemOf(request{Lock: client.ObjectKeyFromObject(&selectorLocks[i])}))
 			}
 			return reqs
 		}),

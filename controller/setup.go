@@ -76,10 +76,10 @@ const maxRetryDelay = 5 * time.Second
 
 // retryLimiter is the reconciler's retry rate limiter: controller-runtime's
 // default with the per-item delay capped at maxRetryDelay.
-func retryLimiter() workqueue.TypedRateLimiter[request] {
+func retryLimiter() workqueue.TypedRateLimiter[item] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[request](5*time.Millisecond, maxRetryDelay),
-		&workqueue.TypedBucketRateLimiter[request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[item](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[item]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
 }
 
@@ -120,16 +120,21 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		readOnlyGuard:  !opts.DisableReadOnlyGuard,
 		now:            locks.Now,
 	}
-	b := builder.TypedControllerManagedBy[request](mgr).
+	b := builder.TypedControllerManagedBy[item](mgr).
 		Named("lock").
 		WatchesRawSource(kindSource[*lockv1alpha1.Lock](mgr.GetCache(), &lockv1alpha1.Lock{}, lockEvents{r}))
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
 	c, err := b.
-		WithOptions(controller.TypedOptions[request]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter()}).
-		WithLogConstructor(func(k *request) logr.Logger {
+		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter()}).
+		WithLogConstructor(func(it *item) logr.Logger {
 			log := mgr.GetLogger().WithValues("controller", "lock")
+			var k *request
+			if it != nil {
+				v := it.Value()
+				k = &v
+			}
 			switch {
 			case k == nil:
 			case k.Namespace != "":

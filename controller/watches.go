@@ -40,15 +40,15 @@ import (
 // was deleted never does), and takes only kindWatches.mu. Target kinds are
 // never forgotten: the owner index shares their informers.
 type targetWatches struct {
-	*kindWatches[request]
+	*kindWatches[item]
 }
 
 // newTargetWatches returns the target watches of controller c, over the
 // metadata informers of cache; locks finds the selector Locks an object
 // event concerns (objectEvents).
-func newTargetWatches(cache cache.Cache, c controller.TypedController[request], locks *readmodel.LockIndex) *targetWatches {
+func newTargetWatches(cache cache.Cache, c controller.TypedController[item], locks *readmodel.LockIndex) *targetWatches {
 	w := &targetWatches{}
-	w.kindWatches = newKindWatches(cache, c, func(k readmodel.ServedKind) (handler.TypedEventHandler[*metav1.PartialObjectMetadata, request], []predicate.TypedPredicate[*metav1.PartialObjectMetadata]) {
+	w.kindWatches = newKindWatches(cache, c, func(k readmodel.ServedKind) (handler.TypedEventHandler[*metav1.PartialObjectMetadata, item], []predicate.TypedPredicate[*metav1.PartialObjectMetadata]) {
 		// Targets are only interesting when created, deleted, or when their
 		// annotations or labels (which selector Locks match) change; their
 		// spec and status are none of our business.

@@ -98,7 +98,7 @@ func (c *metadataCache) Get(context.Context, client.ObjectKey, client.Object, ..
 // source has synced, that is until the sources' event handlers have taken
 // their initial lists.
 type startingController struct {
-	controller.TypedController[request]
+	controller.TypedController[item]
 	mu      sync.Mutex
 	block   bool
 	entered chan struct{}
@@ -116,7 +116,7 @@ func (c *startingController) starting() {
 	c.block = true
 }
 
-func (c *startingController) Watch(source.TypedSource[request]) error {
+func (c *startingController) Watch(source.TypedSource[item]) error {
 	c.mu.Lock()
 	block := c.block
 	c.mu.Unlock()
