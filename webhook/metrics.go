@@ -168,7 +168,11 @@ func (m *Metrics) reviewed(guard string, resp admission.Response) {
 	if m == nil {
 		return
 	}
-	d := decisionOf(resp)
+	m.count(guard, decisionOf(resp))
+}
+
+// count counts one review of guard that ended in decision d.
+func (m *Metrics) count(guard, d string) {
 	if c, ok := m.reviews[[2]string{guard, d}]; ok {
 		c.Inc()
 		return
@@ -182,8 +186,8 @@ func (m *Metrics) observe(req Request, guard string, resp admission.Response, to
 		return
 	}
 	m.duration.Observe(took.Seconds())
-	m.reviewed(guard, resp)
 	d := decisionOf(resp)
+	m.count(guard, d)
 	switch {
 	case d != DecisionDenied:
 	case guard == GuardReadOnly:

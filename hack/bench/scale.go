@@ -123,22 +123,24 @@ func (r *report) scaleBaseline(w writer) {
 			m.Ready.Round(time.Millisecond), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), mib(m.Live), float64(m.Live)/float64(b.Live))
 	}
 	w("\n")
-	base := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Baseline }
-	cur := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Memory }
 	for i := 1; i < len(s.Points); i++ {
 		for j := range i {
 			a, b := s.Points[j], s.Points[i]
-			if v, ok := measure.BaselinePerLock(a, b); ok {
-				c, _ := measure.PerLock(a, b)
-				lb, _ := measure.LivePerLock(a, b, base)
-				lc, _ := measure.LivePerLock(a, b, cur)
-				w("- per Lock and its Stack, %d → %d Locks: heap in use, baseline **%.0f** bytes, lockguard **%.0f** (%.2f×); live heap, baseline **%.0f**, lockguard **%.0f** (%.2f×)\n", a.Locks, b.Locks, v, c, c/v, lb, lc, lc/lb)
-			}
-			if v, ok := measure.BaselinePerObject(a, b); ok {
-				c, _ := measure.PerObject(a, b)
-				lb, _ := measure.LivePerObject(a, b, base)
-				lc, _ := measure.LivePerObject(a, b, cur)
-				w("- per unlocked object, %d → %d objects: heap in use, baseline **%.0f** bytes, lockguard **%.0f** (%.2f×); live heap, baseline **%.0f**, lockguard **%.0f** (%.2f×)\n", a.Objects, b.Objects, v, c, c/v, lb, lc, lc/lb)
+			for _, per := range []struct {
+				of   func(a, b *measure.ScalePoint, pick func(*measure.ScalePoint) *measure.MemoryPoint, fig func(*measure.MemoryPoint) int64) (float64, bool)
+				what string
+				from int
+				to   int
+				unit string
+			}{{measure.PerLock, "per Lock and its Stack", a.Locks, b.Locks, "Locks"}, {measure.PerObject, "per unlocked object", a.Objects, b.Objects, "objects"}} {
+				v, ok := per.of(a, b, measure.Baselined, measure.HeapInuse)
+				if !ok {
+					continue
+				}
+				c, _ := per.of(a, b, measure.Measured, measure.HeapInuse)
+				lb, _ := per.of(a, b, measure.Baselined, measure.LiveHeap)
+				lc, _ := per.of(a, b, measure.Measured, measure.LiveHeap)
+				w("- %s, %d → %d %s: heap in use, baseline **%.0f** bytes, lockguard **%.0f** (%.2f×); live heap, baseline **%.0f**, lockguard **%.0f** (%.2f×)\n", per.what, per.from, per.to, per.unit, v, c, c/v, lb, lc, lc/lb)
 			}
 		}
 	}
@@ -173,17 +175,16 @@ func (r *report) scaleSection(w writer) {
 	for i := 1; i < len(s.Points); i++ {
 		for j := range i {
 			a, b := s.Points[j], s.Points[i]
-			if v, ok := measure.PerLock(a, b); ok {
+			if v, ok := measure.PerLock(a, b, measure.Measured, measure.HeapInuse); ok {
 				w("- per Lock and its Stack, %d → %d Locks (%d unlocked objects): **%.0f bytes**\n", a.Locks, b.Locks, a.Objects, v)
 			}
-			if v, ok := measure.PerObject(a, b); ok {
+			if v, ok := measure.PerObject(a, b, measure.Measured, measure.HeapInuse); ok {
 				w("- per unlocked object, %d → %d objects (%d Locks): **%.0f bytes**\n", a.Objects, b.Objects, a.Locks, v)
 			}
-			cur := func(p *measure.ScalePoint) *measure.MemoryPoint { return p.Memory }
-			if v, ok := measure.LivePerLock(a, b, cur); ok {
+			if v, ok := measure.PerLock(a, b, measure.Measured, measure.LiveHeap); ok {
 				w("- live heap per Lock and its Stack, %d → %d Locks: **%.0f bytes**\n", a.Locks, b.Locks, v)
 			}
-			if v, ok := measure.LivePerObject(a, b, cur); ok {
+			if v, ok := measure.PerObject(a, b, measure.Measured, measure.LiveHeap); ok {
 				w("- live heap per unlocked object, %d → %d objects: **%.0f bytes**\n", a.Objects, b.Objects, v)
 			}
 		}
@@ -194,9 +195,9 @@ func (r *report) scaleSection(w writer) {
 	var haveLock, haveObject bool
 	for i := 1; i < len(s.Points); i++ {
 		a, b := s.Points[i-1], s.Points[i]
-		if v, ok := measure.PerLock(a, b); ok {
+		if v, ok := measure.PerLock(a, b, measure.Measured, measure.HeapInuse); ok {
 			perLock, haveLock = v, true
-		} else if v, ok := measure.PerObject(a, b); ok {
+		} else if v, ok := measure.PerObject(a, b, measure.Measured, measure.HeapInuse); ok {
 			perObject, haveObject = v, true
 		} else if haveLock && haveObject && a.Locks != b.Locks && a.Objects != b.Objects {
 			want := float64(a.Memory.HeapInuse) + perLock*float64(b.Locks-a.Locks) + perObject*float64(b.Objects-a.Objects)

@@ -1,7 +1,6 @@
 package readmodel
 
 import (
-	"fmt"
 	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
@@ -21,9 +20,9 @@ func (x *LockIndex) ExpiredLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Loc
 	if !x.HasSynced() {
 		return nil, ErrNotSynced
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	objs, err := x.byTarget(key)
 	if err != nil {
-		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+		return nil, err
 	}
 	now := x.now()
 	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.ExpiredAt(now) }), nil
@@ -47,9 +46,9 @@ func (x *LockIndex) StandingLocksCover(ns string, objs []lockv1alpha1.Object) (b
 			continue
 		}
 		key := o.Key()
-		found, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+		found, err := x.byTarget(key)
 		if err != nil {
-			return false, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+			return false, err
 		}
 		if len(found) > 0 {
 			return true, nil

@@ -150,15 +150,25 @@ func (x *LockIndex) Now() time.Time { return x.now() }
 // LiveLocks answers. It is a readiness check.
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
+// byTarget returns the standing Locks that target key, as the index
+// holds them (the store's: read-only).
+func (x *LockIndex) byTarget(key lockv1alpha1.TargetKey) ([]any, error) {
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	if err != nil {
+		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+	}
+	return objs, nil
+}
+
 // Names reports whether a standing Lock (live or expired) targets key,
 // copying none; or ErrNotSynced before the informer has synced.
 func (x *LockIndex) Names(key lockv1alpha1.TargetKey) (bool, error) {
 	if !x.HasSynced() {
 		return false, ErrNotSynced
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	objs, err := x.byTarget(key)
 	if err != nil {
-		return false, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+		return false, err
 	}
 	return len(objs) > 0, nil
 }
@@ -169,9 +179,9 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 	if !x.HasSynced() {
 		return nil, ErrNotSynced
 	}
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	objs, err := x.byTarget(key)
 	if err != nil {
-		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+		return nil, err
 	}
 	return x.copyLive(objs), nil
 }

@@ -70,9 +70,10 @@ var (
 	_ runtime.Object = (*Meta)(nil)
 )
 
-// newMeta returns the Meta of o, sharing the namespace, apiVersions and
-// kinds through shared; o's labels, annotations and finalizers are taken
-// as they are (CacheTransform has trimmed and shared them).
+// newMeta returns the Meta of o, sharing the namespace through shared;
+// o's labels, annotations, finalizers and owner references' apiVersion
+// and kind are taken as they are (trimMetadata has trimmed and shared
+// them).
 func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 	m := &Meta{name: o.Name, namespace: shared.string(o.Namespace), labels: o.Labels}
 	m.SetUID(o.UID)
@@ -80,7 +81,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 	m.SetAnnotations(o.Annotations)
 	m.SetFinalizers(o.Finalizers)
 	m.SetDeletionTimestamp(o.DeletionTimestamp)
-	m.setOwnerReferences(o.OwnerReferences, shared)
+	m.SetOwnerReferences(o.OwnerReferences)
 	return m
 }
 
@@ -305,9 +306,7 @@ func (m *Meta) ownerUIDs() []string {
 
 // SetOwnerReferences sets the owner references (without their controller
 // and blockOwnerDeletion flags).
-func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) { m.setOwnerReferences(refs, nil) }
-
-func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner) {
+func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) {
 	m.owners = nil
 	if m.rare != nil {
 		m.rare.owners = nil
@@ -327,9 +326,6 @@ func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner
 			return
 		}
 		owners[i] = ownerRef{apiVersion: r.APIVersion, kind: r.Kind, name: r.Name, uid: uid}
-		if shared != nil {
-			owners[i].apiVersion, owners[i].kind = shared.string(r.APIVersion), shared.string(r.Kind)
-		}
 	}
 	m.owners = owners
 }

@@ -94,9 +94,9 @@ func (x *LockIndex) LocksCovering(ns string, objs []lockv1alpha1.Object) (live [
 	var copies copier
 	for i, o := range objs {
 		key := o.Key()
-		found, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+		found, err := x.byTarget(key)
 		if err != nil {
-			return nil, false, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
+			return nil, false, err
 		}
 		live[i] = copyLocksIf(found, func(l *lockv1alpha1.Lock) bool { return liveIndexed(l, now) })
 		if o.Namespace != ns {

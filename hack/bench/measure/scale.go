@@ -270,67 +270,35 @@ func (c *Cluster) scaleProbes(ctx context.Context, lg *Lockguard, p *ScalePoint,
 	return nil
 }
 
-// PerLock is the heap in use per Lock and target between points a and b
-// with the same unlocked objects; PerObject per unlocked object between
-// points with the same Locks. ok is false when the points differ otherwise.
-func PerLock(a, b *ScalePoint) (bytes float64, ok bool) {
-	return perLock(a, b, a.Memory, b.Memory)
+// Measured and Baselined pick the lockguard of a point whose figures
+// PerLock and PerObject compare: -lockguard's (Memory) or -baseline's.
+func Measured(p *ScalePoint) *MemoryPoint  { return p.Memory }
+func Baselined(p *ScalePoint) *MemoryPoint { return p.Baseline }
+
+// HeapInuse and LiveHeap pick the figure PerLock and PerObject compare.
+func HeapInuse(m *MemoryPoint) int64 { return m.HeapInuse }
+func LiveHeap(m *MemoryPoint) int64  { return m.Live }
+
+// PerLock is how much figure fig of the lockguard pick picks grows per
+// Lock and target between points a and b with the same unlocked objects;
+// PerObject per unlocked object between points with the same Locks. ok is
+// false when the points differ otherwise, or where fig was not measured.
+func PerLock(a, b *ScalePoint, pick func(*ScalePoint) *MemoryPoint, fig func(*MemoryPoint) int64) (bytes float64, ok bool) {
+	return growth(pick(a), pick(b), fig, a.Objects == b.Objects, b.Locks-a.Locks)
 }
 
-// PerObject is PerLock for unlocked objects.
-func PerObject(a, b *ScalePoint) (bytes float64, ok bool) {
-	return perObject(a, b, a.Memory, b.Memory)
+// PerObject: see PerLock.
+func PerObject(a, b *ScalePoint, pick func(*ScalePoint) *MemoryPoint, fig func(*MemoryPoint) int64) (bytes float64, ok bool) {
+	return growth(pick(a), pick(b), fig, a.Locks == b.Locks, b.Objects-a.Objects)
 }
 
-// BaselinePerLock and BaselinePerObject are PerLock and PerObject of the
-// baseline binary (ok is false without one).
-func BaselinePerLock(a, b *ScalePoint) (bytes float64, ok bool) {
-	if a.Baseline == nil || b.Baseline == nil {
+// growth is fig's growth from am to bm per n added, when same says the
+// points differ in that count alone.
+func growth(am, bm *MemoryPoint, fig func(*MemoryPoint) int64, same bool, n int) (float64, bool) {
+	if !same || n == 0 || am == nil || bm == nil || fig(am) == 0 || fig(bm) == 0 {
 		return 0, false
 	}
-	return perLock(a, b, a.Baseline, b.Baseline)
-}
-
-// BaselinePerObject: see BaselinePerLock.
-func BaselinePerObject(a, b *ScalePoint) (bytes float64, ok bool) {
-	if a.Baseline == nil || b.Baseline == nil {
-		return 0, false
-	}
-	return perObject(a, b, a.Baseline, b.Baseline)
-}
-
-func perLock(a, b *ScalePoint, am, bm *MemoryPoint) (float64, bool) {
-	if a.Objects != b.Objects || a.Locks == b.Locks {
-		return 0, false
-	}
-	return float64(bm.HeapInuse-am.HeapInuse) / float64(b.Locks-a.Locks), true
-}
-
-func perObject(a, b *ScalePoint, am, bm *MemoryPoint) (float64, bool) {
-	if a.Locks != b.Locks || a.Objects == b.Objects {
-		return 0, false
-	}
-	return float64(bm.HeapInuse-am.HeapInuse) / float64(b.Objects-a.Objects), true
-}
-
-// LivePerLock and LivePerObject are PerLock and PerObject of the live
-// heap (MemoryPoint.Live) of m (the point's Memory or Baseline); ok is
-// false where it was not measured.
-func LivePerLock(a, b *ScalePoint, m func(*ScalePoint) *MemoryPoint) (float64, bool) {
-	am, bm := m(a), m(b)
-	if am == nil || bm == nil || am.Live == 0 || bm.Live == 0 || a.Objects != b.Objects || a.Locks == b.Locks {
-		return 0, false
-	}
-	return float64(bm.Live-am.Live) / float64(b.Locks-a.Locks), true
-}
-
-// LivePerObject: see LivePerLock.
-func LivePerObject(a, b *ScalePoint, m func(*ScalePoint) *MemoryPoint) (float64, bool) {
-	am, bm := m(a), m(b)
-	if am == nil || bm == nil || am.Live == 0 || bm.Live == 0 || a.Locks != b.Locks || a.Objects == b.Objects {
-		return 0, false
-	}
-	return float64(bm.Live-am.Live) / float64(b.Objects-a.Objects), true
+	return float64(fig(bm)-fig(am)) / float64(n), true
 }
 
 // waitWatchCaches waits, at most within, until kube-apiserver serves the
