@@ -264,6 +264,7 @@ func bindCluster(t *testing.T, user, role string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kube.Client.Delete(context.Background(), b) })
+	kube.WaitGranted(t, user, "", b.RoleRef)
 }
 
 // jsonValue is v in JSON: null for nil, a quoted string otherwise.

@@ -198,6 +198,7 @@ func bind(t *testing.T, ns, user, kind, role string) {
 	if err := client.IgnoreAlreadyExists(kube.Client.Create(t.Context(), rb)); err != nil {
 		t.Fatal(err)
 	}
+	kube.WaitGranted(t, user, ns, rb.RoleRef)
 }
 
 // impersonate returns a client acting as user in groups (and

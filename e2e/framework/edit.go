@@ -2,8 +2,11 @@ package framework
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,4 +72,50 @@ func (k *Kube) AggregateEdit(t *testing.T) {
 	if err := k.Client.Update(ctx, &edit); err != nil && !apierrors.IsConflict(err) {
 		t.Fatal(err)
 	}
+}
+
+// WaitGranted waits until the API server's authorizer lets user do what
+// the role ref names (each of its resource rules' first verb on its first
+// resource), in ns ("" for a ClusterRoleBinding). A binding's create
+// returns before RBAC's cache holds it: a request made at once may be
+// refused by RBAC rather than by what the test means to check.
+func (k *Kube) WaitGranted(t *testing.T, user, ns string, ref rbacv1.RoleRef) {
+	t.Helper()
+	var rules []rbacv1.PolicyRule
+	switch ref.Kind {
+	case "Role":
+		var r rbacv1.Role
+		if err := k.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: ref.Name}, &r); err != nil {
+			t.Fatal(err)
+		}
+		rules = r.Rules
+	default:
+		var r rbacv1.ClusterRole
+		if err := k.Client.Get(t.Context(), client.ObjectKey{Name: ref.Name}, &r); err != nil {
+			t.Fatal(err)
+		}
+		rules = r.Rules
+	}
+	Eventually(t, DefaultTimeout, user+" granted "+ref.Kind+" "+ref.Name, func(ctx context.Context) error {
+		for _, r := range rules {
+			if len(r.Resources) == 0 || len(r.APIGroups) == 0 || len(r.Verbs) == 0 {
+				continue // non-resource URLs
+			}
+			resource, sub, _ := strings.Cut(r.Resources[0], "/")
+			attrs := &authorizationv1.ResourceAttributes{Namespace: ns, Group: r.APIGroups[0],
+				Resource: resource, Subresource: sub, Verb: r.Verbs[0]}
+			if len(r.ResourceNames) > 0 {
+				attrs.Name = r.ResourceNames[0]
+			}
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:authenticated"}, ResourceAttributes: attrs}}
+			if err := k.Client.Create(ctx, review); err != nil {
+				return err
+			}
+			if !review.Status.Allowed {
+				return fmt.Errorf("%s may not %s %s.%s yet: %s", user, attrs.Verb, r.Resources[0], attrs.Group, review.Status.Reason)
+			}
+		}
+		return nil
+	})
 }
