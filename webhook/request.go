@@ -128,7 +128,8 @@ var reviewFields = skim.FieldsOf(reflect.TypeFor[review]())
 // decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
 // JSON, into the Request it carries, as the API server decodes JSON (keys
 // matched case-sensitively, the whole body validated), storing only the
-// fields of Request. It is decodeStandard of what skim.Skim keeps of body.
+// fields of Request. It is decodeStandard of what skim.Skim keeps of body,
+// read by decodeKept when that can (the reviews the API server sends).
 func decodeReview(body []byte) (Request, error) {
 	bp := skimBuffers.Get().(*[]byte)
 	defer putSkimBuffer(bp)
@@ -139,7 +140,10 @@ func decodeReview(body []byte) (Request, error) {
 	if cap(kept) > 0 && cap(*bp) > 0 && &kept[:1][0] != &body[:1][0] {
 		*bp = kept[:0] // kept is in the buffer (grown perhaps), not body
 	}
-	// The decoder copies what it stores: kept is not referenced after.
+	// Both decoders copy what they store: kept is not referenced after.
+	if req, ok := decodeKept(kept); ok {
+		return req, nil
+	}
 	return decodeStandard(kept)
 }
 

@@ -1,0 +1,228 @@
+package webhook
+
+import (
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// decodeKept decodes kept, what skim keeps of an AdmissionReview (valid
+// JSON holding only reviewFields' members), into the Request it carries,
+// without reflection. It reads only the shape the API server sends: plain
+// strings (no escapes), booleans, nulls, the members of reviewFields once
+// each. On anything else (an escaped or invalid UTF-8 string, a member
+// twice, a value of another type, an unknown member, nesting past
+// keptMaxDepth) ok is false and the result is not to be used: the caller
+// then decodes with decodeStandard, whose result (or error) is the
+// reference. Where ok is true, the Request is decodeStandard's:
+// TestDecodeKeptAgrees and FuzzDecodeKept compare the two.
+func decodeKept(kept []byte) (Request, bool) {
+	d := keptDecoder{b: kept}
+	var r review
+	var req Request
+	var seen uint8
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "apiVersion":
+			d.once(&seen, 1)
+			r.APIVersion = d.str()
+		case "kind":
+			d.once(&seen, 2)
+			r.Kind = d.str()
+		case "request":
+			d.once(&seen, 4)
+			if !d.null() {
+				d.request(&req)
+				r.Request = &req
+			}
+		default:
+			d.fail()
+		}
+	})
+	d.ws()
+	if d.bad || d.i != len(d.b) {
+		return Request{}, false
+	}
+	if r.APIVersion != admissionv1.SchemeGroupVersion.String() || r.Kind != "AdmissionReview" || r.Request == nil {
+		return Request{}, false // decodeStandard says why
+	}
+	return req, true
+}
+
+// request reads the AdmissionRequest's members that Request has.
+func (d *keptDecoder) request(r *Request) {
+	var seen uint16
+	once := func(bit uint16) {
+		if seen&bit != 0 {
+			d.fail()
+		}
+		seen |= bit
+	}
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "uid":
+			once(1)
+			r.UID = types.UID(d.str())
+		case "kind":
+			once(2)
+			d.gvk(&r.Kind)
+		case "name":
+			once(4)
+			r.Name = d.str()
+		case "namespace":
+			once(8)
+			r.Namespace = d.str()
+		case "operation":
+			once(16)
+			r.Operation = admissionv1.Operation(d.operation())
+		case "userInfo":
+			once(32)
+			var s uint8
+			d.object(func(key []byte) {
+				if string(key) != "username" {
+					d.fail()
+					return
+				}
+				d.once(&s, 1)
+				r.UserInfo.Username = d.str()
+			})
+		case "dryRun":
+			once(64)
+			r.DryRun = d.boolean()
+		case "options":
+			once(128)
+			d.options(&r.Options)
+		case "oldObject":
+			once(256)
+			d.oldObject(&r.OldObject)
+		default:
+			d.fail()
+		}
+	})
+}
+
+// operation reads an operation, without a copy for the usual ones.
+func (d *keptDecoder) operation() string {
+	s := d.rawStr()
+	for _, op := range [...]admissionv1.Operation{admissionv1.Delete, admissionv1.Update, admissionv1.Create, admissionv1.Connect} {
+		if string(s) == string(op) {
+			return string(op)
+		}
+	}
+	if d.bad {
+		return ""
+	}
+	return string(s)
+}
+
+// gvk reads a GroupVersionKind.
+func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
+	var seen uint8
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "group":
+			d.once(&seen, 1)
+			k.Group = d.str()
+		case "version":
+			d.once(&seen, 2)
+			k.Version = d.str()
+		case "kind":
+			d.once(&seen, 4)
+			k.Kind = d.str()
+		default:
+			d.fail()
+		}
+	})
+}
+
+// options reads the DeleteOptions' members DeleteOptions has.
+func (d *keptDecoder) options(o *DeleteOptions) {
+	var seen uint8
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "propagationPolicy":
+			d.once(&seen, 1)
+			if !d.null() {
+				p := metav1.DeletionPropagation(d.str())
+				o.PropagationPolicy = &p
+			}
+		case "orphanDependents":
+			d.once(&seen, 2)
+			if !d.null() {
+				b := d.boolean()
+				o.OrphanDependents = &b
+			}
+		default:
+			d.fail()
+		}
+	})
+}
+
+// oldObject reads what Object has of the object being deleted.
+func (d *keptDecoder) oldObject(o *Object) {
+	var seen uint8
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "metadata":
+			d.once(&seen, 1)
+			d.metadata(&o.Metadata)
+		case "spec":
+			d.once(&seen, 2)
+			if raw := d.raw(); raw != nil && !d.bad {
+				_ = o.Spec.UnmarshalJSON(raw) // lenient: never an error
+			}
+		case "status":
+			d.once(&seen, 4)
+			if raw := d.raw(); raw != nil && !d.bad {
+				_ = o.Status.UnmarshalJSON(raw)
+			}
+		default:
+			d.fail()
+		}
+	})
+}
+
+// metadata reads ObjectMeta's members.
+func (d *keptDecoder) metadata(m *ObjectMeta) {
+	var seen uint8
+	d.object(func(key []byte) {
+		switch string(key) {
+		case "name":
+			d.once(&seen, 1)
+			m.Name = d.str()
+		case "uid":
+			d.once(&seen, 2)
+			m.UID = types.UID(d.str())
+		case "deletionTimestamp":
+			d.once(&seen, 4)
+			if raw := d.raw(); raw != nil && !d.bad {
+				var t metav1.Time
+				if t.UnmarshalJSON(raw) != nil || raw[0] != '"' {
+					d.fail()
+					return
+				}
+				m.DeletionTimestamp = &t
+			}
+		case "labels":
+			d.once(&seen, 8)
+			if d.null() {
+				return
+			}
+			labels := map[string]string{}
+			d.object(func(key []byte) {
+				k := string(key)
+				if _, dup := labels[k]; dup {
+					d.fail()
+					return
+				}
+				labels[k] = d.str()
+			})
+			m.Labels = labels
+		case "finalizers":
+			d.once(&seen, 16)
+			m.Finalizers = d.strings()
+		default:
+			d.fail()
+		}
+	})
+}

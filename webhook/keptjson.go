@@ -1,0 +1,259 @@
+package webhook
+
+import "unicode/utf8"
+
+// The JSON reading of decodeKept: a reader of the values it reads, which
+// gives up (bad) at anything it would read otherwise than
+// sigs.k8s.io/json.
+
+// keptMaxDepth bounds the nesting decodeKept reads (the Request's is
+// four); the standard decoder's own limit (10,000) is then never near.
+const keptMaxDepth = 16
+
+// keptDecoder reads kept left to right; bad is set at the first thing it
+// does not read as decodeStandard would, and every read after is a no-op.
+type keptDecoder struct {
+	b     []byte
+	i     int
+	depth int
+	bad   bool
+}
+
+func (d *keptDecoder) fail() { d.bad = true }
+
+// once fails on a member read twice in one object (bit is its bit in
+// seen): the standard decoder merges or overwrites, decodeKept leaves that
+// to it.
+func (d *keptDecoder) once(seen *uint8, bit uint8) {
+	if *seen&bit != 0 {
+		d.fail()
+	}
+	*seen |= bit
+}
+
+// ws skips JSON whitespace.
+func (d *keptDecoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\r', '\n':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek is the next byte after whitespace; 0 at the end.
+func (d *keptDecoder) peek() byte {
+	d.ws()
+	if d.i < len(d.b) {
+		return d.b[d.i]
+	}
+	return 0
+}
+
+// null reads a null if one is next. Given that no member is read twice,
+// a null leaves the decoded value as it is, as the standard decoder does:
+// the zero value of any type of Request (a nil pointer, map or slice, a
+// zero struct, and an empty ObjectSpec or ObjectStatus, whose
+// UnmarshalJSON the standard decoder calls with "null"); in a map or an
+// array, the element's zero value.
+func (d *keptDecoder) null() bool {
+	if d.bad || d.peek() != 'n' {
+		return false
+	}
+	return d.literal("null")
+}
+
+// rawStr reads a string of no escapes and valid UTF-8, returning its
+// contents (a slice of b).
+func (d *keptDecoder) rawStr() []byte {
+	if d.bad || d.peek() != '"' {
+		d.fail()
+		return nil
+	}
+	start := d.i + 1
+	ascii := true
+	for j := start; j < len(d.b); j++ {
+		switch c := d.b[j]; {
+		case c == '"':
+			d.i = j + 1
+			s := d.b[start:j]
+			if !ascii && !utf8.Valid(s) {
+				d.fail() // the standard decoder writes U+FFFD
+			}
+			return s
+		case c == '\\' || c < 0x20:
+			d.fail()
+			return nil
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	d.fail()
+	return nil
+}
+
+// str reads a string; "" for null.
+func (d *keptDecoder) str() string {
+	if d.null() {
+		return ""
+	}
+	s := d.rawStr()
+	if d.bad {
+		return ""
+	}
+	return string(s)
+}
+
+// boolean reads true or false; false for null.
+func (d *keptDecoder) boolean() bool {
+	if d.bad || d.null() {
+		return false
+	}
+	switch d.peek() {
+	case 't':
+		return d.literal("true")
+	case 'f':
+		d.literal("false")
+		return false
+	}
+	d.fail()
+	return false
+}
+
+// literal reads lit; true when it was there.
+func (d *keptDecoder) literal(lit string) bool {
+	if len(d.b)-d.i < len(lit) || string(d.b[d.i:d.i+len(lit)]) != lit {
+		d.fail()
+		return false
+	}
+	d.i += len(lit)
+	return true
+}
+
+// object reads an object, calling member with each key, positioned at its
+// value, which member must read whole; nothing for null.
+func (d *keptDecoder) object(member func(key []byte)) {
+	if d.null() {
+		return
+	}
+	if d.bad || d.peek() != '{' {
+		d.fail()
+		return
+	}
+	if d.depth++; d.depth > keptMaxDepth {
+		d.fail()
+		return
+	}
+	d.i++
+	if d.peek() == '}' {
+		d.i++
+		d.depth--
+		return
+	}
+	for !d.bad {
+		key := d.rawStr()
+		if d.bad || d.peek() != ':' {
+			d.fail()
+			return
+		}
+		d.i++
+		member(key)
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			d.depth--
+			return
+		default:
+			d.fail()
+		}
+	}
+}
+
+// raw returns the next value whole, for a type with its own UnmarshalJSON
+// (kept is valid JSON: only strings and nesting need care); nil for null.
+func (d *keptDecoder) raw() []byte {
+	if d.bad || d.null() {
+		return nil
+	}
+	start := d.peek()
+	from, depth := d.i, 0
+	if start == 0 {
+		d.fail()
+		return nil
+	}
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch c {
+		case '"':
+			d.i++
+			for d.i < len(d.b) && d.b[d.i] != '"' {
+				if d.b[d.i] == '\\' {
+					d.i++
+				}
+				d.i++
+			}
+		case '{', '[':
+			if depth++; d.depth+depth > keptMaxDepth {
+				d.fail()
+				return nil
+			}
+		case '}', ']':
+			depth--
+		}
+		d.i++
+		if depth == 0 {
+			// A scalar runs to the next delimiter.
+			if c != '"' && c != '}' && c != ']' {
+				for d.i < len(d.b) && !isDelim(d.b[d.i]) {
+					d.i++
+				}
+			}
+			return d.b[from:d.i]
+		}
+	}
+	d.fail()
+	return nil
+}
+
+// isDelim reports whether c ends a JSON number or literal.
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
+}
+
+// strings reads an array of strings; nil for null.
+func (d *keptDecoder) strings() []string {
+	if d.null() {
+		return nil
+	}
+	if d.bad || d.peek() != '[' {
+		d.fail()
+		return nil
+	}
+	d.i++
+	out := []string{}
+	if d.peek() == ']' {
+		d.i++
+		return out
+	}
+	for !d.bad {
+		out = append(out, d.str())
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return out
+		default:
+			d.fail()
+		}
+	}
+	return nil
+}
