@@ -168,12 +168,14 @@ func (d *keptDecoder) oldObject(o *Object) {
 			d.metadata(&o.Metadata)
 		case "spec":
 			d.once(&seen, 2)
-			if raw := d.raw(); raw != nil && !d.bad {
+			// What skim keeps of an object's spec (a Stack's, say) is
+			// mostly {}: nothing to read.
+			if raw := d.raw(); raw != nil && !d.bad && !emptyObject(raw) {
 				_ = o.Spec.UnmarshalJSON(raw) // lenient: never an error
 			}
 		case "status":
 			d.once(&seen, 4)
-			if raw := d.raw(); raw != nil && !d.bad {
+			if raw := d.raw(); raw != nil && !d.bad && !emptyObject(raw) {
 				_ = o.Status.UnmarshalJSON(raw)
 			}
 		default:

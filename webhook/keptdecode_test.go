@@ -68,6 +68,7 @@ func keptSeeds(t testing.TB) []struct {
 		{"Handwritten", reviewJSON("admission.k8s.io/v1", "forge", `{"metadata":{"name":"forge"}}`), true},
 		{"Spaced", " {\n \"apiVersion\" : \"admission.k8s.io/v1\" ,\t\"kind\":\"AdmissionReview\", \"request\" : { \"uid\" : \"u\" , \"dryRun\" : true , \"options\" : { } , \"oldObject\" : { \"metadata\" : { \"labels\" : { } } } } } \n", true},
 		{"SpecNotAnObject", apiServerReview(t, `{"metadata":{"name":"forge"},"spec":[1,{"group":"g"}],"status":"x"}`, ""), true},
+		{"SpecEmpty", apiServerReview(t, `{"metadata":{"name":"forge"},"spec":{ },"status":{}}`, ""), true},
 		{"SpecDeep", apiServerReview(t, `{"metadata":{"name":"forge"},"spec":{"names":{"kind":{"a":[[["\"]"]]]}}}}`, ""), true},
 		// skim keeps a key unescaped.
 		{"EscapedKey", reviewJSON("admission.k8s.io/v1", "forge", `{"metadata":{"n\u0061me":"free"}}`), true},

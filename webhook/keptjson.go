@@ -219,6 +219,20 @@ func (d *keptDecoder) raw() []byte {
 	return nil
 }
 
+// emptyObject reports whether raw, a JSON value, is an object with no
+// members.
+func emptyObject(raw []byte) bool {
+	if len(raw) < 2 || raw[0] != '{' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return raw[len(raw)-1] == '}'
+}
+
 // isDelim reports whether c ends a JSON number or literal.
 func isDelim(c byte) bool {
 	switch c {
