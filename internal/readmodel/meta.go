@@ -59,7 +59,7 @@ type ownerRef struct {
 type metaRare struct {
 	uid               types.UID
 	rv                string
-	annotations       map[string]string
+	annotations       annotationPairs
 	finalizers        []string
 	deletionTimestamp *metav1.Time
 	owners            []metav1.OwnerReference
@@ -90,7 +90,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 func (m *Meta) Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.name, Namespace: m.namespace, UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		Labels: maps.Clone(m.labels), Annotations: maps.Clone(m.GetAnnotations()),
+		Labels: maps.Clone(m.labels), Annotations: m.GetAnnotations(),
 		Finalizers: slices.Clone(m.GetFinalizers()), OwnerReferences: m.GetOwnerReferences(),
 	}}
 	if t := m.GetDeletionTimestamp(); t != nil {
@@ -241,21 +241,6 @@ func (m *Meta) GetLabels() map[string]string { return m.labels }
 
 // SetLabels sets the labels.
 func (m *Meta) SetLabels(labels map[string]string) { m.labels = labels }
-
-// GetAnnotations returns the annotations (the cache's: read-only).
-func (m *Meta) GetAnnotations() map[string]string {
-	if m.rare == nil {
-		return nil
-	}
-	return m.rare.annotations
-}
-
-// SetAnnotations sets the annotations.
-func (m *Meta) SetAnnotations(annotations map[string]string) {
-	if len(annotations) > 0 || m.rare != nil {
-		m.more().annotations = annotations
-	}
-}
 
 // GetFinalizers returns the finalizers (the cache's: read-only).
 func (m *Meta) GetFinalizers() []string {

@@ -31,7 +31,8 @@ import (
 //     (orphan, foregroundDeletion). It is stored as a Meta, which keeps
 //     that alone.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
-//     finalizers and managedFields, and its spec and status.
+//     finalizers and managedFields, and its spec and status, in a copy of
+//     its own whose repeated strings are shared (compactLock).
 //   - Anything else loses its managedFields.
 //
 // The labels, the owner references' apiVersion and kind and the
@@ -45,7 +46,7 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 			trimMetadata(o, shared, clusterKeys)
 			return newMeta(o, shared), nil
 		case *lockv1alpha1.Lock:
-			o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
+			return compactLock(o, shared), nil
 		default:
 			// Nil-checked, see https://github.com/kubernetes/kubernetes/issues/124337.
 			if obj, err := meta.Accessor(in); err == nil && obj.GetManagedFields() != nil {

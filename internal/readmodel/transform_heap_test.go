@@ -24,6 +24,13 @@ const heapObjects = 20000
 // last-applied annotation and managedFields.
 func apiServerObjects(tb testing.TB, n int) []byte {
 	tb.Helper()
+	return apiServerTargets(tb, n, false)
+}
+
+// apiServerTargets is apiServerObjects, each object carrying, when locked,
+// the lock annotation lockguard writes on a target (naming one Lock).
+func apiServerTargets(tb testing.TB, n int, locked bool) []byte {
+	tb.Helper()
 	list := metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
 	var owner types.UID
 	for i := range n {
@@ -45,6 +52,9 @@ func apiServerObjects(tb testing.TB, n int) []byte {
 					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app.kubernetes.io/name":{},"f:app.kubernetes.io/part-of":{},"f:tier":{}}},"f:spec":{".":{},"f:size":{}}}`)},
 				}},
 			},
+		}
+		if locked {
+			m.Annotations[lockv1alpha1.LockedAnnotation] = fmt.Sprintf("lock-%07d", i)
 		}
 		if i%10 == 0 {
 			owner = uid

@@ -2,10 +2,12 @@ package readmodel
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -137,6 +139,73 @@ func TestClusterLabelKeys(t *testing.T) {
 		}
 		if diff := cmp.Diff(c.want, k.Keys()); diff != "" {
 			t.Errorf("%d: Keys() after Set(%q): -want, +got:\n%s", i, c.set, diff)
+		}
+	}
+}
+
+// TestCompactLock: the cache keeps a Lock as a copy of its own that reads
+// as the Lock less what CacheTransform drops, whose repeated strings are
+// one copy between Locks, and whose Ready message (it names the Lock's
+// target) is not shared.
+func TestCompactLock(t *testing.T) {
+	now := metav1.Now()
+	lock := func(name string) *lockv1alpha1.Lock {
+		// Every string its own copy, as decoded.
+		s := func(v string) string { return string([]byte(v)) }
+		return &lockv1alpha1.Lock{
+			TypeMeta: metav1.TypeMeta{APIVersion: s("core.navique.com/v1alpha1"), Kind: s("Lock")},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s("forge"), UID: "u-" + types.UID(name), ResourceVersion: "7", Generation: 2, CreationTimestamp: now,
+				Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"c": "d"}, Finalizers: []string{"f"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
+				OwnerReferences: []metav1.OwnerReference{{Kind: "Stack", Name: "o", UID: "o"}}},
+			Spec: lockv1alpha1.LockSpec{
+				Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{s("tier"): s("db")}, Kinds: []string{"Stack"}},
+				Level:    lockv1alpha1.LockLevel(s("ReadOnly")), Enforcement: lockv1alpha1.Enforcement(s("Audit")), Reason: s("production"), ExpiresAt: &now,
+			},
+			Status: lockv1alpha1.LockStatus{Scope: "selector:tier=db", Active: true, ObservedGeneration: 2,
+				Conditions: []metav1.Condition{
+					{Type: s("Ready"), Status: metav1.ConditionStatus(s("True")), Reason: s("Active"), Message: s("deleting ... " + name), LastTransitionTime: now},
+					{Type: s("ReadOnly"), Status: metav1.ConditionStatus(s("False")), Reason: s("Audit"), Message: s("this Lock is in Audit enforcement"), LastTransitionTime: now},
+				},
+				Protected:  &lockv1alpha1.ProtectedStatus{Count: 1, Resources: []lockv1alpha1.ProtectedResource{{Kind: s("Stack"), Name: "db"}}},
+				LastDenied: &lockv1alpha1.DeniedRequest{Time: now, User: "u", Operation: "DELETE", Kind: "Stack", Name: "db", Count: 3},
+			},
+		}
+	}
+	transform := CacheTransform(nil)
+	cached := map[string]*lockv1alpha1.Lock{}
+	for _, name := range []string{"a", "b"} {
+		in := lock(name)
+		got, err := transform(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := lock(name)
+		want.Labels, want.Annotations, want.Finalizers, want.ManagedFields, want.OwnerReferences = nil, nil, nil, nil, nil
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("the cached Lock %s: -want, +got:\n%s", name, diff)
+		}
+		if got == in {
+			t.Errorf("the cached Lock %s is the decoded object, not a copy of its own", name)
+		}
+		cached[name] = got.(*lockv1alpha1.Lock)
+	}
+	a, b := cached["a"], cached["b"]
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	for what, pair := range map[string][2]string{
+		"apiVersion":       {a.APIVersion, b.APIVersion},
+		"namespace":        {a.Namespace, b.Namespace},
+		"level":            {string(a.Spec.Level), string(b.Spec.Level)},
+		"enforcement":      {string(a.Spec.Enforcement), string(b.Spec.Enforcement)},
+		"reason":           {a.Spec.Reason, b.Spec.Reason},
+		"selector label":   {a.Spec.Selector.MatchLabels["tier"], b.Spec.Selector.MatchLabels["tier"]},
+		"condition type":   {a.Status.Conditions[0].Type, b.Status.Conditions[0].Type},
+		"condition status": {string(a.Status.Conditions[0].Status), string(b.Status.Conditions[0].Status)},
+		"condition reason": {a.Status.Conditions[1].Reason, b.Status.Conditions[1].Reason},
+		"ReadOnly message": {a.Status.Conditions[1].Message, b.Status.Conditions[1].Message},
+		"protected's kind": {a.Status.Protected.Resources[0].Kind, b.Status.Protected.Resources[0].Kind},
+	} {
+		if !same(pair[0], pair[1]) {
+			t.Errorf("the two cached Locks' %s %q are two copies, want one", what, pair[0])
 		}
 	}
 }

@@ -1,0 +1,168 @@
+package readmodel
+
+import (
+	"encoding/json"
+	"fmt"
+	goruntime "runtime"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// apiServerLocks returns n Locks as the API server sends them to the Lock
+// informer (a LockList in JSON, as it serves custom resources), as the
+// scale bench (benchmarks.md §9) seeds them: spread round robin over n/100
+// namespaces, half by targetRef and half by selector, each on a Stack of
+// its own, with the reason the bench writes, managedFields, and the status
+// lockguard's reconciler writes on an active Lock.
+func apiServerLocks(tb testing.TB, n int) []byte {
+	tb.Helper()
+	list := lockv1alpha1.LockList{TypeMeta: metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "LockList"}}
+	now := metav1.Now()
+	for i := range n {
+		ns := fmt.Sprintf("team-%04d", i%max(n/100, 1))
+		name, target := fmt.Sprintf("lock-%07d", i), fmt.Sprintf("stack-%07d", i)
+		l := lockv1alpha1.Lock{
+			TypeMeta: metav1.TypeMeta{APIVersion: lockv1alpha1.GroupVersion.String(), Kind: "Lock"},
+			ObjectMeta: metav1.ObjectMeta{
+				Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("7d0c8e1a-2b3f-4c5d-8e9f-%012d", i)),
+				ResourceVersion: fmt.Sprint(200000 + i), Generation: 1, CreationTimestamp: now,
+				ManagedFields: []metav1.ManagedFieldsEntry{{
+					Manager: "kubectl-lock", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: lockv1alpha1.GroupVersion.String(),
+					Time: ptr.To(now), FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{".":{},"f:reason":{},"f:targetRef":{".":{},"f:kind":{},"f:name":{}}}}`)},
+				}},
+			},
+			Spec: lockv1alpha1.LockSpec{Reason: "Production environment - remove this Lock deliberately before deleting."},
+		}
+		var message string
+		if i%2 == 0 {
+			l.Spec.TargetRef = lockv1alpha1.TargetReference{Kind: "Stack", Name: target}
+			message = fmt.Sprintf("deleting Stack %q is denied while this Lock exists: %s", target, l.Spec.Reason)
+		} else {
+			l.Spec.Selector = &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"bench.navique.com/lock": name}}
+			message = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists: %s", ns, l.Spec.Reason)
+		}
+		l.Status = lockv1alpha1.LockStatus{
+			Scope: l.ScopeString(), Active: true, ObservedGeneration: 1,
+			Conditions: []metav1.Condition{{
+				Type: lockv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive,
+				Message: message, ObservedGeneration: 1, LastTransitionTime: now,
+			}},
+			Protected: &lockv1alpha1.ProtectedStatus{Count: 1, Resources: []lockv1alpha1.ProtectedResource{{Kind: "Stack", Name: target}}},
+		}
+		list.Items = append(list.Items, l)
+	}
+	data, err := json.Marshal(&list)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// lockStoreHeap decodes data as client-go does (the scheme's JSON
+// decoder), passes each Lock through transform and adds it to a store
+// indexed as NewLockIndex indexes the Lock informer (the
+// controller-runtime cache's namespace index and lockguard's four), and
+// returns the live heap the store then holds per Lock, and the store.
+func lockStoreHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc) (float64, toolscache.Indexer) {
+	tb.Helper()
+	before := liveHeap()
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{
+		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc,
+		targetIndex:               indexByTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector, coverageIndex: indexByCoverage,
+	})
+	n := 0
+	for _, l := range decodeLocks(tb, data) {
+		obj, err := transform(l)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			tb.Fatal(err)
+		}
+		n++
+	}
+	after := liveHeap()
+	goruntime.KeepAlive(store)
+	return float64(after-before) / float64(n), store
+}
+
+// decodeLocks decodes data, a LockList, as the Lock informer's client
+// does, and returns its items as the reflector stores them: each its own
+// object.
+func decodeLocks(tb testing.TB, data []byte) []*lockv1alpha1.Lock {
+	tb.Helper()
+	s := runtime.NewScheme()
+	if err := lockv1alpha1.AddToScheme(s); err != nil {
+		tb.Fatal(err)
+	}
+	obj, _, err := serializer.NewCodecFactory(s).UniversalDeserializer().Decode(data, nil, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	list := obj.(*lockv1alpha1.LockList)
+	locks := make([]*lockv1alpha1.Lock, len(list.Items))
+	for i := range list.Items {
+		locks[i] = &list.Items[i]
+	}
+	return locks
+}
+
+// BenchmarkLockCacheHeap reports the live heap per Lock that lockguard's
+// Lock informer keeps (the Lock as CacheTransform leaves it, in a store
+// with the Lock index's indexes), with no transform, with CacheTransform
+// before compactLock and with CacheTransform, in one run; and the live
+// heap per target the metadata cache keeps (a Stack with the lock
+// annotation):
+//
+//	go test -run '^$' -bench LockCacheHeap -benchtime 3x ./internal/readmodel/
+func BenchmarkLockCacheHeap(b *testing.B) {
+	data := apiServerLocks(b, heapObjects)
+	for _, c := range []struct {
+		name      string
+		transform toolscache.TransformFunc
+	}{
+		{"none", func(in any) (any, error) { return in, nil }},
+		{"before", transformLockBefore},
+		{"after", CacheTransform(nil)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var sum float64
+			for range b.N {
+				per, store := lockStoreHeap(b, data, c.transform)
+				sum += per
+				goruntime.KeepAlive(store)
+			}
+			b.ReportMetric(sum/float64(b.N), "B/Lock")
+		})
+	}
+	// Each Lock's target, as the metadata cache keeps it: a Stack that
+	// carries the lock annotation.
+	targets := apiServerTargets(b, heapObjects, true)
+	b.Run("target", func(b *testing.B) {
+		var sum float64
+		for range b.N {
+			per, store := storeHeap(b, targets, CacheTransform(nil))
+			sum += per
+			goruntime.KeepAlive(store)
+		}
+		b.ReportMetric(sum/float64(b.N), "B/target")
+	})
+}
+
+// transformLockBefore is CacheTransform's handling of a Lock before
+// compactLock (at d7c5827), kept for BenchmarkLockCacheHeap's comparison
+// only.
+func transformLockBefore(in any) (any, error) {
+	o := in.(*lockv1alpha1.Lock)
+	o.Labels, o.Annotations, o.OwnerReferences, o.Finalizers, o.ManagedFields = nil, nil, nil, nil, nil
+	return o, nil
+}

@@ -1,0 +1,46 @@
+package readmodel
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+)
+
+// compactLock returns what the cache keeps of o, a Lock as decoded: a copy
+// of its own (so that the list it was decoded in, whose array holds every
+// Lock of the page and room to grow, is freed once the list is stored)
+// without its labels, annotations, owner references, finalizers and
+// managedFields, its strings that many Locks repeat (apiVersion and kind,
+// namespace, its target's apiVersion and kind, level, enforcement,
+// reason, its selector's labels, its conditions' type, status and reason,
+// and their message but the Ready condition's, which names the Lock's
+// target) shared through shared (issue 38). A cached Lock is read-only.
+func compactLock(o *lockv1alpha1.Lock, shared *interner) *lockv1alpha1.Lock {
+	c := &lockv1alpha1.Lock{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta, Spec: o.Spec, Status: o.Status}
+	c.Labels, c.Annotations, c.OwnerReferences, c.Finalizers, c.ManagedFields = nil, nil, nil, nil, nil
+	c.APIVersion, c.Kind, c.Namespace = shared.string(c.APIVersion), shared.string(c.Kind), shared.string(c.Namespace)
+	s := &c.Spec
+	s.TargetRef.APIVersion, s.TargetRef.Kind = shared.string(s.TargetRef.APIVersion), shared.string(s.TargetRef.Kind)
+	s.Level = lockv1alpha1.LockLevel(shared.string(string(s.Level)))
+	s.Enforcement = lockv1alpha1.Enforcement(shared.string(string(s.Enforcement)))
+	s.Reason = shared.string(s.Reason)
+	if sel := s.Selector; sel != nil && len(sel.MatchLabels) > 0 {
+		shallow := *sel
+		shallow.MatchLabels = shared.labelSet(sel.MatchLabels)
+		s.Selector = &shallow
+	}
+	for i := range c.Status.Conditions {
+		cond := &c.Status.Conditions[i]
+		cond.Type, cond.Reason = shared.string(cond.Type), shared.string(cond.Reason)
+		cond.Status = metav1.ConditionStatus(shared.string(string(cond.Status)))
+		if cond.Type != lockv1alpha1.ConditionReady {
+			cond.Message = shared.string(cond.Message)
+		}
+	}
+	if p := c.Status.Protected; p != nil {
+		for i := range p.Resources {
+			p.Resources[i].Kind = shared.string(p.Resources[i].Kind)
+		}
+	}
+	return c
+}

@@ -1,0 +1,56 @@
+package readmodel
+
+import (
+	"maps"
+	"slices"
+)
+
+// annotationPairs are a Meta's annotations as key, value, key, value…,
+// sorted by key: a Meta keeps at most the few annotations CacheTransform
+// keeps (cachedAnnotations), and a slice of them is a quarter of a map's
+// size (issue 38: the lock annotation of every target, a map of one entry,
+// cost about 300 bytes). A key that is one of cachedAnnotations is that
+// constant, not a copy.
+type annotationPairs []string
+
+// pairsOf returns a's annotations as pairs; nil for none.
+func pairsOf(a map[string]string) annotationPairs {
+	if len(a) == 0 {
+		return nil
+	}
+	p := make(annotationPairs, 0, 2*len(a))
+	for _, k := range slices.Sorted(maps.Keys(a)) {
+		p = append(p, sharedKey(k), a[k])
+	}
+	return p
+}
+
+// sharedKey returns k, as the constant of cachedAnnotations it equals if
+// any.
+func sharedKey(k string) string {
+	if i := slices.Index(cachedAnnotations, k); i >= 0 {
+		return cachedAnnotations[i]
+	}
+	return k
+}
+
+// GetAnnotations returns the annotations, as a new map each call; nil for
+// none.
+func (m *Meta) GetAnnotations() map[string]string {
+	if m.rare == nil || len(m.rare.annotations) == 0 {
+		return nil
+	}
+	p := m.rare.annotations
+	a := make(map[string]string, len(p)/2)
+	for i := 0; i < len(p); i += 2 {
+		a[p[i]] = p[i+1]
+	}
+	return a
+}
+
+// SetAnnotations sets the annotations (a copy of them).
+func (m *Meta) SetAnnotations(annotations map[string]string) {
+	if len(annotations) > 0 || m.rare != nil {
+		m.more().annotations = pairsOf(annotations)
+	}
+}
