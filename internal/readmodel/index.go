@@ -18,8 +18,9 @@ import (
 )
 
 // targetIndex is the name of the index NewLockIndex adds to the Lock
-// informer: standing Locks by lockv1alpha1.TargetKey.String of their
-// target.
+// informer: standing Locks by the bucket of their target's
+// lockv1alpha1.TargetKey.String (bucket): a lookup keeps, of its bucket,
+// the Locks of the target looked up (byTarget).
 //
 // The indexes hold standing Locks (Lock.Standing): whether a Lock counts
 // whatever the time is decided once, when it enters them. Whether it has
@@ -37,7 +38,7 @@ func indexByTarget(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if key, standing := l.StandingTarget(); standing {
-		return []string{key.String()}, nil
+		return []string{bucket(key.String())}, nil
 	}
 	return nil, nil
 }
@@ -151,13 +152,21 @@ func (x *LockIndex) Now() time.Time { return x.now() }
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
 // byTarget returns the standing Locks that target key, as the index
-// holds them (the store's: read-only).
+// holds them (the store's: read-only): those of key's bucket whose
+// target is key.
 func (x *LockIndex) byTarget(key lockv1alpha1.TargetKey) ([]any, error) {
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, key.String())
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, bucket(key.String()))
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
 	}
-	return objs, nil
+	return slices.DeleteFunc(objs, func(obj any) bool {
+		l, ok := obj.(*lockv1alpha1.Lock)
+		if !ok || l.Spec.TargetRef.Name != key.Name || l.Namespace != key.Namespace {
+			return true
+		}
+		target, standing := l.StandingTarget()
+		return !standing || target != key
+	}), nil
 }
 
 // Names reports whether a standing Lock (live or expired) targets key,

@@ -2,6 +2,7 @@ package readmodel
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -253,6 +254,47 @@ func TestCompareLocks(t *testing.T) {
 			if got, want := compareLocks(a, b), strings.Compare(p[0]+"/"+p[1], q[0]+"/"+q[1]); got != want {
 				t.Errorf("compareLocks(%s/%s, %s/%s) = %d, want %d", p[0], p[1], q[0], q[1], got, want)
 			}
+		}
+	}
+}
+
+// TestLockIndexBuckets: the target index holds Locks by bucket (more Locks
+// than buckets here, so that buckets are shared), and a lookup keeps of
+// its bucket the Locks of its target alone, those that differ only by
+// namespace, kind or group included.
+func TestLockIndexBuckets(t *testing.T) {
+	n := indexBuckets + 1000
+	src := &lockSource{watcher: watch.NewFake()}
+	for i := range n {
+		target := fmt.Sprintf("stack-%05d", i)
+		src.locks = append(src.locks, *newLock("forge", "l-"+target, "", "Stack", target))
+		if i%100 == 0 {
+			src.locks = append(src.locks,
+				*newLock("elsewhere", "l-"+target, "", "Stack", target),
+				*newLock("forge", "kind-"+target, "", "PostgresCluster", target),
+				*newLock("forge", "group-"+target, "apps/v1", "Stack", target))
+		}
+	}
+	index := startIndex(t, src)
+	if buckets := len(index.informer.GetIndexer().ListIndexFuncValues(targetIndex)); buckets >= n {
+		t.Fatalf("%d buckets for %d targets: none is shared", buckets, n)
+	}
+	for i := range n + 10 {
+		target := fmt.Sprintf("stack-%05d", i)
+		locks, err := index.LiveLocks(lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, l := range locks {
+			names = append(names, l.Namespace+"/"+l.Name)
+		}
+		var want []string
+		if i < n {
+			want = []string{"forge/l-" + target}
+		}
+		if diff := cmp.Diff(want, names); diff != "" {
+			t.Fatalf("LiveLocks(forge Stack %s): -want, +got:\n%s", target, diff)
 		}
 	}
 }

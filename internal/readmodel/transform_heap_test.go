@@ -17,6 +17,10 @@ import (
 // heapObjects is the number of objects each BenchmarkCacheHeap run stores.
 const heapObjects = 20000
 
+// heapLocks is the number of Locks each BenchmarkLockCacheHeap run stores:
+// the index's buckets (indexBuckets) share their sets at that size.
+const heapLocks = 100000
+
 // apiServerObjects returns n Stacks' metadata as the API server sends them
 // to a metadata informer (a PartialObjectMetadataList in protobuf, as
 // client-go's metadata client asks for it): spread by tens over n/10

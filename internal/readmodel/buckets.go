@@ -1,0 +1,35 @@
+package readmodel
+
+import (
+	"hash/maphash"
+	"strconv"
+)
+
+// indexBuckets is the number of values the target index (targetIndex)
+// spreads Locks over (issue 38). client-go's indexer keeps a set (a map)
+// per index value: one value per target cost about 300 bytes per Lock, the
+// set of one entry alone about 190. Hashed into indexBuckets values, a set
+// holds a few Locks at scale (about 6 at 100,000 Locks, in one small map),
+// and a lookup reads the Locks of its bucket, keeping those of the target
+// looked up (BenchmarkHandlerScaling: a review at 100,000 Locks costs what
+// it costs at 10, as before).
+const indexBuckets = 1 << 14
+
+// bucketSeed makes the buckets of a key unpredictable from outside the
+// process: whoever creates Locks cannot pile them into one bucket that a
+// lookup then reads whole.
+var bucketSeed = maphash.MakeSeed()
+
+// bucketNames are the index values of the buckets, made once: a lookup
+// allocates none.
+var bucketNames = func() (names [indexBuckets]string) {
+	for i := range names {
+		names[i] = strconv.FormatUint(uint64(i), 16)
+	}
+	return names
+}()
+
+// bucket returns the index value of key's bucket.
+func bucket(key string) string {
+	return bucketNames[maphash.String(bucketSeed, key)%indexBuckets]
+}
