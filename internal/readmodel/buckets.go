@@ -2,15 +2,16 @@ package readmodel
 
 import (
 	"hash/maphash"
+	"slices"
 	"strconv"
 )
 
-// indexBuckets is the number of values the target index (targetIndex)
-// spreads Locks over (issue 38). client-go's indexer keeps a set (a map)
+// indexBuckets is the number of values the target and coverage indexes
+// (targetIndex, coverageIndex) spread Locks over (issue 38). client-go's indexer keeps a set (a map)
 // per index value: one value per target cost about 300 bytes per Lock, the
 // set of one entry alone about 190. Hashed into indexBuckets values, a set
 // holds a few Locks at scale (about 6 at 100,000 Locks, in one small map),
-// and a lookup reads the Locks of its bucket, keeping those of the target
+// and a lookup reads the Locks of its bucket, keeping those of the key
 // looked up (BenchmarkHandlerScaling: a review at 100,000 Locks costs what
 // it costs at 10, as before).
 const indexBuckets = 1 << 14
@@ -32,4 +33,15 @@ var bucketNames = func() (names [indexBuckets]string) {
 // bucket returns the index value of key's bucket.
 func bucket(key string) string {
 	return bucketNames[maphash.String(bucketSeed, key)%indexBuckets]
+}
+
+// bucketsOf returns the buckets of keys, each once.
+func bucketsOf(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if b := bucket(k); !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }

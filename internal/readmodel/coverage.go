@@ -8,11 +8,11 @@ import (
 )
 
 // coverageIndex is the name of the index NewLockIndex adds beside
-// selectorIndex: live selector Locks by what an object must carry to be
-// covered by them (coverageKeys), so that a lookup for an object reads the
-// selector Locks its labels could match, not every selector Lock of its
-// namespace (issue 24: a decision among 100 selector Locks costs about
-// what one among 100 targetRef Locks does).
+// selectorIndex: live selector Locks by the buckets (bucket) of what an
+// object must carry to be covered by them (coverageKeys), so that a lookup
+// for an object reads the selector Locks its labels could match, not every
+// selector Lock of its namespace (issue 24: a decision among 100 selector
+// Locks costs about what one among 100 targetRef Locks does).
 const coverageIndex = "lockguard.selector-coverage"
 
 // indexByCoverage is the coverageIndex function: a live selector Lock is
@@ -25,7 +25,7 @@ func indexByCoverage(obj any) ([]string, error) {
 	if !ok || !l.HasSelector() || !l.Standing() {
 		return nil, nil
 	}
-	return coverageKeys(l.Namespace, l.Spec.Selector), nil
+	return bucketsOf(coverageKeys(l.Namespace, l.Spec.Selector)), nil
 }
 
 // coverageKeys are the coverageIndex values of a valid selector of
@@ -82,9 +82,10 @@ func anyKey(ns string) string               { return ns + "/*" }
 
 // eachSelectorLock calls fn with every selector Lock of o's namespace that
 // covers o at the index's now (Lock.Covers), once each: the cache's own object,
-// read-only. It reads the coverage index under anyKey and under each of
-// o's labels, with and without its value; a Lock that covers o is under
-// one of them (coverageKeys), and under one only.
+// read-only. It reads the coverage index under the buckets of anyKey and
+// of each of o's labels, with and without its value, each bucket once; a
+// Lock that covers o is under one of those keys (coverageKeys), and, when
+// it is under several buckets, is passed to fn the first time only.
 func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
 	now := x.now()
 	return x.eachStandingSelectorLock(o, func(l *lockv1alpha1.Lock) {
@@ -99,28 +100,63 @@ func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha
 // each: the cache's own object, read-only.
 func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
 	indexer := x.informer.GetIndexer()
-	visit := func(key string) error {
-		found, err := indexer.ByIndex(coverageIndex, key)
+	// The buckets of o's keys, each once: on the stack for up to 7 labels.
+	buckets := make([]string, 0, 16)
+	add := func(key string) {
+		if b := bucket(key); !slices.Contains(buckets, b) {
+			buckets = append(buckets, b)
+		}
+	}
+	add(anyKey(o.Namespace))
+	for k, v := range o.Labels {
+		add(labelKey(o.Namespace, k, v))
+		add(keyKey(o.Namespace, k))
+	}
+	var seen lockSet
+	for _, b := range buckets {
+		found, err := indexer.ByIndex(coverageIndex, b)
 		if err != nil {
 			return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
 		}
 		for _, f := range found {
-			if l, ok := f.(*lockv1alpha1.Lock); ok && l.Selects(o) {
+			// A bucket holds the Locks of other keys, of other
+			// namespaces too: Selects checks both.
+			if l, ok := f.(*lockv1alpha1.Lock); ok && l.Selects(o) && seen.add(l) {
 				fn(l)
 			}
 		}
-		return nil
-	}
-	if err := visit(anyKey(o.Namespace)); err != nil {
-		return err
-	}
-	for k, v := range o.Labels {
-		if err := visit(labelKey(o.Namespace, k, v)); err != nil {
-			return err
-		}
-		if err := visit(keyKey(o.Namespace, k)); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// lockSet is a set of Locks, by pointer: a slice while it is small, a map
+// beyond lockSetSlice Locks.
+type lockSet struct {
+	list []*lockv1alpha1.Lock
+	set  map[*lockv1alpha1.Lock]struct{}
+}
+
+// lockSetSlice is the most Locks a lockSet keeps in a slice.
+const lockSetSlice = 32
+
+// add adds l to s and reports whether it was not in s.
+func (s *lockSet) add(l *lockv1alpha1.Lock) bool {
+	if s.set != nil {
+		if _, ok := s.set[l]; ok {
+			return false
+		}
+		s.set[l] = struct{}{}
+		return true
+	}
+	if slices.Contains(s.list, l) {
+		return false
+	}
+	if s.list = append(s.list, l); len(s.list) > lockSetSlice {
+		s.set = make(map[*lockv1alpha1.Lock]struct{}, 2*len(s.list))
+		for _, m := range s.list {
+			s.set[m] = struct{}{}
+		}
+		s.list = nil
+	}
+	return true
 }

@@ -1,10 +1,10 @@
 package readmodel
 
 import (
-	"time"
-
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/watch"
@@ -78,5 +78,76 @@ func TestCoverageIndex(t *testing.T) {
 				t.Errorf("LiveSelectorLocksCovering(%s labelled %v): -want (Covers), +got:\n%s", kind, labels, diff)
 			}
 		}
+	}
+}
+
+// TestCoverageBuckets: the coverage index holds selector Locks by bucket
+// (more keys than buckets here, so that buckets are shared, between
+// namespaces too), and a lookup returns each Lock that covers the object
+// once, also when the Lock's In values put it in several of the buckets
+// the object's labels read.
+func TestCoverageBuckets(t *testing.T) {
+	labels := map[string]string{}
+	for i := range 2000 {
+		labels[fmt.Sprintf("k%d", i)] = fmt.Sprintf("v%d", i)
+	}
+	o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: labels}
+	visited := map[string]bool{bucket(anyKey("forge")): true}
+	for k, v := range labels {
+		visited[bucket(labelKey("forge", k, v))], visited[bucket(keyKey("forge", k))] = true, true
+	}
+	src := &lockSource{watcher: watch.NewFake()}
+	var all []lockv1alpha1.Lock
+	add := func(ns, name string, s lockv1alpha1.LockSelector) {
+		l := newSelectorLock(ns, name, s)
+		src.locks = append(src.locks, *l)
+		all = append(all, *l)
+	}
+	for i := range indexBuckets + 1000 {
+		add("forge", fmt.Sprintf("one-%d", i), lockv1alpha1.LockSelector{MatchLabels: map[string]string{fmt.Sprintf("k%d", i%3000): fmt.Sprintf("v%d", i%3000)}})
+	}
+	// Locks under several buckets the object reads: In the object's value
+	// and 31 others.
+	several := 0
+	for i := range 20 {
+		key := fmt.Sprintf("k%d", i)
+		values := []string{fmt.Sprintf("v%d", i)}
+		n := 0
+		for j := range 31 {
+			v := fmt.Sprintf("other-%d-%d", i, j)
+			values = append(values, v)
+			if visited[bucket(labelKey("forge", key, v))] {
+				n++
+			}
+		}
+		if n > 0 {
+			several++
+		}
+		in := lockv1alpha1.LabelSelectorRequirement{Key: key, Operator: lockv1alpha1.SelectorOpIn, Values: values}
+		add("forge", fmt.Sprintf("in-%d", i), lockv1alpha1.LockSelector{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{in}})
+		add("elsewhere", fmt.Sprintf("in-%d", i), lockv1alpha1.LockSelector{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{in}})
+	}
+	if several == 0 {
+		t.Fatal("no In Lock is under two of the buckets the object reads: the test checks nothing")
+	}
+	index := startIndex(t, src)
+	var want []string
+	for i := range all {
+		if all[i].Covers(o, time.Time{}) {
+			want = append(want, all[i].Namespace+"/"+all[i].Name)
+		}
+	}
+	each, err := index.LiveSelectorLocksCovering("forge", []lockv1alpha1.Object{o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range each[0] {
+		got = append(got, l.Namespace+"/"+l.Name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("LiveSelectorLocksCovering (%d In Locks under several buckets it reads): -want (Covers), +got:\n%s", several, diff)
 	}
 }
