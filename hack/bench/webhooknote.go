@@ -11,8 +11,8 @@ without dependents) and 54f0693, a1c65bb (the kept review decoded by hand,
 ` + "`sigs.k8s.io/json`" + ` only for the unusual): 91 → 54 allocations per allowed
 review in process (54f0693 alone: 15.4 → 9.8 µs, side by side). In three
 pairs of back-to-back runs of ` + "`bench -only webhook`" + ` (load 1.3-3.8), the
-ratio went 0.58-0.62 → 0.67-0.70 with 54f0693, CPU per request 2.1× →
-1.75× the bare server's: targets 2 (and issue 38's 80%) are still missed.
+ratio went 0.58-0.62 → 0.67-0.70 with 54f0693 (0.74-0.77 at 9d6b2ff in two
+more pairs): targets 2 (and issue 38's 80%) are still missed.
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
