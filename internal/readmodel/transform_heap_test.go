@@ -81,25 +81,39 @@ func apiServerTargets(tb testing.TB, n int, locked bool) []byte {
 // GC, the decoded list and data freed), and the store (to keep it alive).
 func storeHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc) (float64, toolscache.Indexer) {
 	tb.Helper()
-	before := liveHeap()
-	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{
-		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, ownerIndex: indexByOwner,
-	})
-	n := 0
-	// The reflector decodes each page (or, streaming, each object) and
-	// stores pointers into the decoded items, as here.
-	for page := range slices.Chunk(decodeItems(tb, data), 500) {
-		for i := range page {
-			obj, err := transform(&page[i])
-			if err != nil {
-				tb.Fatal(err)
-			}
-			if err := store.Add(obj); err != nil {
-				tb.Fatal(err)
-			}
-			n++
+	return heapOfStore(tb, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, ownerIndex: indexByOwner}, transform, func() []any {
+		// The reflector decodes each page (or, streaming, each object)
+		// and stores pointers into the decoded items, as here.
+		items := decodeItems(tb, data)
+		objs := make([]any, len(items))
+		for i := range items {
+			objs[i] = &items[i]
 		}
+		return objs
+	})
+}
+
+// heapOfStore decodes objects (decode), passes each through transform and
+// adds it to a store with indexers, and returns the live heap the store
+// then holds per object (measured from before the decoding, after a GC),
+// and the store.
+func heapOfStore(tb testing.TB, indexers toolscache.Indexers, transform toolscache.TransformFunc, decode func() []any) (float64, toolscache.Indexer) {
+	tb.Helper()
+	before := liveHeap()
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)
+	objs := decode()
+	for i, o := range objs {
+		obj, err := transform(o)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			tb.Fatal(err)
+		}
+		objs[i] = nil
 	}
+	n := len(objs)
+	objs = nil
 	after := liveHeap()
 	runtime.KeepAlive(store)
 	return float64(after-before) / float64(n), store
@@ -131,17 +145,17 @@ func BenchmarkCacheHeap(b *testing.B) {
 	data := apiServerObjects(b, heapObjects)
 	for _, c := range []struct {
 		name      string
-		transform toolscache.TransformFunc
+		transform func() toolscache.TransformFunc // a new one each run: its interner starts empty
 	}{
-		{"none", func(in any) (any, error) { return in, nil }},
-		{"before", transformBefore()},
-		{"shared", transformShared()},
-		{"after", CacheTransform(nil)},
+		{"none", func() toolscache.TransformFunc { return func(in any) (any, error) { return in, nil } }},
+		{"before", transformBefore},
+		{"shared", transformShared},
+		{"after", func() toolscache.TransformFunc { return CacheTransform(nil) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64
 			for range b.N {
-				per, store := storeHeap(b, data, c.transform)
+				per, store := storeHeap(b, data, c.transform())
 				sum += per
 				runtime.KeepAlive(store)
 			}
