@@ -18,22 +18,23 @@ import (
 // TestDecodeKeptAgrees and FuzzDecodeKept compare the two.
 func decodeKept(kept []byte) (Request, bool) {
 	d := keptDecoder{b: kept}
-	var r review
+	var apiVersion, kind string
 	var req Request
-	var seen uint8
+	hasRequest := false
+	var seen uint16
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "apiVersion":
 			d.once(&seen, 1)
-			r.APIVersion = d.str()
+			apiVersion = d.str()
 		case "kind":
 			d.once(&seen, 2)
-			r.Kind = d.str()
+			kind = d.str()
 		case "request":
 			d.once(&seen, 4)
 			if !d.null() {
 				d.request(&req)
-				r.Request = &req
+				hasRequest = true
 			}
 		default:
 			d.fail()
@@ -43,7 +44,7 @@ func decodeKept(kept []byte) (Request, bool) {
 	if d.bad || d.i != len(d.b) {
 		return Request{}, false
 	}
-	if r.APIVersion != admissionv1.SchemeGroupVersion.String() || r.Kind != "AdmissionReview" || r.Request == nil {
+	if apiVersion != admissionv1.SchemeGroupVersion.String() || kind != "AdmissionReview" || !hasRequest {
 		return Request{}, false // decodeStandard says why
 	}
 	return req, true
@@ -52,32 +53,26 @@ func decodeKept(kept []byte) (Request, bool) {
 // request reads the AdmissionRequest's members that Request has.
 func (d *keptDecoder) request(r *Request) {
 	var seen uint16
-	once := func(bit uint16) {
-		if seen&bit != 0 {
-			d.fail()
-		}
-		seen |= bit
-	}
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "uid":
-			once(1)
+			d.once(&seen, 1)
 			r.UID = types.UID(d.str())
 		case "kind":
-			once(2)
+			d.once(&seen, 2)
 			d.gvk(&r.Kind)
 		case "name":
-			once(4)
+			d.once(&seen, 4)
 			r.Name = d.str()
 		case "namespace":
-			once(8)
+			d.once(&seen, 8)
 			r.Namespace = d.str()
 		case "operation":
-			once(16)
+			d.once(&seen, 16)
 			r.Operation = admissionv1.Operation(d.operation())
 		case "userInfo":
-			once(32)
-			var s uint8
+			d.once(&seen, 32)
+			var s uint16
 			d.object(func(key []byte) {
 				if string(key) != "username" {
 					d.fail()
@@ -87,13 +82,13 @@ func (d *keptDecoder) request(r *Request) {
 				r.UserInfo.Username = d.str()
 			})
 		case "dryRun":
-			once(64)
+			d.once(&seen, 64)
 			r.DryRun = d.boolean()
 		case "options":
-			once(128)
+			d.once(&seen, 128)
 			d.options(&r.Options)
 		case "oldObject":
-			once(256)
+			d.once(&seen, 256)
 			d.oldObject(&r.OldObject)
 		default:
 			d.fail()
@@ -117,7 +112,7 @@ func (d *keptDecoder) operation() string {
 
 // gvk reads a GroupVersionKind.
 func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
-	var seen uint8
+	var seen uint16
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "group":
@@ -137,7 +132,7 @@ func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
 
 // options reads the DeleteOptions' members DeleteOptions has.
 func (d *keptDecoder) options(o *DeleteOptions) {
-	var seen uint8
+	var seen uint16
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "propagationPolicy":
@@ -160,7 +155,7 @@ func (d *keptDecoder) options(o *DeleteOptions) {
 
 // oldObject reads what Object has of the object being deleted.
 func (d *keptDecoder) oldObject(o *Object) {
-	var seen uint8
+	var seen uint16
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "metadata":
@@ -186,7 +181,7 @@ func (d *keptDecoder) oldObject(o *Object) {
 
 // metadata reads ObjectMeta's members.
 func (d *keptDecoder) metadata(m *ObjectMeta) {
-	var seen uint8
+	var seen uint16
 	d.object(func(key []byte) {
 		switch string(key) {
 		case "name":

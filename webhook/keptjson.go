@@ -24,7 +24,7 @@ func (d *keptDecoder) fail() { d.bad = true }
 // once fails on a member read twice in one object (bit is its bit in
 // seen): the standard decoder merges or overwrites, decodeKept leaves that
 // to it.
-func (d *keptDecoder) once(seen *uint8, bit uint8) {
+func (d *keptDecoder) once(seen *uint16, bit uint16) {
 	if *seen&bit != 0 {
 		d.fail()
 	}

@@ -7,9 +7,9 @@ import (
 )
 
 // indexBuckets is the number of values the target and coverage indexes
-// (targetIndex, coverageIndex) spread Locks over (issue 38). client-go's indexer keeps a set (a map)
-// per index value: one value per target cost about 300 bytes per Lock, the
-// set of one entry alone about 190. Hashed into indexBuckets values, a set
+// (targetIndex, coverageIndex) spread Locks over (issue 38). client-go's
+// indexer keeps a set (a map) per index value: one value per target cost
+// about 300 bytes per Lock, the set of one entry alone about 190. Hashed into indexBuckets values, a set
 // holds a few Locks at scale (about 6 at 100,000 Locks, in one small map),
 // and a lookup reads the Locks of its bucket, keeping those of the key
 // looked up (BenchmarkHandlerScaling: a review at 100,000 Locks costs what

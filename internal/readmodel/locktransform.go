@@ -14,7 +14,10 @@ import (
 // namespace, its target's apiVersion and kind, level, enforcement,
 // reason, its selector's labels, its conditions' type, status and reason,
 // and their message but the Ready condition's, which names the Lock's
-// target) shared through shared (issue 38). A cached Lock is read-only.
+// target) shared through shared (issue 38). The copy takes over o's
+// selector, conditions and status.protected, changed in place: o is the
+// decoder's, read by no one after the transform (as trimMetadata's
+// objects). A cached Lock is read-only.
 func compactLock(o *lockv1alpha1.Lock, shared *interner) *lockv1alpha1.Lock {
 	c := &lockv1alpha1.Lock{TypeMeta: o.TypeMeta, ObjectMeta: o.ObjectMeta, Spec: o.Spec, Status: o.Status}
 	c.Labels, c.Annotations, c.OwnerReferences, c.Finalizers, c.ManagedFields = nil, nil, nil, nil, nil
@@ -25,9 +28,7 @@ func compactLock(o *lockv1alpha1.Lock, shared *interner) *lockv1alpha1.Lock {
 	s.Enforcement = lockv1alpha1.Enforcement(shared.string(string(s.Enforcement)))
 	s.Reason = shared.string(s.Reason)
 	if sel := s.Selector; sel != nil && len(sel.MatchLabels) > 0 {
-		shallow := *sel
-		shallow.MatchLabels = shared.labelSet(sel.MatchLabels)
-		s.Selector = &shallow
+		sel.MatchLabels = shared.labelSet(sel.MatchLabels)
 	}
 	for i := range c.Status.Conditions {
 		cond := &c.Status.Conditions[i]

@@ -4,8 +4,9 @@
 // megabytes) so that the standard decoder reads a few hundred bytes
 // whatever the size of the objects. Only skipping is hand-written; every
 // kept value is left to the caller's decoder (in lockguard, the webhook's
-// decodeKept, with sigs.k8s.io/json for what that does not read). FuzzSkim checks that the decode of what Skim keeps and the
-// decode of the whole body agree on every input.
+// decodeKept, with sigs.k8s.io/json for what that does not read). FuzzSkim
+// checks that the decode of what Skim keeps and the decode of the whole
+// body agree on every input.
 //
 // It is a leaf: it knows JSON and Go types, nothing of admission or of
 // Locks.
