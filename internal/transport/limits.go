@@ -14,6 +14,8 @@ package transport
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -121,7 +123,7 @@ func (g *Gate) refuse(reason string) {
 // MaxReviewTimeout: the value is a client's claim, and no API server waits
 // longer.
 func ReviewTimeout(r *http.Request) time.Duration {
-	s := r.URL.Query().Get("timeout")
+	s := queryValue(r.URL.RawQuery, "timeout")
 	if s == "" {
 		return MaxReviewTimeout
 	}
@@ -139,4 +141,23 @@ func ReviewTimeout(r *http.Request) time.Duration {
 // between 250 ms and 2 s (5 s reviews: the read has 3.75 s).
 func DecisionMargin(timeout time.Duration) time.Duration {
 	return min(max(timeout/4, 250*time.Millisecond), 2*time.Second)
+}
+
+// queryValue returns url.ParseQuery(raw).Get(key) without parsing the
+// whole query into a map (a review's URL has one member, its timeout)
+// when raw is plain: no percent sign, plus sign or semicolon, which
+// ParseQuery decodes or drops; such a query is parsed by ParseQuery.
+func queryValue(raw, key string) string {
+	if strings.ContainsAny(raw, "%+;") {
+		v, _ := url.ParseQuery(raw)
+		return v.Get(key)
+	}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if k, v, _ := strings.Cut(pair, "="); k == key {
+			return v
+		}
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -120,4 +121,18 @@ func TestReviewTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzQueryValue: queryValue answers as url.URL.Query().Get, which it
+// stands in for, on any query.
+func FuzzQueryValue(f *testing.F) {
+	for _, q := range []string{"timeout=5s", "", "timeout", "a=b&timeout=2s&timeout=3s", "&&timeout=1s&", "time%6Fut=1s", "timeout=1+s", "a;b=c&timeout=4s", "timeout=%zz", "=x&timeout=="} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		want, _ := url.ParseQuery(raw)
+		if got := queryValue(raw, "timeout"); got != want.Get("timeout") {
+			t.Errorf("queryValue(%q) = %q, url.ParseQuery: %q", raw, got, want.Get("timeout"))
+		}
+	})
 }
