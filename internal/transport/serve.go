@@ -79,7 +79,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 		return
 	}
 	defer body.Release()
-	ctx, cancel := context.WithDeadline(r.Context(), deadline.Add(-DecisionMargin(timeout)))
+	ctx, cancel := withLazyDeadline(r.Context(), deadline.Add(-DecisionMargin(timeout)))
 	defer cancel()
 	fn(ctx, body)
 }
