@@ -25,6 +25,10 @@ type share struct {
 	mu      sync.Mutex
 	total   int
 	sources map[string]*source
+	// spare is the last source tidy forgot, empty, for of to reuse: a
+	// source that sends one review at a time needs no new one (and no
+	// new slice of requests) per review.
+	spare *source
 }
 
 // source is what one source address holds.
@@ -144,7 +148,10 @@ func (s *share) byteVictim(t *ticket, n int64) *ticket {
 func (s *share) of(addr string) *source {
 	src := s.sources[addr]
 	if src == nil {
-		src = &source{}
+		src, s.spare = s.spare, nil
+		if src == nil {
+			src = &source{}
+		}
 		s.sources[addr] = src
 	}
 	return src
@@ -154,6 +161,9 @@ func (s *share) of(addr string) *source {
 func (s *share) tidy(addr string) {
 	if src := s.sources[addr]; src != nil && len(src.reqs) == 0 && src.bytes == 0 {
 		delete(s.sources, addr)
+		clear(src.reqs[:cap(src.reqs)]) // no ticket kept alive
+		src.reqs = src.reqs[:0]
+		s.spare = src
 	}
 }
 
