@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"slices"
 	"strconv"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // indexBuckets is the number of values the target and coverage indexes
@@ -44,4 +46,22 @@ func bucketsOf(keys []string) []string {
 		}
 	}
 	return out
+}
+
+// bucketOf returns the bucket of the key its parts make, one after the
+// other (bucket(strings.Join(parts, ""))), without making the key: a
+// lookup on the webhook's path builds no key string (maphash hashes a
+// sequence of writes as their concatenation).
+func bucketOf(parts ...string) string {
+	var h maphash.Hash
+	h.SetSeed(bucketSeed)
+	for _, p := range parts {
+		h.WriteString(p)
+	}
+	return bucketNames[h.Sum64()%indexBuckets]
+}
+
+// targetBucket is bucket(key.String()), the target index's value of key.
+func targetBucket(key lockv1alpha1.TargetKey) string {
+	return bucketOf(key.Namespace, "/", key.Group, "/", key.Kind, "/", key.Name)
 }

@@ -80,6 +80,12 @@ func labelKey(ns, key, value string) string { return ns + "/" + key + "=" + valu
 func keyKey(ns, key string) string          { return ns + "/" + key }
 func anyKey(ns string) string               { return ns + "/*" }
 
+// labelBucket, keyBucket and anyBucket are the buckets of labelKey, keyKey
+// and anyKey, made without the key (bucketOf).
+func labelBucket(ns, key, value string) string { return bucketOf(ns, "/", key, "=", value) }
+func keyBucket(ns, key string) string          { return bucketOf(ns, "/", key) }
+func anyBucket(ns string) string               { return bucketOf(ns, "/*") }
+
 // eachSelectorLock calls fn with every selector Lock of o's namespace that
 // covers o at the index's now (Lock.Covers), once each: the cache's own object,
 // read-only. It reads the coverage index under the buckets of anyKey and
@@ -102,15 +108,15 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(*loc
 	indexer := x.informer.GetIndexer()
 	// The buckets of o's keys, each once: on the stack for up to 7 labels.
 	buckets := make([]string, 0, 16)
-	add := func(key string) {
-		if b := bucket(key); !slices.Contains(buckets, b) {
+	add := func(b string) {
+		if !slices.Contains(buckets, b) {
 			buckets = append(buckets, b)
 		}
 	}
-	add(anyKey(o.Namespace))
+	add(anyBucket(o.Namespace))
 	for k, v := range o.Labels {
-		add(labelKey(o.Namespace, k, v))
-		add(keyKey(o.Namespace, k))
+		add(labelBucket(o.Namespace, k, v))
+		add(keyBucket(o.Namespace, k))
 	}
 	var seen lockSet
 	for _, b := range buckets {

@@ -3,6 +3,7 @@ package readmodel
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,29 @@ func TestCoverageBuckets(t *testing.T) {
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("LiveSelectorLocksCovering (%d In Locks under several buckets it reads): -want (Covers), +got:\n%s", several, diff)
+	}
+}
+
+// TestBucketOfParts: the buckets a lookup computes from a key's parts
+// (targetBucket, labelBucket, keyBucket, anyBucket) are those of the key
+// the index stores, for keys short and long (maphash buffers a long
+// sequence of writes).
+func TestBucketOfParts(t *testing.T) {
+	long := strings.Repeat("x", 300)
+	for _, p := range [][3]string{{"ns", "app", "web"}, {"", "", ""}, {"team-0001", "bench.navique.com/lock", "lock-0000001"}, {long, long[:63], long[:200]}, {"a", long, ""}} {
+		ns, k, v := p[0], p[1], p[2]
+		if got, want := labelBucket(ns, k, v), bucket(labelKey(ns, k, v)); got != want {
+			t.Errorf("labelBucket(%.20q, %.20q, %.20q) = %s, bucket(labelKey) = %s", ns, k, v, got, want)
+		}
+		if got, want := keyBucket(ns, k), bucket(keyKey(ns, k)); got != want {
+			t.Errorf("keyBucket(%.20q, %.20q) = %s, bucket(keyKey) = %s", ns, k, got, want)
+		}
+		if got, want := anyBucket(ns), bucket(anyKey(ns)); got != want {
+			t.Errorf("anyBucket(%.20q) = %s, bucket(anyKey) = %s", ns, got, want)
+		}
+		key := lockv1alpha1.TargetKey{Namespace: ns, Group: k, Kind: v, Name: long[:len(ns)%7]}
+		if got, want := targetBucket(key), bucket(key.String()); got != want {
+			t.Errorf("targetBucket(%v) = %s, bucket(key.String()) = %s", key, got, want)
+		}
 	}
 }

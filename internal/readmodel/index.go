@@ -155,7 +155,7 @@ func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 // holds them (the store's: read-only): those of key's bucket whose
 // target is key.
 func (x *LockIndex) byTarget(key lockv1alpha1.TargetKey) ([]any, error) {
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, bucket(key.String()))
+	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, targetBucket(key))
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
 	}
