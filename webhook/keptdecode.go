@@ -18,7 +18,7 @@ import (
 // TestDecodeKeptAgrees and FuzzDecodeKept compare the two.
 func decodeKept(kept []byte) (Request, bool) {
 	d := keptDecoder{b: kept}
-	var apiVersion, kind string
+	var apiVersionOK, kindOK bool
 	var req Request
 	hasRequest := false
 	var seen uint16
@@ -26,10 +26,10 @@ func decodeKept(kept []byte) (Request, bool) {
 		switch string(key) {
 		case "apiVersion":
 			d.once(&seen, 1)
-			apiVersion = d.str()
+			apiVersionOK = d.strIs(reviewAPIVersion)
 		case "kind":
 			d.once(&seen, 2)
-			kind = d.str()
+			kindOK = d.strIs("AdmissionReview")
 		case "request":
 			d.once(&seen, 4)
 			if !d.null() {
@@ -44,11 +44,15 @@ func decodeKept(kept []byte) (Request, bool) {
 	if d.bad || d.i != len(d.b) {
 		return Request{}, false
 	}
-	if apiVersion != admissionv1.SchemeGroupVersion.String() || kind != "AdmissionReview" || !hasRequest {
+	if !apiVersionOK || !kindOK || !hasRequest {
 		return Request{}, false // decodeStandard says why
 	}
 	return req, true
 }
+
+// reviewAPIVersion is the apiVersion of the AdmissionReviews lockguard
+// reads, made once.
+var reviewAPIVersion = admissionv1.SchemeGroupVersion.String()
 
 // request reads the AdmissionRequest's members that Request has.
 func (d *keptDecoder) request(r *Request) {
@@ -66,7 +70,7 @@ func (d *keptDecoder) request(r *Request) {
 			r.Name = d.str()
 		case "namespace":
 			d.once(&seen, 8)
-			r.Namespace = d.str()
+			r.Namespace = d.sharedStr()
 		case "operation":
 			d.once(&seen, 16)
 			r.Operation = admissionv1.Operation(d.operation())
@@ -79,7 +83,7 @@ func (d *keptDecoder) request(r *Request) {
 					return
 				}
 				d.once(&s, 1)
-				r.UserInfo.Username = d.str()
+				r.UserInfo.Username = d.sharedStr()
 			})
 		case "dryRun":
 			d.once(&seen, 64)
@@ -117,13 +121,13 @@ func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
 		switch string(key) {
 		case "group":
 			d.once(&seen, 1)
-			k.Group = d.str()
+			k.Group = d.sharedStr()
 		case "version":
 			d.once(&seen, 2)
-			k.Version = d.str()
+			k.Version = d.sharedStr()
 		case "kind":
 			d.once(&seen, 4)
-			k.Kind = d.str()
+			k.Kind = d.sharedStr()
 		default:
 			d.fail()
 		}
@@ -207,7 +211,7 @@ func (d *keptDecoder) metadata(m *ObjectMeta) {
 			}
 			labels := map[string]string{}
 			d.object(func(key []byte) {
-				k := string(key)
+				k := sharedString(key)
 				if _, dup := labels[k]; dup {
 					d.fail()
 					return

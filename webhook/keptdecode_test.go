@@ -214,3 +214,32 @@ func median(xs []float64) float64 {
 	}
 	return xs[len(xs)/2]
 }
+
+// TestSharedString: sharedString returns a string equal to its bytes and
+// independent of them (the body's buffer is reused), the same copy for a
+// repeated short string without allocating, and a long one uncached.
+func TestSharedString(t *testing.T) {
+	b := []byte("core.navique.com")
+	first := sharedString(b)
+	copy(b, "xxxx")
+	if first != "core.navique.com" {
+		t.Fatalf("sharedString changed with its buffer: %q", first)
+	}
+	copy(b, "core")
+	if n := testing.AllocsPerRun(100, func() {
+		if s := sharedString(b); s != "core.navique.com" {
+			t.Fatalf("sharedString = %q", s)
+		}
+	}); n != 0 {
+		t.Errorf("a repeated string cost %v allocations, want 0", n)
+	}
+	long := []byte(strings.Repeat("a", sharedMaxLen+1))
+	if s := sharedString(long); s != string(long) {
+		t.Fatalf("sharedString(long) = %q", s)
+	}
+	for i, slot := range sharedStrings {
+		if p := slot.Load(); p != nil && len(*p) > sharedMaxLen {
+			t.Errorf("slot %d holds %d bytes, more than %d", i, len(*p), sharedMaxLen)
+		}
+	}
+}

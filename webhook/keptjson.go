@@ -1,6 +1,10 @@
 package webhook
 
-import "unicode/utf8"
+import (
+	"hash/maphash"
+	"sync/atomic"
+	"unicode/utf8"
+)
 
 // The JSON reading of decodeKept: a reader of the values it reads, which
 // gives up (bad) at anything it would read otherwise than
@@ -104,6 +108,58 @@ func (d *keptDecoder) str() string {
 		return ""
 	}
 	return string(s)
+}
+
+// sharedStr reads a string as str does, the same copy for the strings
+// reviews repeat (sharedString).
+func (d *keptDecoder) sharedStr() string {
+	if d.null() {
+		return ""
+	}
+	s := d.rawStr()
+	if d.bad {
+		return ""
+	}
+	return sharedString(s)
+}
+
+// strIs reads a string as str does and reports whether it is want,
+// copying nothing.
+func (d *keptDecoder) strIs(want string) bool {
+	if d.null() {
+		return want == ""
+	}
+	s := d.rawStr()
+	return !d.bad && string(s) == want
+}
+
+// sharedStrings is a small cache of the strings that reviews repeat (the
+// group, version and kind of the object, its namespace, the user, label
+// keys): a hit costs no allocation. It is bounded: sharedSlots strings
+// of at most sharedMaxLen bytes, a slot holding the last string hashed to
+// it (maphash, seeded per process: no client chooses what it evicts).
+var (
+	sharedStrings [sharedSlots]atomic.Pointer[string]
+	sharedSeed    = maphash.MakeSeed()
+)
+
+const (
+	sharedSlots  = 256
+	sharedMaxLen = 64
+)
+
+// sharedString returns string(b), from sharedStrings when it holds it.
+func sharedString(b []byte) string {
+	if len(b) > sharedMaxLen {
+		return string(b)
+	}
+	slot := &sharedStrings[maphash.Bytes(sharedSeed, b)%sharedSlots]
+	if p := slot.Load(); p != nil && *p == string(b) {
+		return *p
+	}
+	s := string(b)
+	slot.Store(&s)
+	return s
 }
 
 // boolean reads true or false; false for null.
