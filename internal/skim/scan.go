@@ -1,6 +1,7 @@
 package skim
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -145,7 +146,12 @@ func (s *scanner) str() (escaped bool, err error) {
 	}
 	s.i++
 	for {
-		// The fast path: plain bytes.
+		// The fast path: plain bytes, eight at a time, then one by one
+		// from the first word that may hold a quote, a backslash or a
+		// control character.
+		for s.i+8 <= len(s.data) && !mayStop(binary.LittleEndian.Uint64(s.data[s.i:])) {
+			s.i += 8
+		}
 		for s.i < len(s.data) {
 			c := s.data[s.i]
 			if c == '"' || c == '\\' || c < 0x20 {
@@ -187,6 +193,18 @@ func (s *scanner) str() (escaped bool, err error) {
 			return false, s.syntaxError("in string escape code")
 		}
 	}
+}
+
+// mayStop reports whether a word of eight bytes may hold a byte that ends
+// a string's plain run: a quote, a backslash or a control character (below
+// 0x20). It never misses one: each test flags its lowest matching byte
+// exactly ("Determine if a word has a zero byte" and "has a byte less than
+// n", Bit Twiddling Hacks); borrows can only flag bytes above it.
+func mayStop(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	b := x ^ (ones * '\\')
+	return ((q-ones)&^q|(b-ones)&^b|(x-ones*0x20)&^x)&highs != 0
 }
 
 func isHex(c byte) bool {
