@@ -13,6 +13,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -104,10 +105,17 @@ type ConnectionLimits struct {
 // (which close the connection), and the connections of each source
 // address (fairListener). Handlers bound their bodies with a Gate.
 type Server struct {
-	// Server gives Register and WebhookMux; its Start is never called.
+	// Server gives Register and WebhookMux when metrics is nil; its Start
+	// is never called.
 	ctrlwebhook.Server
 	o       ServerOptions
 	started atomic.Bool
+	// metrics are controller-runtime's webhook metrics, which Register
+	// counts the handlers in, on mux (registeredWebhookMetrics); nil if
+	// its registry holds other ones, and then Server's Register counts
+	// them.
+	metrics *webhookMetrics
+	mux     *http.ServeMux
 }
 
 var _ ctrlwebhook.Server = &Server{}
@@ -124,7 +132,29 @@ func NewServer(o ServerOptions) *Server {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
-	return &Server{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port}), o: o}
+	s := &Server{Server: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: o.Host, Port: o.Port}), o: o}
+	if m, ok := registeredWebhookMetrics(ctrlmetrics.Registry); ok {
+		s.metrics, s.mux = m, http.NewServeMux()
+	}
+	return s
+}
+
+// Register serves hook at path, counted in controller-runtime's webhook
+// metrics under path.
+func (s *Server) Register(path string, hook http.Handler) {
+	if s.metrics == nil {
+		s.Server.Register(path, hook)
+		return
+	}
+	s.mux.Handle(path, s.metrics.instrument(path, hook))
+}
+
+// WebhookMux returns the mux of the registered paths.
+func (s *Server) WebhookMux() *http.ServeMux {
+	if s.metrics == nil {
+		return s.Server.WebhookMux()
+	}
+	return s.mux
 }
 
 // NeedLeaderElection is false: every replica serves.
