@@ -237,8 +237,8 @@ func TestSharedString(t *testing.T) {
 	if s := sharedString(long); s != string(long) {
 		t.Fatalf("sharedString(long) = %q", s)
 	}
-	for i, slot := range sharedStrings {
-		if p := slot.Load(); p != nil && len(*p) > sharedMaxLen {
+	for i := range sharedStrings {
+		if p := sharedStrings[i].Load(); p != nil && len(*p) > sharedMaxLen {
 			t.Errorf("slot %d holds %d bytes, more than %d", i, len(*p), sharedMaxLen)
 		}
 	}
