@@ -2,7 +2,7 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
@@ -47,17 +47,19 @@ func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StateAudit: 0, StatePending: 0}
-	c.locks.Each(func(l *lockv1alpha1.Lock) { counts[lockState(l)]++ })
+	c.locks.EachReadiness(func(active bool, ready *metav1.Condition) { counts[lockState(active, ready)]++ })
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
 	}
 }
 
-func lockState(l *lockv1alpha1.Lock) string {
-	if l.Status.Active {
+// lockState is the state lockguard_locks counts a Lock in, by its
+// status.active and its Ready condition (nil for none).
+func lockState(active bool, ready *metav1.Condition) string {
+	if active {
 		return StateActive
 	}
-	switch c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady); {
+	switch c := ready; {
 	case c == nil:
 		return StatePending
 	case c.Reason == lockv1alpha1.ReasonMissingReference:

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
 )
 
@@ -30,66 +30,75 @@ func kindSource[T client.Object, R comparable](c cache.Cache, obj T, h handler.T
 }
 
 // oneKind is a cache whose WaitForCacheSync waits for obj's informer
-// only, and whose informers hand their handlers the metadata objects they
-// store (readmodel.Meta) as metav1.PartialObjectMetadata of obj's kind
-// (partialEvents), as the source's handlers expect.
+// only, and whose informers hand their handlers the objects they store in
+// lockguard's form as the types the source's handlers expect
+// (convertedEvents): the metadata objects (readmodel.Meta) as
+// metav1.PartialObjectMetadata of obj's kind, the Locks
+// (readmodel.CachedLock) as lockv1alpha1.Lock.
 type oneKind struct {
 	cache.Cache
 	obj client.Object
 }
 
 // GetInformer returns the cache's informer for obj, whose handlers see
-// metadata objects as metav1.PartialObjectMetadata (partialEvents).
+// metadata objects as metav1.PartialObjectMetadata and Locks as
+// lockv1alpha1.Lock (convertedEvents).
 func (c oneKind) GetInformer(ctx context.Context, obj client.Object, opts ...cache.InformerGetOption) (cache.Informer, error) {
 	inf, err := c.Cache.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := obj.(*metav1.PartialObjectMetadata); !ok {
-		return inf, nil
+	switch obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		return convertingInformer{Informer: inf, convert: func(o any) any { return readmodel.AsPartial(o, gvk) }}, nil
+	case *lockv1alpha1.Lock:
+		return convertingInformer{Informer: inf, convert: readmodel.AsLock}, nil
 	}
-	return partialInformer{Informer: inf, gvk: obj.GetObjectKind().GroupVersionKind()}, nil
+	return inf, nil
 }
 
-// partialInformer is an informer whose handlers see each readmodel.Meta
-// as a metav1.PartialObjectMetadata of kind gvk (readmodel.AsPartial).
-type partialInformer struct {
+// convertingInformer is an informer whose handlers see each object it
+// stores as convert returns it: a readmodel.Meta as a
+// metav1.PartialObjectMetadata (readmodel.AsPartial), a
+// readmodel.CachedLock as a lockv1alpha1.Lock (readmodel.AsLock).
+type convertingInformer struct {
 	cache.Informer
-	gvk schema.GroupVersionKind
+	convert func(any) any
 }
 
-// AddEventHandler adds h, seeing metav1.PartialObjectMetadata.
-func (i partialInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandler(partialEvents{h: h, gvk: i.gvk})
+// AddEventHandler adds h, seeing converted objects.
+func (i convertingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandler(convertedEvents{h: h, convert: i.convert})
 }
 
-// AddEventHandlerWithResyncPeriod adds h, seeing metav1.PartialObjectMetadata.
-func (i partialInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithResyncPeriod(partialEvents{h: h, gvk: i.gvk}, resync)
+// AddEventHandlerWithResyncPeriod adds h, seeing converted objects.
+func (i convertingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithResyncPeriod(convertedEvents{h: h, convert: i.convert}, resync)
 }
 
-// AddEventHandlerWithOptions adds h, seeing metav1.PartialObjectMetadata.
-func (i partialInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.Informer.AddEventHandlerWithOptions(partialEvents{h: h, gvk: i.gvk}, o)
+// AddEventHandlerWithOptions adds h, seeing converted objects.
+func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
+	return i.Informer.AddEventHandlerWithOptions(convertedEvents{h: h, convert: i.convert}, o)
 }
 
-// partialEvents passes each event to h with its objects as
-// metav1.PartialObjectMetadata of kind gvk: copies, which h may keep.
-type partialEvents struct {
-	h   toolscache.ResourceEventHandler
-	gvk schema.GroupVersionKind
+// convertedEvents passes each event to h with its objects as convert
+// returns them: copies, which h may keep.
+type convertedEvents struct {
+	h       toolscache.ResourceEventHandler
+	convert func(any) any
 }
 
-func (e partialEvents) OnAdd(obj any, initial bool) {
-	e.h.OnAdd(readmodel.AsPartial(obj, e.gvk), initial)
+func (e convertedEvents) OnAdd(obj any, initial bool) {
+	e.h.OnAdd(e.convert(obj), initial)
 }
 
-func (e partialEvents) OnUpdate(old, obj any) {
-	e.h.OnUpdate(readmodel.AsPartial(old, e.gvk), readmodel.AsPartial(obj, e.gvk))
+func (e convertedEvents) OnUpdate(old, obj any) {
+	e.h.OnUpdate(e.convert(old), e.convert(obj))
 }
 
-func (e partialEvents) OnDelete(obj any) {
-	e.h.OnDelete(readmodel.AsPartial(obj, e.gvk))
+func (e convertedEvents) OnDelete(obj any) {
+	e.h.OnDelete(e.convert(obj))
 }
 
 // WaitForCacheSync waits until obj's informer has synced, and reports

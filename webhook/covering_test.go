@@ -109,7 +109,7 @@ func TestCoveringAcrossAnUpdate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ok && o.(*lockv1alpha1.Lock).ResourceVersion == strconv.Itoa(i+2) {
+			if ok && o.(metav1.Object).GetResourceVersion() == strconv.Itoa(i+2) {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -127,7 +127,8 @@ type allLocks struct {
 func (a allLocks) all() []lockv1alpha1.Lock {
 	var locks []lockv1alpha1.Lock
 	for _, o := range a.informer.GetIndexer().List() {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
+		// The cache's Locks are readmodel.CachedLocks.
+		if l, ok := readmodel.AsLock(o).(*lockv1alpha1.Lock); ok {
 			if _, live := l.LiveTarget(time.Time{}); live {
 				locks = append(locks, *l.DeepCopy())
 			}

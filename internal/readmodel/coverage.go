@@ -21,7 +21,7 @@ const coverageIndex = "lockguard.selector-coverage"
 // it enters the index, and a reader sees a Lock's old object or its new
 // one, both indexed, never neither.
 func indexByCoverage(obj any) ([]string, error) {
-	l, ok := obj.(*lockv1alpha1.Lock)
+	l, ok := lockCore(obj)
 	if !ok || !l.HasSelector() || !l.Standing() {
 		return nil, nil
 	}
@@ -87,24 +87,24 @@ func keyBucket(ns, key string) string          { return bucketOf(ns, "/", key) }
 func anyBucket(ns string) string               { return bucketOf(ns, "/*") }
 
 // eachSelectorLock calls fn with every selector Lock of o's namespace that
-// covers o at the index's now (Lock.Covers), once each: the cache's own object,
-// read-only. It reads the coverage index under the buckets of anyKey and
+// covers o at the index's now (Lock.Covers), once each: the store's own
+// object, read-only (lockCore, copyLock). It reads the coverage index under the buckets of anyKey and
 // of each of o's labels, with and without its value, each bucket once; a
 // Lock that covers o is under one of those keys (coverageKeys), and, when
 // it is under several buckets, is passed to fn the first time only.
-func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
+func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(obj any)) error {
 	now := x.now()
-	return x.eachStandingSelectorLock(o, func(l *lockv1alpha1.Lock) {
-		if liveIndexed(l, now) {
-			fn(l)
+	return x.eachStandingSelectorLock(o, func(obj any) {
+		if l, _ := lockCore(obj); liveIndexed(&l, now) {
+			fn(obj)
 		}
 	})
 }
 
 // eachStandingSelectorLock calls fn with every standing selector Lock of
 // o's namespace that selects o (Lock.Selects), live or expired, once
-// each: the cache's own object, read-only.
-func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(*lockv1alpha1.Lock)) error {
+// each: the store's own object, read-only.
+func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj any)) error {
 	indexer := x.informer.GetIndexer()
 	// The buckets of o's keys, each once: on the stack for up to 7 labels.
 	buckets := make([]string, 0, 16)
@@ -127,26 +127,26 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(*loc
 		for _, f := range found {
 			// A bucket holds the Locks of other keys, of other
 			// namespaces too: Selects checks both.
-			if l, ok := f.(*lockv1alpha1.Lock); ok && l.Selects(o) && seen.add(l) {
-				fn(l)
+			if l, ok := lockCore(f); ok && l.Selects(o) && seen.add(f) {
+				fn(f)
 			}
 		}
 	}
 	return nil
 }
 
-// lockSet is a set of Locks, by pointer: a slice while it is small, a map
-// beyond lockSetSlice Locks.
+// lockSet is a set of Locks, by the store's object: a slice while it is
+// small, a map beyond lockSetSlice Locks.
 type lockSet struct {
-	list []*lockv1alpha1.Lock
-	set  map[*lockv1alpha1.Lock]struct{}
+	list []any
+	set  map[any]struct{}
 }
 
 // lockSetSlice is the most Locks a lockSet keeps in a slice.
 const lockSetSlice = 32
 
 // add adds l to s and reports whether it was not in s.
-func (s *lockSet) add(l *lockv1alpha1.Lock) bool {
+func (s *lockSet) add(l any) bool {
 	if s.set != nil {
 		if _, ok := s.set[l]; ok {
 			return false
@@ -158,7 +158,7 @@ func (s *lockSet) add(l *lockv1alpha1.Lock) bool {
 		return false
 	}
 	if s.list = append(s.list, l); len(s.list) > lockSetSlice {
-		s.set = make(map[*lockv1alpha1.Lock]struct{}, 2*len(s.list))
+		s.set = make(map[any]struct{}, 2*len(s.list))
 		for _, m := range s.list {
 			s.set[m] = struct{}{}
 		}

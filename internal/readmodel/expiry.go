@@ -25,7 +25,7 @@ func (x *LockIndex) ExpiredLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Loc
 		return nil, err
 	}
 	now := x.now()
-	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.ExpiredAt(now) }), nil
+	return copyLocksIf(objs, func(l lockv1alpha1.Lock) bool { return l.ExpiredAt(now) }), nil
 }
 
 // StandingLocksCover reports whether a standing Lock (live or expired)
@@ -54,7 +54,7 @@ func (x *LockIndex) StandingLocksCover(ns string, objs []lockv1alpha1.Object) (b
 			return true, nil
 		}
 		selected := false
-		if err := x.eachStandingSelectorLock(o, func(*lockv1alpha1.Lock) { selected = true }); err != nil {
+		if err := x.eachStandingSelectorLock(o, func(any) { selected = true }); err != nil {
 			return false, err
 		}
 		if selected {
@@ -71,7 +71,7 @@ func (x *LockIndex) NextExpiryIn(ns string, now time.Time) (time.Duration, bool)
 	var next time.Duration
 	found := false
 	for _, o := range objs {
-		l, ok := o.(*lockv1alpha1.Lock)
+		l, ok := lockCore(o)
 		if !ok || l.DeletionTimestamp != nil {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -33,7 +34,7 @@ const targetIndex = "lockguard.target"
 // indexByTarget is the targetIndex function: a standing Lock is indexed by
 // its target (Lock.StandingTarget), any other Lock not at all.
 func indexByTarget(obj any) ([]string, error) {
-	l, ok := obj.(*lockv1alpha1.Lock)
+	l, ok := lockCore(obj)
 	if !ok {
 		return nil, nil
 	}
@@ -53,7 +54,7 @@ const kindIndex = "lockguard.target-kind"
 // indexed by its target's group and kind, a live selector Lock by
 // selectorKinds (once, whatever its kinds), any other Lock not at all.
 func indexByTargetKind(obj any) ([]string, error) {
-	l, ok := obj.(*lockv1alpha1.Lock)
+	l, ok := lockCore(obj)
 	if !ok {
 		return nil, nil
 	}
@@ -88,7 +89,7 @@ const selectorIndex = "lockguard.selector"
 // written, say) never takes it out of the index even for a moment: a
 // reader sees the old object or the new one, both in it.
 func indexBySelector(obj any) ([]string, error) {
-	l, ok := obj.(*lockv1alpha1.Lock)
+	l, ok := lockCore(obj)
 	if !ok || !l.HasSelector() || !l.Standing() {
 		return nil, nil
 	}
@@ -152,15 +153,15 @@ func (x *LockIndex) Now() time.Time { return x.now() }
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
 // byTarget returns the standing Locks that target key, as the index
-// holds them (the store's: read-only): those of key's bucket whose
-// target is key.
+// holds them (the store's objects: read-only, lockCore, copyLock): those
+// of key's bucket whose target is key.
 func (x *LockIndex) byTarget(key lockv1alpha1.TargetKey) ([]any, error) {
 	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, targetBucket(key))
 	if err != nil {
 		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
 	}
 	return slices.DeleteFunc(objs, func(obj any) bool {
-		l, ok := obj.(*lockv1alpha1.Lock)
+		l, ok := lockCore(obj)
 		if !ok || l.Spec.TargetRef.Name != key.Name || l.Namespace != key.Namespace {
 			return true
 		}
@@ -199,7 +200,7 @@ func (x *LockIndex) LiveLocks(key lockv1alpha1.TargetKey) ([]lockv1alpha1.Lock, 
 // are live at the index's now, nil for none.
 func (x *LockIndex) copyLive(objs []any) []lockv1alpha1.Lock {
 	now := x.now()
-	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return liveIndexed(l, now) })
+	return copyLocksIf(objs, func(l lockv1alpha1.Lock) bool { return liveIndexed(&l, now) })
 }
 
 // liveIndexed is Lock.Live of a Lock read from the indexes, which hold
@@ -233,34 +234,34 @@ func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _
 	indexer := x.informer.GetIndexer()
 	now := x.now()
 	// first holds the first limit Locks seen so far, in order.
-	first := make([]*lockv1alpha1.Lock, 0, max(limit, 0))
+	first := make([]any, 0, max(limit, 0))
 	for _, kind := range indexer.ListIndexFuncValues(kindIndex) {
 		objs, err := indexer.ByIndex(kindIndex, kind)
 		if err != nil {
 			return nil, 0, fmt.Errorf("looking up the Locks of kind %s: %w", kind, err)
 		}
 		for _, o := range objs {
-			l, ok := o.(*lockv1alpha1.Lock)
-			if !ok || !liveIndexed(l, now) {
+			l, ok := lockCore(o)
+			if !ok || !liveIndexed(&l, now) {
 				continue
 			}
 			total++
 			if limit <= 0 {
 				continue
 			}
-			i, _ := slices.BinarySearchFunc(first, l, compareLocks)
+			i, _ := slices.BinarySearchFunc(first, lockName(o), func(f any, name types.NamespacedName) int { return compareLocks(lockName(f), name) })
 			if i >= limit {
 				continue
 			}
 			if len(first) == limit {
 				first = first[:limit-1]
 			}
-			first = slices.Insert(first, i, l)
+			first = slices.Insert(first, i, o)
 		}
 	}
 	locks := make([]lockv1alpha1.Lock, 0, len(first))
-	for _, l := range first {
-		locks = append(locks, *l.DeepCopy())
+	for _, o := range first {
+		locks = append(locks, copyLock(o))
 	}
 	return locks, total, nil
 }
@@ -268,7 +269,7 @@ func (x *LockIndex) AnyLiveLocks(limit int) (_ []lockv1alpha1.Lock, total int, _
 // compareLocks orders Locks by "namespace/name", as the webhook sorts the
 // Locks it names and as the API server lists them, without building the
 // strings: "a-b/x" comes before "a/x".
-func compareLocks(a, b *lockv1alpha1.Lock) int {
+func compareLocks(a, b types.NamespacedName) int {
 	if a.Namespace == b.Namespace {
 		return strings.Compare(a.Name, b.Name)
 	}
@@ -290,8 +291,13 @@ func (x *LockIndex) HasUID(namespace, name string, uid types.UID) bool {
 	if err != nil || !ok {
 		return false
 	}
-	l, isLock := o.(*lockv1alpha1.Lock)
-	return isLock && l.UID == uid
+	switch l := o.(type) {
+	case *CachedLock:
+		return l.hasUID(uid)
+	case *lockv1alpha1.Lock:
+		return l.UID == uid
+	}
+	return false
 }
 
 // OnDelivered calls fn with the UID of every Lock the informer delivers
@@ -301,8 +307,8 @@ func (x *LockIndex) OnDelivered(fn func(types.UID)) error {
 		if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
 		}
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			fn(l.UID)
+		if uid, ok := lockUID(o); ok {
+			fn(uid)
 		}
 	}
 	_, err := x.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -313,12 +319,15 @@ func (x *LockIndex) OnDelivered(fn func(types.UID)) error {
 	return err
 }
 
-// Each calls fn with every Lock in the informer, read-only (the objects
-// are the cache's).
-func (x *LockIndex) Each(fn func(*lockv1alpha1.Lock)) {
+// EachReadiness calls fn with the status.active of every Lock in the
+// informer and its Ready condition (nil for none), read-only and valid
+// during the call only (the cache's, or a scratch copy), copying no Lock:
+// what lockguard_locks counts.
+func (x *LockIndex) EachReadiness(fn func(active bool, ready *metav1.Condition)) {
+	var scratch metav1.Condition
 	for _, o := range x.informer.GetIndexer().List() {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
-			fn(l)
+		if active, ready, ok := lockReadiness(o, &scratch); ok {
+			fn(active, ready)
 		}
 	}
 }
@@ -333,7 +342,7 @@ func (x *LockIndex) HasLiveLocksIn(ns string) (bool, error) {
 		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
 	}
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok && l.Live(now) {
+		if l, ok := lockCore(o); ok && l.Live(now) {
 			return true, nil
 		}
 	}
@@ -347,7 +356,7 @@ func (x *LockIndex) LiveTargetsIn(ns string) []lockv1alpha1.TargetKey {
 	objs, _ := x.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
 	var out []lockv1alpha1.TargetKey
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
+		if l, ok := lockCore(o); ok {
 			if key, live := l.LiveTarget(now); live {
 				out = append(out, key)
 			}
@@ -372,9 +381,9 @@ func (x *LockIndex) LiveLocksIn(ns string) ([]lockv1alpha1.Lock, error) {
 	now := x.now()
 	var locks []lockv1alpha1.Lock
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok {
+		if l, ok := lockCore(o); ok {
 			if _, live := l.LiveTarget(now); live {
-				locks = append(locks, *l.DeepCopy())
+				locks = append(locks, copyLock(o))
 			}
 		}
 	}

@@ -34,16 +34,29 @@ type lockSource struct {
 }
 
 func (s *lockSource) List(metav1.ListOptions) (runtime.Object, error) {
-	return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: s.locks}, nil
+	// Copies, as decoded: the cache's transform changes the selectors and
+	// conditions of the Locks it is given.
+	items := make([]lockv1alpha1.Lock, len(s.locks))
+	for i := range s.locks {
+		s.locks[i].DeepCopyInto(&items[i])
+	}
+	return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: items}, nil
 }
 func (s *lockSource) Watch(metav1.ListOptions) (watch.Interface, error) { return s.watcher, nil }
 
 // IsWatchListSemanticsUnSupported makes the reflector list, then watch.
 func (s *lockSource) IsWatchListSemanticsUnSupported() bool { return true }
 
-// startIndex returns NewLockIndex on a client-go informer of src, started
-// and synced; it stops at the end of the test.
+// startIndex returns NewLockIndex on a client-go informer of src with
+// lockguard's cache transform (CacheTransform: it stores CachedLocks),
+// started and synced; it stops at the end of the test.
 func startIndex(t *testing.T, src *lockSource) *LockIndex {
+	t.Helper()
+	return startIndexWith(t, src, CacheTransform(nil))
+}
+
+// startIndexWith is startIndex with transform.
+func startIndexWith(t *testing.T, src *lockSource, transform toolscache.TransformFunc) *LockIndex {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(s); err != nil {
@@ -51,6 +64,9 @@ func startIndex(t *testing.T, src *lockSource) *LockIndex {
 	}
 	// The namespace index, as controller-runtime's informers have it.
 	inf := toolscache.NewSharedIndexInformer(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if err := inf.SetTransform(transform); err != nil {
+		t.Fatal(err)
+	}
 	informers := &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{
 		lockv1alpha1.GroupVersion.WithKind("Lock"): inf,
 	}}
@@ -251,7 +267,7 @@ func TestCompareLocks(t *testing.T) {
 	for _, p := range keys {
 		for _, q := range keys {
 			a, b := newLock(p[0], p[1], "", "Stack", "s"), newLock(q[0], q[1], "", "Stack", "s")
-			if got, want := compareLocks(a, b), strings.Compare(p[0]+"/"+p[1], q[0]+"/"+q[1]); got != want {
+			if got, want := compareLocks(lockName(a), lockName(b)), strings.Compare(p[0]+"/"+p[1], q[0]+"/"+q[1]); got != want {
 				t.Errorf("compareLocks(%s/%s, %s/%s) = %d, want %d", p[0], p[1], q[0], q[1], got, want)
 			}
 		}

@@ -17,15 +17,15 @@ func (x *LockIndex) SelectorLocksCovering(objs ...lockv1alpha1.Object) []types.N
 		return nil
 	}
 	var keys []types.NamespacedName
-	seen := map[*lockv1alpha1.Lock]bool{}
+	seen := map[any]bool{}
 	for _, obj := range objs {
 		if obj.Namespace != objs[0].Namespace {
 			continue
 		}
-		err := x.eachSelectorLock(obj, func(l *lockv1alpha1.Lock) {
+		err := x.eachSelectorLock(obj, func(l any) {
 			if !seen[l] {
 				seen[l] = true
-				keys = append(keys, types.NamespacedName{Namespace: l.Namespace, Name: l.Name})
+				keys = append(keys, lockName(l))
 			}
 		})
 		if err != nil {

@@ -23,7 +23,7 @@ func (x *LockIndex) LiveSelectorLocksOfKind(gk schema.GroupKind) ([]lockv1alpha1
 		return nil, fmt.Errorf("looking up the selector Locks: %w", err)
 	}
 	now := x.now()
-	return copyLocksIf(objs, func(l *lockv1alpha1.Lock) bool { return l.CoversKind(gk, now) }), nil
+	return copyLocksIf(objs, func(l lockv1alpha1.Lock) bool { return l.CoversKind(gk, now) }), nil
 }
 
 // LiveSelectorLocksIn returns copies of the live selector Locks of
@@ -48,7 +48,7 @@ func (x *LockIndex) LiveLocksCovering(o lockv1alpha1.Object) ([]lockv1alpha1.Loc
 	if err != nil {
 		return nil, err
 	}
-	err = x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) { locks = append(locks, *l.DeepCopy()) })
+	err = x.eachSelectorLock(o, func(obj any) { locks = append(locks, copyLock(obj)) })
 	return locks, err
 }
 
@@ -69,7 +69,7 @@ func (x *LockIndex) LiveSelectorLocksCovering(ns string, objs []lockv1alpha1.Obj
 		if o.Namespace != ns {
 			continue
 		}
-		err := x.eachSelectorLock(o, func(l *lockv1alpha1.Lock) { out[i] = append(out[i], copies.of(l)) })
+		err := x.eachSelectorLock(o, func(obj any) { out[i] = append(out[i], copies.of(obj)) })
 		if err != nil {
 			return nil, err
 		}
@@ -98,15 +98,15 @@ func (x *LockIndex) LocksCovering(ns string, objs []lockv1alpha1.Object) (live [
 		if err != nil {
 			return nil, false, err
 		}
-		live[i] = copyLocksIf(found, func(l *lockv1alpha1.Lock) bool { return liveIndexed(l, now) })
+		live[i] = copyLocksIf(found, func(l lockv1alpha1.Lock) bool { return liveIndexed(&l, now) })
 		if o.Namespace != ns {
 			continue
 		}
 		standing = standing || len(found) > 0
-		err = x.eachStandingSelectorLock(o, func(l *lockv1alpha1.Lock) {
+		err = x.eachStandingSelectorLock(o, func(obj any) {
 			standing = true
-			if liveIndexed(l, now) {
-				live[i] = append(live[i], copies.of(l))
+			if l, _ := lockCore(obj); liveIndexed(&l, now) {
+				live[i] = append(live[i], copies.of(obj))
 			}
 		})
 		if err != nil {
@@ -117,29 +117,32 @@ func (x *LockIndex) LocksCovering(ns string, objs []lockv1alpha1.Object) (live [
 }
 
 // copier copies the cache's Locks for one lookup, each once however many
-// objects it covers (a selector Lock may cover several).
-type copier map[*lockv1alpha1.Lock]*lockv1alpha1.Lock
+// objects it covers (a selector Lock may cover several), by the store's
+// object.
+type copier map[any]*lockv1alpha1.Lock
 
-// of returns the lookup's copy of l, the cache's object.
-func (c *copier) of(l *lockv1alpha1.Lock) lockv1alpha1.Lock {
-	cp, ok := (*c)[l]
+// of returns the lookup's copy of obj, a Lock of the store (copyLock).
+func (c *copier) of(obj any) lockv1alpha1.Lock {
+	cp, ok := (*c)[obj]
 	if !ok {
 		if *c == nil {
 			*c = copier{}
 		}
-		cp = l.DeepCopy()
-		(*c)[l] = cp
+		l := copyLock(obj)
+		cp = &l
+		(*c)[obj] = cp
 	}
 	return *cp
 }
 
 // copyLocksIf returns copies of the Locks among objs that keep accepts,
-// nil for none.
-func copyLocksIf(objs []any, keep func(*lockv1alpha1.Lock) bool) []lockv1alpha1.Lock {
+// nil for none. keep is given the Lock as lockCore reads it, by value so
+// that it stays off the heap.
+func copyLocksIf(objs []any, keep func(lockv1alpha1.Lock) bool) []lockv1alpha1.Lock {
 	var locks []lockv1alpha1.Lock
 	for _, o := range objs {
-		if l, ok := o.(*lockv1alpha1.Lock); ok && keep(l) {
-			locks = append(locks, *l.DeepCopy())
+		if l, ok := lockCore(o); ok && keep(l) {
+			locks = append(locks, copyLock(o))
 		}
 	}
 	return locks

@@ -31,8 +31,9 @@ import (
 //     (orphan, foregroundDeletion). It is stored as a Meta, which keeps
 //     that alone.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
-//     finalizers and managedFields, and its spec and status, in a copy of
-//     its own whose repeated strings are shared (compactLock).
+//     finalizers and managedFields, and its spec and status, its repeated
+//     strings shared (trimLock), in a CachedLock, which reads as the Lock
+//     compactLock returns.
 //   - Anything else loses its managedFields.
 //
 // The labels, the owner references' apiVersion and kind and the
@@ -46,7 +47,11 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 			trimMetadata(o, shared, clusterKeys)
 			return newMeta(o, shared), nil
 		case *lockv1alpha1.Lock:
-			return compactLock(o, shared), nil
+			// Trimmed as compactLock trims its copy, here one on the
+			// stack that the CachedLock does not keep.
+			c := *o
+			trimLock(&c, shared)
+			return newCachedLock(&c), nil
 		default:
 			// Nil-checked, see https://github.com/kubernetes/kubernetes/issues/124337.
 			if obj, err := meta.Accessor(in); err == nil && obj.GetManagedFields() != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // TestCacheTransform: what the cache keeps of each object, read as a
-// cached client reads it (a Meta as its DeepCopyObject).
+// cached client reads it (a Meta or a CachedLock as its DeepCopyObject).
 func TestCacheTransform(t *testing.T) {
 	now := metav1.Now()
 	full := metav1.ObjectMeta{
@@ -102,9 +102,13 @@ func TestCacheTransform(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m, ok := got.(*Meta); ok {
+			switch m := got.(type) {
+			case *Meta:
 				// Stored as a Meta, read as the PartialObjectMetadata it
 				// stands for (the kind is the informer's, not kept).
+				got = m.DeepCopyObject()
+			case *CachedLock:
+				// Stored as a CachedLock, read as the Lock it stands for.
 				got = m.DeepCopyObject()
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -143,10 +147,10 @@ func TestClusterLabelKeys(t *testing.T) {
 	}
 }
 
-// TestCompactLock: the cache keeps a Lock as a copy of its own that reads
-// as the Lock less what CacheTransform drops, whose repeated strings are
-// one copy between Locks, and whose Ready message (it names the Lock's
-// target) is not shared.
+// TestCompactLock: the cache keeps a Lock as a CachedLock of its own that
+// reads as the Lock less what CacheTransform drops, whose repeated strings
+// are one copy between Locks, and whose Ready message (it names the
+// Lock's target) is not shared.
 func TestCompactLock(t *testing.T) {
 	now := metav1.Now()
 	lock := func(name string) *lockv1alpha1.Lock {
@@ -181,13 +185,14 @@ func TestCompactLock(t *testing.T) {
 		}
 		want := lock(name)
 		want.Labels, want.Annotations, want.Finalizers, want.ManagedFields, want.OwnerReferences = nil, nil, nil, nil, nil
-		if diff := cmp.Diff(want, got); diff != "" {
+		c, ok := got.(*CachedLock)
+		if !ok {
+			t.Fatalf("the cached Lock %s is a %T, want a *CachedLock", name, got)
+		}
+		if diff := cmp.Diff(want, c.Lock()); diff != "" {
 			t.Fatalf("the cached Lock %s: -want, +got:\n%s", name, diff)
 		}
-		if got == in {
-			t.Errorf("the cached Lock %s is the decoded object, not a copy of its own", name)
-		}
-		cached[name] = got.(*lockv1alpha1.Lock)
+		cached[name] = c.Lock()
 	}
 	a, b := cached["a"], cached["b"]
 	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }

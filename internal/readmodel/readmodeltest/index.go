@@ -20,7 +20,8 @@ import (
 )
 
 // Index returns lockguard's Lock index over locks, synced, on the clock
-// now; its informer lists locks once and then watches nothing. It stops
+// now; its informer lists locks once (through lockguard's cache
+// transform, readmodel.CacheTransform) and then watches nothing. It stops
 // at the end of the test.
 func Index(tb testing.TB, now func() time.Time, locks ...lockv1alpha1.Lock) *readmodel.LockIndex {
 	tb.Helper()
@@ -30,11 +31,22 @@ func Index(tb testing.TB, now func() time.Time, locks ...lockv1alpha1.Lock) *rea
 	}
 	lw := &toolscache.ListWatch{
 		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
-			return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: locks}, nil
+			// Copies: the cache's transform changes the selectors and
+			// conditions of the Locks it is given.
+			items := make([]lockv1alpha1.Lock, len(locks))
+			for i := range locks {
+				locks[i].DeepCopyInto(&items[i])
+			}
+			return &lockv1alpha1.LockList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: items}, nil
 		},
 		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
 	}
 	inf := toolscache.NewSharedIndexInformer(listThenWatch{lw}, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	// The cache's transform, as lockguard's: the index reads
+	// readmodel.CachedLocks.
+	if err := inf.SetTransform(readmodel.CacheTransform(nil)); err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	index, err := readmodel.NewLockIndex(ctx, &informertest.FakeInformers{Scheme: s, InformersByGVK: map[schema.GroupVersionKind]toolscache.SharedIndexInformer{

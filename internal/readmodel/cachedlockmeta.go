@@ -1,0 +1,202 @@
+package readmodel
+
+import (
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The metav1.Object methods of CachedLock, which the cache's key and
+// namespace index functions and a cached client's List read.
+
+// GetNamespace returns the namespace.
+func (c *CachedLock) GetNamespace() string { return c.namespace }
+
+// SetNamespace sets the namespace.
+func (c *CachedLock) SetNamespace(namespace string) { c.namespace = namespace }
+
+// GetName returns the name.
+func (c *CachedLock) GetName() string { return c.name }
+
+// SetName sets the name.
+func (c *CachedLock) SetName(name string) { c.name = name }
+
+// GetGenerateName returns the generateName.
+func (c *CachedLock) GetGenerateName() string {
+	if c.rare == nil {
+		return ""
+	}
+	return c.rare.generateName
+}
+
+// SetGenerateName sets the generateName.
+func (c *CachedLock) SetGenerateName(name string) {
+	if name != "" || c.rare != nil {
+		c.more().generateName = name
+	}
+}
+
+// GetUID returns the UID.
+func (c *CachedLock) GetUID() types.UID {
+	if c.uid == ([16]byte{}) {
+		if c.rare == nil {
+			return ""
+		}
+		return c.rare.uid
+	}
+	return types.UID(formatUUID(c.uid))
+}
+
+// hasUID reports whether c's UID is uid, formatting none.
+func (c *CachedLock) hasUID(uid types.UID) bool {
+	if b, ok := parseUUID(string(uid)); ok {
+		return b == c.uid
+	}
+	return c.uid == ([16]byte{}) && c.GetUID() == uid
+}
+
+// GetResourceVersion returns the resourceVersion.
+func (c *CachedLock) GetResourceVersion() string {
+	if c.rv == 0 {
+		if c.rare == nil {
+			return ""
+		}
+		return c.rare.rv
+	}
+	return strconv.FormatUint(c.rv, 10)
+}
+
+// SetUID sets the UID.
+func (c *CachedLock) SetUID(uid types.UID) {
+	if b, ok := parseUUID(string(uid)); ok {
+		c.uid = b
+		if c.rare != nil {
+			c.rare.uid = ""
+		}
+		return
+	}
+	c.uid = [16]byte{}
+	if uid != "" || c.rare != nil {
+		c.more().uid = uid
+	}
+}
+
+// SetResourceVersion sets the resourceVersion.
+func (c *CachedLock) SetResourceVersion(version string) {
+	if n, err := strconv.ParseUint(version, 10, 64); err == nil && n > 0 && strconv.FormatUint(n, 10) == version {
+		c.rv = n
+		if c.rare != nil {
+			c.rare.rv = ""
+		}
+		return
+	}
+	c.rv = 0
+	if version != "" || c.rare != nil {
+		c.more().rv = version
+	}
+}
+
+// GetGeneration returns the generation.
+func (c *CachedLock) GetGeneration() int64 { return c.generation }
+
+// SetGeneration sets the generation.
+func (c *CachedLock) SetGeneration(generation int64) { c.generation = generation }
+
+// GetSelfLink returns the selfLink.
+func (c *CachedLock) GetSelfLink() string {
+	if c.rare == nil {
+		return ""
+	}
+	return c.rare.selfLink
+}
+
+// SetSelfLink sets the selfLink.
+func (c *CachedLock) SetSelfLink(selfLink string) {
+	if selfLink != "" || c.rare != nil {
+		c.more().selfLink = selfLink
+	}
+}
+
+// GetCreationTimestamp returns the creationTimestamp.
+func (c *CachedLock) GetCreationTimestamp() metav1.Time {
+	if c.flags&flagCreatedRare != 0 {
+		return c.rare.created
+	}
+	return unpackTime(c.created)
+}
+
+// SetCreationTimestamp sets the creationTimestamp.
+func (c *CachedLock) SetCreationTimestamp(t metav1.Time) {
+	if n, ok := packTime(t); ok {
+		c.created, c.flags = n, c.flags&^flagCreatedRare
+		if c.rare != nil {
+			c.rare.created = metav1.Time{}
+		}
+		return
+	}
+	c.created, c.flags = 0, c.flags|flagCreatedRare
+	c.more().created = t
+}
+
+// GetDeletionTimestamp returns the deletionTimestamp (the cache's:
+// read-only).
+func (c *CachedLock) GetDeletionTimestamp() *metav1.Time {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.deletionTimestamp
+}
+
+// SetDeletionTimestamp sets the deletionTimestamp.
+func (c *CachedLock) SetDeletionTimestamp(t *metav1.Time) {
+	if t != nil || c.rare != nil {
+		c.more().deletionTimestamp = t
+	}
+}
+
+// GetDeletionGracePeriodSeconds returns the deletionGracePeriodSeconds
+// (the cache's: read-only).
+func (c *CachedLock) GetDeletionGracePeriodSeconds() *int64 {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.deletionGracePeriodSeconds
+}
+
+// SetDeletionGracePeriodSeconds sets the deletionGracePeriodSeconds.
+func (c *CachedLock) SetDeletionGracePeriodSeconds(s *int64) {
+	if s != nil || c.rare != nil {
+		c.more().deletionGracePeriodSeconds = s
+	}
+}
+
+// GetLabels returns nil: not kept (compactLock).
+func (c *CachedLock) GetLabels() map[string]string { return nil }
+
+// SetLabels does nothing: not kept.
+func (c *CachedLock) SetLabels(map[string]string) {}
+
+// GetAnnotations returns nil: not kept (compactLock).
+func (c *CachedLock) GetAnnotations() map[string]string { return nil }
+
+// SetAnnotations does nothing: not kept.
+func (c *CachedLock) SetAnnotations(map[string]string) {}
+
+// GetFinalizers returns nil: not kept (compactLock).
+func (c *CachedLock) GetFinalizers() []string { return nil }
+
+// SetFinalizers does nothing: not kept.
+func (c *CachedLock) SetFinalizers([]string) {}
+
+// GetOwnerReferences returns nil: not kept (compactLock).
+func (c *CachedLock) GetOwnerReferences() []metav1.OwnerReference { return nil }
+
+// SetOwnerReferences does nothing: not kept.
+func (c *CachedLock) SetOwnerReferences([]metav1.OwnerReference) {}
+
+// GetManagedFields returns nil: not kept (compactLock).
+func (c *CachedLock) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+
+// SetManagedFields does nothing: not kept.
+func (c *CachedLock) SetManagedFields([]metav1.ManagedFieldsEntry) {}
