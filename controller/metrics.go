@@ -2,7 +2,6 @@ package controller
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/readmodel"
@@ -47,26 +46,26 @@ func (c *LockStateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	counts := map[string]int{StateActive: 0, StateMissingReference: 0, StateInvalidTarget: 0, StateAudit: 0, StatePending: 0}
-	c.locks.EachReadiness(func(active bool, ready *metav1.Condition) { counts[lockState(active, ready)]++ })
+	c.locks.EachReadiness(func(active, ready bool, reason string) { counts[lockState(active, ready, reason)]++ })
 	for state, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), state)
 	}
 }
 
 // lockState is the state lockguard_locks counts a Lock in, by its
-// status.active and its Ready condition (nil for none).
-func lockState(active bool, ready *metav1.Condition) string {
-	if active {
+// status.active, whether it has a Ready condition, and that condition's
+// reason.
+func lockState(active, ready bool, reason string) string {
+	switch {
+	case active:
 		return StateActive
-	}
-	switch c := ready; {
-	case c == nil:
+	case !ready:
 		return StatePending
-	case c.Reason == lockv1alpha1.ReasonMissingReference:
+	case reason == lockv1alpha1.ReasonMissingReference:
 		return StateMissingReference
-	case c.Reason == lockv1alpha1.ReasonInvalidTarget:
+	case reason == lockv1alpha1.ReasonInvalidTarget:
 		return StateInvalidTarget
-	case c.Reason == lockv1alpha1.ReasonAudit:
+	case reason == lockv1alpha1.ReasonAudit:
 		return StateAudit
 	default:
 		return StatePending

@@ -168,26 +168,19 @@ func MissingMessage(kind, name, namespace string) string {
 	return fmt.Sprintf("%s %q not found in namespace %q; its deletion will be denied as soon as it is created", kind, name, namespace)
 }
 
-// ActiveMessage is the Ready message of an active Lock: what it denies,
-// until when if it expires, and its spec.reason if it gives one.
+// ActiveMessage is the Ready message of an active Lock or ClusterLock:
+// what it denies, until when if it expires, and its spec.reason if it
+// gives one (a Lock's: lockv1alpha1.Lock.ActiveMessage, which lockguard's
+// cache derives it from).
 func ActiveMessage(lock *lockv1alpha1.Lock) string {
-	msg := fmt.Sprintf("deleting %s %q is denied while this %s exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name, nounOf(lock))
-	switch s := lock.Spec.Selector; {
-	case s == nil:
-	case nounOf(lock) == "ClusterLock":
+	if nounOf(lock) == "Lock" {
+		return lock.ActiveMessage()
+	}
+	msg := fmt.Sprintf("deleting %s %q is denied while this ClusterLock exists", lock.Spec.TargetRef.Kind, lock.Spec.TargetRef.Name)
+	if lock.Spec.Selector != nil {
 		msg = fmt.Sprintf("deleting the objects this ClusterLock's selector matches is denied while this ClusterLock exists (an object created or labelled into it later: once lockguard labels it, within about %s)", clusterLockRecheck)
-	case s.IsEmpty():
-		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", lock.Namespace)
-	default:
-		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", lock.Namespace)
 	}
-	if lock.Spec.ExpiresAt != nil {
-		msg += ", until it expires at " + lock.ExpiresAtString()
-	}
-	if lock.Spec.Reason != "" {
-		msg += ": " + lock.Spec.Reason
-	}
-	return msg
+	return msg + lock.ActiveMessageEnd()
 }
 
 // statusPatch is a JSON merge patch that sets the whole status to s, if

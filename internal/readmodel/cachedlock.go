@@ -103,6 +103,10 @@ const (
 	flagCreatedRare
 	// flagActive: status.active is true.
 	flagActive
+	// flagActiveMessage: the inline Ready condition's message is the
+	// Lock's lockv1alpha1.Lock.ActiveMessage, not kept (ready.message is
+	// empty): it repeats the spec, and was the largest string of a Lock.
+	flagActiveMessage
 )
 
 // lockRare holds what few Locks of the cache have: metadata fields rarely
@@ -197,6 +201,9 @@ func (c *CachedLock) packStatus(o *lockv1alpha1.Lock) {
 	}
 	if r, status, ok := inlineReady(s.Conditions); ok {
 		c.ready, c.readyStatus, c.flags = r, status, c.flags|flagReady
+		if core := c.core(); r.reason == lockv1alpha1.ReasonActive && core.Namespace != "" && r.message == core.ActiveMessage() {
+			c.ready.message, c.flags = "", c.flags|flagActiveMessage
+		}
 	} else if s.Conditions != nil {
 		c.more().conditions = s.Conditions
 	}
@@ -333,9 +340,14 @@ func (c *CachedLock) Lock() *lockv1alpha1.Lock {
 	return &l
 }
 
-// readyCondition returns the Ready condition c keeps inline (flagReady).
+// readyCondition returns the Ready condition c keeps inline (flagReady),
+// its message made again when c does not keep it (flagActiveMessage).
 func (c *CachedLock) readyCondition() metav1.Condition {
 	r := c.ready
+	if c.flags&flagActiveMessage != 0 {
+		l := c.core()
+		r.message = l.ActiveMessage()
+	}
 	return metav1.Condition{Type: lockv1alpha1.ConditionReady, Status: conditionStatuses[c.readyStatus],
 		ObservedGeneration: r.observedGeneration, LastTransitionTime: unpackTime(r.transition), Reason: r.reason, Message: r.message}
 }

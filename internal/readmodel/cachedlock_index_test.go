@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -93,12 +92,8 @@ func TestCachedLockIndexReads(t *testing.T) {
 	}
 	readiness := func(x *LockIndex) map[string]int {
 		counts := map[string]int{}
-		x.EachReadiness(func(active bool, ready *metav1.Condition) {
-			key := fmt.Sprint(active)
-			if ready != nil {
-				key += fmt.Sprintf(" %+v", *ready)
-			}
-			counts[key]++
+		x.EachReadiness(func(active, ready bool, reason string) {
+			counts[fmt.Sprint(active, ready, reason)]++
 		})
 		return counts
 	}

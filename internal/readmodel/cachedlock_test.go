@@ -121,7 +121,8 @@ func firstCondition(l *lockv1alpha1.Lock) *metav1.Condition {
 }
 
 // baseLock is an active targetRef Lock as the API server sends it, its
-// status as lockguard writes it.
+// status as lockguard writes it (its Ready message the one the cache
+// derives, flagActiveMessage).
 func baseLock(i int) *lockv1alpha1.Lock {
 	created := decoded(time.Unix(1700000000+int64(i), 0))
 	l := &lockv1alpha1.Lock{
@@ -133,7 +134,7 @@ func baseLock(i int) *lockv1alpha1.Lock {
 	}
 	l.Status = lockv1alpha1.LockStatus{Scope: l.ScopeString(), Active: true, ObservedGeneration: 2,
 		Conditions: []metav1.Condition{{Type: lockv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: lockv1alpha1.ReasonActive,
-			Message: "deleting Stack is denied", ObservedGeneration: 2, LastTransitionTime: created}},
+			Message: l.ActiveMessage(), ObservedGeneration: 2, LastTransitionTime: created}},
 		Protected: &lockv1alpha1.ProtectedStatus{Count: 1, Resources: []lockv1alpha1.ProtectedResource{{Kind: "Stack", Name: l.Spec.TargetRef.Name}}}}
 	return l
 }
@@ -235,11 +236,10 @@ func checkCachedMeta(t *testing.T, want *lockv1alpha1.Lock, c *CachedLock) {
 			t.Errorf("Lock %s: the %s index keys it by %q, want %q", want.Name, name, gotKeys, wantKeys)
 		}
 	}
-	var scratch metav1.Condition
-	active, ready, _ := lockReadiness(c, &scratch)
-	wantActive, wantReady, _ := lockReadiness(want, new(metav1.Condition))
-	if active != wantActive || !reflect.DeepEqual(ready, wantReady) {
-		t.Errorf("Lock %s: readiness %v %+v, want %v %+v", want.Name, active, ready, wantActive, wantReady)
+	active, ready, reason, _ := lockReadiness(c)
+	wantActive, wantReady, wantReason, _ := lockReadiness(want)
+	if active != wantActive || ready != wantReady || reason != wantReason {
+		t.Errorf("Lock %s: readiness %v %v %q, want %v %v %q", want.Name, active, ready, reason, wantActive, wantReady, wantReason)
 	}
 }
 
@@ -357,5 +357,37 @@ func leaves(v reflect.Value, path string, set, unset map[string]bool) {
 		}
 	default:
 		mark()
+	}
+}
+
+// TestCachedLockDerivesActiveMessage: a CachedLock keeps no Ready message
+// that lockv1alpha1.Lock.ActiveMessage gives (a targetRef Lock's, a
+// selector Lock's, with an expiry), and reads as the Lock all the same;
+// it keeps any other message.
+func TestCachedLockDerivesActiveMessage(t *testing.T) {
+	selector := baseLock(1)
+	selector.Spec.TargetRef, selector.Spec.Selector = lockv1alpha1.TargetReference{}, &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"app": "web"}}
+	expiring := baseLock(2)
+	expiring.Spec.ExpiresAt = ptr.To(decoded(time.Unix(1800000000, 0)))
+	other := baseLock(3)
+	for _, l := range []*lockv1alpha1.Lock{baseLock(0), selector, expiring, other} {
+		l.Status.Scope = l.ScopeString()
+		firstCondition(l).Message = l.ActiveMessage()
+	}
+	firstCondition(other).Message = "deleting Stack is denied"
+	transform := CacheTransform(nil)
+	for _, in := range []*lockv1alpha1.Lock{baseLock(0), selector, expiring, other} {
+		obj, err := transform(in.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := obj.(*CachedLock)
+		derived := in != other
+		if got := c.flags&flagActiveMessage != 0 && c.ready.message == ""; got != derived {
+			t.Errorf("Lock %s (message %q): message derived %v, want %v", in.Name, firstCondition(in).Message, got, derived)
+		}
+		if diff := cmp.Diff(compactLock(in.DeepCopy(), newInterner()), c.Lock()); diff != "" {
+			t.Errorf("Lock %s: -compactLock, +CachedLock:\n%s", in.Name, diff)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -320,14 +319,12 @@ func (x *LockIndex) OnDelivered(fn func(types.UID)) error {
 }
 
 // EachReadiness calls fn with the status.active of every Lock in the
-// informer and its Ready condition (nil for none), read-only and valid
-// during the call only (the cache's, or a scratch copy), copying no Lock:
-// what lockguard_locks counts.
-func (x *LockIndex) EachReadiness(fn func(active bool, ready *metav1.Condition)) {
-	var scratch metav1.Condition
+// informer, whether it has a Ready condition and that condition's reason,
+// copying no Lock: what lockguard_locks counts.
+func (x *LockIndex) EachReadiness(fn func(active, ready bool, reason string)) {
 	for _, o := range x.informer.GetIndexer().List() {
-		if active, ready, ok := lockReadiness(o, &scratch); ok {
-			fn(active, ready)
+		if active, ready, reason, ok := lockReadiness(o); ok {
+			fn(active, ready, reason)
 		}
 	}
 }

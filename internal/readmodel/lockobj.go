@@ -2,7 +2,6 @@ package readmodel
 
 import (
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -64,23 +63,27 @@ func lockUID(obj any) (types.UID, bool) {
 	return "", false
 }
 
-// lockReadiness returns the status.active of obj, a Lock of the store, and
-// its Ready condition, nil for none: the store's, or scratch filled with
-// it. false when obj is not a Lock.
-func lockReadiness(obj any, scratch *metav1.Condition) (active bool, ready *metav1.Condition, ok bool) {
+// lockReadiness returns the status.active of obj, a Lock of the store,
+// whether it has a Ready condition and that condition's reason; false
+// when obj is not a Lock. It copies nothing.
+func lockReadiness(obj any) (active, ready bool, reason string, ok bool) {
 	switch l := obj.(type) {
 	case *CachedLock:
 		active = l.flags&flagActive != 0
 		if l.flags&flagReady != 0 {
-			*scratch = l.readyCondition()
-			return active, scratch, true
+			return active, true, l.ready.reason, true
 		}
 		if l.rare != nil {
-			return active, meta.FindStatusCondition(l.rare.conditions, lockv1alpha1.ConditionReady), true
+			if c := meta.FindStatusCondition(l.rare.conditions, lockv1alpha1.ConditionReady); c != nil {
+				return active, true, c.Reason, true
+			}
 		}
-		return active, nil, true
+		return active, false, "", true
 	case *lockv1alpha1.Lock:
-		return l.Status.Active, meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady), true
+		if c := meta.FindStatusCondition(l.Status.Conditions, lockv1alpha1.ConditionReady); c != nil {
+			return l.Status.Active, true, c.Reason, true
+		}
+		return l.Status.Active, false, "", true
 	}
-	return false, nil, false
+	return false, false, "", false
 }
