@@ -97,9 +97,9 @@ type ConnectionLimits struct {
 	PerSource int
 }
 
-// Server is lockguard's webhook server: controller-runtime's registration
-// of paths (its mux, instrumented with controller_runtime_webhook_*
-// metrics), served by an http.Server that bounds what comes before a
+// Server is lockguard's webhook server: a mux of paths, each counted in
+// controller-runtime's controller_runtime_webhook_* metrics (Register),
+// served by an http.Server that bounds what comes before a
 // handler: connections, header bytes, and the time of the handshake and
 // the header and of every request, answers given before a body was read
 // (which close the connection), and the connections of each source
