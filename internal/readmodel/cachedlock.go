@@ -7,7 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -37,14 +36,9 @@ import (
 // the metadata fields it keeps; setting one it does not keep (labels,
 // annotations, owner references, finalizers, managedFields) does nothing.
 type CachedLock struct {
-	name      string
-	namespace string // shared between the Locks of a namespace
-	// rv is the resourceVersion when it is a decimal number without
-	// leading zeros, above 0; 0 otherwise (then it is rare.rv).
-	rv uint64
-	// uid is the UID when it is a UUID in canonical form and not all
-	// zeros; zero otherwise (then it is rare.uid).
-	uid        [16]byte
+	name       string
+	namespace  string // shared between the Locks of a namespace
+	objectIDs         // odd ones in rare
 	generation int64
 	// created is the creationTimestamp (packTime); when it cannot be, it
 	// is rare.created.
@@ -114,10 +108,9 @@ const (
 // unusual form, an expiry, a scope other than the spec's, conditions other
 // than a Ready one alone, and the records of refused requests.
 type lockRare struct {
-	apiVersion, kind           string
-	generateName, selfLink     string
-	uid                        types.UID
-	rv                         string
+	apiVersion, kind       string
+	generateName, selfLink string
+	oddIDs
 	created                    metav1.Time
 	deletionTimestamp          *metav1.Time
 	deletionGracePeriodSeconds *int64

@@ -1,8 +1,6 @@
 package readmodel
 
 import (
-	"strconv"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -39,13 +37,7 @@ func (c *CachedLock) SetGenerateName(name string) {
 
 // GetUID returns the UID.
 func (c *CachedLock) GetUID() types.UID {
-	if c.uid == ([16]byte{}) {
-		if c.rare == nil {
-			return ""
-		}
-		return c.rare.uid
-	}
-	return types.UID(formatUUID(c.uid))
+	return c.getUID(c.odd())
 }
 
 // hasUID reports whether c's UID is uid, formatting none.
@@ -58,43 +50,17 @@ func (c *CachedLock) hasUID(uid types.UID) bool {
 
 // GetResourceVersion returns the resourceVersion.
 func (c *CachedLock) GetResourceVersion() string {
-	if c.rv == 0 {
-		if c.rare == nil {
-			return ""
-		}
-		return c.rare.rv
-	}
-	return strconv.FormatUint(c.rv, 10)
+	return c.getRV(c.odd())
 }
 
 // SetUID sets the UID.
 func (c *CachedLock) SetUID(uid types.UID) {
-	if b, ok := parseUUID(string(uid)); ok {
-		c.uid = b
-		if c.rare != nil {
-			c.rare.uid = ""
-		}
-		return
-	}
-	c.uid = [16]byte{}
-	if uid != "" || c.rare != nil {
-		c.more().uid = uid
-	}
+	c.setUID(uid, c.odd(), func() *oddIDs { return &c.more().oddIDs })
 }
 
 // SetResourceVersion sets the resourceVersion.
 func (c *CachedLock) SetResourceVersion(version string) {
-	if n, err := strconv.ParseUint(version, 10, 64); err == nil && n > 0 && strconv.FormatUint(n, 10) == version {
-		c.rv = n
-		if c.rare != nil {
-			c.rare.rv = ""
-		}
-		return
-	}
-	c.rv = 0
-	if version != "" || c.rare != nil {
-		c.more().rv = version
-	}
+	c.setRV(version, c.odd(), func() *oddIDs { return &c.more().oddIDs })
 }
 
 // GetGeneration returns the generation.
@@ -200,3 +166,12 @@ func (c *CachedLock) GetManagedFields() []metav1.ManagedFieldsEntry { return nil
 
 // SetManagedFields does nothing: not kept.
 func (c *CachedLock) SetManagedFields([]metav1.ManagedFieldsEntry) {}
+
+// odd returns the odd UID and resourceVersion of c's rare part, nil when
+// c has none.
+func (c *CachedLock) odd() *oddIDs {
+	if c.rare == nil {
+		return nil
+	}
+	return &c.rare.oddIDs
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"maps"
 	"slices"
-	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,14 +31,9 @@ import (
 // deletionGracePeriodSeconds, managedFields) does nothing.
 type Meta struct {
 	name      string
-	namespace string // shared between the objects of a namespace
-	// rv is the resourceVersion when it is a decimal number without
-	// leading zeros, above 0; 0 otherwise (then it is rare.rv).
-	rv uint64
-	// uid is the UID when it is a UUID in canonical form and not all
-	// zeros; zero otherwise (then it is rare.uid).
-	uid    [16]byte
-	labels map[string]string // shared between the objects that repeat it
+	namespace string            // shared between the objects of a namespace
+	objectIDs                   // odd ones in rare
+	labels    map[string]string // shared between the objects that repeat it
 	// owners are the owner references when each UID is a canonical UUID;
 	// nil otherwise (then they are rare.owners).
 	owners []ownerRef
@@ -57,8 +51,7 @@ type ownerRef struct {
 // annotations, the garbage collector's finalizers, a deletionTimestamp,
 // and a UID, resourceVersion or owner reference UID not in the usual form.
 type metaRare struct {
-	uid               types.UID
-	rv                string
+	oddIDs
 	annotations       annotationPairs
 	finalizers        []string
 	deletionTimestamp *metav1.Time
@@ -147,54 +140,22 @@ func (m *Meta) SetGenerateName(string) {}
 
 // GetUID returns the UID.
 func (m *Meta) GetUID() types.UID {
-	if m.uid == ([16]byte{}) {
-		if m.rare == nil {
-			return ""
-		}
-		return m.rare.uid
-	}
-	return types.UID(formatUUID(m.uid))
+	return m.getUID(m.odd())
 }
 
 // SetUID sets the UID.
 func (m *Meta) SetUID(uid types.UID) {
-	if b, ok := parseUUID(string(uid)); ok {
-		m.uid = b
-		if m.rare != nil {
-			m.rare.uid = ""
-		}
-		return
-	}
-	m.uid = [16]byte{}
-	if uid != "" || m.rare != nil {
-		m.more().uid = uid
-	}
+	m.setUID(uid, m.odd(), func() *oddIDs { return &m.more().oddIDs })
 }
 
 // GetResourceVersion returns the resourceVersion.
 func (m *Meta) GetResourceVersion() string {
-	if m.rv == 0 {
-		if m.rare == nil {
-			return ""
-		}
-		return m.rare.rv
-	}
-	return strconv.FormatUint(m.rv, 10)
+	return m.getRV(m.odd())
 }
 
 // SetResourceVersion sets the resourceVersion.
 func (m *Meta) SetResourceVersion(version string) {
-	if n, err := strconv.ParseUint(version, 10, 64); err == nil && n > 0 && strconv.FormatUint(n, 10) == version {
-		m.rv = n
-		if m.rare != nil {
-			m.rare.rv = ""
-		}
-		return
-	}
-	m.rv = 0
-	if version != "" || m.rare != nil {
-		m.more().rv = version
-	}
+	m.setRV(version, m.odd(), func() *oddIDs { return &m.more().oddIDs })
 }
 
 // GetGeneration returns 0: not kept.
@@ -320,6 +281,15 @@ func (m *Meta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 
 // SetManagedFields does nothing: not kept.
 func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry) {}
+
+// odd returns the odd UID and resourceVersion of m's rare part, nil
+// when m has none.
+func (m *Meta) odd() *oddIDs {
+	if m.rare == nil {
+		return nil
+	}
+	return &m.rare.oddIDs
+}
 
 // more returns m.rare, made if m has none.
 func (m *Meta) more() *metaRare {
