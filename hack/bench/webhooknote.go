@@ -14,9 +14,9 @@ pairs of back-to-back runs of ` + "`bench -only webhook`" + ` (load 1.3-3.8), th
 ratio went 0.58-0.62 → 0.67-0.70 with 54f0693 (0.74-0.77 at 9d6b2ff in two
 more pairs); 052e456-1897eb3 (no query map, a lazy deadline timer,
 shared strings, skim eight bytes at a time, the metrics' series resolved
-once): 31 allocations per review, 0.78-0.84 at e66ae3d in three pairs
-(b5d0fde 0.65-0.79 beside it). Issue 38's 80% is reached in most runs,
-not all.
+once): 31 allocations per review, 0.77-0.92 in six pairs at e66ae3d
+and 2f82f90 (b5d0fde 0.65-0.83 beside them). Issue 38's 80% is reached
+in 7 of those 12 medians, not reliably.
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
