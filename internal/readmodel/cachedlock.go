@@ -14,7 +14,7 @@ import (
 )
 
 // CachedLock is what lockguard's cache keeps of a Lock (CacheTransform):
-// what compactLock keeps of it, in a form of its own (issue 38: a
+// what trimLock keeps of it, in a form of its own (issue 38: a
 // lockv1alpha1.Lock is 464 bytes before its strings and slices, most of
 // its metadata fields empty in the cache). Its UID and resourceVersion are
 // kept as numbers when they have the usual form (a UUID in lower case, a
@@ -28,7 +28,7 @@ import (
 // form) is behind one pointer.
 //
 // A CachedLock is read-only, as every object of the cache, and reads as
-// the lockv1alpha1.Lock compactLock would have cached (Lock,
+// the lockv1alpha1.Lock trimLock leaves (Lock,
 // DeepCopyObject): a cached client's Get and List of Locks answer with
 // such copies, the controller's Lock source converts it (AsLock) before
 // its handlers see it, and the LockIndex's reads decide from its fields
@@ -45,7 +45,7 @@ type CachedLock struct {
 	created int64
 
 	// The spec: the target's apiVersion and kind and the reason are
-	// shared, the selector is compactLock's (read-only).
+	// shared, the selector is the trimmed Lock's (read-only).
 	target   lockv1alpha1.TargetReference
 	selector *lockv1alpha1.LockSelector
 	reason   string
@@ -67,7 +67,7 @@ type CachedLock struct {
 // readyCondition is a Lock's Ready condition, kept inline: its type is
 // lockv1alpha1.ConditionReady, its status a code (CachedLock.readyStatus:
 // outside, where it takes no room of its own), its lastTransitionTime
-// packed (packTime); reason and message shared as compactLock shares
+// packed (packTime); reason and message shared as trimLock shares
 // them.
 type readyCondition struct {
 	observedGeneration int64
@@ -140,7 +140,7 @@ var (
 	_ runtime.Object = (*CachedLock)(nil)
 )
 
-// newCachedLock returns the CachedLock of o, a Lock as compactLock leaves
+// newCachedLock returns the CachedLock of o, a Lock as trimLock leaves
 // it (its strings shared, its labels and the rest dropped): it takes o's
 // strings, selector, slices and pointers as they are, and keeps nothing
 // else of o.
@@ -285,7 +285,7 @@ func (c *CachedLock) core() lockv1alpha1.Lock {
 	return l
 }
 
-// Lock returns the Lock c stands for, as compactLock would have cached it,
+// Lock returns the Lock c stands for, as trimLock left it,
 // as a new lockv1alpha1.Lock that shares nothing with c but strings.
 func (c *CachedLock) Lock() *lockv1alpha1.Lock {
 	l := c.core()

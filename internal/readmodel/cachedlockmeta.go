@@ -137,31 +137,31 @@ func (c *CachedLock) SetDeletionGracePeriodSeconds(s *int64) {
 	}
 }
 
-// GetLabels returns nil: not kept (compactLock).
+// GetLabels returns nil: not kept (trimLock).
 func (c *CachedLock) GetLabels() map[string]string { return nil }
 
 // SetLabels does nothing: not kept.
 func (c *CachedLock) SetLabels(map[string]string) {}
 
-// GetAnnotations returns nil: not kept (compactLock).
+// GetAnnotations returns nil: not kept (trimLock).
 func (c *CachedLock) GetAnnotations() map[string]string { return nil }
 
 // SetAnnotations does nothing: not kept.
 func (c *CachedLock) SetAnnotations(map[string]string) {}
 
-// GetFinalizers returns nil: not kept (compactLock).
+// GetFinalizers returns nil: not kept (trimLock).
 func (c *CachedLock) GetFinalizers() []string { return nil }
 
 // SetFinalizers does nothing: not kept.
 func (c *CachedLock) SetFinalizers([]string) {}
 
-// GetOwnerReferences returns nil: not kept (compactLock).
+// GetOwnerReferences returns nil: not kept (trimLock).
 func (c *CachedLock) GetOwnerReferences() []metav1.OwnerReference { return nil }
 
 // SetOwnerReferences does nothing: not kept.
 func (c *CachedLock) SetOwnerReferences([]metav1.OwnerReference) {}
 
-// GetManagedFields returns nil: not kept (compactLock).
+// GetManagedFields returns nil: not kept (trimLock).
 func (c *CachedLock) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 
 // SetManagedFields does nothing: not kept.

@@ -32,8 +32,8 @@ import (
 //     that alone.
 //   - A Lock keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status, its repeated
-//     strings shared (trimLock), in a CachedLock, which reads as the Lock
-//     compactLock returns.
+//     strings shared (trimLock), in a CachedLock, which reads as that
+//     trimmed Lock.
 //   - Anything else loses its managedFields.
 //
 // The labels, the owner references' apiVersion and kind and the
@@ -47,8 +47,8 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 			trimMetadata(o, shared, clusterKeys)
 			return newMeta(o, shared), nil
 		case *lockv1alpha1.Lock:
-			// Trimmed as compactLock trims its copy, here one on the
-			// stack that the CachedLock does not keep.
+			// Trimmed on a copy on the stack, which the CachedLock does
+			// not keep.
 			c := *o
 			trimLock(&c, shared)
 			return newCachedLock(&c), nil
