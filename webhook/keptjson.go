@@ -98,39 +98,38 @@ func (d *keptDecoder) rawStr() []byte {
 	return nil
 }
 
-// str reads a string; "" for null.
-func (d *keptDecoder) str() string {
+// strBytes reads a string, in place in the body (nil for null); false when
+// it is not one the decoder reads (d.bad).
+func (d *keptDecoder) strBytes() ([]byte, bool) {
 	if d.null() {
-		return ""
+		return nil, true
 	}
 	s := d.rawStr()
-	if d.bad {
-		return ""
+	return s, !d.bad
+}
+
+// str reads a string; "" for null.
+func (d *keptDecoder) str() string {
+	if s, ok := d.strBytes(); ok {
+		return string(s)
 	}
-	return string(s)
+	return ""
 }
 
 // sharedStr reads a string as str does, the same copy for the strings
 // reviews repeat (sharedString).
 func (d *keptDecoder) sharedStr() string {
-	if d.null() {
-		return ""
+	if s, ok := d.strBytes(); ok {
+		return sharedString(s)
 	}
-	s := d.rawStr()
-	if d.bad {
-		return ""
-	}
-	return sharedString(s)
+	return ""
 }
 
 // strIs reads a string as str does and reports whether it is want,
 // copying nothing.
 func (d *keptDecoder) strIs(want string) bool {
-	if d.null() {
-		return want == ""
-	}
-	s := d.rawStr()
-	return !d.bad && string(s) == want
+	s, ok := d.strBytes()
+	return ok && string(s) == want
 }
 
 // sharedStrings is a small cache of the strings that reviews repeat (the

@@ -38,7 +38,7 @@ func indexByTarget(obj any) ([]string, error) {
 		return nil, nil
 	}
 	if key, standing := l.StandingTarget(); standing {
-		return []string{bucket(key.String())}, nil
+		return []string{targetBucket(key)}, nil
 	}
 	return nil, nil
 }
