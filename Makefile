@@ -297,9 +297,9 @@ bench: kube build $(HELM) ## Performance benchmarks (issue 6; section 8: issue 1
 	  -modes-versions "$(KUBE_VERSIONS)" -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
 
 .PHONY: bench-scale
-bench-scale: kube build ## make bench's scale section alone (issue 38: memory, start-up and DELETE decisions with many Locks and unlocked objects), into bin/benchmarks-scale.md and its plot; sized by BENCH_SCALE_POINTS, BENCH_SCALE_NAMESPACES, BENCH_SCALE_PROBES (defaults: a smoke run of about a minute); BENCH_SCALE_GOMEMLIMIT runs lockguard with that GOMEMLIMIT (the chart's: 230MiB), BENCH_BASELINE=<an earlier lockguard binary> measures it side by side at each size.
+bench-scale: kube build ## make bench's scale section alone (issue 38: memory, start-up and DELETE decisions with many Locks and unlocked objects), into bin/benchmarks-scale.md and its plot; sized by BENCH_SCALE_POINTS, BENCH_SCALE_NAMESPACES, BENCH_SCALE_PROBES (defaults: a smoke run of about a minute); BENCH_SCALE_GOMEMLIMIT runs lockguard with that GOMEMLIMIT (the chart's: 230MiB), BENCH_SCALE_STACK_WATCH_CACHE=off runs kube-apiserver without a watch cache of Stacks (what lets it hold a million here), BENCH_BASELINE=<an earlier lockguard binary> measures it side by side at each size.
 	LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) go run ./hack/bench -only scale -lockguard $(BIN)/lockguard -out $(BIN)/benchmarks-scale.md $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE)) \
-	  -command-line "make bench-scale BENCH_SCALE_POINTS=$${BENCH_SCALE_POINTS:-} BENCH_SCALE_NAMESPACES=$${BENCH_SCALE_NAMESPACES:-} BENCH_SCALE_PROBES=$${BENCH_SCALE_PROBES:-} BENCH_SCALE_GOMEMLIMIT=$${BENCH_SCALE_GOMEMLIMIT:-} BENCH_BASELINE=$(BENCH_BASELINE)"
+	  -command-line "make bench-scale BENCH_SCALE_POINTS=$${BENCH_SCALE_POINTS:-} BENCH_SCALE_NAMESPACES=$${BENCH_SCALE_NAMESPACES:-} BENCH_SCALE_PROBES=$${BENCH_SCALE_PROBES:-} BENCH_SCALE_GOMEMLIMIT=$${BENCH_SCALE_GOMEMLIMIT:-} BENCH_SCALE_STACK_WATCH_CACHE=$${BENCH_SCALE_STACK_WATCH_CACHE:-} BENCH_BASELINE=$(BENCH_BASELINE)"
 
 .PHONY: bench-quick
 bench-quick: ## make bench at BENCH_SCALE=0.1 (a few minutes), written to bin/benchmarks-quick.md.

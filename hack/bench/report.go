@@ -43,13 +43,16 @@ type report struct {
 	// scaleGoMemLimit is the GOMEMLIMIT the scale section ran lockguard
 	// with ("": none).
 	scaleGoMemLimit string
-	grown           int
-	growTook        time.Duration
-	modes           []*modesRun
-	cascade         *measure.CascadeResult
-	selectors       *measure.SelectorsResult
-	scale           *measure.ScaleResult
-	scaleSVG        string // where the scale section's plot was written
+	// scaleNoStackWatchCache is whether kube-apiserver ran without a watch
+	// cache of Stacks (envScaleStackWatchCache).
+	scaleNoStackWatchCache bool
+	grown                  int
+	growTook               time.Duration
+	modes                  []*modesRun
+	cascade                *measure.CascadeResult
+	selectors              *measure.SelectorsResult
+	scale                  *measure.ScaleResult
+	scaleSVG               string // where the scale section's plot was written
 }
 
 // modesNote is the header's sentence on issue 13's measurements: what

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/hack/bench/measure"
 )
@@ -27,6 +28,13 @@ const (
 	// envScaleGoMemLimit is the GOMEMLIMIT lockguard runs with ("": none);
 	// the chart sets 90% of the container's memory limit, 230MiB by default.
 	envScaleGoMemLimit = "BENCH_SCALE_GOMEMLIMIT"
+	// envScaleStackWatchCache set to "off" runs kube-apiserver without a
+	// watch cache of Stacks (--watch-cache-sizes=stacks.core.navique.com#0):
+	// it then lists them from etcd, page by page, rather than holding each
+	// as a decoded object (about 14 KiB apiece on this machine), so that a
+	// million of them fit beside the Locks. lockguard's informers list and
+	// watch the same objects either way.
+	envScaleStackWatchCache = "BENCH_SCALE_STACK_WATCH_CACHE"
 
 	defaultScalePoints     = "0/0,500/0,500/5000"
 	defaultScaleNamespaces = 50
@@ -76,7 +84,16 @@ func runScale(ctx context.Context, o options, r *report) error {
 		logs = os.Stderr
 	}
 	step("Scale: starting etcd and kube-apiserver")
-	c, err := measure.StartClusterOptions(ctx, framework.Options{Logs: logs, EtcdFlags: map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 30)}})
+	fo := framework.Options{Logs: logs, EtcdFlags: map[string]string{"quota-backend-bytes": strconv.Itoa(8 << 30)}}
+	switch v := os.Getenv(envScaleStackWatchCache); v {
+	case "", "on":
+	case "off":
+		fo.APIServerFlags = map[string]string{"watch-cache-sizes": "stacks." + lockv1alpha1.GroupVersion.Group + "#0"}
+		r.scaleNoStackWatchCache = true
+	default:
+		return fmt.Errorf("%s=%q: want on or off", envScaleStackWatchCache, v)
+	}
+	c, err := measure.StartClusterOptions(ctx, fo)
 	if err != nil {
 		return err
 	}
@@ -164,6 +181,9 @@ func (r *report) scaleSection(w writer) {
 			mib(m.PeakRSS), mib(m.RSS), mib(m.HeapInuse), mib(m.HeapMin), mib(m.Live),
 			ms(p.TargetRef.Quantile(0.5)), ms(p.TargetRef.Quantile(0.99)), ms(p.Selector.Quantile(0.5)), ms(p.Selector.Quantile(0.99)),
 			ms(p.Allowed.Quantile(0.5)), ms(p.Allowed.Quantile(0.99)))
+	}
+	if r.scaleNoStackWatchCache {
+		w("\nkube-apiserver ran without a watch cache of Stacks (%s=off: `--watch-cache-sizes=stacks.%s#0`), so that it could hold the objects: it lists Stacks from etcd page by page (its start is then timed until a list of each kind answers), and lockguard's informers list and watch them as on any API server.\n", envScaleStackWatchCache, lockv1alpha1.GroupVersion.Group)
 	}
 	if r.scaleGoMemLimit != "" {
 		w("\nEvery lockguard ran with `GOMEMLIMIT=%s` (%s), as the chart runs it.\n", r.scaleGoMemLimit, envScaleGoMemLimit)

@@ -310,7 +310,10 @@ func (c *Cluster) waitWatchCaches(ctx context.Context, within time.Duration) err
 		for {
 			list := &metav1.PartialObjectMetadataList{}
 			list.SetGroupVersionKind(lockv1alpha1.GroupVersion.WithKind(kind))
-			err := c.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0"}})
+			// One item is enough: kube-apiserver answers a list at
+			// resourceVersion 0 from its watch cache whole, and one without
+			// a watch cache of the kind reads a page from etcd.
+			err := c.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0", Limit: 1}})
 			if err == nil {
 				break
 			}
