@@ -313,7 +313,7 @@ func (c *Cluster) waitWatchCaches(ctx context.Context, within time.Duration) err
 			// One item is enough: kube-apiserver answers a list at
 			// resourceVersion 0 from its watch cache whole, and one without
 			// a watch cache of the kind reads a page from etcd.
-			err := c.Client.List(ctx, list, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: "0", Limit: 1}})
+			err := c.Client.List(ctx, list, &client.ListOptions{Limit: 1, Raw: &metav1.ListOptions{ResourceVersion: "0"}})
 			if err == nil {
 				break
 			}
