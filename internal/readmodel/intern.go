@@ -1,6 +1,7 @@
 package readmodel
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -27,10 +28,48 @@ type interner struct {
 	mu      sync.Mutex
 	strings map[string]string
 	labels  map[string]map[string]string
+	kinds   map[ownerKind]*ownerKind
+	// owners holds the owner names seen last, by their hash: the objects
+	// an owner owns are usually listed and changed together, so that they
+	// share one string, without the interner holding every owner's name.
+	owners [ownerNameSlots]string
+	seed   maphash.Seed
 }
 
+// ownerNameSlots is the number of owner names an interner remembers.
+const ownerNameSlots = 1 << 10
+
 func newInterner() *interner {
-	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}}
+	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, seed: maphash.MakeSeed()}
+}
+
+// ownerKind returns an owner reference's apiVersion and kind, shared with
+// every reference that repeats them.
+func (n *interner) ownerKind(apiVersion, kind string) *ownerKind {
+	k := ownerKind{apiVersion: apiVersion, kind: kind}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.kinds[k]; ok {
+		return c
+	}
+	if len(n.kinds) >= internStrings {
+		clear(n.kinds)
+	}
+	c := &ownerKind{apiVersion: n.stringLocked(apiVersion), kind: n.stringLocked(kind)}
+	n.kinds[*c] = c
+	return c
+}
+
+// ownerName returns name, or an equal string handed out lately.
+func (n *interner) ownerName(name string) string {
+	slot := &n.owners[maphash.String(n.seed, name)&(ownerNameSlots-1)]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if *slot == name {
+		return *slot
+	}
+	*slot = name
+	return name
 }
 
 // string returns s, or an equal string handed out before.

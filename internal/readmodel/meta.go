@@ -34,22 +34,29 @@ type Meta struct {
 	namespace string            // shared between the objects of a namespace
 	objectIDs                   // odd ones in rare
 	labels    map[string]string // shared between the objects that repeat it
-	// owners are the owner references when each UID is a canonical UUID;
-	// nil otherwise (then they are rare.owners).
-	owners []ownerRef
-	rare   *metaRare
+	// owner is the owner reference when the object has one, whose UID is a
+	// canonical UUID (most owned objects); nil otherwise (any other
+	// references are rare.owners).
+	owner *ownerRef
+	rare  *metaRare
 }
 
-// ownerRef is an owner reference of a Meta: apiVersion and kind shared
-// between the objects that repeat them, and a UID in canonical form.
+// ownerRef is the one owner reference of a Meta: its apiVersion and kind
+// and its name shared between the objects that repeat them, and a UID in
+// canonical form.
 type ownerRef struct {
-	apiVersion, kind, name string
-	uid                    [16]byte
+	*ownerKind
+	name string
+	uid  [16]byte
 }
+
+// ownerKind is an owner reference's apiVersion and kind.
+type ownerKind struct{ apiVersion, kind string }
 
 // metaRare holds what few objects of the cache have: lockguard's
 // annotations, the garbage collector's finalizers, a deletionTimestamp,
-// and a UID, resourceVersion or owner reference UID not in the usual form.
+// a UID or resourceVersion not in the usual form, and owner references
+// other than a single one with a canonical UID.
 type metaRare struct {
 	oddIDs
 	annotations       annotationPairs
@@ -74,7 +81,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 	m.SetAnnotations(o.Annotations)
 	m.SetFinalizers(o.Finalizers)
 	m.SetDeletionTimestamp(o.DeletionTimestamp)
-	m.SetOwnerReferences(o.OwnerReferences)
+	m.setOwnerReferences(o.OwnerReferences, shared)
 	return m
 }
 
@@ -221,31 +228,26 @@ func (m *Meta) SetFinalizers(finalizers []string) {
 // GetOwnerReferences returns the owner references, as a new slice (nil
 // for none).
 func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
+	if r := m.owner; r != nil {
+		return []metav1.OwnerReference{{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(formatUUID(r.uid))}}
+	}
 	if m.rare != nil && m.rare.owners != nil {
 		return slices.Clone(m.rare.owners)
 	}
-	if len(m.owners) == 0 {
-		return nil
-	}
-	refs := make([]metav1.OwnerReference, len(m.owners))
-	for i, r := range m.owners {
-		refs[i] = metav1.OwnerReference{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(formatUUID(r.uid))}
-	}
-	return refs
+	return nil
 }
 
 // ownerUIDs returns the UIDs of the owner references, as strings.
 func (m *Meta) ownerUIDs() []string {
-	if m.rare != nil && m.rare.owners != nil {
-		uids := make([]string, len(m.rare.owners))
-		for i, r := range m.rare.owners {
-			uids[i] = string(r.UID)
-		}
-		return uids
+	if m.owner != nil {
+		return []string{formatUUID(m.owner.uid)}
 	}
-	uids := make([]string, len(m.owners))
-	for i, r := range m.owners {
-		uids[i] = formatUUID(r.uid)
+	if m.rare == nil || m.rare.owners == nil {
+		return nil
+	}
+	uids := make([]string, len(m.rare.owners))
+	for i, r := range m.rare.owners {
+		uids[i] = string(r.UID)
 	}
 	return uids
 }
@@ -253,27 +255,34 @@ func (m *Meta) ownerUIDs() []string {
 // SetOwnerReferences sets the owner references (without their controller
 // and blockOwnerDeletion flags).
 func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) {
-	m.owners = nil
+	m.setOwnerReferences(refs, nil)
+}
+
+// setOwnerReferences sets the owner references: a single one with a
+// canonical UID as m.owner (its apiVersion, kind and name shared through
+// shared, when not nil), any others as rare.owners.
+func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner) {
+	m.owner = nil
 	if m.rare != nil {
 		m.rare.owners = nil
 	}
 	if len(refs) == 0 {
 		return
 	}
-	owners := make([]ownerRef, len(refs))
-	for i, r := range refs {
-		uid, ok := parseUUID(string(r.UID))
-		if !ok {
-			kept := make([]metav1.OwnerReference, len(refs))
-			for j, r := range refs {
-				kept[j] = metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
-			}
-			m.more().owners = kept
-			return
+	if uid, ok := parseUUID(string(refs[0].UID)); ok && len(refs) == 1 {
+		r := refs[0]
+		kind, name := &ownerKind{apiVersion: r.APIVersion, kind: r.Kind}, r.Name
+		if shared != nil {
+			kind, name = shared.ownerKind(r.APIVersion, r.Kind), shared.ownerName(r.Name)
 		}
-		owners[i] = ownerRef{apiVersion: r.APIVersion, kind: r.Kind, name: r.Name, uid: uid}
+		m.owner = &ownerRef{ownerKind: kind, name: name, uid: uid}
+		return
 	}
-	m.owners = owners
+	kept := make([]metav1.OwnerReference, len(refs))
+	for i, r := range refs {
+		kept[i] = metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
+	}
+	m.more().owners = kept
 }
 
 // GetManagedFields returns nil: not kept.

@@ -1,7 +1,9 @@
 package readmodel
 
 import (
+	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,5 +118,35 @@ func TestAsPartial(t *testing.T) {
 	other := &metav1.PartialObjectMetadata{}
 	if got := AsPartial(other, gvk); got != any(other) {
 		t.Errorf("AsPartial(%T) = %v; want it unchanged", other, got)
+	}
+}
+
+// TestMetaSharesOwner: the objects one owner owns share its reference's
+// apiVersion, kind and name (issue 38: an owned object's reference is a
+// pointer and a UID, not three strings of its own), and a Meta stays in
+// Go's 80-byte size class.
+func TestMetaSharesOwner(t *testing.T) {
+	if size := unsafe.Sizeof(Meta{}); size > 80 {
+		t.Errorf("a Meta is %d bytes; want at most 80", size)
+	}
+	shared := newInterner()
+	ref := func() []metav1.OwnerReference {
+		// Strings of their own, as a decoder makes them.
+		return []metav1.OwnerReference{{APIVersion: strings.Clone("core.navique.com/v1alpha1"), Kind: strings.Clone("Stack"),
+			Name: strings.Clone("stack-0000010"), UID: "1c9e3b7a-5d2f-4e8a-9b6c-000000000010"}}
+	}
+	a := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", OwnerReferences: ref()}}, shared)
+	b := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", OwnerReferences: ref()}}, shared)
+	if a.owner == nil || b.owner == nil {
+		t.Fatalf("a single owner reference with a canonical UID is not Meta.owner: %+v, %+v", a.owner, b.owner)
+	}
+	if a.owner.ownerKind != b.owner.ownerKind {
+		t.Errorf("the two references' apiVersion and kind are not shared")
+	}
+	if unsafe.StringData(a.owner.name) != unsafe.StringData(b.owner.name) {
+		t.Errorf("the two references' owner name is not shared")
+	}
+	if diff := cmp.Diff(ref(), b.GetOwnerReferences()); diff != "" {
+		t.Errorf("GetOwnerReferences: -want, +got:\n%s", diff)
 	}
 }
