@@ -32,8 +32,15 @@ const (
 // could wait a minute after the API server was back before it listed, and
 // the reconciler saw a new Lock or a namespace's label that late. Retried
 // here, the restart costs the reflector one step at most (its watch ends).
+//
+// A metadata informer keeps its objects in a metaStore rather than
+// client-go's store (issue 38).
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	return toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
+	inf := toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		withStore(inf, newMetaStore(indexers))
+	}
+	return inf
 }
 
 // steadyListWatch wraps lw so that a list or watch failing for a reason

@@ -75,10 +75,10 @@ func apiServerLocks(tb testing.TB, n int) []byte {
 // the live heap the store then holds per Lock, and the store.
 func lockStoreHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc, byTarget, byCoverage toolscache.IndexFunc) (float64, toolscache.Indexer) {
 	tb.Helper()
-	return heapOfStore(tb, toolscache.Indexers{
+	return heapOfStore(tb, clientGoStore(toolscache.Indexers{
 		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc,
 		targetIndex:               byTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector, coverageIndex: byCoverage,
-	}, transform, func() []any {
+	}), transform, func() []any {
 		locks := decodeLocks(tb, data)
 		objs := make([]any, len(locks))
 		for i, l := range locks {
@@ -155,7 +155,7 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 	b.Run("target", func(b *testing.B) {
 		var sum float64
 		for range b.N {
-			per, store := storeHeap(b, targets, CacheTransform(nil))
+			per, store := storeHeap(b, targets, CacheTransform(nil), newMetaIndexer)
 			sum += per
 			goruntime.KeepAlive(store)
 		}

@@ -79,9 +79,9 @@ func apiServerTargets(tb testing.TB, n int, locked bool) []byte {
 // controller-runtime cache's namespace index and OwnerIndex's owner
 // index), and returns the heap the store then holds per object (after a
 // GC, the decoded list and data freed), and the store (to keep it alive).
-func storeHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc) (float64, toolscache.Indexer) {
+func storeHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc, newStore func(toolscache.Indexers) toolscache.Indexer) (float64, toolscache.Indexer) {
 	tb.Helper()
-	return heapOfStore(tb, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, ownerIndex: indexByOwner}, transform, func() []any {
+	return heapOfStore(tb, newStore(toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, ownerIndex: indexByOwner}), transform, func() []any {
 		// The reflector decodes each page (or, streaming, each object)
 		// and stores pointers into the decoded items, as here.
 		items := decodeItems(tb, data)
@@ -94,13 +94,12 @@ func storeHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc) (
 }
 
 // heapOfStore decodes objects (decode), passes each through transform and
-// adds it to a store with indexers, and returns the live heap the store
-// then holds per object (measured from before the decoding, after a GC),
-// and the store.
-func heapOfStore(tb testing.TB, indexers toolscache.Indexers, transform toolscache.TransformFunc, decode func() []any) (float64, toolscache.Indexer) {
+// adds it to store (empty), and returns the live heap the store then
+// holds per object (measured from before the decoding, after a GC), and
+// the store.
+func heapOfStore(tb testing.TB, store toolscache.Indexer, transform toolscache.TransformFunc, decode func() []any) (float64, toolscache.Indexer) {
 	tb.Helper()
 	before := liveHeap()
-	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, indexers)
 	objs := decode()
 	for i, o := range objs {
 		obj, err := transform(o)
@@ -151,11 +150,16 @@ func BenchmarkCacheHeap(b *testing.B) {
 		{"before", transformBefore},
 		{"shared", transformShared},
 		{"after", func() toolscache.TransformFunc { return CacheTransform(nil) }},
+		{"metastore", func() toolscache.TransformFunc { return CacheTransform(nil) }},
 	} {
+		newStore := clientGoStore
+		if c.name == "metastore" {
+			newStore = newMetaIndexer
+		}
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64
 			for range b.N {
-				per, store := storeHeap(b, data, c.transform())
+				per, store := storeHeap(b, data, c.transform(), newStore)
 				sum += per
 				runtime.KeepAlive(store)
 			}
@@ -221,15 +225,30 @@ func transformBefore() toolscache.TransformFunc {
 //	go test -run '^$' -bench CacheStoreShare -benchtime 3x ./internal/readmodel/
 func BenchmarkCacheStoreShare(b *testing.B) {
 	data := apiServerObjects(b, heapObjects)
-	var sum float64
-	for range b.N {
-		_, store := storeHeap(b, data, CacheTransform(nil))
-		metas := store.List()
-		with := liveHeap()
-		runtime.KeepAlive(store) // live until with is measured
-		without := liveHeap()
-		sum += float64(with-without) / float64(len(metas))
-		runtime.KeepAlive(metas)
+	for _, c := range []struct {
+		name     string
+		newStore func(toolscache.Indexers) toolscache.Indexer
+	}{{"client-go", clientGoStore}, {"metastore", newMetaIndexer}} {
+		b.Run(c.name, func(b *testing.B) {
+			var sum float64
+			for range b.N {
+				_, store := storeHeap(b, data, CacheTransform(nil), c.newStore)
+				metas := store.List()
+				with := liveHeap()
+				runtime.KeepAlive(store) // live until with is measured
+				without := liveHeap()
+				sum += float64(with-without) / float64(len(metas))
+				runtime.KeepAlive(metas)
+			}
+			b.ReportMetric(sum/float64(b.N), "B/object")
+		})
 	}
-	b.ReportMetric(sum/float64(b.N), "B/object")
 }
+
+// clientGoStore is the store client-go's informer makes.
+func clientGoStore(indexers toolscache.Indexers) toolscache.Indexer {
+	return toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+}
+
+// newMetaIndexer is the store lockguard's metadata informers keep (NewInformer).
+func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return newMetaStore(indexers) }

@@ -1,0 +1,269 @@
+package readmodel
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	fcache "k8s.io/client-go/tools/cache/testing"
+)
+
+// storeIndexers are the indexers of a metadata informer in lockguard
+// (controller-runtime's namespace index and OwnerIndex's), and one more
+// that indexes some objects under several values.
+func storeIndexers() toolscache.Indexers {
+	return toolscache.Indexers{
+		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc,
+		ownerIndex:                indexByOwner,
+		"labels": func(obj any) ([]string, error) {
+			var vs []string
+			for k, v := range obj.(metav1.Object).GetLabels() {
+				vs = append(vs, k+"="+v)
+			}
+			return vs, nil
+		},
+	}
+}
+
+// randomMeta returns one of a few hundred objects (namespace and name), in
+// one of several versions: owners, labels and resourceVersion vary.
+func randomMeta(r *rand.Rand, shared *interner) *Meta {
+	i := r.IntN(300)
+	o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: []string{"", "a", "b", "c"}[i%4], Name: fmt.Sprintf("o-%d", i/4),
+		UID:             types.UID(fmt.Sprintf("1c9e3b7a-5d2f-4e8a-9b6c-%012d", i)),
+		ResourceVersion: fmt.Sprint(r.IntN(1000) + 1),
+	}}
+	switch r.IntN(4) {
+	case 0:
+		o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "core.navique.com/v1alpha1", Kind: "Stack", Name: "p", UID: types.UID(fmt.Sprintf("1c9e3b7a-5d2f-4e8a-9b6c-%012d", r.IntN(5)))}}
+	case 1:
+		o.OwnerReferences = []metav1.OwnerReference{{Kind: "Stack", Name: "p", UID: "odd"}, {Kind: "Stack", Name: "q", UID: types.UID(fmt.Sprintf("u%d", r.IntN(3)))}}
+	}
+	if r.IntN(2) == 0 {
+		o.Labels = map[string]string{"tier": fmt.Sprint(r.IntN(3)), "app": fmt.Sprint(r.IntN(2))}
+	}
+	return newMeta(o, shared)
+}
+
+// TestMetaStoreAgrees: a metaStore and client-go's indexer, given the same
+// random changes (adds, updates, deletes by object and by tombstone,
+// replacements, indexers added to a filled store), answer every read
+// alike.
+func TestMetaStoreAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	shared := newInterner()
+	for run := range 12 {
+		indexers := storeIndexers()
+		late := toolscache.Indexers{"late": indexers["labels"]}
+		if run%2 == 1 {
+			// The owner index is added later, as OwnerIndex adds it.
+			late = toolscache.Indexers{ownerIndex: indexByOwner}
+			delete(indexers, ownerIndex)
+		}
+		want := toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
+		got := newMetaStore(indexers)
+		for step := range 400 {
+			var op string
+			switch n := r.IntN(100); {
+			case n < 50:
+				op = "add"
+				o := randomMeta(r, shared)
+				mustAgree(t, want.Add(o), got.Add(o))
+			case n < 65:
+				op = "update"
+				o := randomMeta(r, shared)
+				mustAgree(t, want.Update(o), got.Update(o))
+			case n < 80:
+				op = "delete"
+				o := randomMeta(r, shared)
+				mustAgree(t, want.Delete(o), got.Delete(o))
+			case n < 90:
+				op = "tombstone"
+				o := randomMeta(r, shared)
+				key, _ := toolscache.DeletionHandlingMetaNamespaceKeyFunc(o)
+				tomb := toolscache.DeletedFinalStateUnknown{Key: key, Obj: o}
+				mustAgree(t, want.Delete(tomb), got.Delete(tomb))
+			case n < 92:
+				op = "replace"
+				var list []any
+				for range r.IntN(200) {
+					list = append(list, randomMeta(r, shared))
+				}
+				mustAgree(t, want.Replace(list, "77"), got.Replace(list, "77"))
+			case n < 93 && late != nil:
+				op = "add indexers"
+				mustAgree(t, want.AddIndexers(late), got.AddIndexers(late))
+				late = nil
+			default:
+				op = "bookmark"
+				want.Bookmark("88")
+				got.Bookmark("88")
+			}
+			if diff := storeDiff(want, got, r, shared); diff != "" {
+				t.Fatalf("run %d, step %d (%s): the stores disagree (-client-go, +metaStore):\n%s", run, step, op, diff)
+			}
+		}
+	}
+}
+
+func mustAgree(t *testing.T, want, got error) {
+	t.Helper()
+	if (want == nil) != (got == nil) {
+		t.Fatalf("client-go's store: %v; metaStore: %v", want, got)
+	}
+}
+
+// storeDiff compares every read of the two stores.
+func storeDiff(want, got toolscache.Indexer, r *rand.Rand, shared *interner) string {
+	sorted := func(l []any) []string {
+		var keys []string
+		for _, o := range l {
+			m := o.(metav1.Object)
+			keys = append(keys, fmt.Sprintf("%s/%s@%s %p", m.GetNamespace(), m.GetName(), m.GetResourceVersion(), o))
+		}
+		slices.Sort(keys)
+		return keys
+	}
+	strs := func(l []string, err error) []string {
+		l = slices.Clone(l)
+		slices.Sort(l)
+		if err != nil {
+			l = append(l, "error")
+		}
+		return l
+	}
+	objs := func(l []any, err error) []string {
+		s := sorted(l)
+		if err != nil {
+			s = append(s, "error")
+		}
+		return s
+	}
+	var d string
+	add := func(what string, a, b any) {
+		if diff := cmp.Diff(a, b); diff != "" {
+			d += what + ":\n" + diff
+		}
+	}
+	add("List", sorted(want.List()), sorted(got.List()))
+	add("ListKeys", strs(want.ListKeys(), nil), strs(got.ListKeys(), nil))
+	add("LastStoreSyncResourceVersion", want.LastStoreSyncResourceVersion(), got.LastStoreSyncResourceVersion())
+	probe := randomMeta(r, shared)
+	key, _ := toolscache.MetaNamespaceKeyFunc(probe)
+	for _, k := range []string{key, "a/o-1", "o-2", "nope/x"} {
+		w, wok, werr := want.GetByKey(k)
+		g, gok, gerr := got.GetByKey(k)
+		add("GetByKey "+k, fmt.Sprint(w, wok, werr != nil), fmt.Sprint(g, gok, gerr != nil))
+	}
+	w, wok, _ := want.Get(probe)
+	g, gok, _ := got.Get(probe)
+	add("Get", fmt.Sprint(w, wok), fmt.Sprint(g, gok))
+	for name := range want.GetIndexers() {
+		add("ListIndexFuncValues "+name, strs(want.ListIndexFuncValues(name), nil), strs(got.ListIndexFuncValues(name), nil))
+		add("Index "+name, objs(want.Index(name, probe)), objs(got.Index(name, probe)))
+		for _, v := range append(want.ListIndexFuncValues(name), "none") {
+			add("ByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(got.ByIndex(name, v)))
+			add("IndexKeys "+name+" "+v, strs(want.IndexKeys(name, v)), strs(got.IndexKeys(name, v)))
+		}
+	}
+	add("indexers", slices.Sorted(mapKeys(want.GetIndexers())), slices.Sorted(mapKeys(got.GetIndexers())))
+	_, werr := want.ByIndex("missing", "x")
+	_, gerr := got.ByIndex("missing", "x")
+	add("ByIndex of a missing index", werr != nil, gerr != nil)
+	return d
+}
+
+func mapKeys(m toolscache.Indexers) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// TestWithStore: lockguard's metadata informers keep their objects in a
+// metaStore (this fails when client-go's informer no longer keeps its
+// store where withStore sets it), and the informer's events, relists and
+// tombstones are client-go's: a handler sees the adds, updates and
+// deletes, a relist's deletions as tombstones, and the store follows.
+func TestWithStore(t *testing.T) {
+	src := fcache.NewFakeControllerSource()
+	stack := func(name, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv,
+			UID: types.UID("1c9e3b7a-5d2f-4e8a-9b6c-0000000000" + name[len(name)-2:])}}
+	}
+	src.Add(stack("s-01", ""))
+	src.Add(stack("s-02", ""))
+	inf := NewInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	if _, ok := inf.GetIndexer().(*metaStore); !ok {
+		t.Fatalf("the metadata informer's store is a %T, not a metaStore", inf.GetIndexer())
+	}
+	if err := inf.SetTransform(CacheTransform(nil)); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan string, 100)
+	name := func(obj any) string {
+		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			return "tombstone " + tomb.Key
+		}
+		return obj.(*Meta).GetName()
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { events <- "add " + name(obj) },
+		UpdateFunc: func(_, obj any) { events <- "update " + name(obj) },
+		DeleteFunc: func(obj any) { events <- "delete " + name(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	want := func(ev ...string) {
+		t.Helper()
+		var got []string
+		for range ev {
+			select {
+			case e := <-events:
+				got = append(got, e)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("events: got %q; want %q", got, ev)
+			}
+		}
+		slices.Sort(got)
+		slices.Sort(ev)
+		if diff := cmp.Diff(ev, got); diff != "" {
+			t.Errorf("events: -want, +got:\n%s", diff)
+		}
+	}
+	want("add s-01", "add s-02")
+	src.Modify(stack("s-01", ""))
+	src.Add(stack("s-03", ""))
+	src.Delete(stack("s-02", ""))
+	want("update s-01", "add s-03", "delete s-02")
+	// A relist that misses s-03: a tombstone.
+	src.DeleteDropWatch(stack("s-03", ""))
+	src.ResetWatch()
+	want("delete tombstone ns/s-03")
+	objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.(*Meta).GetName())
+	}
+	slices.Sort(names)
+	if diff := cmp.Diff([]string{"s-01"}, names); diff != "" {
+		t.Errorf("the store after the relist: -want, +got:\n%s", diff)
+	}
+}
