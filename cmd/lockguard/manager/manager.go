@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -123,6 +124,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		RenewDeadline:                 nonZero(o.RenewDeadline),
 		RetryPeriod:                   nonZero(o.RetryPeriod),
 		GracefulShutdownTimeout:       &shutdown,
+		Controller:                    config.Controller{CacheSyncTimeout: CacheSyncTimeout},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)

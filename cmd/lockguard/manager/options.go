@@ -14,6 +14,16 @@ import (
 // LeaderElectionID is the name of the Lease the reconciler's leader holds.
 const LeaderElectionID = "lockguard.core.navique.com"
 
+// CacheSyncTimeout is how long the leader's controllers wait for their
+// caches to sync before they, and with them the process, give up.
+// controller-runtime's default, 2 minutes, was too short at 100,000 Locks
+// and 1,000,000 Stacks (bench-scale on 2026-12-05, kube-apiserver listing
+// the Stacks from etcd): the process exited, and would have again on each
+// restart. The webhook does not wait for these caches (it reads the API
+// server until they sync), and a cache that cannot sync (lockguard lacks a
+// permission) is in the log all along.
+const CacheSyncTimeout = 30 * time.Minute
+
 // Options configure a lockguard manager. The zero value of each field is
 // its default, except where noted.
 type Options struct {
