@@ -36,9 +36,6 @@ type metaStore struct {
 	indices     map[string]map[string]objectSet // by index name, then value
 }
 
-// objectSet is a set of a metaStore's objects.
-type objectSet = map[metav1.Object]struct{}
-
 var _ toolscache.Indexer = (*metaStore)(nil)
 
 // newMetaStore returns an empty metaStore with indexers.
@@ -122,20 +119,19 @@ func (s *metaStore) reindexLocked(indexers toolscache.Indexers, old, o metav1.Ob
 		}
 		index := s.indices[name]
 		for _, v := range was {
-			if set := index[v]; set != nil {
-				delete(set, old)
-				if len(set) == 0 {
+			if set, ok := index[v]; ok {
+				set.remove(old)
+				if set.len() == 0 {
 					delete(index, v)
+				} else {
+					index[v] = set
 				}
 			}
 		}
 		for _, v := range is {
 			set := index[v]
-			if set == nil {
-				set = objectSet{}
-				index[v] = set
-			}
-			set[o] = struct{}{}
+			set.add(o)
+			index[v] = set
 		}
 	}
 }
@@ -260,9 +256,8 @@ func (s *metaStore) eachIndexed(indexName, value string, fn func(metav1.Object))
 		}
 		return nil
 	}
-	for o := range s.indices[indexName][value] {
-		fn(o)
-	}
+	set := s.indices[indexName][value]
+	set.each(fn)
 	return nil
 }
 
@@ -278,12 +273,12 @@ func (s *metaStore) Index(indexName string, obj any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	seen := objectSet{}
+	seen := map[metav1.Object]bool{}
 	var list []any
 	for _, v := range values {
 		if err := s.eachIndexed(indexName, v, func(o metav1.Object) {
-			if _, dup := seen[o]; !dup {
-				seen[o] = struct{}{}
+			if !seen[o] {
+				seen[o] = true
 				list = append(list, o)
 			}
 		}); err != nil {

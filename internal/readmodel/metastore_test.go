@@ -267,3 +267,43 @@ func TestWithStore(t *testing.T) {
 		t.Errorf("the store after the relist: -want, +got:\n%s", diff)
 	}
 }
+
+// TestObjectSet: an index's set holds each object once, in a slice while
+// few and in a map past smallSet, and gives back what it holds.
+func TestObjectSet(t *testing.T) {
+	var objs []metav1.Object
+	for i := range 2*smallSet + 3 {
+		objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}})
+	}
+	var s objectSet
+	held := map[metav1.Object]bool{}
+	r := rand.New(rand.NewPCG(3, 4))
+	for step := range 2000 {
+		o := objs[r.IntN(len(objs))]
+		if r.IntN(3) == 0 {
+			s.remove(o)
+			delete(held, o)
+		} else {
+			s.add(o)
+			held[o] = true
+		}
+		got := map[metav1.Object]bool{}
+		s.each(func(o metav1.Object) {
+			if got[o] {
+				t.Fatalf("step %d: %s is in the set twice", step, o.GetName())
+			}
+			got[o] = true
+		})
+		if len(got) != len(held) || s.len() != len(held) {
+			t.Fatalf("step %d: the set holds %d (len %d); want %d", step, len(got), s.len(), len(held))
+		}
+		for o := range held {
+			if !got[o] {
+				t.Fatalf("step %d: %s is missing", step, o.GetName())
+			}
+		}
+		if s.many == nil && len(s.few) > smallSet {
+			t.Fatalf("step %d: %d objects in the slice; at most %d", step, len(s.few), smallSet)
+		}
+	}
+}
