@@ -33,11 +33,11 @@ const (
 // the reconciler saw a new Lock or a namespace's label that late. Retried
 // here, the restart costs the reflector one step at most (its watch ends).
 //
-// A metadata informer keeps its objects in a metaStore rather than
-// client-go's store (issue 38).
+// Each informer keeps its objects in a metaStore rather than client-go's
+// store (issue 38).
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	inf := toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
-	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+	if _, ok := obj.(metav1.Object); ok {
 		withStore(inf, newMetaStore(indexers))
 	}
 	return inf

@@ -73,9 +73,9 @@ func apiServerLocks(tb testing.TB, n int) []byte {
 // controller-runtime cache's namespace index and lockguard's four, the
 // target and coverage indexes by byTarget and byCoverage), and returns
 // the live heap the store then holds per Lock, and the store.
-func lockStoreHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc, byTarget, byCoverage toolscache.IndexFunc) (float64, toolscache.Indexer) {
+func lockStoreHeap(tb testing.TB, data []byte, transform toolscache.TransformFunc, byTarget, byCoverage toolscache.IndexFunc, newStore func(toolscache.Indexers) toolscache.Indexer) (float64, toolscache.Indexer) {
 	tb.Helper()
-	return heapOfStore(tb, clientGoStore(toolscache.Indexers{
+	return heapOfStore(tb, newStore(toolscache.Indexers{
 		toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc,
 		targetIndex:               byTarget, kindIndex: indexByTargetKind, selectorIndex: indexBySelector, coverageIndex: byCoverage,
 	}), transform, func() []any {
@@ -114,8 +114,8 @@ func decodeLocks(tb testing.TB, data []byte) []*lockv1alpha1.Lock {
 // with the Lock index's indexes), with no transform, with CacheTransform
 // and the target and coverage indexes as they were before compactLock and
 // the indexes' buckets ("before"), with compactLock's Lock stored as it
-// was before CachedLock ("compact"), and as they are ("after"), in one
-// run; and the live heap per target the metadata cache keeps (a Stack
+// was before CachedLock ("compact"), as they are in client-go's store
+// ("after") and in a metaStore ("metastore"), in one run; and the live heap per target the metadata cache keeps (a Stack
 // with the lock annotation):
 //
 //	go test -run '^$' -bench LockCacheHeap -benchtime 3x ./internal/readmodel/
@@ -130,6 +130,7 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 		{"before", transformLockBefore, indexByTargetBefore, indexByCoverageBefore},
 		{"compact", nil, indexByTarget, indexByCoverage},
 		{"after", nil, indexByTarget, indexByCoverage},
+		{"metastore", nil, indexByTarget, indexByCoverage},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64
@@ -139,10 +140,14 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 				switch c.name {
 				case "compact":
 					transform = transformLockCompact(newInterner())
-				case "after":
+				case "after", "metastore":
 					transform = CacheTransform(nil)
 				}
-				per, store := lockStoreHeap(b, data, transform, c.byTarget, c.byCoverage)
+				newStore := clientGoStore
+				if c.name == "metastore" {
+					newStore = newMetaIndexer
+				}
+				per, store := lockStoreHeap(b, data, transform, c.byTarget, c.byCoverage, newStore)
 				sum += per
 				goruntime.KeepAlive(store)
 			}

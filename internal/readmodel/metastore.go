@@ -10,7 +10,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// metaStore is the store of lockguard's metadata informers (issue 38), a
+// metaStore is the store of lockguard's informers (issue 38), a
 // client-go Indexer with the semantics of toolscache.NewIndexer with
 // DeletionHandlingMetaNamespaceKeyFunc, in less memory. client-go's
 // indexer keeps each object under a "namespace/name" key made for it, and

@@ -13,7 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
+
+func isMetaStore(s toolscache.Indexer) bool {
+	_, ok := s.(*metaStore)
+	return ok
+}
 
 // storeIndexers are the indexers of a metadata informer in lockguard
 // (controller-runtime's namespace index and OwnerIndex's), and one more
@@ -191,7 +198,7 @@ func mapKeys(m toolscache.Indexers) func(func(string) bool) {
 	}
 }
 
-// TestWithStore: lockguard's metadata informers keep their objects in a
+// TestWithStore: lockguard's informers keep their objects in a
 // metaStore (this fails when client-go's informer no longer keeps its
 // store where withStore sets it), and the informer's events, relists and
 // tombstones are client-go's: a handler sees the adds, updates and
@@ -207,6 +214,9 @@ func TestWithStore(t *testing.T) {
 	inf := NewInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	if _, ok := inf.GetIndexer().(*metaStore); !ok {
 		t.Fatalf("the metadata informer's store is a %T, not a metaStore", inf.GetIndexer())
+	}
+	if locks := NewInformer(src, &lockv1alpha1.Lock{}, 0, nil); !isMetaStore(locks.GetIndexer()) {
+		t.Errorf("the Lock informer's store is a %T, not a metaStore", locks.GetIndexer())
 	}
 	if err := inf.SetTransform(CacheTransform(nil)); err != nil {
 		t.Fatal(err)

@@ -250,5 +250,5 @@ func clientGoStore(indexers toolscache.Indexers) toolscache.Indexer {
 	return toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 }
 
-// newMetaIndexer is the store lockguard's metadata informers keep (NewInformer).
+// newMetaIndexer is the store lockguard's informers keep (NewInformer).
 func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return newMetaStore(indexers) }
