@@ -29,6 +29,7 @@ type interner struct {
 	strings map[string]string
 	labels  map[string]map[string]string
 	kinds   map[ownerKind]*ownerKind
+	spaces  map[string]*string // namespaces
 	// owners holds the owner names seen last, by their hash: the objects
 	// an owner owns are usually listed and changed together, so that they
 	// share one string, without the interner holding every owner's name.
@@ -40,7 +41,7 @@ type interner struct {
 const ownerNameSlots = 1 << 10
 
 func newInterner() *interner {
-	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, seed: maphash.MakeSeed()}
+	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
 }
 
 // ownerKind returns an owner reference's apiVersion and kind, shared with
@@ -58,6 +59,28 @@ func (n *interner) ownerKind(apiVersion, kind string) *ownerKind {
 	c := &ownerKind{apiVersion: n.stringLocked(apiVersion), kind: n.stringLocked(kind)}
 	n.kinds[*c] = c
 	return c
+}
+
+// namespacePtr returns a pointer to namespace, nil for "", shared through
+// shared (when not nil) with every object of the namespace.
+func namespacePtr(namespace string, shared *interner) *string {
+	if namespace == "" {
+		return nil
+	}
+	if shared == nil {
+		return &namespace
+	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if p, ok := shared.spaces[namespace]; ok {
+		return p
+	}
+	if len(shared.spaces) >= internStrings {
+		clear(shared.spaces)
+	}
+	p := new(shared.stringLocked(namespace))
+	shared.spaces[*p] = p
+	return p
 }
 
 // ownerName returns name, or an equal string handed out lately.

@@ -18,8 +18,9 @@ import (
 // UID), and, for the few objects that carry them, the annotations and
 // finalizers CacheTransform keeps and deletionTimestamp (issue 38: a
 // metav1.PartialObjectMetadata is 288 bytes before its strings, a Meta
-// 96). A UID and a resourceVersion of the usual form (a UUID in lower
-// case, a decimal) are kept as numbers, any other exactly as written.
+// 64, and 48 more with an owner or a rare part). A UID and a
+// resourceVersion of the usual form (a UUID in lower case, a decimal) are
+// kept as numbers, any other exactly as written.
 //
 // A Meta is read-only, as every object of the cache, and reads as the
 // metav1.PartialObjectMetadata it was made from (Partial, DeepCopyObject),
@@ -31,13 +32,18 @@ import (
 // deletionGracePeriodSeconds, managedFields) does nothing.
 type Meta struct {
 	name      string
-	namespace string            // shared between the objects of a namespace
-	objectIDs                   // odd ones in rare
+	namespace *string           // shared between the objects of a namespace; nil for none
+	objectIDs                   // odd ones in the rare part
 	labels    map[string]string // shared between the objects that repeat it
-	// owner is the owner reference when the object has one, whose UID is a
-	// canonical UUID (most owned objects); nil otherwise (any other
-	// references are rare.owners).
-	owner *ownerRef
+	ext       *metaExt          // nil when the object has no owner and no rare part
+}
+
+// metaExt is what a Meta has beyond its name, namespace, IDs and labels:
+// its owner reference, when it has one whose UID is a canonical UUID (most
+// owned objects: any other references are in the rare part), and its rare
+// part.
+type metaExt struct {
+	owner ownerRef // ownerKind nil for none
 	rare  *metaRare
 }
 
@@ -75,7 +81,7 @@ var (
 // and kind are taken as they are (trimMetadata has trimmed and shared
 // them).
 func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
-	m := &Meta{name: o.Name, namespace: shared.string(o.Namespace), labels: o.Labels}
+	m := &Meta{name: o.Name, namespace: namespacePtr(o.Namespace, shared), labels: o.Labels}
 	m.SetUID(o.UID)
 	m.SetResourceVersion(o.ResourceVersion)
 	m.SetAnnotations(o.Annotations)
@@ -89,7 +95,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 // metav1.PartialObjectMetadata of kind gvk that shares nothing with m.
 func (m *Meta) Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: m.name, Namespace: m.namespace, UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Name: m.name, Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
 		Labels: maps.Clone(m.labels), Annotations: m.GetAnnotations(),
 		Finalizers: slices.Clone(m.GetFinalizers()), OwnerReferences: m.GetOwnerReferences(),
 	}}
@@ -128,10 +134,15 @@ func (m *Meta) DeepCopyObject() runtime.Object { return m.Partial(schema.GroupVe
 func (m *Meta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // GetNamespace returns the namespace.
-func (m *Meta) GetNamespace() string { return m.namespace }
+func (m *Meta) GetNamespace() string {
+	if m.namespace == nil {
+		return ""
+	}
+	return *m.namespace
+}
 
 // SetNamespace sets the namespace.
-func (m *Meta) SetNamespace(namespace string) { m.namespace = namespace }
+func (m *Meta) SetNamespace(namespace string) { m.namespace = namespacePtr(namespace, nil) }
 
 // GetName returns the name.
 func (m *Meta) GetName() string { return m.name }
@@ -185,15 +196,15 @@ func (m *Meta) SetCreationTimestamp(metav1.Time) {}
 
 // GetDeletionTimestamp returns the deletionTimestamp (the cache's: read-only).
 func (m *Meta) GetDeletionTimestamp() *metav1.Time {
-	if m.rare == nil {
+	if m.rareOf() == nil {
 		return nil
 	}
-	return m.rare.deletionTimestamp
+	return m.rareOf().deletionTimestamp
 }
 
 // SetDeletionTimestamp sets the deletionTimestamp.
 func (m *Meta) SetDeletionTimestamp(t *metav1.Time) {
-	if t != nil || m.rare != nil {
+	if t != nil || m.rareOf() != nil {
 		m.more().deletionTimestamp = t
 	}
 }
@@ -212,15 +223,15 @@ func (m *Meta) SetLabels(labels map[string]string) { m.labels = labels }
 
 // GetFinalizers returns the finalizers (the cache's: read-only).
 func (m *Meta) GetFinalizers() []string {
-	if m.rare == nil {
+	if m.rareOf() == nil {
 		return nil
 	}
-	return m.rare.finalizers
+	return m.rareOf().finalizers
 }
 
 // SetFinalizers sets the finalizers.
 func (m *Meta) SetFinalizers(finalizers []string) {
-	if len(finalizers) > 0 || m.rare != nil {
+	if len(finalizers) > 0 || m.rareOf() != nil {
 		m.more().finalizers = finalizers
 	}
 }
@@ -228,25 +239,25 @@ func (m *Meta) SetFinalizers(finalizers []string) {
 // GetOwnerReferences returns the owner references, as a new slice (nil
 // for none).
 func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
-	if r := m.owner; r != nil {
+	if r := m.ownerOf(); r != nil {
 		return []metav1.OwnerReference{{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(formatUUID(r.uid))}}
 	}
-	if m.rare != nil && m.rare.owners != nil {
-		return slices.Clone(m.rare.owners)
+	if m.rareOf() != nil && m.rareOf().owners != nil {
+		return slices.Clone(m.rareOf().owners)
 	}
 	return nil
 }
 
 // ownerUIDs returns the UIDs of the owner references, as strings.
 func (m *Meta) ownerUIDs() []string {
-	if m.owner != nil {
-		return []string{formatUUID(m.owner.uid)}
+	if r := m.ownerOf(); r != nil {
+		return []string{formatUUID(r.uid)}
 	}
-	if m.rare == nil || m.rare.owners == nil {
+	if m.rareOf() == nil || m.rareOf().owners == nil {
 		return nil
 	}
-	uids := make([]string, len(m.rare.owners))
-	for i, r := range m.rare.owners {
+	uids := make([]string, len(m.rareOf().owners))
+	for i, r := range m.rareOf().owners {
 		uids[i] = string(r.UID)
 	}
 	return uids
@@ -259,12 +270,14 @@ func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) {
 }
 
 // setOwnerReferences sets the owner references: a single one with a
-// canonical UID as m.owner (its apiVersion, kind and name shared through
+// canonical UID as the owner (its apiVersion, kind and name shared through
 // shared, when not nil), any others as rare.owners.
 func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner) {
-	m.owner = nil
-	if m.rare != nil {
-		m.rare.owners = nil
+	if m.ext != nil {
+		m.ext.owner = ownerRef{}
+	}
+	if m.rareOf() != nil {
+		m.rareOf().owners = nil
 	}
 	if len(refs) == 0 {
 		return
@@ -275,7 +288,10 @@ func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner
 		if shared != nil {
 			kind, name = shared.ownerKind(r.APIVersion, r.Kind), shared.ownerName(r.Name)
 		}
-		m.owner = &ownerRef{ownerKind: kind, name: name, uid: uid}
+		if m.ext == nil {
+			m.ext = &metaExt{}
+		}
+		m.ext.owner = ownerRef{ownerKind: kind, name: name, uid: uid}
 		return
 	}
 	kept := make([]metav1.OwnerReference, len(refs))
@@ -294,18 +310,38 @@ func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry) {}
 // odd returns the odd UID and resourceVersion of m's rare part, nil
 // when m has none.
 func (m *Meta) odd() *oddIDs {
-	if m.rare == nil {
+	if m.rareOf() == nil {
 		return nil
 	}
-	return &m.rare.oddIDs
+	return &m.rareOf().oddIDs
 }
 
-// more returns m.rare, made if m has none.
+// more returns m's rare part, made if m has none.
 func (m *Meta) more() *metaRare {
-	if m.rare == nil {
-		m.rare = &metaRare{}
+	if m.ext == nil {
+		m.ext = &metaExt{}
 	}
-	return m.rare
+	if m.ext.rare == nil {
+		m.ext.rare = &metaRare{}
+	}
+	return m.ext.rare
+}
+
+// rareOf returns m's rare part, nil when it has none.
+func (m *Meta) rareOf() *metaRare {
+	if m.ext == nil {
+		return nil
+	}
+	return m.ext.rare
+}
+
+// ownerOf returns m's owner reference, nil when it has not one with a
+// canonical UID (any other references are in the rare part).
+func (m *Meta) ownerOf() *ownerRef {
+	if m.ext == nil || m.ext.owner.ownerKind == nil {
+		return nil
+	}
+	return &m.ext.owner
 }
 
 // parseUUID returns the bytes of s when s is a UUID in canonical form

@@ -96,8 +96,8 @@ func TestMetaSetters(t *testing.T) {
 	if diff := cmp.Diff(want, m.DeepCopyObject()); diff != "" {
 		t.Errorf("after the setters: -want, +got:\n%s", diff)
 	}
-	if m.rare.uid != "" || m.rare.rv != "" {
-		t.Errorf("the odd UID and version are still held: %+v", *m.rare)
+	if m.rareOf().uid != "" || m.rareOf().rv != "" {
+		t.Errorf("the odd UID and version are still held: %+v", *m.rareOf())
 	}
 }
 
@@ -123,11 +123,11 @@ func TestAsPartial(t *testing.T) {
 
 // TestMetaSharesOwner: the objects one owner owns share its reference's
 // apiVersion, kind and name (issue 38: an owned object's reference is a
-// pointer and a UID, not three strings of its own), and a Meta stays in
-// Go's 80-byte size class.
+// pointer and a UID, not three strings of its own) and their namespace,
+// and a Meta stays in Go's 64-byte size class.
 func TestMetaSharesOwner(t *testing.T) {
-	if size := unsafe.Sizeof(Meta{}); size > 80 {
-		t.Errorf("a Meta is %d bytes; want at most 80", size)
+	if size := unsafe.Sizeof(Meta{}); size > 64 {
+		t.Errorf("a Meta is %d bytes; want at most 64", size)
 	}
 	shared := newInterner()
 	ref := func() []metav1.OwnerReference {
@@ -137,13 +137,16 @@ func TestMetaSharesOwner(t *testing.T) {
 	}
 	a := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", OwnerReferences: ref()}}, shared)
 	b := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", OwnerReferences: ref()}}, shared)
-	if a.owner == nil || b.owner == nil {
-		t.Fatalf("a single owner reference with a canonical UID is not Meta.owner: %+v, %+v", a.owner, b.owner)
+	if a.ownerOf() == nil || b.ownerOf() == nil {
+		t.Fatalf("a single owner reference with a canonical UID is not the Meta's owner: %+v, %+v", a.ownerOf(), b.ownerOf())
 	}
-	if a.owner.ownerKind != b.owner.ownerKind {
+	if a.ownerOf().ownerKind != b.ownerOf().ownerKind {
 		t.Errorf("the two references' apiVersion and kind are not shared")
 	}
-	if unsafe.StringData(a.owner.name) != unsafe.StringData(b.owner.name) {
+	if a.namespace != b.namespace {
+		t.Errorf("the two objects' namespace is not shared")
+	}
+	if unsafe.StringData(a.ownerOf().name) != unsafe.StringData(b.ownerOf().name) {
 		t.Errorf("the two references' owner name is not shared")
 	}
 	if diff := cmp.Diff(ref(), b.GetOwnerReferences()); diff != "" {

@@ -37,10 +37,10 @@ func sharedKey(k string) string {
 // GetAnnotations returns the annotations, as a new map each call; nil for
 // none.
 func (m *Meta) GetAnnotations() map[string]string {
-	if m.rare == nil || len(m.rare.annotations) == 0 {
+	if m.rareOf() == nil || len(m.rareOf().annotations) == 0 {
 		return nil
 	}
-	p := m.rare.annotations
+	p := m.rareOf().annotations
 	a := make(map[string]string, len(p)/2)
 	for i := 0; i < len(p); i += 2 {
 		a[p[i]] = p[i+1]
@@ -50,7 +50,7 @@ func (m *Meta) GetAnnotations() map[string]string {
 
 // SetAnnotations sets the annotations (a copy of them).
 func (m *Meta) SetAnnotations(annotations map[string]string) {
-	if len(annotations) > 0 || m.rare != nil {
+	if len(annotations) > 0 || m.rareOf() != nil {
 		m.more().annotations = pairsOf(annotations)
 	}
 }
