@@ -15,17 +15,18 @@ import (
 // DeletionHandlingMetaNamespaceKeyFunc, in less memory. client-go's
 // indexer keeps each object under a "namespace/name" key made for it, and
 // each index as sets of those keys: 206 bytes per object beside the
-// object, a metaStore 133 (BenchmarkCacheStoreShare, 20,000 Stacks by tens
-// in namespaces, one in ten owning the next nine). A metaStore keeps the objects by
-// namespace and then name (the object's own name string), serves
-// controller-runtime's namespace index from that, and keeps any other
-// index as sets of the objects themselves. Keys are made only for a
-// caller that asks for them (ListKeys, IndexKeys: a relist's deletions).
+// object, a metaStore 65 (BenchmarkCacheStoreShare, 20,000 Stacks by tens
+// in namespaces, one in ten owning the next nine). A metaStore keeps each
+// namespace's objects in a table by name that holds only the objects
+// (nameTable), serves controller-runtime's namespace index from those
+// tables, and keeps any other index as sets of the objects themselves
+// (objectSet). Keys are made only for a caller that asks for them
+// (ListKeys, IndexKeys: a relist's deletions).
 //
 // Safe for concurrent use; the objects are the cache's, read-only.
 type metaStore struct {
 	mu      sync.RWMutex
-	objects map[string]map[string]metav1.Object // by namespace, then name
+	objects map[string]*nameTable // by namespace, then name
 	count   int
 	rv      string
 
@@ -40,7 +41,7 @@ var _ toolscache.Indexer = (*metaStore)(nil)
 
 // newMetaStore returns an empty metaStore with indexers.
 func newMetaStore(indexers toolscache.Indexers) *metaStore {
-	s := &metaStore{objects: map[string]map[string]metav1.Object{}, indexers: toolscache.Indexers{}, indices: map[string]map[string]objectSet{}}
+	s := &metaStore{objects: map[string]*nameTable{}, indexers: toolscache.Indexers{}, indices: map[string]map[string]objectSet{}}
 	if err := s.AddIndexers(indexers); err != nil {
 		panic(err) // an empty store has no indexer to conflict with
 	}
@@ -66,11 +67,10 @@ func (s *metaStore) Update(obj any) error {
 func (s *metaStore) putLocked(o metav1.Object) {
 	ns := s.objects[o.GetNamespace()]
 	if ns == nil {
-		ns = map[string]metav1.Object{}
+		ns = &nameTable{}
 		s.objects[o.GetNamespace()] = ns
 	}
-	old := ns[o.GetName()]
-	ns[o.GetName()] = o
+	old := ns.put(o)
 	if old == nil {
 		s.count++
 	}
@@ -87,9 +87,8 @@ func (s *metaStore) Delete(obj any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ns := s.objects[namespace]; ns != nil {
-		if old := ns[name]; old != nil {
-			delete(ns, name)
-			if len(ns) == 0 {
+		if old := ns.remove(name); old != nil {
+			if ns.n == 0 {
 				delete(s.objects, namespace)
 			}
 			s.count--
@@ -152,9 +151,7 @@ func (s *metaStore) List() []any {
 	defer s.mu.RUnlock()
 	list := make([]any, 0, s.count)
 	for _, ns := range s.objects {
-		for _, o := range ns {
-			list = append(list, o)
-		}
+		ns.each(func(o metav1.Object) { list = append(list, o) })
 	}
 	return list
 }
@@ -165,9 +162,7 @@ func (s *metaStore) ListKeys() []string {
 	defer s.mu.RUnlock()
 	keys := make([]string, 0, s.count)
 	for namespace, ns := range s.objects {
-		for name := range ns {
-			keys = append(keys, storeKey(namespace, name))
-		}
+		ns.each(func(o metav1.Object) { keys = append(keys, storeKey(namespace, o.GetName())) })
 	}
 	return keys
 }
@@ -193,8 +188,12 @@ func (s *metaStore) GetByKey(key string) (any, bool, error) {
 func (s *metaStore) get(namespace, name string) (any, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	o, ok := s.objects[namespace][name]
-	if !ok {
+	ns := s.objects[namespace]
+	if ns == nil {
+		return nil, false, nil
+	}
+	o := ns.get(name)
+	if o == nil {
 		return nil, false, nil
 	}
 	return o, true, nil
@@ -212,7 +211,7 @@ func (s *metaStore) Replace(list []any, resourceVersion string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.objects, s.count = map[string]map[string]metav1.Object{}, 0
+	s.objects, s.count = map[string]*nameTable{}, 0
 	for name := range s.indices {
 		s.indices[name] = map[string]objectSet{}
 	}
@@ -251,8 +250,8 @@ func (s *metaStore) eachIndexed(indexName, value string, fn func(metav1.Object))
 		return fmt.Errorf("Index with name %s does not exist", indexName)
 	}
 	if indexName == toolscache.NamespaceIndex && s.byNamespace {
-		for _, o := range s.objects[value] {
-			fn(o)
+		if ns := s.objects[value]; ns != nil {
+			ns.each(fn)
 		}
 		return nil
 	}
@@ -358,9 +357,7 @@ func (s *metaStore) AddIndexers(indexers toolscache.Indexers) error {
 		}
 	}
 	for _, ns := range s.objects {
-		for _, o := range ns {
-			s.reindexLocked(indexers, nil, o)
-		}
+		ns.each(func(o metav1.Object) { s.reindexLocked(indexers, nil, o) })
 	}
 	return nil
 }

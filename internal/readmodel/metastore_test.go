@@ -317,3 +317,45 @@ func TestObjectSet(t *testing.T) {
 		}
 	}
 }
+
+// TestNameTable: a namespace's table of objects by name answers as a map
+// of name to object through random puts and removes, growing and
+// shrinking.
+func TestNameTable(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var tab nameTable
+	want := map[string]metav1.Object{}
+	for step := range 20000 {
+		// Phases of mostly puts, then of removes, so that the table
+		// grows to hundreds and shrinks back.
+		name := fmt.Sprint(r.IntN(600))
+		if (step/4000)%2 == 0 && r.IntN(4) != 0 {
+			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if got, w := tab.put(o), want[name]; got != w {
+				t.Fatalf("step %d: put(%s) replaced %v; want %v", step, name, got, w)
+			}
+			want[name] = o
+		} else {
+			if got, w := tab.remove(name), want[name]; got != w {
+				t.Fatalf("step %d: remove(%s) = %v; want %v", step, name, got, w)
+			}
+			delete(want, name)
+		}
+		if tab.n != len(want) || tab.n*4 > len(tab.slots)*3 || (len(tab.slots) > nameTableMin && tab.n*16 < len(tab.slots)) {
+			t.Fatalf("step %d: %d objects (want %d) in %d slots", step, tab.n, len(want), len(tab.slots))
+		}
+		if step%97 == 0 {
+			for i := range 600 {
+				name := fmt.Sprint(i)
+				if got := tab.get(name); got != want[name] {
+					t.Fatalf("step %d: get(%s) = %v; want %v", step, name, got, want[name])
+				}
+			}
+			n := 0
+			tab.each(func(metav1.Object) { n++ })
+			if n != len(want) {
+				t.Fatalf("step %d: each gave %d objects; want %d", step, n, len(want))
+			}
+		}
+	}
+}
