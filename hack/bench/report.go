@@ -131,7 +131,10 @@ func describeMachine() string {
 	return b.String()
 }
 
-func versions(kube string) string {
+// versions lists what the run used: Go, Kubernetes, the client libraries,
+// the checkout the bench was built from, and the version each measured
+// binary reports.
+func versions(kube, lockguard, baseline string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "- Go: %s\n", runtime.Version())
 	fmt.Fprintf(&b, "- Kubernetes (etcd, kube-apiserver built by `make kube`): v%s\n", kube)
@@ -144,7 +147,16 @@ func versions(kube string) string {
 		}
 	}
 	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
-		fmt.Fprintf(&b, "- lockguard: %s\n", strings.TrimSpace(string(out)))
+		fmt.Fprintf(&b, "- this checkout (the bench's code): %s\n", strings.TrimSpace(string(out)))
+	}
+	for _, bin := range []struct{ what, path string }{{"lockguard", lockguard}, {"baseline", baseline}} {
+		if bin.path == "" {
+			continue
+		}
+		// The binaries measured, which need not be the checkout's.
+		if out, err := exec.Command(bin.path, "--version").Output(); err == nil {
+			fmt.Fprintf(&b, "- %s (`%s --version`): %s\n", bin.what, bin.path, strings.TrimSpace(string(out)))
+		}
 	}
 	return b.String()
 }
@@ -172,7 +184,7 @@ func (r *report) markdown() string {
 	if r.failure != "" {
 		w("**The run did not complete:** %s\n\n", r.failure)
 	}
-	w("## Machine and versions\n\n%s%s\n", r.machine, versions(r.kubeVersion))
+	w("## Machine and versions\n\n%s%s\n", r.machine, versions(r.kubeVersion, r.opts.lockguard, r.opts.baseline))
 
 	w("## Targets\n\n| # | target | measured | result |\n|---|---|---|---|\n")
 	r.summary(w)
