@@ -1,7 +1,9 @@
 package readmodel
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,9 +52,9 @@ func isMetaNamespaceIndexFunc(f toolscache.IndexFunc) bool {
 func storeName(obj any) (namespace, name string, err error) {
 	switch o := obj.(type) {
 	case toolscache.DeletedFinalStateUnknown:
-		return toolscache.SplitMetaNamespaceKey(o.Key)
+		return splitKey(o.Key)
 	case toolscache.ExplicitKey:
-		return toolscache.SplitMetaNamespaceKey(string(o))
+		return splitKey(string(o))
 	case metav1.Object:
 		return o.GetNamespace(), o.GetName(), nil
 	}
@@ -70,4 +72,17 @@ func storeKey(namespace, name string) string {
 		return name
 	}
 	return namespace + "/" + name
+}
+
+// splitKey is toolscache.SplitMetaNamespaceKey without its allocation (a
+// Lock's or an owner's lookup on the webhook's path splits one key).
+func splitKey(key string) (namespace, name string, err error) {
+	namespace, name, found := strings.Cut(key, "/")
+	switch {
+	case !found:
+		return "", key, nil
+	case strings.Contains(name, "/"):
+		return "", "", fmt.Errorf("unexpected key format: %q", key)
+	}
+	return namespace, name, nil
 }

@@ -178,7 +178,7 @@ func (s *metaStore) Get(obj any) (any, bool, error) {
 
 // GetByKey returns the object of key ("namespace/name", or "name").
 func (s *metaStore) GetByKey(key string) (any, bool, error) {
-	namespace, name, err := toolscache.SplitMetaNamespaceKey(key)
+	namespace, name, err := splitKey(key)
 	if err != nil {
 		return nil, false, err
 	}

@@ -359,3 +359,17 @@ func TestNameTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitKey: splitKey answers as client-go's SplitMetaNamespaceKey.
+func TestSplitKey(t *testing.T) {
+	for _, key := range []string{"", "a", "a/b", "/b", "a/", "/", "a/b/c", "//", "ns/name-1"} {
+		wns, wname, werr := toolscache.SplitMetaNamespaceKey(key)
+		ns, name, err := splitKey(key)
+		if ns != wns || name != wname || (err == nil) != (werr == nil) {
+			t.Errorf("splitKey(%q) = %q, %q, %v; want %q, %q, %v", key, ns, name, err, wns, wname, werr)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = splitKey("ns/name") }); n != 0 {
+		t.Errorf("splitKey allocates %v times; want 0", n)
+	}
+}
