@@ -47,18 +47,11 @@ func newInterner() *interner {
 // ownerKind returns an owner reference's apiVersion and kind, shared with
 // every reference that repeats them.
 func (n *interner) ownerKind(apiVersion, kind string) *ownerKind {
-	k := ownerKind{apiVersion: apiVersion, kind: kind}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if c, ok := n.kinds[k]; ok {
-		return c
-	}
-	if len(n.kinds) >= internStrings {
-		clear(n.kinds)
-	}
-	c := &ownerKind{apiVersion: n.stringLocked(apiVersion), kind: n.stringLocked(kind)}
-	n.kinds[*c] = c
-	return c
+	return sharedIn(n.kinds, ownerKind{apiVersion: apiVersion, kind: kind}, internStrings, func() *ownerKind {
+		return &ownerKind{apiVersion: n.stringLocked(apiVersion), kind: n.stringLocked(kind)}
+	})
 }
 
 // namespacePtr returns a pointer to namespace, nil for "", shared through
@@ -72,15 +65,7 @@ func namespacePtr(namespace string, shared *interner) *string {
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
-	if p, ok := shared.spaces[namespace]; ok {
-		return p
-	}
-	if len(shared.spaces) >= internStrings {
-		clear(shared.spaces)
-	}
-	p := new(shared.stringLocked(namespace))
-	shared.spaces[*p] = p
-	return p
+	return sharedIn(shared.spaces, namespace, internStrings, func() *string { return new(shared.stringLocked(namespace)) })
 }
 
 // ownerName returns name, or an equal string handed out lately.
@@ -103,14 +88,22 @@ func (n *interner) string(s string) string {
 }
 
 func (n *interner) stringLocked(s string) string {
-	if c, ok := n.strings[s]; ok {
-		return c
+	return sharedIn(n.strings, s, internStrings, func() string { return s })
+}
+
+// sharedIn returns m's value for k, or, when m has none, the value newV
+// makes, stored in m under k (m emptied first when it holds limit values:
+// see the interner's bounds). The caller holds the interner's mutex.
+func sharedIn[K comparable, V any](m map[K]V, k K, limit int, newV func() V) V {
+	if v, ok := m[k]; ok {
+		return v
 	}
-	if len(n.strings) >= internStrings {
-		clear(n.strings)
+	if len(m) >= limit {
+		clear(m)
 	}
-	n.strings[s] = s
-	return s
+	v := newV()
+	m[k] = v
+	return v
 }
 
 // labelSet returns a map equal to l, l itself or one handed out before,
@@ -130,16 +123,11 @@ func (n *interner) labelSet(l map[string]string) map[string]string {
 	key := b.String()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if c, ok := n.labels[key]; ok {
+	return sharedIn(n.labels, key, internLabelSets, func() map[string]string {
+		c := make(map[string]string, len(l))
+		for k, v := range l {
+			c[n.stringLocked(k)] = n.stringLocked(v)
+		}
 		return c
-	}
-	if len(n.labels) >= internLabelSets {
-		clear(n.labels)
-	}
-	c := make(map[string]string, len(l))
-	for k, v := range l {
-		c[n.stringLocked(k)] = n.stringLocked(v)
-	}
-	n.labels[key] = c
-	return c
+	})
 }
