@@ -10,6 +10,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // How long, and how often, a cache's list or watch is retried while the
@@ -33,12 +35,12 @@ const (
 // the reconciler saw a new Lock or a namespace's label that late. Retried
 // here, the restart costs the reflector one step at most (its watch ends).
 //
-// Each informer keeps its objects in a metaStore rather than client-go's
-// store (issue 38).
+// Each informer keeps its objects in a cachestore.Store rather than
+// client-go's store (issue 38).
 func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 	inf := toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
 	if _, ok := obj.(metav1.Object); ok {
-		withStore(inf, newMetaStore(indexers))
+		cachestore.Install(inf, cachestore.New(indexers))
 	}
 	return inf
 }

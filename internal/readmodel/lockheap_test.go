@@ -115,7 +115,8 @@ func decodeLocks(tb testing.TB, data []byte) []*lockv1alpha1.Lock {
 // and the target and coverage indexes as they were before compactLock and
 // the indexes' buckets ("before"), with compactLock's Lock stored as it
 // was before CachedLock ("compact"), as they are in client-go's store
-// ("after") and in a metaStore ("metastore"), in one run; and the live heap per target the metadata cache keeps (a Stack
+// ("after") and in lockguard's (cachestore.Store, "metastore"), in one
+// run; and the live heap per target the metadata cache keeps (a Stack
 // with the lock annotation):
 //
 //	go test -run '^$' -bench LockCacheHeap -benchtime 3x ./internal/readmodel/

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // heapObjects is the number of objects each BenchmarkCacheHeap run stores.
@@ -217,10 +218,10 @@ func transformBefore() toolscache.TransformFunc {
 }
 
 // BenchmarkCacheStoreShare reports, of the heap per object that
-// BenchmarkCacheHeap's "after" store holds, what client-go's indexer itself
-// takes (its map of objects by key, the keys, and the namespace and owner
-// index sets) apart from the Metas it holds: the floor any Meta adds to,
-// while the cache keeps its objects in client-go's informers.
+// BenchmarkCacheHeap's stores hold, what the store itself takes apart
+// from the Metas it holds (its objects by key, the keys, the namespace
+// and owner indexes): client-go's indexer, and lockguard's
+// (cachestore.Store, "metastore").
 //
 //	go test -run '^$' -bench CacheStoreShare -benchtime 3x ./internal/readmodel/
 func BenchmarkCacheStoreShare(b *testing.B) {
@@ -251,4 +252,4 @@ func clientGoStore(indexers toolscache.Indexers) toolscache.Indexer {
 }
 
 // newMetaIndexer is the store lockguard's informers keep (NewInformer).
-func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return newMetaStore(indexers) }
+func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return cachestore.New(indexers) }

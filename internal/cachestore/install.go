@@ -1,4 +1,4 @@
-package readmodel
+package cachestore
 
 import (
 	"fmt"
@@ -14,19 +14,19 @@ import (
 // clientGoInformer is the type of client-go's SharedIndexInformer.
 var clientGoInformer = reflect.TypeOf(toolscache.NewSharedIndexInformer(nil, nil, 0, nil))
 
-// withStore makes store the store of inf, a SharedIndexInformer that
+// Install makes store the store of inf, a SharedIndexInformer that
 // toolscache.NewSharedIndexInformer made and that has not run, and
 // reports whether it could: false (inf unchanged) when inf is not
 // client-go's informer or client-go's informer no longer keeps its store
-// in an Indexer field named indexer (TestWithStore fails then).
+// in an Indexer field named indexer (TestInstall fails then).
 //
 // client-go offers no way to give its informer another store, and its
 // informer is what the manager's cache, the controller's sources and
 // every handler are built on (their events, resyncs, relists and
-// tombstones stay client-go's); its store is what costs (metaStore).
+// tombstones stay client-go's); its store is what costs (Store).
 // The field is set before the informer runs, while nothing else has
 // read it.
-func withStore(inf toolscache.SharedIndexInformer, store toolscache.Indexer) bool {
+func Install(inf toolscache.SharedIndexInformer, store toolscache.Indexer) bool {
 	v := reflect.ValueOf(inf)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return false

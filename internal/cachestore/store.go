@@ -1,4 +1,8 @@
-package readmodel
+// Package cachestore is the store under every informer of lockguard's
+// manager cache (issue 38): a client-go Indexer that keeps no key per
+// object (Store), and the one way to give it to client-go's informer
+// (Install).
+package cachestore
 
 import (
 	"fmt"
@@ -10,13 +14,13 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// metaStore is the store of lockguard's informers (issue 38), a
-// client-go Indexer with the semantics of toolscache.NewIndexer with
-// DeletionHandlingMetaNamespaceKeyFunc, in less memory. client-go's
-// indexer keeps each object under a "namespace/name" key made for it, and
-// each index as sets of those keys: 206 bytes per object beside the
-// object, a metaStore 65 (BenchmarkCacheStoreShare, 20,000 Stacks by tens
-// in namespaces, one in ten owning the next nine). A metaStore keeps each
+// Store is a client-go Indexer with the semantics of
+// toolscache.NewIndexer with DeletionHandlingMetaNamespaceKeyFunc, in less
+// memory. client-go's indexer keeps each object under a "namespace/name"
+// key made for it, and each index as sets of those keys: 206 bytes per
+// object beside the object, a Store 65 (readmodel's
+// BenchmarkCacheStoreShare, 20,000 Stacks by tens in namespaces, one in
+// ten owning the next nine). A Store keeps each
 // namespace's objects in a table by name that holds only the objects
 // (nameTable), serves controller-runtime's namespace index from those
 // tables, and keeps any other index as sets of the objects themselves
@@ -24,7 +28,7 @@ import (
 // (ListKeys, IndexKeys: a relist's deletions).
 //
 // Safe for concurrent use; the objects are the cache's, read-only.
-type metaStore struct {
+type Store struct {
 	mu      sync.RWMutex
 	objects map[string]*nameTable // by namespace, then name
 	count   int
@@ -37,11 +41,11 @@ type metaStore struct {
 	indices     map[string]map[string]objectSet // by index name, then value
 }
 
-var _ toolscache.Indexer = (*metaStore)(nil)
+var _ toolscache.Indexer = (*Store)(nil)
 
-// newMetaStore returns an empty metaStore with indexers.
-func newMetaStore(indexers toolscache.Indexers) *metaStore {
-	s := &metaStore{objects: map[string]*nameTable{}, indexers: toolscache.Indexers{}, indices: map[string]map[string]objectSet{}}
+// New returns an empty Store with indexers.
+func New(indexers toolscache.Indexers) *Store {
+	s := &Store{objects: map[string]*nameTable{}, indexers: toolscache.Indexers{}, indices: map[string]map[string]objectSet{}}
 	if err := s.AddIndexers(indexers); err != nil {
 		panic(err) // an empty store has no indexer to conflict with
 	}
@@ -49,10 +53,10 @@ func newMetaStore(indexers toolscache.Indexers) *metaStore {
 }
 
 // Add adds obj, or replaces the object of its namespace and name.
-func (s *metaStore) Add(obj any) error { return s.Update(obj) }
+func (s *Store) Add(obj any) error { return s.Update(obj) }
 
 // Update replaces the object of obj's namespace and name with obj, or adds it.
-func (s *metaStore) Update(obj any) error {
+func (s *Store) Update(obj any) error {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return fmt.Errorf("the metadata store keeps objects with metadata, not a %T", obj)
@@ -64,7 +68,7 @@ func (s *metaStore) Update(obj any) error {
 	return nil
 }
 
-func (s *metaStore) putLocked(o metav1.Object) {
+func (s *Store) putLocked(o metav1.Object) {
 	ns := s.objects[o.GetNamespace()]
 	if ns == nil {
 		ns = &nameTable{}
@@ -79,7 +83,7 @@ func (s *metaStore) putLocked(o metav1.Object) {
 
 // Delete removes the object of obj's namespace and name (obj may be a
 // tombstone).
-func (s *metaStore) Delete(obj any) error {
+func (s *Store) Delete(obj any) error {
 	namespace, name, err := storeName(obj)
 	if err != nil {
 		return err
@@ -104,7 +108,7 @@ func (s *metaStore) Delete(obj any) error {
 // reindexLocked moves an object from old's entries in the indexes of
 // indexers to o's (either may be nil), as client-go's
 // storeIndex.updateIndices does.
-func (s *metaStore) reindexLocked(indexers toolscache.Indexers, old, o metav1.Object) {
+func (s *Store) reindexLocked(indexers toolscache.Indexers, old, o metav1.Object) {
 	for name, f := range indexers {
 		if name == toolscache.NamespaceIndex && s.byNamespace {
 			continue
@@ -146,7 +150,7 @@ func indexValues(f toolscache.IndexFunc, o metav1.Object, name string) []string 
 }
 
 // List returns every object.
-func (s *metaStore) List() []any {
+func (s *Store) List() []any {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	list := make([]any, 0, s.count)
@@ -157,7 +161,7 @@ func (s *metaStore) List() []any {
 }
 
 // ListKeys returns the key of every object.
-func (s *metaStore) ListKeys() []string {
+func (s *Store) ListKeys() []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	keys := make([]string, 0, s.count)
@@ -168,7 +172,7 @@ func (s *metaStore) ListKeys() []string {
 }
 
 // Get returns the object of obj's namespace and name.
-func (s *metaStore) Get(obj any) (any, bool, error) {
+func (s *Store) Get(obj any) (any, bool, error) {
 	namespace, name, err := storeName(obj)
 	if err != nil {
 		return nil, false, err
@@ -177,7 +181,7 @@ func (s *metaStore) Get(obj any) (any, bool, error) {
 }
 
 // GetByKey returns the object of key ("namespace/name", or "name").
-func (s *metaStore) GetByKey(key string) (any, bool, error) {
+func (s *Store) GetByKey(key string) (any, bool, error) {
 	namespace, name, err := splitKey(key)
 	if err != nil {
 		return nil, false, err
@@ -185,7 +189,7 @@ func (s *metaStore) GetByKey(key string) (any, bool, error) {
 	return s.get(namespace, name)
 }
 
-func (s *metaStore) get(namespace, name string) (any, bool, error) {
+func (s *Store) get(namespace, name string) (any, bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.objects[namespace]
@@ -200,7 +204,7 @@ func (s *metaStore) get(namespace, name string) (any, bool, error) {
 }
 
 // Replace replaces every object with list, at resourceVersion.
-func (s *metaStore) Replace(list []any, resourceVersion string) error {
+func (s *Store) Replace(list []any, resourceVersion string) error {
 	objs := make([]metav1.Object, len(list))
 	for i, obj := range list {
 		o, ok := obj.(metav1.Object)
@@ -223,12 +227,12 @@ func (s *metaStore) Replace(list []any, resourceVersion string) error {
 }
 
 // Resync does nothing, as client-go's store.
-func (s *metaStore) Resync() error { return nil }
+func (s *Store) Resync() error { return nil }
 
 // LastStoreSyncResourceVersion returns the resourceVersion of the last
 // change, bookmark or replacement, as client-go's store does: "" unless
 // client-go's AtomicFIFO feature is enabled.
-func (s *metaStore) LastStoreSyncResourceVersion() string {
+func (s *Store) LastStoreSyncResourceVersion() string {
 	if !clientgofeatures.FeatureGates().Enabled(clientgofeatures.AtomicFIFO) {
 		return ""
 	}
@@ -238,14 +242,14 @@ func (s *metaStore) LastStoreSyncResourceVersion() string {
 }
 
 // Bookmark records a resourceVersion seen.
-func (s *metaStore) Bookmark(rv string) {
+func (s *Store) Bookmark(rv string) {
 	s.mu.Lock()
 	s.rv = rv
 	s.mu.Unlock()
 }
 
 // eachIndexed calls fn with the objects that index indexName holds under value.
-func (s *metaStore) eachIndexed(indexName, value string, fn func(metav1.Object)) error {
+func (s *Store) eachIndexed(indexName, value string, fn func(metav1.Object)) error {
 	if _, ok := s.indexers[indexName]; !ok {
 		return fmt.Errorf("Index with name %s does not exist", indexName)
 	}
@@ -261,7 +265,7 @@ func (s *metaStore) eachIndexed(indexName, value string, fn func(metav1.Object))
 }
 
 // Index returns the objects that share an index value of indexName with obj.
-func (s *metaStore) Index(indexName string, obj any) ([]any, error) {
+func (s *Store) Index(indexName string, obj any) ([]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	f := s.indexers[indexName]
@@ -288,7 +292,7 @@ func (s *metaStore) Index(indexName string, obj any) ([]any, error) {
 }
 
 // ByIndex returns the objects whose index value of indexName is value.
-func (s *metaStore) ByIndex(indexName, value string) ([]any, error) {
+func (s *Store) ByIndex(indexName, value string) ([]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var list []any
@@ -303,7 +307,7 @@ func (s *metaStore) ByIndex(indexName, value string) ([]any, error) {
 }
 
 // IndexKeys returns the keys of the objects whose index value of indexName is value.
-func (s *metaStore) IndexKeys(indexName, value string) ([]string, error) {
+func (s *Store) IndexKeys(indexName, value string) ([]string, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	keys := []string{}
@@ -315,7 +319,7 @@ func (s *metaStore) IndexKeys(indexName, value string) ([]string, error) {
 }
 
 // ListIndexFuncValues returns the values index indexName holds objects under.
-func (s *metaStore) ListIndexFuncValues(indexName string) []string {
+func (s *Store) ListIndexFuncValues(indexName string) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	values := []string{}
@@ -332,7 +336,7 @@ func (s *metaStore) ListIndexFuncValues(indexName string) []string {
 }
 
 // GetIndexers returns the indexers.
-func (s *metaStore) GetIndexers() toolscache.Indexers {
+func (s *Store) GetIndexers() toolscache.Indexers {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.indexers
@@ -340,7 +344,7 @@ func (s *metaStore) GetIndexers() toolscache.Indexers {
 
 // AddIndexers adds indexers, indexing the objects already stored; an
 // indexer of a name the store has is an error.
-func (s *metaStore) AddIndexers(indexers toolscache.Indexers) error {
+func (s *Store) AddIndexers(indexers toolscache.Indexers) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for name := range indexers {

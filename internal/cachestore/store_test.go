@@ -1,4 +1,4 @@
-package readmodel
+package cachestore
 
 import (
 	"context"
@@ -13,17 +13,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	fcache "k8s.io/client-go/tools/cache/testing"
-
-	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-func isMetaStore(s toolscache.Indexer) bool {
-	_, ok := s.(*metaStore)
-	return ok
+// ownerIndex indexes objects by their owners' UIDs, as lockguard's owner
+// index does.
+const ownerIndex = "owner"
+
+func indexByOwner(obj any) ([]string, error) {
+	var uids []string
+	for _, r := range obj.(metav1.Object).GetOwnerReferences() {
+		uids = append(uids, string(r.UID))
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
 }
 
 // storeIndexers are the indexers of a metadata informer in lockguard
-// (controller-runtime's namespace index and OwnerIndex's), and one more
+// (controller-runtime's namespace index and an owner index), and one more
 // that indexes some objects under several values.
 func storeIndexers() toolscache.Indexers {
 	return toolscache.Indexers{
@@ -41,7 +47,7 @@ func storeIndexers() toolscache.Indexers {
 
 // randomMeta returns one of a few hundred objects (namespace and name), in
 // one of several versions: owners, labels and resourceVersion vary.
-func randomMeta(r *rand.Rand, shared *interner) *Meta {
+func randomMeta(r *rand.Rand) *metav1.PartialObjectMetadata {
 	i := r.IntN(300)
 	o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Namespace: []string{"", "a", "b", "c"}[i%4], Name: fmt.Sprintf("o-%d", i/4),
@@ -57,16 +63,15 @@ func randomMeta(r *rand.Rand, shared *interner) *Meta {
 	if r.IntN(2) == 0 {
 		o.Labels = map[string]string{"tier": fmt.Sprint(r.IntN(3)), "app": fmt.Sprint(r.IntN(2))}
 	}
-	return newMeta(o, shared)
+	return o
 }
 
-// TestMetaStoreAgrees: a metaStore and client-go's indexer, given the same
+// TestStoreAgrees: a Store and client-go's indexer, given the same
 // random changes (adds, updates, deletes by object and by tombstone,
 // replacements, indexers added to a filled store), answer every read
 // alike.
-func TestMetaStoreAgrees(t *testing.T) {
+func TestStoreAgrees(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	shared := newInterner()
 	for run := range 12 {
 		indexers := storeIndexers()
 		late := toolscache.Indexers{"late": indexers["labels"]}
@@ -76,25 +81,25 @@ func TestMetaStoreAgrees(t *testing.T) {
 			delete(indexers, ownerIndex)
 		}
 		want := toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
-		got := newMetaStore(indexers)
+		got := New(indexers)
 		for step := range 400 {
 			var op string
 			switch n := r.IntN(100); {
 			case n < 50:
 				op = "add"
-				o := randomMeta(r, shared)
+				o := randomMeta(r)
 				mustAgree(t, want.Add(o), got.Add(o))
 			case n < 65:
 				op = "update"
-				o := randomMeta(r, shared)
+				o := randomMeta(r)
 				mustAgree(t, want.Update(o), got.Update(o))
 			case n < 80:
 				op = "delete"
-				o := randomMeta(r, shared)
+				o := randomMeta(r)
 				mustAgree(t, want.Delete(o), got.Delete(o))
 			case n < 90:
 				op = "tombstone"
-				o := randomMeta(r, shared)
+				o := randomMeta(r)
 				key, _ := toolscache.DeletionHandlingMetaNamespaceKeyFunc(o)
 				tomb := toolscache.DeletedFinalStateUnknown{Key: key, Obj: o}
 				mustAgree(t, want.Delete(tomb), got.Delete(tomb))
@@ -102,7 +107,7 @@ func TestMetaStoreAgrees(t *testing.T) {
 				op = "replace"
 				var list []any
 				for range r.IntN(200) {
-					list = append(list, randomMeta(r, shared))
+					list = append(list, randomMeta(r))
 				}
 				mustAgree(t, want.Replace(list, "77"), got.Replace(list, "77"))
 			case n < 93 && late != nil:
@@ -114,8 +119,8 @@ func TestMetaStoreAgrees(t *testing.T) {
 				want.Bookmark("88")
 				got.Bookmark("88")
 			}
-			if diff := storeDiff(want, got, r, shared); diff != "" {
-				t.Fatalf("run %d, step %d (%s): the stores disagree (-client-go, +metaStore):\n%s", run, step, op, diff)
+			if diff := storeDiff(want, got, r); diff != "" {
+				t.Fatalf("run %d, step %d (%s): the stores disagree (-client-go, +Store):\n%s", run, step, op, diff)
 			}
 		}
 	}
@@ -124,12 +129,12 @@ func TestMetaStoreAgrees(t *testing.T) {
 func mustAgree(t *testing.T, want, got error) {
 	t.Helper()
 	if (want == nil) != (got == nil) {
-		t.Fatalf("client-go's store: %v; metaStore: %v", want, got)
+		t.Fatalf("client-go's store: %v; Store: %v", want, got)
 	}
 }
 
 // storeDiff compares every read of the two stores.
-func storeDiff(want, got toolscache.Indexer, r *rand.Rand, shared *interner) string {
+func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 	sorted := func(l []any) []string {
 		var keys []string
 		for _, o := range l {
@@ -163,16 +168,16 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand, shared *interner) str
 	add("List", sorted(want.List()), sorted(got.List()))
 	add("ListKeys", strs(want.ListKeys(), nil), strs(got.ListKeys(), nil))
 	add("LastStoreSyncResourceVersion", want.LastStoreSyncResourceVersion(), got.LastStoreSyncResourceVersion())
-	probe := randomMeta(r, shared)
+	probe := randomMeta(r)
 	key, _ := toolscache.MetaNamespaceKeyFunc(probe)
 	for _, k := range []string{key, "a/o-1", "o-2", "nope/x"} {
 		w, wok, werr := want.GetByKey(k)
 		g, gok, gerr := got.GetByKey(k)
-		add("GetByKey "+k, fmt.Sprint(w, wok, werr != nil), fmt.Sprint(g, gok, gerr != nil))
+		add("GetByKey "+k, fmt.Sprintf("%p %v %v", w, wok, werr != nil), fmt.Sprintf("%p %v %v", g, gok, gerr != nil))
 	}
 	w, wok, _ := want.Get(probe)
 	g, gok, _ := got.Get(probe)
-	add("Get", fmt.Sprint(w, wok), fmt.Sprint(g, gok))
+	add("Get", fmt.Sprintf("%p %v", w, wok), fmt.Sprintf("%p %v", g, gok))
 	for name := range want.GetIndexers() {
 		add("ListIndexFuncValues "+name, strs(want.ListIndexFuncValues(name), nil), strs(got.ListIndexFuncValues(name), nil))
 		add("Index "+name, objs(want.Index(name, probe)), objs(got.Index(name, probe)))
@@ -198,12 +203,12 @@ func mapKeys(m toolscache.Indexers) func(func(string) bool) {
 	}
 }
 
-// TestWithStore: lockguard's informers keep their objects in a
-// metaStore (this fails when client-go's informer no longer keeps its
-// store where withStore sets it), and the informer's events, relists and
-// tombstones are client-go's: a handler sees the adds, updates and
-// deletes, a relist's deletions as tombstones, and the store follows.
-func TestWithStore(t *testing.T) {
+// TestInstall: client-go's informer takes a Store (this fails when
+// client-go's informer no longer keeps its store where Install sets it),
+// and the informer's events, relists and tombstones are client-go's: a
+// handler sees the adds, updates and deletes, a relist's deletions as
+// tombstones, and the store follows.
+func TestInstall(t *testing.T) {
 	src := fcache.NewFakeControllerSource()
 	stack := func(name, rv string) *metav1.PartialObjectMetadata {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv,
@@ -211,22 +216,18 @@ func TestWithStore(t *testing.T) {
 	}
 	src.Add(stack("s-01", ""))
 	src.Add(stack("s-02", ""))
-	inf := NewInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
-	if _, ok := inf.GetIndexer().(*metaStore); !ok {
-		t.Fatalf("the metadata informer's store is a %T, not a metaStore", inf.GetIndexer())
-	}
-	if locks := NewInformer(src, &lockv1alpha1.Lock{}, 0, nil); !isMetaStore(locks.GetIndexer()) {
-		t.Errorf("the Lock informer's store is a %T, not a metaStore", locks.GetIndexer())
-	}
-	if err := inf.SetTransform(CacheTransform(nil)); err != nil {
-		t.Fatal(err)
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	inf := toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, indexers)
+	store := New(indexers)
+	if !Install(inf, store) || inf.GetIndexer() != toolscache.Indexer(store) || inf.GetStore() != toolscache.Store(store) {
+		t.Fatalf("client-go's informer did not take the Store: its store is a %T", inf.GetIndexer())
 	}
 	events := make(chan string, 100)
 	name := func(obj any) string {
 		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			return "tombstone " + tomb.Key
 		}
-		return obj.(*Meta).GetName()
+		return obj.(metav1.Object).GetName()
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { events <- "add " + name(obj) },
@@ -270,7 +271,7 @@ func TestWithStore(t *testing.T) {
 	}
 	var names []string
 	for _, o := range objs {
-		names = append(names, o.(*Meta).GetName())
+		names = append(names, o.(metav1.Object).GetName())
 	}
 	slices.Sort(names)
 	if diff := cmp.Diff([]string{"s-01"}, names); diff != "" {

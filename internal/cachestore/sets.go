@@ -1,4 +1,4 @@
-package readmodel
+package cachestore
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 // map (a search of a slice that long is still a few cache lines).
 const smallSet = 32
 
-// objectSet is the objects a metaStore's index holds under one value: in a
+// objectSet is the objects a Store's index holds under one value: in a
 // slice of exactly their number while they are few (an owner's objects,
 // usually: 16 bytes each, where a Go map of nine takes about 40 each),
 // in a map beyond smallSet. The zero value is empty.

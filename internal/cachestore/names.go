@@ -1,4 +1,4 @@
-package readmodel
+package cachestore
 
 import (
 	"hash/maphash"
@@ -11,7 +11,7 @@ import (
 // onto one run of slots.
 var nameSeed = maphash.MakeSeed()
 
-// nameTable is a namespace's objects in a metaStore, by name: an
+// nameTable is a namespace's objects in a Store, by name: an
 // open-addressing hash table (linear probing, deletion by shifting back)
 // of the objects themselves. It keeps no key: a slot is compared by its
 // object's name. 16 bytes a slot, at most three quarters full (a Go map of
