@@ -150,6 +150,8 @@ type harness struct {
 
 	serialsMu sync.Mutex
 	serials   []*big.Int // every serving certificate issued, oldest first
+
+	apiDown *restarts // the workers' record of kube-apiserver's restarts
 }
 
 func TestChaos(t *testing.T) {
@@ -260,6 +262,7 @@ func TestChaos(t *testing.T) {
 	// The workload.
 	var n counts
 	var v violations
+	h.apiDown = &n.apiDown
 	report := func(kind deleteKind, msg string) {
 		v.add(kind, msg)
 		logf("VIOLATION [%s]: %s", kind, msg)
@@ -430,7 +433,7 @@ func TestChaos(t *testing.T) {
 			setLabel, n.selectorLocks.Load(), n.readOnlyLocks.Load(), n.relabels.Load()),
 		fmt.Sprintf("chaos: Locks with an expiresAt %s to %s after their create %d (%d expired while the client held them; %d requests they protected when sent were answered after they expired: either answer right), in Audit %d (a refusal naming one is a violation)",
 			minExpiry, maxExpiry, n.expiringLocks.Load(), n.expiredLocks.Load(), n.expiredInFlight.Load(), n.auditLocks.Load()),
-		fmt.Sprintf("chaos: break-glass LockExceptions created %d (for DELETE, %s to %s); deletes of locked objects they let through %d, refused while one lived %d (its create's answer lost, or it expired in flight: counted, not judged; an allowed delete no exception explains, and a refusal one owed, are violations)",
+		fmt.Sprintf("chaos: break-glass LockExceptions created %d (for DELETE, %s to %s); deletes of locked objects they let through %d, refused while one lived %d (its create's answer lost, it expired in flight, or it owed the delete its passage while kube-apiserver was restarting and lockguard could not confirm it: counted, not judged; an allowed delete no exception explains, and a refusal one owed otherwise, are violations)",
 			n.exceptions.Load(), exceptionMin, exceptionMax, n.exceptionUsed.Load(), n.exceptionRefused.Load()),
 		fmt.Sprintf("chaos: updates of objects under no ReadOnly Lock %d (%d refused by a Lock already gone); under a ReadOnly Lock not yet read in force or an object not yet labelled %d (%d refused; either answer is right)",
 			n.updateFree.Load(), n.updateStale.Load(), n.updatePending.Load(), n.updatePendingDenied.Load()),

@@ -234,10 +234,14 @@ func (w *worker) judge(ctx context.Context, t *target, locks []*lockRec, kind de
 			t.uid, t.unlockedSince = "", time.Time{}
 		}
 	case isDenial(err):
-		if x := w.owed(t, locks, sent, answered); locked && x != nil {
+		if x := w.owed(t, locks, sent, answered); locked && x != nil && !w.n.apiDown.during(sent, answered) {
 			w.violation(kind, "a %s of %s %s was refused though LockException %s let it through Locks %v (created %s before the request was sent, expiring %s after its answer): %v",
 				kind, t.gvk.Kind, w.ns+"/"+t.name, x.name, x.locks, sent.Sub(x.acked).Round(time.Millisecond), x.expires.Sub(answered).Round(time.Millisecond), err)
-		} else if locked && w.excused(t, locks, sent) {
+		} else if locked && (x != nil || w.excused(t, locks, sent)) {
+			// An exception that owed the delete its passage while
+			// kube-apiserver was restarting: lockguard honours one only
+			// once the API server confirms it (rule 20), and refuses when
+			// it cannot ask.
 			w.n.exceptionRefused.Add(1)
 		}
 		if locked {

@@ -8,7 +8,9 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -34,6 +36,39 @@ const (
 
 // faultWeights are the odds of each fault after the first round.
 var faultWeights = [numFaults]int{25, 15, 10, 10, 20, 20}
+
+// restarts are the times kube-apiserver was being restarted: from the
+// restart's start until it served again. Safe for concurrent use.
+type restarts struct {
+	mu      sync.Mutex
+	windows [][2]time.Time // an unfinished one ends at the zero time
+}
+
+// begin records a restart that began at began, and returns the function
+// that records when it ended.
+func (r *restarts) begin(began time.Time) func(time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := len(r.windows)
+	r.windows = append(r.windows, [2]time.Time{began})
+	return func(back time.Time) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.windows[i][1] = back
+	}
+}
+
+// during reports whether a restart overlapped [from, to].
+func (r *restarts) during(from, to time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range r.windows {
+		if !w[0].After(to) && (w[1].IsZero() || !w[1].Before(from)) {
+			return true
+		}
+	}
+	return false
+}
 
 // faultCounts counts the faults injected.
 type faultCounts struct {
@@ -86,9 +121,11 @@ func (h *harness) faults(ctx context.Context) {
 			h.logf("fault: restart kube-apiserver (SIGKILL %v, down %s)", o.Kill, o.Down.Round(100*time.Millisecond))
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			began := time.Now()
+			end := h.apiDown.begin(began)
 			if err := h.env.RestartAPIServer(rctx, o); err != nil {
 				h.t.Errorf("restarting kube-apiserver: %v", err)
 			}
+			end(time.Now())
 			cancel()
 			h.logf("kube-apiserver back after %s", time.Since(began).Round(100*time.Millisecond))
 		case faultRotate:
@@ -224,4 +261,25 @@ func (h *harness) waitServed(gen int, timeout time.Duration) error {
 // jitter returns a random duration in [lo, hi).
 func jitter(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+}
+
+// TestRestartsDuring: a request overlaps a restart of kube-apiserver when
+// it was sent before the restart ended and answered after it began; a
+// restart not yet ended overlaps everything after its start.
+func TestRestartsDuring(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1000+int64(s), 0) }
+	var r restarts
+	end := r.begin(at(10))
+	if !r.during(at(5), at(12)) || !r.during(at(50), at(60)) || r.during(at(1), at(9)) {
+		t.Errorf("an unfinished restart from 10 s: during(5, 12), during(50, 60) want true, during(1, 9) want false")
+	}
+	end(at(20))
+	for _, c := range []struct {
+		from, to int
+		want     bool
+	}{{1, 9, false}, {1, 10, true}, {12, 15, true}, {20, 25, true}, {21, 25, false}, {5, 30, true}} {
+		if got := r.during(at(c.from), at(c.to)); got != c.want {
+			t.Errorf("a restart from 10 s to 20 s: during(%d, %d) = %v; want %v", c.from, c.to, got, c.want)
+		}
+	}
 }

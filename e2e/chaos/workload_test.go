@@ -71,8 +71,11 @@ type counts struct {
 	// exceptions counts the LockException creates; exceptionUsed the
 	// deletes a Lock protected that an exception let through, and
 	// exceptionRefused those refused while such an exception lived that
-	// did not owe them its passage (worker.owed: those are violations).
+	// did not owe them its passage (worker.owed: those are violations),
+	// or that did while kube-apiserver was being restarted (apiDown).
 	exceptions, exceptionUsed, exceptionRefused atomic.Int64
+	// apiDown are the times the harness restarted kube-apiserver.
+	apiDown restarts
 	// relabels counts the changes of setLabel that went through (objects
 	// moved in or out of selectors).
 	relabels atomic.Int64
