@@ -57,6 +57,28 @@ func (s *objectSet) remove(o metav1.Object) {
 	s.few = append(append(few, s.few[:i]...), s.few[i+1:]...)
 }
 
+// swap puts o in old's place and reports true, or reports false (the set
+// unchanged) when the set does not hold old or holds o already.
+func (s *objectSet) swap(old, o metav1.Object) bool {
+	if s.many != nil {
+		if _, ok := s.many[old]; !ok {
+			return false
+		}
+		if _, ok := s.many[o]; ok && o != old {
+			return false
+		}
+		delete(s.many, old)
+		s.many[o] = struct{}{}
+		return true
+	}
+	i := slices.Index(s.few, old)
+	if i < 0 || (o != old && slices.Contains(s.few, o)) {
+		return false
+	}
+	s.few[i] = o
+	return true
+}
+
 // len returns the number of objects in the set.
 func (s *objectSet) len() int { return len(s.few) + len(s.many) }
 

@@ -121,6 +121,14 @@ func (s *Store) reindexLocked(indexers toolscache.Indexers, old, o metav1.Object
 			is = indexValues(f, o, name)
 		}
 		index := s.indices[name]
+		if len(was) == 1 && len(is) == 1 && was[0] == is[0] {
+			// An update that keeps its one value (most updates): the
+			// object takes its old version's place, as client-go's
+			// storeIndex.updateSingleIndex leaves the key where it is.
+			if set, ok := index[was[0]]; ok && set.swap(old, o) {
+				continue
+			}
+		}
 		for _, v := range was {
 			if set, ok := index[v]; ok {
 				set.remove(old)

@@ -291,7 +291,18 @@ func TestObjectSet(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for step := range 2000 {
 		o := objs[r.IntN(len(objs))]
-		if r.IntN(3) == 0 {
+		if r.IntN(5) == 0 {
+			// A new version of o takes its place, if the set holds it.
+			n := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: o.GetName()}}
+			if got := s.swap(o, n); got != held[o] {
+				t.Fatalf("step %d: swap(%s) = %v; want %v", step, o.GetName(), got, held[o])
+			}
+			if held[o] {
+				delete(held, o)
+				held[n] = true
+				objs[slices.Index(objs, o)] = n
+			}
+		} else if r.IntN(3) == 0 {
 			s.remove(o)
 			delete(held, o)
 		} else {
