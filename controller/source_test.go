@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	fcache "k8s.io/client-go/tools/cache/testing"
+)
+
+// recordedEvents records what a handler saw, by object name.
+type recordedEvents struct {
+	mu               sync.Mutex
+	initial, added   map[string]int
+	updated, deleted map[string]int
+	// early counts the adds of the initial list seen before returned is
+	// set, each taking slow.
+	early    int
+	returned atomic.Bool
+	slow     time.Duration
+}
+
+func newRecordedEvents() *recordedEvents {
+	return &recordedEvents{initial: map[string]int{}, added: map[string]int{}, updated: map[string]int{}, deleted: map[string]int{}}
+}
+
+func (r *recordedEvents) OnAdd(obj any, initial bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if initial {
+		time.Sleep(r.slow)
+		if !r.returned.Load() {
+			r.early++
+		}
+		r.initial[obj.(*metav1.PartialObjectMetadata).Name]++
+	} else {
+		r.added[obj.(*metav1.PartialObjectMetadata).Name]++
+	}
+}
+
+func (r *recordedEvents) OnUpdate(_, obj any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updated[obj.(*metav1.PartialObjectMetadata).Name]++
+}
+
+func (r *recordedEvents) OnDelete(obj any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted[obj.(*metav1.PartialObjectMetadata).Name]++
+}
+
+func (r *recordedEvents) snapshot() [4]map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := func(m map[string]int) map[string]int {
+		out := map[string]int{}
+		for k, v := range m {
+			out[k] = v
+		}
+		return out
+	}
+	return [4]map[string]int{c(r.initial), c(r.added), c(r.updated), c(r.deleted)}
+}
+
+// listedInformer is a client-go informer of n metadata objects o-0 to
+// o-<n-1>, and the source its test drives; started unless not.
+func listedInformer(t *testing.T, n int) (toolscache.SharedIndexInformer, *fcache.FakeControllerSource, func()) {
+	t.Helper()
+	src := fcache.NewFakeControllerSource()
+	t.Cleanup(src.Shutdown)
+	for i := range n {
+		src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("o-%d", i)}})
+	}
+	inf := toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return inf, src, func() { go inf.RunWithContext(ctx) }
+}
+
+// TestConvertingInformerAdds: a handler added through convertingInformer
+// sees every stored object once as an add of the initial list, whether
+// the informer had synced (add gives them itself, before it returns, and
+// drops client-go's, which would go through the handler's notification
+// buffer) or had not started (client-go delivers them as it lists), and
+// what changes after as it happens.
+func TestConvertingInformerAdds(t *testing.T) {
+	const n = 500
+	for _, synced := range []bool{true, false} {
+		t.Run(fmt.Sprintf("synced=%v", synced), func(t *testing.T) {
+			inf, src, run := listedInformer(t, n)
+			if synced {
+				run()
+				if !toolscache.WaitForCacheSync(t.Context().Done(), inf.HasSynced) {
+					t.Fatal("the informer did not sync")
+				}
+			}
+			rec := newRecordedEvents()
+			// Slower than client-go hands them over: its adds would wait
+			// in the buffer.
+			rec.slow = 50 * time.Microsecond
+			converted := 0
+			var mu sync.Mutex
+			i := convertingInformer{Informer: inf, convert: func(o any) any {
+				mu.Lock()
+				converted++
+				mu.Unlock()
+				return o
+			}}
+			reg, err := i.AddEventHandler(rec)
+			rec.returned.Store(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if synced {
+				rec.mu.Lock()
+				early := rec.early
+				rec.mu.Unlock()
+				if early != n {
+					t.Errorf("%d of the %d stored objects reached the handler before AddEventHandler returned, want all", early, n)
+				}
+			}
+			if !synced {
+				run()
+			}
+			if !toolscache.WaitForCacheSync(t.Context().Done(), reg.HasSynced) {
+				t.Fatal("the handler did not sync")
+			}
+			src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new"}})
+			src.Modify(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o-1"}})
+			src.Delete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o-2"}})
+			want := [4]map[string]int{{}, {"new": 1}, {"o-1": 1}, {"o-2": 1}}
+			for j := range n {
+				want[0][fmt.Sprintf("o-%d", j)] = 1
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got := rec.snapshot()
+				diff := cmp.Diff(want, got)
+				if diff == "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("events seen (-want +got):\n%s", diff)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			// One conversion per object delivered (an update converts
+			// both): none for client-go's dropped adds.
+			if want := n + 1 + 2 + 1; converted != want {
+				t.Errorf("converted %d objects, want %d", converted, want)
+			}
+		})
+	}
+}
