@@ -2,6 +2,8 @@ package cachestore
 
 import (
 	"hash/maphash"
+	"math/bits"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -14,26 +16,99 @@ var nameSeed = maphash.MakeSeed()
 // nameTable is a namespace's objects in a Store, by name: an
 // open-addressing hash table (linear probing, deletion by shifting back)
 // of the objects themselves. It keeps no key: a slot is compared by its
-// object's name. 16 bytes a slot, at most three quarters full (a Go map of
-// name to object takes 32 a slot, and a table of its own per namespace;
-// issue 38). The zero value is empty.
+// object's name. A slot is 8 bytes while the table's objects are all of
+// one type (a Store's are: the informer's transform makes them so): the
+// object's pointer, the type kept once (its interface's type word, tab);
+// 16, an interface, once a second type comes (wide). The table is at
+// most three quarters full and grows by half (a Go map of name to object
+// takes 32 bytes a slot, and a table of its own per namespace; issue 38).
+// The zero value is empty.
 type nameTable struct {
-	slots []metav1.Object // a power of two long, or none
+	slots []unsafe.Pointer // the objects' pointers; none once wide
+	tab   unsafe.Pointer   // the type word of slots' objects
+	wide  []metav1.Object  // every slot, once objects of two types came
 	n     int
 }
 
 // nameTableMin is a nameTable's smallest length.
 const nameTableMin = 8
 
+// iface is a Go interface value as the runtime lays it out: its type word
+// and its pointer.
+type iface struct{ tab, data unsafe.Pointer }
+
+// words returns o's type word and pointer.
+func words(o metav1.Object) iface { return *(*iface)(unsafe.Pointer(&o)) }
+
+// len returns the number of slots.
+func (t *nameTable) len() int {
+	if t.wide != nil {
+		return len(t.wide)
+	}
+	return len(t.slots)
+}
+
+// at returns the object in slot i, nil for none.
+func (t *nameTable) at(i int) metav1.Object {
+	if t.wide != nil {
+		return t.wide[i]
+	}
+	if t.slots[i] == nil {
+		return nil
+	}
+	var o metav1.Object
+	*(*iface)(unsafe.Pointer(&o)) = iface{tab: t.tab, data: t.slots[i]}
+	return o
+}
+
+// set puts o (nil for none) in slot i: the table widens when o is of
+// another type than its objects.
+func (t *nameTable) set(i int, o metav1.Object) {
+	if t.wide == nil && o != nil {
+		w := words(o)
+		switch {
+		case t.n == 0 && t.tab != w.tab:
+			t.tab = w.tab
+		case t.tab != w.tab:
+			t.widen()
+		}
+	}
+	if t.wide != nil {
+		t.wide[i] = o
+		return
+	}
+	t.slots[i] = nil
+	if o != nil {
+		t.slots[i] = words(o).data
+	}
+}
+
+// widen makes every slot an interface.
+func (t *nameTable) widen() {
+	wide := make([]metav1.Object, len(t.slots))
+	for i := range t.slots {
+		wide[i] = t.at(i)
+	}
+	t.wide, t.slots = wide, nil
+}
+
 func (t *nameTable) home(name string) int {
-	return int(maphash.String(nameSeed, name) & uint64(len(t.slots)-1))
+	hi, _ := bits.Mul64(maphash.String(nameSeed, name), uint64(t.len()))
+	return int(hi)
+}
+
+// next returns the slot after i, cyclically.
+func (t *nameTable) next(i int) int {
+	if i++; i == t.len() {
+		return 0
+	}
+	return i
 }
 
 // find returns the slot of name, or the empty slot where it would go.
 func (t *nameTable) find(name string) (int, bool) {
-	mask := len(t.slots) - 1
-	for i := t.home(name); ; i = (i + 1) & mask {
-		switch o := t.slots[i]; {
+	for i := t.home(name); ; i = t.next(i) {
+		switch o := t.at(i); {
 		case o == nil:
 			return i, false
 		case o.GetName() == name:
@@ -48,7 +123,7 @@ func (t *nameTable) get(name string) metav1.Object {
 		return nil
 	}
 	if i, ok := t.find(name); ok {
-		return t.slots[i]
+		return t.at(i)
 	}
 	return nil
 }
@@ -56,12 +131,12 @@ func (t *nameTable) get(name string) metav1.Object {
 // put stores o in place of the object of its name, and returns that
 // object (nil for none).
 func (t *nameTable) put(o metav1.Object) metav1.Object {
-	if (t.n+1)*4 > len(t.slots)*3 {
-		t.resize(max(nameTableMin, 2*len(t.slots)))
+	if (t.n+1)*4 > t.len()*3 {
+		t.resize(max(nameTableMin, t.len()+t.len()/2))
 	}
 	i, ok := t.find(o.GetName())
-	old := t.slots[i]
-	t.slots[i] = o
+	old := t.at(i)
+	t.set(i, o)
 	if !ok {
 		t.n++
 	}
@@ -77,42 +152,44 @@ func (t *nameTable) remove(name string) metav1.Object {
 	if !ok {
 		return nil
 	}
-	old := t.slots[i]
-	mask := len(t.slots) - 1
+	old := t.at(i)
 	// Shift back each object after i, up to an empty slot, that its
 	// probe from its home slot would not find past the gap.
-	for j := (i + 1) & mask; t.slots[j] != nil; j = (j + 1) & mask {
-		k := t.home(t.slots[j].GetName())
+	for j := t.next(i); t.at(j) != nil; j = t.next(j) {
+		k := t.home(t.at(j).GetName())
 		if (i <= j && (i < k && k <= j)) || (i > j && (i < k || k <= j)) {
 			continue // k is in (i, j], cyclically: found before the gap
 		}
-		t.slots[i] = t.slots[j]
+		t.set(i, t.at(j))
 		i = j
 	}
-	t.slots[i] = nil
+	t.set(i, nil)
 	t.n--
-	if t.n*8 < len(t.slots) && len(t.slots) > nameTableMin {
-		t.resize(len(t.slots) / 2)
+	if t.n*8 < t.len() && t.len() > nameTableMin {
+		t.resize(max(nameTableMin, t.len()/2))
 	}
 	return old
 }
 
 // resize moves the objects into a table size long.
 func (t *nameTable) resize(size int) {
-	objs := t.slots
-	t.slots = make([]metav1.Object, size)
+	var objs []metav1.Object
+	t.each(func(o metav1.Object) { objs = append(objs, o) })
+	if t.wide != nil {
+		t.wide = make([]metav1.Object, size)
+	} else {
+		t.slots = make([]unsafe.Pointer, size)
+	}
 	for _, o := range objs {
-		if o != nil {
-			i, _ := t.find(o.GetName())
-			t.slots[i] = o
-		}
+		i, _ := t.find(o.GetName())
+		t.set(i, o)
 	}
 }
 
 // each calls fn with each object.
 func (t *nameTable) each(fn func(metav1.Object)) {
-	for _, o := range t.slots {
-		if o != nil {
+	for i := range t.len() {
+		if o := t.at(i); o != nil {
 			fn(o)
 		}
 	}

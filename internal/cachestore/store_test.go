@@ -332,17 +332,22 @@ func TestObjectSet(t *testing.T) {
 
 // TestNameTable: a namespace's table of objects by name answers as a map
 // of name to object through random puts and removes, growing and
-// shrinking.
+// shrinking, and widening when an object of a second type comes.
 func TestNameTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	var tab nameTable
 	want := map[string]metav1.Object{}
+	widened := false
 	for step := range 20000 {
 		// Phases of mostly puts, then of removes, so that the table
 		// grows to hundreds and shrinks back.
 		name := fmt.Sprint(r.IntN(600))
 		if (step/4000)%2 == 0 && r.IntN(4) != 0 {
-			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			var o metav1.Object = &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+			if step > 16000 && r.IntN(8) == 0 {
+				// Another type: the table widens.
+				o, widened = &metav1.ObjectMeta{Name: name}, true
+			}
 			if got, w := tab.put(o), want[name]; got != w {
 				t.Fatalf("step %d: put(%s) replaced %v; want %v", step, name, got, w)
 			}
@@ -353,8 +358,11 @@ func TestNameTable(t *testing.T) {
 			}
 			delete(want, name)
 		}
-		if tab.n != len(want) || tab.n*4 > len(tab.slots)*3 || (len(tab.slots) > nameTableMin && tab.n*16 < len(tab.slots)) {
-			t.Fatalf("step %d: %d objects (want %d) in %d slots", step, tab.n, len(want), len(tab.slots))
+		if tab.n != len(want) || tab.n*4 > tab.len()*3 || (tab.len() > nameTableMin && tab.n*16 < tab.len()) {
+			t.Fatalf("step %d: %d objects (want %d) in %d slots", step, tab.n, len(want), tab.len())
+		}
+		if wide := tab.wide != nil; wide != widened {
+			t.Fatalf("step %d: wide %v", step, wide)
 		}
 		if step%97 == 0 {
 			for i := range 600 {
