@@ -109,8 +109,8 @@ func run() error {
 	fs.DurationVar(&o.DenialFlushInterval, "denial-flush-interval", denials.DefaultInterval, "How often, at most, this replica writes the status.lastDenied of one Lock: the first refusal of a quiet Lock is written at once, the ones that follow within the interval are added to the count of the next write, so that a delete loop makes one status write per Lock per interval.")
 	fs.DurationVar(&o.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long to wait for the servers and the reconciler to stop.")
 	fs.DurationVar(&delay, "shutdown-delay", 0, "How long to keep serving after SIGTERM before stopping, so that the Pod leaves its Services' endpoints first.")
-	fs.Float64Var(&qps, "kube-api-qps", 500, "Queries per second to the API server, per resource (each resource's client has its own limit). Locks cost about two writes each to converge.")
-	fs.IntVar(&burst, "kube-api-burst", 1000, "Burst of queries to the API server, per resource.")
+	fs.Float64Var(&qps, "kube-api-qps", manager.DefaultQPS, "Queries per second to the API server, per resource (each resource's client has its own limit). Locks cost about two writes each to converge.")
+	fs.IntVar(&burst, "kube-api-burst", manager.DefaultBurst, "Burst of queries to the API server, per resource.")
 	fs.BoolVar(&showVer, "version", false, "Print the version and exit.")
 	config.RegisterFlags(fs)
 	zapOpts := zap.Options{}

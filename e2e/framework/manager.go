@@ -93,6 +93,8 @@ func (e *Env) StartManager(o ManagerOptions) (*Manager, error) {
 	}
 	m := &Manager{Webhook: wh, Metrics: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan error, 1)}
 	cfg := rest.CopyConfig(e.Config)
+	// As the binary runs by default, not as the tests' clients do.
+	cfg.QPS, cfg.Burst = manager.DefaultQPS, manager.DefaultBurst
 	if o.Wrap != nil {
 		cfg.Wrap(o.Wrap)
 	}

@@ -24,6 +24,16 @@ const LeaderElectionID = "lockguard.core.navique.com"
 // permission) is in the log all along.
 const CacheSyncTimeout = 30 * time.Minute
 
+// DefaultQPS and DefaultBurst are the client rate limits lockguard runs
+// with unless its flags say otherwise (--kube-api-qps, --kube-api-burst):
+// per resource, each resource's client having its own. A selector Lock's
+// create labels up to 500 objects within the webhook's timeout
+// (docs/optin.md): the burst takes them at once.
+const (
+	DefaultQPS   = 500
+	DefaultBurst = 1000
+)
+
 // Options configure a lockguard manager. The zero value of each field is
 // its default, except where noted.
 type Options struct {
