@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,25 +21,34 @@ import (
 )
 
 // auditPolicy records every delete and deletecollection at level Metadata
-// (which carries the admission webhooks' audit annotations), and nothing
-// else.
+// (which carries the admission webhooks' audit annotations), and
+// lockguard's own writes, so that a write Test13StatusTruthAndQuietMinute
+// counts can be named; nothing else.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["delete", "deletecollection"]
+- level: Metadata
+  verbs: ["create", "patch", "update"]
+  users: ["` + framework.ServiceAccountUser + `"]
 - level: None
 `
 
 // auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
 type auditEvent struct {
-	Stage     string `json:"stage"`
-	Verb      string `json:"verb"`
+	Stage          string    `json:"stage"`
+	Verb           string    `json:"verb"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	User           struct {
+		Username string `json:"username"`
+	} `json:"user"`
 	ObjectRef struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
 		Code int `json:"code"`
@@ -139,4 +149,29 @@ func readAudit(path string) ([]auditEvent, error) {
 		events = append(events, e)
 	}
 	return events, sc.Err()
+}
+
+// lockguardWrites names lockguard's writes (create, patch and update, as
+// its ServiceAccount) that the API server completed at since or after,
+// from the audit log (auditPolicy): "" where the suite cannot read it.
+func lockguardWrites(since time.Time) string {
+	if s.auditLog == "" {
+		return ""
+	}
+	events, err := readAudit(s.auditLog)
+	if err != nil {
+		return fmt.Sprintf("reading the audit log: %v", err)
+	}
+	var writes []string
+	for _, e := range events {
+		if e.Stage != "ResponseComplete" || e.User.Username != framework.ServiceAccountUser || e.StageTimestamp.Before(since) || e.Verb == "update" && e.ObjectRef.Resource == "leases" {
+			continue
+		}
+		r := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			r += "/" + e.ObjectRef.Subresource
+		}
+		writes = append(writes, fmt.Sprintf("%s %s %s/%s (%d) at %s", e.Verb, r, e.ObjectRef.Namespace, e.ObjectRef.Name, e.ResponseStatus.Code, e.StageTimestamp.Format("15:04:05.000")))
+	}
+	return fmt.Sprintf("lockguard's writes in the audit log since %s, Lease renewals aside: %v", since.Format("15:04:05.000"), writes)
 }

@@ -154,11 +154,11 @@ func Test13StatusTruthAndQuietMinute(t *testing.T) {
 		}
 		for _, method := range writeMethods {
 			if d := m[method] - before[method]; d != 0 {
-				return fmt.Errorf("%d %s requests after %s of a quiet minute (requests by method before %v, now %v)", d, method, time.Since(start).Round(time.Second), before, m)
+				return fmt.Errorf("%d %s requests after %s of a quiet minute (requests by method before %v, now %v); %s", d, method, time.Since(start).Round(time.Second), before, m, lockguardWrites(start))
 			}
 		}
 		if d := m["PUT"] - before["PUT"]; d > renewals {
-			return fmt.Errorf("%d PUT requests after %s, more than the Lease renewals (%d)", d, time.Since(start).Round(time.Second), renewals)
+			return fmt.Errorf("%d PUT requests after %s, more than the Lease renewals (%d); %s", d, time.Since(start).Round(time.Second), renewals, lockguardWrites(start))
 		}
 		return nil
 	})
