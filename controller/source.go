@@ -102,8 +102,8 @@ func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 // meanwhile may reach h as an update or a delete before its add, as it
 // may when a handler is added to a running informer (h only enqueues).
 func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
-	store, ok := i.Informer.(interface{ GetIndexer() toolscache.Indexer })
-	replay := ok && i.Informer.HasSynced()
+	store, ok := i.Informer.(storeInformer)
+	replay := ok && store.HasSynced()
 	reg, err := register(convertedEvents{h: h, convert: i.convert, replayed: replay})
 	if err != nil || !replay {
 		return reg, err

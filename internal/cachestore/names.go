@@ -64,10 +64,10 @@ func (t *nameTable) at(i int) metav1.Object {
 // set puts o (nil for none) in slot i: the table widens when o is of
 // another type than its objects.
 func (t *nameTable) set(i int, o metav1.Object) {
+	var w iface
 	if t.wide == nil && o != nil {
-		w := words(o)
-		switch {
-		case t.n == 0 && t.tab != w.tab:
+		switch w = words(o); {
+		case t.n == 0:
 			t.tab = w.tab
 		case t.tab != w.tab:
 			t.widen()
@@ -77,10 +77,7 @@ func (t *nameTable) set(i int, o metav1.Object) {
 		t.wide[i] = o
 		return
 	}
-	t.slots[i] = nil
-	if o != nil {
-		t.slots[i] = words(o).data
-	}
+	t.slots[i] = w.data
 }
 
 // widen makes every slot an interface.
@@ -173,17 +170,16 @@ func (t *nameTable) remove(name string) metav1.Object {
 
 // resize moves the objects into a table size long.
 func (t *nameTable) resize(size int) {
-	var objs []metav1.Object
-	t.each(func(o metav1.Object) { objs = append(objs, o) })
+	old := *t
 	if t.wide != nil {
 		t.wide = make([]metav1.Object, size)
 	} else {
 		t.slots = make([]unsafe.Pointer, size)
 	}
-	for _, o := range objs {
+	old.each(func(o metav1.Object) {
 		i, _ := t.find(o.GetName())
 		t.set(i, o)
-	}
+	})
 }
 
 // each calls fn with each object.
