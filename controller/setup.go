@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -53,6 +54,9 @@ type Options struct {
 	// ClusterLocks read, so that a label change bringing an object into
 	// one brings a pass. Default nil: only creates do.
 	ClusterLabelKeys *readmodel.ClusterLabelKeys
+	// Events records the reconciler's Events. Default: the manager's
+	// recorder (GetEventRecorder).
+	Events events.EventRecorder
 }
 
 // PendingLocks tells whether a namespace has Lock creates admitted that
@@ -106,6 +110,9 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	if opts.MaxConcurrentReconciles <= 0 {
 		opts.MaxConcurrentReconciles = 4
 	}
+	if opts.Events == nil {
+		opts.Events = mgr.GetEventRecorder("lockguard")
+	}
 	if opts.DiscoveryInterval <= 0 {
 		opts.DiscoveryInterval = readmodel.DefaultDiscoveryInterval
 	}
@@ -113,7 +120,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		client: mgr.GetClient(),
 		locks:  locks,
 		kinds:  kinds,
-		events: eventnote.Recorder(mgr.GetEventRecorder("lockguard")),
+		events: eventnote.Recorder(opts.Events),
 
 		namespaceGuard: !opts.DisableNamespaceGuard,
 		pending:        opts.Pending,

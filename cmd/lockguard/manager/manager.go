@@ -159,6 +159,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
+	// Every Event lockguard records goes through one recorder, which
+	// writes none to a namespace that is gone or terminating.
+	events, err := newEventRecorder(ctx, mgr)
+	if err != nil {
+		return nil, err
+	}
+	o.Controller.Events = events
 	// The webhook confirms with the API server what the cache would allow:
 	// the cache may not have seen a Lock created a moment ago.
 	var live webhook.LockLister = mgr.GetAPIReader()
@@ -202,7 +209,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// One clock for every path (docs/contract.md rule 19): the index's
 	// reads, the guards' reads of the API server, Lock creates and the
 	// reconciler all tell an expired Lock by locks.Now.
-	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: mgr.GetEventRecorder("lockguard"), Denials: recorder, WouldDeny: wouldDeny,
+	hc := webhook.Config{Locks: locks, Live: live, Now: locks.Now, Metrics: handlerMetrics, Gate: gate, Events: events, Denials: recorder, WouldDeny: wouldDeny,
 		Cluster:    &webhook.ClusterConfig{API: mgr.GetAPIReader(), Kinds: mgr.GetRESTMapper(), Served: servedKinds(kinds, o.Controller.DiscoveryInterval)},
 		Exceptions: &webhook.ExceptionConfig{Cache: mgr.GetCache(), API: mgr.GetAPIReader(), Uses: uses}}
 	// The cascade guard walks owner references over metadata caches that
