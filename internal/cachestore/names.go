@@ -40,6 +40,13 @@ type iface struct{ tab, data unsafe.Pointer }
 // words returns o's type word and pointer.
 func words(o metav1.Object) iface { return *(*iface)(unsafe.Pointer(&o)) }
 
+// fromWords returns the object of type word and pointer w.
+func fromWords(w iface) metav1.Object {
+	var o metav1.Object
+	*(*iface)(unsafe.Pointer(&o)) = w
+	return o
+}
+
 // len returns the number of slots.
 func (t *nameTable) len() int {
 	if t.wide != nil {
@@ -56,9 +63,7 @@ func (t *nameTable) at(i int) metav1.Object {
 	if t.slots[i] == nil {
 		return nil
 	}
-	var o metav1.Object
-	*(*iface)(unsafe.Pointer(&o)) = iface{tab: t.tab, data: t.slots[i]}
-	return o
+	return fromWords(iface{tab: t.tab, data: t.slots[i]})
 }
 
 // set puts o (nil for none) in slot i: the table widens when o is of

@@ -7,6 +7,7 @@ package cachestore
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,10 @@ import (
 // (nameTable), serves controller-runtime's namespace index from those
 // tables, and keeps any other index as sets of the objects themselves
 // (objectSet). Keys are made only for a caller that asks for them
-// (ListKeys, IndexKeys: a relist's deletions).
+// (ListKeys, IndexKeys: a relist's deletions). Index sets hold each
+// object's pointer, the type kept once for the Store (the name tables'
+// way), while its objects are all of one type, and the objects
+// themselves once a second type comes (setIndex).
 //
 // Safe for concurrent use; the objects are the cache's, read-only.
 type Store struct {
@@ -38,14 +42,18 @@ type Store struct {
 	// byNamespace is whether the namespace index (toolscache.NamespaceIndex)
 	// is MetaNamespaceIndexFunc, served from objects.
 	byNamespace bool
-	indices     map[string]map[string]objectSet // by index name, then value
+	indices     map[string]index // by index name
+	// tab is the type word of every object put so far, unless wide: the
+	// indices hold objects of any type.
+	tab  unsafe.Pointer
+	wide bool
 }
 
 var _ toolscache.Indexer = (*Store)(nil)
 
 // New returns an empty Store with indexers.
 func New(indexers toolscache.Indexers) *Store {
-	s := &Store{objects: map[string]*nameTable{}, indexers: toolscache.Indexers{}, indices: map[string]map[string]objectSet{}}
+	s := &Store{objects: map[string]*nameTable{}, indexers: toolscache.Indexers{}, indices: map[string]index{}}
 	if err := s.AddIndexers(indexers); err != nil {
 		panic(err) // an empty store has no indexer to conflict with
 	}
@@ -69,6 +77,7 @@ func (s *Store) Update(obj any) error {
 }
 
 func (s *Store) putLocked(o metav1.Object) {
+	s.typed(o)
 	ns := s.objects[o.GetNamespace()]
 	if ns == nil {
 		ns = &nameTable{}
@@ -79,6 +88,34 @@ func (s *Store) putLocked(o metav1.Object) {
 		s.count++
 	}
 	s.reindexLocked(s.indexers, old, o)
+}
+
+// typed takes o's type as the Store's, if it is the first object put;
+// when o is of another type than the Store's, every index becomes wide,
+// indexed again from the objects.
+func (s *Store) typed(o metav1.Object) {
+	switch w := words(o); {
+	case s.wide || w.tab == s.tab:
+		return
+	case s.tab == nil:
+		s.tab = w.tab
+		return
+	}
+	s.wide = true
+	for name := range s.indices {
+		s.indices[name] = wideIndex()
+	}
+	for _, ns := range s.objects {
+		ns.each(func(x metav1.Object) { s.reindexLocked(s.indexers, nil, x) })
+	}
+}
+
+// newIndex returns an empty index for the Store's objects.
+func (s *Store) newIndex() index {
+	if s.wide {
+		return wideIndex()
+	}
+	return narrowIndex(&s.tab)
 }
 
 // Delete removes the object of obj's namespace and name (obj may be a
@@ -125,24 +162,15 @@ func (s *Store) reindexLocked(indexers toolscache.Indexers, old, o metav1.Object
 			// An update that keeps its one value (most updates): the
 			// object takes its old version's place, as client-go's
 			// storeIndex.updateSingleIndex leaves the key where it is.
-			if set, ok := index[was[0]]; ok && set.swap(old, o) {
+			if index.swap(was[0], old, o) {
 				continue
 			}
 		}
 		for _, v := range was {
-			if set, ok := index[v]; ok {
-				set.remove(old)
-				if set.len() == 0 {
-					delete(index, v)
-				} else {
-					index[v] = set
-				}
-			}
+			index.remove(v, old)
 		}
 		for _, v := range is {
-			set := index[v]
-			set.add(o)
-			index[v] = set
+			index.add(v, o)
 		}
 	}
 }
@@ -225,7 +253,7 @@ func (s *Store) Replace(list []any, resourceVersion string) error {
 	defer s.mu.Unlock()
 	s.objects, s.count = map[string]*nameTable{}, 0
 	for name := range s.indices {
-		s.indices[name] = map[string]objectSet{}
+		s.indices[name] = s.newIndex()
 	}
 	for _, o := range objs {
 		s.putLocked(o)
@@ -267,8 +295,7 @@ func (s *Store) eachIndexed(indexName, value string, fn func(metav1.Object)) err
 		}
 		return nil
 	}
-	set := s.indices[indexName][value]
-	set.each(fn)
+	s.indices[indexName].each(value, fn)
 	return nil
 }
 
@@ -337,8 +364,8 @@ func (s *Store) ListIndexFuncValues(indexName string) []string {
 		}
 		return values
 	}
-	for v := range s.indices[indexName] {
-		values = append(values, v)
+	if index := s.indices[indexName]; index != nil {
+		index.values(func(v string) { values = append(values, v) })
 	}
 	return values
 }
@@ -365,7 +392,7 @@ func (s *Store) AddIndexers(indexers toolscache.Indexers) error {
 		if name == toolscache.NamespaceIndex && isMetaNamespaceIndexFunc(f) {
 			s.byNamespace = true
 		} else {
-			s.indices[name] = map[string]objectSet{}
+			s.indices[name] = s.newIndex()
 		}
 	}
 	for _, ns := range s.objects {

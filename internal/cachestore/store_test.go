@@ -66,10 +66,15 @@ func randomMeta(r *rand.Rand) *metav1.PartialObjectMetadata {
 	return o
 }
 
+// otherObject is an object of a second type: a Store's index sets keep
+// pointers while its objects are of one type, and widen when another
+// comes.
+type otherObject struct{ metav1.ObjectMeta }
+
 // TestStoreAgrees: a Store and client-go's indexer, given the same
 // random changes (adds, updates, deletes by object and by tombstone,
-// replacements, indexers added to a filled store), answer every read
-// alike.
+// replacements, indexers added to a filled store; in the last runs,
+// objects of a second type from halfway), answer every read alike.
 func TestStoreAgrees(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for run := range 12 {
@@ -83,6 +88,13 @@ func TestStoreAgrees(t *testing.T) {
 		want := toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 		got := New(indexers)
 		for step := range 400 {
+			randomMeta := func(r *rand.Rand) metav1.Object {
+				o := randomMeta(r)
+				if run >= 8 && step >= 200 && r.IntN(4) == 0 {
+					return &otherObject{o.ObjectMeta}
+				}
+				return o
+			}
 			var op string
 			switch n := r.IntN(100); {
 			case n < 50:
@@ -122,6 +134,9 @@ func TestStoreAgrees(t *testing.T) {
 			if diff := storeDiff(want, got, r); diff != "" {
 				t.Fatalf("run %d, step %d (%s): the stores disagree (-client-go, +Store):\n%s", run, step, op, diff)
 			}
+		}
+		if got.wide != (run >= 8) {
+			t.Errorf("run %d: the Store's index sets are wide: %t; want %t", run, got.wide, run >= 8)
 		}
 	}
 }
@@ -286,7 +301,7 @@ func TestObjectSet(t *testing.T) {
 	for i := range 2*smallSet + 3 {
 		objs = append(objs, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(i)}})
 	}
-	var s objectSet
+	var s objectSet[metav1.Object]
 	held := map[metav1.Object]bool{}
 	r := rand.New(rand.NewPCG(3, 4))
 	for step := range 2000 {

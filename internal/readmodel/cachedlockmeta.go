@@ -3,6 +3,8 @@ package readmodel
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // The metav1.Object methods of CachedLock, which the cache's key and
@@ -42,7 +44,7 @@ func (c *CachedLock) GetUID() types.UID {
 
 // hasUID reports whether c's UID is uid, formatting none.
 func (c *CachedLock) hasUID(uid types.UID) bool {
-	if b, ok := parseUUID(string(uid)); ok {
+	if b, ok := cachestore.ParseUUID(string(uid)); ok {
 		return b == c.uid
 	}
 	return c.uid == ([16]byte{}) && c.GetUID() == uid

@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // objectIDs are an object's UID and resourceVersion as the cache keeps
@@ -34,13 +36,13 @@ func (x *objectIDs) getUID(odd *oddIDs) types.UID {
 		}
 		return odd.uid
 	}
-	return types.UID(formatUUID(x.uid))
+	return types.UID(cachestore.FormatUUID(x.uid))
 }
 
 // setUID sets the UID; odd is the object's oddIDs (nil when it has no rare
 // part), more makes the rare part and returns its oddIDs.
 func (x *objectIDs) setUID(uid types.UID, odd *oddIDs, more func() *oddIDs) {
-	if b, ok := parseUUID(string(uid)); ok {
+	if b, ok := cachestore.ParseUUID(string(uid)); ok {
 		x.uid = b
 		if odd != nil {
 			odd.uid = ""

@@ -1,7 +1,6 @@
 package readmodel
 
 import (
-	"encoding/hex"
 	"maps"
 	"slices"
 
@@ -10,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // Meta is what lockguard's cache keeps of an object of a metadata-only
@@ -240,7 +241,7 @@ func (m *Meta) SetFinalizers(finalizers []string) {
 // for none).
 func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
 	if r := m.ownerOf(); r != nil {
-		return []metav1.OwnerReference{{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(formatUUID(r.uid))}}
+		return []metav1.OwnerReference{{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(cachestore.FormatUUID(r.uid))}}
 	}
 	if m.rareOf() != nil && m.rareOf().owners != nil {
 		return slices.Clone(m.rareOf().owners)
@@ -251,7 +252,7 @@ func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
 // ownerUIDs returns the UIDs of the owner references, as strings.
 func (m *Meta) ownerUIDs() []string {
 	if r := m.ownerOf(); r != nil {
-		return []string{formatUUID(r.uid)}
+		return []string{cachestore.FormatUUID(r.uid)}
 	}
 	if m.rareOf() == nil || m.rareOf().owners == nil {
 		return nil
@@ -282,7 +283,7 @@ func (m *Meta) setOwnerReferences(refs []metav1.OwnerReference, shared *interner
 	if len(refs) == 0 {
 		return
 	}
-	if uid, ok := parseUUID(string(refs[0].UID)); ok && len(refs) == 1 {
+	if uid, ok := cachestore.ParseUUID(string(refs[0].UID)); ok && len(refs) == 1 {
 		r := refs[0]
 		kind, name := &ownerKind{apiVersion: r.APIVersion, kind: r.Kind}, r.Name
 		if shared != nil {
@@ -342,54 +343,4 @@ func (m *Meta) ownerOf() *ownerRef {
 		return nil
 	}
 	return &m.ext.owner
-}
-
-// parseUUID returns the bytes of s when s is a UUID in canonical form
-// (8-4-4-4-12 lower-case hexadecimal digits), not all zeros, so that
-// formatUUID gives s back.
-func parseUUID(s string) ([16]byte, bool) {
-	var b [16]byte
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return b, false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i++
-			continue
-		}
-		hi, ok1 := lowerHex(s[i])
-		lo, ok2 := lowerHex(s[i+1])
-		if !ok1 || !ok2 {
-			return [16]byte{}, false
-		}
-		b[j] = hi<<4 | lo
-		i, j = i+2, j+1
-	}
-	return b, b != [16]byte{}
-}
-
-func lowerHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
-
-// formatUUID writes b as a UUID in canonical form.
-func formatUUID(b [16]byte) string {
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
-	return string(s[:])
 }
