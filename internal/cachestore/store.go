@@ -90,34 +90,6 @@ func (s *Store) putLocked(o metav1.Object) {
 	s.reindexLocked(s.indexers, old, o)
 }
 
-// typed takes o's type as the Store's, if it is the first object put;
-// when o is of another type than the Store's, every index becomes wide,
-// indexed again from the objects.
-func (s *Store) typed(o metav1.Object) {
-	switch w := words(o); {
-	case s.wide || w.tab == s.tab:
-		return
-	case s.tab == nil:
-		s.tab = w.tab
-		return
-	}
-	s.wide = true
-	for name := range s.indices {
-		s.indices[name] = wideIndex()
-	}
-	for _, ns := range s.objects {
-		ns.each(func(x metav1.Object) { s.reindexLocked(s.indexers, nil, x) })
-	}
-}
-
-// newIndex returns an empty index for the Store's objects.
-func (s *Store) newIndex() index {
-	if s.wide {
-		return wideIndex()
-	}
-	return narrowIndex(&s.tab)
-}
-
 // Delete removes the object of obj's namespace and name (obj may be a
 // tombstone).
 func (s *Store) Delete(obj any) error {
