@@ -308,9 +308,8 @@ func (c *CreateHandler) off() bool {
 
 // TargetLabelRefusedRetry begins the message of a Lock create refused,
 // retryably (HTTP 503), because lockguard could not put ProtectedLabel on
-// its target first (TargetLabeler): the same create may succeed a moment
-// later.
-const TargetLabelRefusedRetry = "the Lock was not created because lockguard could not label its target " + lockv1alpha1.ProtectedLabel + "=true first; retry"
+// its target first (TargetLabeler): lockv1alpha1.TargetLabelRefusedRetry.
+const TargetLabelRefusedRetry = lockv1alpha1.TargetLabelRefusedRetry
 
 // ExpiredCreateMessage is lockguard's refusal of the create of Lock l,
 // which has expired at now (docs/contract.md rule 19).

@@ -52,14 +52,24 @@ type SelectedLister interface {
 	// ListSelected returns at most limit objects of kind gk in namespace ns
 	// whose labels match sel, and whether the API server holds more. It
 	// returns none for a kind that is not opted in.
-	ListSelected(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error)
+	ListSelected(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]Selected, bool, error)
+}
+
+// Selected is an object a selector Lock's create lists: what the rule
+// reads of it (lockv1alpha1.Object), and its pending mark
+// (ProtectedPendingAnnotation: the time and Lock of the create that last
+// labelled it), so that a create retried after a refusal does not label
+// again what its refused attempt labelled (selectedObjects).
+type Selected struct {
+	lockv1alpha1.Object
+	Mark string
 }
 
 // SelectedListerFunc adapts a function to a SelectedLister.
-type SelectedListerFunc func(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error)
+type SelectedListerFunc func(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]Selected, bool, error)
 
 // ListSelected calls f.
-func (f SelectedListerFunc) ListSelected(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error) {
+func (f SelectedListerFunc) ListSelected(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]Selected, bool, error) {
 	return f(ctx, ns, gk, sel, limit)
 }
 
@@ -68,7 +78,7 @@ func (f SelectedListerFunc) ListSelected(ctx context.Context, ns string, gk sche
 // through r (in lockguard, the manager's API reader): one list call, with
 // the label selector and the limit.
 func OptedInObjects(optedIn OptedInResolver, r client.Reader) SelectedLister {
-	return SelectedListerFunc(func(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error) {
+	return SelectedListerFunc(func(ctx context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]Selected, bool, error) {
 		if gk.Group == lockv1alpha1.Group {
 			return nil, false, nil
 		}
@@ -79,7 +89,7 @@ func OptedInObjects(optedIn OptedInResolver, r client.Reader) SelectedLister {
 		if !ok {
 			return nil, false, nil
 		}
-		var out []lockv1alpha1.Object
+		var out []Selected
 		next := ""
 		for {
 			// A page may hold fewer than its limit and a continue token:
@@ -91,7 +101,8 @@ func OptedInObjects(optedIn OptedInResolver, r client.Reader) SelectedLister {
 				return nil, false, fmt.Errorf("listing the %s objects of namespace %s that the selector matches: %w", gk, ns, err)
 			}
 			for _, o := range list.Items {
-				out = append(out, lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels})
+				out = append(out, Selected{Object: lockv1alpha1.Object{Namespace: o.Namespace, Group: gk.Group, Kind: gk.Kind, Name: o.Name, Labels: o.Labels},
+					Mark: o.Annotations[lockv1alpha1.ProtectedPendingAnnotation]})
 			}
 			if next = list.Continue; next == "" || int64(len(out)) >= limit {
 				return out, next != "", nil
@@ -115,7 +126,10 @@ func SelectorCapMessage(l *lockv1alpha1.Lock, kinds []schema.GroupKind) string {
 // selectedObjects returns the objects of opted-in kinds that selector
 // Lock l, enforcing at now, covers, for c's Targets to label (the package
 // comment above); or the refusal of the create: retryable when they
-// cannot be listed, final past SelectorLabelCap.
+// cannot be listed, final past SelectorLabelCap. An object labelled by an
+// attempt of the same create a moment ago (labelledBefore) is counted,
+// not labelled again: a create refused because its writes outran the
+// webhook's timeout (a busy API server) gets further with each retry.
 func (c *CreateHandler) selectedObjects(ctx context.Context, l *lockv1alpha1.Lock, now time.Time) ([]lockv1alpha1.TargetKey, *admission.Response) {
 	kinds := l.SelectorOptedInKinds(now)
 	if len(kinds) == 0 {
@@ -128,23 +142,39 @@ func (c *CreateHandler) selectedObjects(ctx context.Context, l *lockv1alpha1.Loc
 		return nil, &resp
 	}
 	var keys []lockv1alpha1.TargetKey
+	covered := 0
 	for _, gk := range kinds {
-		objs, more, err := c.o.Selected.ListSelected(ctx, l.Namespace, gk, sel, int64(SelectorLabelCap+1-len(keys)))
+		objs, more, err := c.o.Selected.ListSelected(ctx, l.Namespace, gk, sel, int64(SelectorLabelCap+1-covered))
 		if err != nil {
 			resp := errored(http.StatusServiceUnavailable, fmt.Errorf("%s: %w", TargetLabelRefusedRetry, err))
 			return nil, &resp
 		}
 		for _, o := range objs {
-			if l.Covers(o, now) {
+			if !l.Covers(o.Object, now) {
+				continue
+			}
+			covered++
+			if !labelledBefore(o, l.Name, now) {
 				keys = append(keys, o.Key())
 			}
 		}
-		if more || len(keys) > SelectorLabelCap {
+		if more || covered > SelectorLabelCap {
 			resp := admission.Denied(SelectorCapMessage(l, kinds))
 			return nil, &resp
 		}
 	}
 	return keys, nil
+}
+
+// labelledBefore reports whether o carries ProtectedLabel and a pending
+// mark that a create of the Lock named lock wrote within the last half of
+// ProtectedPendingGrace (before now): the mark then keeps the label for
+// at least half the grace more, as long as a new one would (a Lock
+// admitted is cached within seconds), and writing it again is a write for
+// nothing.
+func labelledBefore(o Selected, lock string, now time.Time) bool {
+	return o.Labels[lockv1alpha1.ProtectedLabel] == "true" && lockv1alpha1.PendingBy(o.Mark) == lock &&
+		lockv1alpha1.PendingLeft(o.Mark, lockv1alpha1.ProtectedPendingGrace, now) >= lockv1alpha1.ProtectedPendingGrace/2
 }
 
 // labelAll labels each of keys with c's Targets, selectorLabelWorkers at

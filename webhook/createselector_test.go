@@ -28,6 +28,7 @@ type selectedCalls struct {
 	mu       sync.Mutex
 	calls    []string
 	objects  map[string][]lockv1alpha1.Object // by Kind
+	marks    map[string]string                // pending marks, by name
 	listErr  error
 	labelErr error
 	gone     string // a name whose label write is NotFound
@@ -57,15 +58,15 @@ func (c *selectedCalls) LabelTarget(_ context.Context, key lockv1alpha1.TargetKe
 	return c.labelErr
 }
 
-func (c *selectedCalls) ListSelected(_ context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]lockv1alpha1.Object, bool, error) {
+func (c *selectedCalls) ListSelected(_ context.Context, ns string, gk schema.GroupKind, sel labels.Selector, limit int64) ([]Selected, bool, error) {
 	c.record(fmt.Sprintf("list %s %s %s", gk.Kind, ns, sel))
 	if c.listErr != nil {
 		return nil, false, c.listErr
 	}
-	var out []lockv1alpha1.Object
+	var out []Selected
 	for _, o := range c.objects[gk.Kind] {
 		if o.Namespace == ns && sel.Matches(labels.Set(o.Labels)) {
-			out = append(out, o)
+			out = append(out, Selected{Object: o, Mark: c.marks[o.Name]})
 		}
 	}
 	if int64(len(out)) > limit {
@@ -116,6 +117,20 @@ func TestCreateHandlerSelected(t *testing.T) {
 		many = append(many, obj("PersistentVolumeClaim", fmt.Sprintf("p%d", i), db))
 	}
 	exactly := many[:SelectorLabelCap]
+	// What a refused attempt of the create of "keep" left: a, b and creds
+	// labelled, a and creds a moment ago, b long enough ago that its mark
+	// no longer lasts as long as a new one would; web by another Lock.
+	marked := map[string]string{"tier": "db", lockv1alpha1.ProtectedLabel: "true"}
+	mark := func(ago time.Duration, by string) string {
+		return time.Now().Add(-ago).UTC().Format(time.RFC3339) + " " + by
+	}
+	retried := map[string][]lockv1alpha1.Object{
+		"PersistentVolumeClaim": {obj("PersistentVolumeClaim", "a", marked), obj("PersistentVolumeClaim", "b", marked),
+			obj("PersistentVolumeClaim", "c", db), obj("PersistentVolumeClaim", "d", marked)},
+		"Secret": {obj("Secret", "creds", marked)},
+	}
+	retriedMarks := map[string]string{"a": mark(time.Second, "keep"), "b": mark(lockv1alpha1.ProtectedPendingGrace*2/3, "keep"),
+		"d": mark(time.Second, "other"), "creds": mark(0, "keep")}
 	sel := &lockv1alpha1.Lock{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "keep", UID: types.UID("u1")},
 		Spec:       lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: db, Kinds: []string{"Stack", "PersistentVolumeClaim", "Secret"}}},
@@ -142,11 +157,24 @@ func TestCreateHandlerSelected(t *testing.T) {
 		l        *lockv1alpha1.Lock
 		dryRun   bool
 		objects  map[string][]lockv1alpha1.Object
+		marks    map[string]string
 		listErr  error
 		labelErr error
 		gone     string
 		want     want
 	}{
+		"Retried": {
+			reason: "Objects labelled by an attempt of the same create a moment ago are not labelled again; the others are.",
+			l:      sel, objects: retried, marks: retriedMarks,
+			want: want{Allowed: true, Code: http.StatusOK, Calls: append(slices.Clone(listed), "announce forge/keep", "label forge",
+				"target PersistentVolumeClaim forge/b", "target PersistentVolumeClaim forge/c", "target PersistentVolumeClaim forge/d")},
+		},
+		"OverCapLabelledBefore": {
+			reason: "The cap counts the objects labelled before too.",
+			l:      pvcOnly, objects: map[string][]lockv1alpha1.Object{"PersistentVolumeClaim": append(slices.Clone(exactly), obj("PersistentVolumeClaim", "a", marked))},
+			marks: map[string]string{"a": mark(0, "keep")},
+			want:  want{Code: http.StatusForbidden, Cap: true, Calls: listed[:1]},
+		},
 		"Labelled": {
 			reason: "Listed per opted-in kind before any write; labelled after the namespace; then allowed.",
 			l:      sel, objects: objects,
@@ -205,7 +233,7 @@ func TestCreateHandlerSelected(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := &selectedCalls{objects: tc.objects, listErr: tc.listErr, labelErr: tc.labelErr, gone: tc.gone}
+			c := &selectedCalls{objects: tc.objects, marks: tc.marks, listErr: tc.listErr, labelErr: tc.labelErr, gone: tc.gone}
 			resp := NewCreateHandler(CreateOptions{Announcer: c, Labeler: c, Targets: c, Selected: c}).Handle(context.Background(), lockCreate(t, "forge", tc.l, tc.dryRun))
 			got := want{Allowed: resp.Allowed, Code: http.StatusOK, Calls: c.sorted()}
 			if resp.Result != nil && resp.Result.Code != 0 {
@@ -259,6 +287,7 @@ func TestOptedInObjects(t *testing.T) {
 	for i := range 5 {
 		items = append(items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: fmt.Sprintf("p%d", i), Labels: map[string]string{"tier": "db"}}})
 	}
+	items[0].Annotations = map[string]string{lockv1alpha1.ProtectedPendingAnnotation: "2026-12-05T13:00:00Z keep"}
 	optedIn := func(gk schema.GroupKind) (schema.GroupVersionKind, bool, error) {
 		return schema.GroupVersionKind{Version: "v1", Kind: gk.Kind}, gk.Kind == "PersistentVolumeClaim", nil
 	}
@@ -274,7 +303,7 @@ func TestOptedInObjects(t *testing.T) {
 		if err != nil || len(objs) != tc.n || more != tc.more || r.lists != tc.lists {
 			t.Errorf("limit %d: got %d objects, more %v, %d lists, %v; want %d, %v, %d", tc.limit, len(objs), more, r.lists, err, tc.n, tc.more, tc.lists)
 		}
-		if len(objs) > 0 && (objs[0].Kind != "PersistentVolumeClaim" || objs[0].Labels["tier"] != "db") {
+		if len(objs) > 0 && (objs[0].Kind != "PersistentVolumeClaim" || objs[0].Labels["tier"] != "db" || objs[0].Mark != "2026-12-05T13:00:00Z keep") {
 			t.Errorf("limit %d: first object %+v", tc.limit, objs[0])
 		}
 	}

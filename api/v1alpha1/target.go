@@ -23,6 +23,14 @@ var ErrNotProtectable = errors.New("only " + Group + " resources can be locked")
 // moment later.
 const CreateRefusedRetry = "the Lock was not created because every lockguard replica must know of it first; retry"
 
+// TargetLabelRefusedRetry begins lockguard's answer to a Lock create it
+// refuses, retryably (HTTP 503), because it could not put ProtectedLabel
+// on an object the Lock covers first (docs/optin.md: a write failed, or
+// a selector Lock's writes outran the webhook's timeout): the same create
+// may succeed a moment later, and a selector Lock's does not label again
+// what the refused attempt labelled.
+const TargetLabelRefusedRetry = "the Lock was not created because lockguard could not label its target " + ProtectedLabel + "=true first; retry"
+
 // ErrLockTarget is the error of a Lock that targets a Lock.
 var ErrLockTarget = errors.New("a Lock cannot protect another Lock: deleting a Lock is never blocked")
 

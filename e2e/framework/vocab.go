@@ -162,11 +162,12 @@ func (k *Kube) CreateLock(t *testing.T, l *lockv1alpha1.Lock) *lockv1alpha1.Lock
 }
 
 // RetryLockCreate calls create until it succeeds, fails otherwise than
-// with lockguard's retryable refusal, or 30s have passed: kubectl lock's
-// retry (lockctl.CreateRetrying). lockguard refuses a Lock create,
+// with one of lockguard's retryable refusals, or 30s have passed: kubectl
+// lock's retry (lockctl.CreateRetrying). lockguard refuses a Lock create,
 // retryably, while a replica could not be told about it (internal/peers):
 // for up to the subscription lease (10s) after a replica has gone, and
-// until a new one has subscribed.
+// until a new one has subscribed; and when it could not label what the
+// Lock covers first (docs/optin.md).
 func RetryLockCreate(ctx context.Context, create func(context.Context) error) error {
 	return lockctl.CreateRetrying(ctx, 30*time.Second, create)
 }

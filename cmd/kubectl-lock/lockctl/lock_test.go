@@ -30,11 +30,14 @@ func fakeClients(objs ...runtime.Object) *clients {
 	return &clients{namespace: "forge", dynamic: dyn}
 }
 
-// TestCreateRetrying: kubectl lock retries lockguard's retryable refusal
-// of a Lock create (a replica could not be told yet), and nothing else.
+// TestCreateRetrying: kubectl lock retries lockguard's retryable refusals
+// of a Lock create (a replica could not be told yet, a label could not be
+// written first), and nothing else.
 func TestCreateRetrying(t *testing.T) {
 	refused := apierrors.NewServiceUnavailable(fmt.Sprintf("admission webhook %q denied the request: %s: replica 10.0.0.7:9443 did not answer",
 		"create.lockguard.core.navique.com", lockv1alpha1.CreateRefusedRetry))
+	unlabelled := apierrors.NewServiceUnavailable(fmt.Sprintf("admission webhook %q denied the request: %s: putting the label on Secret forge/s1: context deadline exceeded",
+		"create.lockguard.core.navique.com", lockv1alpha1.TargetLabelRefusedRetry))
 	otherUnavailable := apierrors.NewServiceUnavailable("etcdserver: leader changed")
 	cases := map[string]struct {
 		reason  string
@@ -46,6 +49,10 @@ func TestCreateRetrying(t *testing.T) {
 		"RefusedThenCreated": {
 			reason: "Two refusals, then the create goes through.",
 			errs:   []error{refused, refused}, timeout: time.Minute, calls: 3,
+		},
+		"UnlabelledThenCreated": {
+			reason: "A label that could not be written first: retried too.",
+			errs:   []error{unlabelled, refused}, timeout: time.Minute, calls: 3,
 		},
 		"OtherError": {
 			reason: "Any other error, even a 503, is returned at once.",

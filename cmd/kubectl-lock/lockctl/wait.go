@@ -14,12 +14,14 @@ import (
 )
 
 // How kubectl lock waits for lockguard: it retries lockguard's retryable
-// refusal of a create (CreateRetrying), then waits until the Lock is
+// refusals of a create (CreateRetrying), then waits until the Lock is
 // active (waitActive).
 
 // CreateRetrying calls create until it succeeds, fails otherwise than with
-// lockguard's retryable refusal (lockv1alpha1.CreateRefusedRetry: a replica
-// could not be told about the Lock yet), or timeout has passed, waiting
+// one of lockguard's retryable refusals (lockv1alpha1.CreateRefusedRetry:
+// a replica could not be told about the Lock yet;
+// lockv1alpha1.TargetLabelRefusedRetry: a label could not be written
+// first), or timeout has passed, waiting
 // 100 ms to 2 s between tries; it returns the last error. kubectl lock and
 // the e2e harness create Locks through it.
 func CreateRetrying(ctx context.Context, timeout time.Duration, create func(context.Context) error) error {
@@ -37,10 +39,12 @@ func CreateRetrying(ctx context.Context, timeout time.Duration, create func(cont
 	}
 }
 
-// isCreateRefused reports whether err is lockguard's retryable refusal of
-// a Lock create.
+// isCreateRefused reports whether err is one of lockguard's retryable
+// refusals of a Lock create: a replica not told of it yet, or a label it
+// could not write first.
 func isCreateRefused(err error) bool {
-	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), lockv1alpha1.CreateRefusedRetry)
+	return apierrors.IsServiceUnavailable(err) &&
+		(strings.Contains(err.Error(), lockv1alpha1.CreateRefusedRetry) || strings.Contains(err.Error(), lockv1alpha1.TargetLabelRefusedRetry))
 }
 
 // waitActive waits until lockguard reports the Lock active for its current
