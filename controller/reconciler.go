@@ -217,12 +217,9 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	}
 	// The kind's informer has synced: the read came from it. Its watch is
 	// added only now (kindWatches: a watch is added once its kind has
-	// synced), so that its handler takes the stored objects from the store
-	// (convertingInformer.add) rather than queueing the initial list in its
-	// notification buffer, which grows to the backlog and never shrinks
-	// (20 MB at a million objects: make bench at cb827c4, run P). Its
-	// first adds bring a pass to every object, so nothing changed between
-	// this read and the watch is missed.
+	// synced; the source of a kind that never syncs would wait without
+	// end). Its first adds bring a pass to every object, so nothing changed
+	// between this read and the watch is missed.
 	if err := r.watches.ensure(ctx, kind); err != nil {
 		return ctrl.Result{}, err
 	}
