@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/cachestore"
 	"github.com/navique/lockguard/internal/readmodel"
 )
 
@@ -86,48 +87,78 @@ func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 	})
 }
 
-// add registers h through register, seeing converted objects.
+// add registers h through register, seeing converted objects; or, on an
+// informer that has synced and keeps its objects in a cachestore.Store
+// (every informer of lockguard's cache), as an observer of the store
+// (cachestore.Store.Observe), given the stored objects first, as adds of
+// the initial list, in the caller's goroutine, before add returns.
 //
-// On an informer that has synced, client-go hands a new handler every
-// stored object as an add of the initial list, all at once, through the
-// handler's notification buffer. There add gives h those adds itself,
-// from the informer's store, in the caller's goroutine, once registered,
-// and the handler registered drops client-go's (an informer that has
-// synced never delivers another add of the initial list). The buffer
-// still takes client-go's before they are dropped: it grows to the
-// backlog and never shrinks, as it does for a handler added before the
-// informer lists (BenchmarkHandlerBuffer: about 21 bytes an object either
-// way; 20 MB at a million objects in the scale runs). h sees every
-// object stored when it is added as an add of the initial list, once, and
-// what changes after as client-go delivers it: an object that changes
-// meanwhile may reach h as an update or a delete before its add, as it
-// may when a handler is added to a running informer (h only enqueues).
+// client-go hands a handler added to a synced informer every stored
+// object at once through the handler's own notification buffer, which
+// grows to the backlog and never shrinks (about 21 bytes an object:
+// BenchmarkHandlerBuffer; 20 MB at a million objects in the scale runs).
+// An observer has no buffer: the store tells it of each change in the
+// informer's goroutine. h sees every object stored when it is added as an
+// add of the initial list, once, and what changes after: an object that
+// changes meanwhile may reach h as an update or a delete before its add
+// (h only enqueues). The informer's resyncs do not reach an observer (the
+// store does not change); the watches added so ignore them anyway (their
+// predicates pass changes of labels or annotations only).
 func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
+	events := convertedEvents{h: h, convert: i.convert}
 	store, ok := i.Informer.(storeInformer)
-	replay := ok && store.HasSynced()
-	reg, err := register(convertedEvents{h: h, convert: i.convert, replayed: replay})
-	if err != nil || !replay {
-		return reg, err
+	if !ok || !store.HasSynced() {
+		return register(events)
 	}
-	for _, obj := range store.GetIndexer().List() {
+	cs, ok := store.GetIndexer().(*cachestore.Store)
+	if !ok {
+		return register(events)
+	}
+	stored, stop := cs.Observe(events)
+	for _, obj := range stored {
 		h.OnAdd(i.convert(obj), true)
 	}
-	return reg, nil
+	return observed{stop: stop}, nil
 }
 
+// RemoveEventHandler removes the handler of reg.
+func (i convertingInformer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistration) error {
+	if o, ok := reg.(observed); ok {
+		o.stop()
+		return nil
+	}
+	return i.Informer.RemoveEventHandler(reg)
+}
+
+// observed is the registration of a handler added as an observer of a
+// store (convertingInformer.add): synced once added.
+type observed struct{ stop func() }
+
+// HasSynced is true: the handler had the stored objects before its add
+// returned.
+func (observed) HasSynced() bool { return true }
+
+// HasSyncedChecker is done.
+func (observed) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{} }
+
+// doneChecker is a DoneChecker that is done.
+type doneChecker struct{}
+
+// closedChan is a closed channel.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (doneChecker) Name() string { return "a handler added to a synced informer" }
+
+func (doneChecker) Done() <-chan struct{} { return closedChan }
+
 // convertedEvents passes each event to h with its objects as convert
-// returns them: copies, which h may keep. With replayed, it drops the
-// adds of the initial list (convertingInformer.add gives them to h).
+// returns them: copies, which h may keep.
 type convertedEvents struct {
-	h        toolscache.ResourceEventHandler
-	convert  func(any) any
-	replayed bool
+	h       toolscache.ResourceEventHandler
+	convert func(any) any
 }
 
 func (e convertedEvents) OnAdd(obj any, initial bool) {
-	if initial && e.replayed {
-		return
-	}
 	e.h.OnAdd(e.convert(obj), initial)
 }
 

@@ -43,6 +43,8 @@ type Store struct {
 	// is MetaNamespaceIndexFunc, served from objects.
 	byNamespace bool
 	indices     map[string]index // by index name
+	// observers are told of each change (Observe); copied on write.
+	observers []toolscache.ResourceEventHandler
 	// tab is the type word of every object put so far, unless wide: the
 	// indices hold objects of any type.
 	tab  unsafe.Pointer
@@ -70,13 +72,22 @@ func (s *Store) Update(obj any) error {
 		return fmt.Errorf("the metadata store keeps objects with metadata, not a %T", obj)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.putLocked(o)
+	old := s.putLocked(o)
 	s.rv = o.GetResourceVersion()
+	obs := s.observers
+	s.mu.Unlock()
+	for _, h := range obs {
+		if old == nil {
+			h.OnAdd(o, false)
+		} else {
+			h.OnUpdate(old, o)
+		}
+	}
 	return nil
 }
 
-func (s *Store) putLocked(o metav1.Object) {
+// putLocked stores o and returns the object it replaced, nil for none.
+func (s *Store) putLocked(o metav1.Object) metav1.Object {
 	s.typed(o)
 	ns := s.objects[o.GetNamespace()]
 	if ns == nil {
@@ -88,6 +99,7 @@ func (s *Store) putLocked(o metav1.Object) {
 		s.count++
 	}
 	s.reindexLocked(s.indexers, old, o)
+	return old
 }
 
 // Delete removes the object of obj's namespace and name (obj may be a
@@ -98,7 +110,6 @@ func (s *Store) Delete(obj any) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if ns := s.objects[namespace]; ns != nil {
 		if old := ns.remove(name); old != nil {
 			if ns.n == 0 {
@@ -110,6 +121,11 @@ func (s *Store) Delete(obj any) error {
 	}
 	if o, err := meta.Accessor(obj); err == nil {
 		s.rv = o.GetResourceVersion()
+	}
+	obs := s.observers
+	s.mu.Unlock()
+	for _, h := range obs {
+		h.OnDelete(obj)
 	}
 	return nil
 }
@@ -222,7 +238,7 @@ func (s *Store) Replace(list []any, resourceVersion string) error {
 		objs[i] = o
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	was := s.objects
 	s.objects, s.count = map[string]*nameTable{}, 0
 	for name := range s.indices {
 		s.indices[name] = s.newIndex()
@@ -231,6 +247,11 @@ func (s *Store) Replace(list []any, resourceVersion string) error {
 		s.putLocked(o)
 	}
 	s.rv = resourceVersion
+	obs := s.observers
+	s.mu.Unlock()
+	if len(obs) > 0 {
+		replaced(obs, was, objs)
+	}
 	return nil
 }
 

@@ -1,0 +1,84 @@
+package cachestore
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// Observe adds h, which from then on is told of every change to the
+// Store, in the goroutine that makes it (the informer's), once it is
+// made, as client-go's informer tells its handlers: an add
+// (isInInitialList false), an update with the object replaced, a delete
+// with what the informer deleted (an object or a tombstone), and for a
+// replacement (a relist) a delete of a tombstone for each object gone,
+// then an add or update for each object listed. It returns the objects
+// stored when h was added, of which h is told nothing, and a func that
+// removes h.
+//
+// A handler fed so takes no notification buffer of client-go's: a
+// handler added to an informer through client-go gets the initial list,
+// or the stored objects if added once the informer has synced, through a
+// buffer of its own that grows to the backlog and never shrinks (issue
+// 38: 20 MB at a million objects; controller's BenchmarkHandlerBuffer).
+// h must not wait: the informer waits for it.
+func (s *Store) Observe(h toolscache.ResourceEventHandler) (stored []any, stop func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stored = make([]any, 0, s.count)
+	for _, ns := range s.objects {
+		ns.each(func(o metav1.Object) { stored = append(stored, o) })
+	}
+	o := &observer{h}
+	s.observers = append(slices.Clip(s.observers), o)
+	return stored, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.observers = slices.DeleteFunc(slices.Clone(s.observers), func(x toolscache.ResourceEventHandler) bool { return x == o })
+	}
+}
+
+// observer is a handler added by Observe: a pointer of its own, so that
+// its removal finds it whatever the handler is.
+type observer struct {
+	toolscache.ResourceEventHandler
+}
+
+// replaced tells obs of a replacement of the objects of was (by
+// namespace, then name) by objs, as client-go's informer tells its
+// handlers of a relist: a delete of a tombstone for each object gone,
+// then an add or an update for each object listed.
+func replaced(obs []toolscache.ResourceEventHandler, was map[string]*nameTable, objs []metav1.Object) {
+	listed := make(map[[2]string]metav1.Object, len(objs))
+	for _, o := range objs {
+		listed[[2]string{o.GetNamespace(), o.GetName()}] = nil
+	}
+	for namespace, ns := range was {
+		ns.each(func(old metav1.Object) {
+			if _, ok := listed[[2]string{namespace, old.GetName()}]; ok {
+				return
+			}
+			tomb := toolscache.DeletedFinalStateUnknown{Key: storeKey(namespace, old.GetName()), Obj: old}
+			for _, h := range obs {
+				h.OnDelete(tomb)
+			}
+		})
+	}
+	for _, o := range objs {
+		// A name listed twice: the second replaces the first.
+		key := [2]string{o.GetNamespace(), o.GetName()}
+		old := listed[key]
+		if ns := was[o.GetNamespace()]; old == nil && ns != nil {
+			old = ns.get(o.GetName())
+		}
+		listed[key] = o
+		for _, h := range obs {
+			if old == nil {
+				h.OnAdd(o, false)
+			} else {
+				h.OnUpdate(old, o)
+			}
+		}
+	}
+}
