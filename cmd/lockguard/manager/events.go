@@ -39,17 +39,27 @@ type eventRecorder struct {
 }
 
 // newEventRecorder returns lockguard's Event recorder for mgr, added to
-// it to be stopped with it. The namespaces' metadata is watched for it
-// (the reconciler's namespace guard watches the same).
-func newEventRecorder(ctx context.Context, mgr ctrl.Manager) (*eventRecorder, error) {
+// it to be stopped with it. With watchNamespaces (the namespace guard on:
+// the reconciler watches the namespaces' metadata, and the chart grants
+// it), it reads whether an Event's namespace is live from the cache, and
+// watches the namespaces on every replica for it; without, from the API
+// server alone: a cache of namespaces that lockguard may not list would
+// never sync, and the manager's controllers wait for every informer of
+// its cache (e2e/chart's TestUpgradeFromPreviousChart runs the binary
+// under the RBAC of a chart without the guard).
+func newEventRecorder(ctx context.Context, mgr ctrl.Manager, watchNamespaces bool) (*eventRecorder, error) {
 	cl, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
 	if err != nil {
 		return nil, fmt.Errorf("creating the Events client: %w", err)
 	}
-	if _, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(""), cache.BlockUntilSynced(false)); err != nil {
-		return nil, fmt.Errorf("watching namespaces: %w", err)
+	var cached client.Reader
+	if watchNamespaces {
+		if _, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(""), cache.BlockUntilSynced(false)); err != nil {
+			return nil, fmt.Errorf("watching namespaces: %w", err)
+		}
+		cached = mgr.GetCache()
 	}
-	live := namespaceLive(mgr.GetCache(), mgr.GetAPIReader())
+	live := namespaceLive(cached, mgr.GetAPIReader())
 	b := events.NewBroadcaster(eventnote.Sink(&events.EventSinkImpl{Interface: cl}, live))
 	r := &eventRecorder{EventRecorder: b.NewRecorder(mgr.GetScheme(), "lockguard"), broadcaster: b}
 	r.ctx, r.stop = context.WithCancel(log.IntoContext(context.Background(), mgr.GetLogger().WithName("events")))
@@ -95,10 +105,10 @@ func namespaceMeta(ns string) *metav1.PartialObjectMetadata {
 }
 
 // namespaceLive tells eventnote.Sink whether a namespace exists and is not
-// terminating: from cached, and, for a namespace the cache does not hold
-// (deleted, or created a moment ago), from the API server, a read rather
-// than two refused writes. What it cannot learn within namespaceLookup
-// counts as live: the API server judges the write.
+// terminating: from cached (nil for none), and, for a namespace the cache
+// does not hold (deleted, or created a moment ago), from the API server, a
+// read rather than two refused writes. What it cannot learn within
+// namespaceLookup counts as live: the API server judges the write.
 func namespaceLive(cached, api client.Reader) func(context.Context, string) bool {
 	return func(ctx context.Context, ns string) bool {
 		if ns == "" {
@@ -107,7 +117,10 @@ func namespaceLive(cached, api client.Reader) func(context.Context, string) bool
 		ctx, cancel := context.WithTimeout(ctx, namespaceLookup)
 		defer cancel()
 		obj := namespaceMeta(ns)
-		err := cached.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		var err error = apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
+		if cached != nil {
+			err = cached.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		}
 		if apierrors.IsNotFound(err) {
 			err = api.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		}

@@ -42,6 +42,8 @@ func TestNamespaceLive(t *testing.T) {
 		"TerminatingUncached": {cached: reader(), api: reader(terminating), ns: "terminating", want: false},
 		"CacheUnreadable":     {cached: failingReader{}, api: reader(), ns: "a", want: true},
 		"APIUnreadable":       {cached: reader(), api: failingReader{}, ns: "a", want: true},
+		"NoCache":             {api: reader(namespaceMeta("a")), ns: "a", want: true},
+		"NoCacheGone":         {api: reader(), ns: "a", want: false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// Every Event lockguard records goes through one recorder, which
 	// writes none to a namespace that is gone or terminating.
-	events, err := newEventRecorder(ctx, mgr)
+	events, err := newEventRecorder(ctx, mgr, !o.Controller.DisableNamespaceGuard)
 	if err != nil {
 		return nil, err
 	}
