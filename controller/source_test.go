@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	fcache "k8s.io/client-go/tools/cache/testing"
 
 	"github.com/navique/lockguard/internal/cachestore"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
 
 // recordedEvents records what a handler saw, by object name.
@@ -184,15 +184,6 @@ func (nopHandler) OnAdd(any, bool)   {}
 func (nopHandler) OnUpdate(any, any) {}
 func (nopHandler) OnDelete(any)      {}
 
-// liveHeap returns the live heap, after two collections.
-func liveHeap() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // BenchmarkHandlerBuffer reports the live heap per object of an informer
 // of 200,000 over a cachestore.Store with a handler that takes every
 // event at once, and what adding the handler left (issue 38: client-go's
@@ -228,7 +219,7 @@ func BenchmarkHandlerBuffer(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				start := liveHeap()
+				start := readmodeltest.LiveHeap()
 				if mode == "before-run" {
 					add()
 				}
@@ -237,12 +228,12 @@ func BenchmarkHandlerBuffer(b *testing.B) {
 					b.Fatal("the informer did not sync")
 				}
 				time.Sleep(time.Second)
-				synced := liveHeap()
+				synced := readmodeltest.LiveHeap()
 				if mode != "before-run" && mode != "none" {
 					add()
 					time.Sleep(2 * time.Second)
 				}
-				end := liveHeap()
+				end := readmodeltest.LiveHeap()
 				b.ReportMetric(float64(int64(end)-int64(start))/n, "B/object")
 				b.ReportMetric(float64(int64(end)-int64(synced))/n, "B/object-added")
 				cancel()

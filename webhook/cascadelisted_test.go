@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
 
 // objectsAPI is an API server of objects (fakeGraph's): it serves their
@@ -372,26 +373,17 @@ func (a generatedAPI) List(_ context.Context, list client.ObjectList, opts ...cl
 // default bounds what the walks hold together (docs/how-it-works.md).
 func TestListGraphHeap(t *testing.T) {
 	const n = 20000
-	before := heapInUse()
+	before := readmodeltest.LiveHeap()
 	g, err := listGraph(context.Background(), generatedAPI{n: n}, must(forgeKinds())[:1], "forge", n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	per := float64(heapInUse()-before) / n
+	per := float64(readmodeltest.LiveHeap()-before) / n
 	runtime.KeepAlive(g)
 	t.Logf("%d objects listed: %.0f bytes of heap each", n, per)
 	if per > 1280 {
 		t.Errorf("%.0f bytes of heap per listed object, want at most 1.25 KiB", per)
 	}
-}
-
-// heapInUse returns the live heap after two collections.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // TestCascadeListedNoLocks: when the API server cannot list the owner's
