@@ -34,8 +34,9 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;patch
 
-// namespaceObject returns the metadata-only Namespace ns.
-func namespaceObject(ns string) *metav1.PartialObjectMetadata {
+// NamespaceObject returns the metadata-only Namespace ns, as the
+// reconciler and the Event sink (cmd/lockguard/manager) read it.
+func NamespaceObject(ns string) *metav1.PartialObjectMetadata {
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	obj.SetName(ns)
@@ -56,7 +57,7 @@ func (r *reconciler) reconcileNamespace(ctx context.Context, ns string) (ctrl.Re
 		return ctrl.Result{}, readmodel.ErrNotSynced
 	}
 	// Read before the Locks are: a removal is made at this version.
-	obj := namespaceObject(ns)
+	obj := NamespaceObject(ns)
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -124,7 +125,7 @@ const pendingRecheck = 5 * time.Second
 // namespace from the cache and writes only when the label differs. A
 // namespace that is gone or terminating is left as it is.
 func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want bool) (labelled bool, err error) {
-	obj := namespaceObject(ns)
+	obj := NamespaceObject(ns)
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -153,7 +154,7 @@ func namespaceLabelPatch() client.Patch {
 // while a selector ClusterLock reads them (readmodel.ClusterLabelKeys):
 // theirs changing is none of this watch's business.
 func namespaceSource(mgr ctrl.Manager, locks *readmodel.LockIndex) source.TypedSource[item] {
-	return kindSource(mgr.GetCache(), namespaceObject(""),
+	return kindSource(mgr.GetCache(), NamespaceObject(""),
 		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []item {
 			reqs := []item{itemOf(request{Namespace: o.Name})}
 			for _, target := range locks.LiveTargetsIn(o.Name) {

@@ -54,13 +54,13 @@ func TestRemoveNamespaceLabel(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(clusterLockScheme(t)).WithObjects(tc.ns).Build()
-			obj := namespaceObject("prod")
+			obj := NamespaceObject("prod")
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
 				t.Fatal(err)
 			}
 			if tc.race {
 				// The create's write (webhook.NamespaceLabel), after the read.
-				if err := c.Patch(context.Background(), namespaceObject("prod"), client.RawPatch(types.MergePatchType,
+				if err := c.Patch(context.Background(), NamespaceObject("prod"), client.RawPatch(types.MergePatchType,
 					lockv1alpha1.PendingMarkPatch(lockv1alpha1.HasLocksLabel, lockv1alpha1.HasLocksPendingAnnotation, now))); err != nil {
 					t.Fatal(err)
 				}

@@ -157,7 +157,6 @@ func TestConvertingInformerAdds(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			mu.Lock()
-			defer mu.Unlock()
 			// One conversion per object delivered (an update converts
 			// both).
 			if want := n + 1 + 2 + 1; converted != want {
@@ -167,12 +166,22 @@ func TestConvertingInformerAdds(t *testing.T) {
 			if err := i.RemoveEventHandler(reg); err != nil {
 				t.Fatal(err)
 			}
+			// A witness added after the removal: once it has seen the
+			// next add, the removed handler would have too.
+			witness := newRecordedEvents()
+			if _, err := i.AddEventHandler(witness); err != nil {
+				t.Fatal(err)
+			}
 			src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "late"}})
-			time.Sleep(200 * time.Millisecond)
+			for witness.snapshot()[1]["late"] == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("the witness never saw the add of late")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			if got := rec.snapshot(); got[1]["late"] != 0 {
 				t.Errorf("a removed handler saw the add of %q", "late")
 			}
-			mu.Lock()
 		})
 	}
 }

@@ -171,9 +171,11 @@ func (x *setIndex[E]) swap(v string, old, o metav1.Object) (swapped bool) {
 }
 
 func (x *setIndex[E]) each(v string, fn func(metav1.Object)) {
-	set := x.byValue[v]
+	var set objectSet[E]
 	if id, ok := ParseUUID(v); ok {
 		set = x.byUID[id]
+	} else {
+		set = x.byValue[v]
 	}
 	set.each(func(e E) { fn(x.object(e)) })
 }

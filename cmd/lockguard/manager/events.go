@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/eventnote"
 )
 
@@ -54,7 +54,7 @@ func newEventRecorder(ctx context.Context, mgr ctrl.Manager, watchNamespaces boo
 	}
 	var cached client.Reader
 	if watchNamespaces {
-		if _, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(""), cache.BlockUntilSynced(false)); err != nil {
+		if _, err := mgr.GetCache().GetInformer(ctx, controller.NamespaceObject(""), cache.BlockUntilSynced(false)); err != nil {
 			return nil, fmt.Errorf("watching namespaces: %w", err)
 		}
 		cached = mgr.GetCache()
@@ -96,14 +96,6 @@ func (r *eventRecorder) Start(ctx context.Context) error {
 // webhook.
 func (r *eventRecorder) NeedLeaderElection() bool { return false }
 
-// namespaceMeta returns the metadata-only Namespace ns.
-func namespaceMeta(ns string) *metav1.PartialObjectMetadata {
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	obj.SetName(ns)
-	return obj
-}
-
 // namespaceLive tells eventnote.Sink whether a namespace exists and is not
 // terminating: from cached (nil for none), and, for a namespace the cache
 // does not hold (deleted, or created a moment ago), from the API server, a
@@ -116,7 +108,7 @@ func namespaceLive(cached, api client.Reader) func(context.Context, string) bool
 		}
 		ctx, cancel := context.WithTimeout(ctx, namespaceLookup)
 		defer cancel()
-		obj := namespaceMeta(ns)
+		obj := controller.NamespaceObject(ns)
 		var err error = apierrors.NewNotFound(corev1.Resource("namespaces"), ns)
 		if cached != nil {
 			err = cached.Get(ctx, client.ObjectKeyFromObject(obj), obj)

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/navique/lockguard/controller"
 )
 
 // failingReader is a client.Reader whose every read fails.
@@ -22,7 +24,7 @@ func TestNamespaceLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	terminating := namespaceMeta("terminating")
+	terminating := controller.NamespaceObject("terminating")
 	now := metav1.Now()
 	terminating.DeletionTimestamp = &now
 	terminating.Finalizers = []string{"kubernetes"}
@@ -35,14 +37,14 @@ func TestNamespaceLive(t *testing.T) {
 		want        bool
 	}{
 		"ClusterScoped":       {cached: failingReader{}, api: failingReader{}, ns: "", want: true},
-		"Cached":              {cached: reader(namespaceMeta("a")), api: failingReader{}, ns: "a", want: true},
+		"Cached":              {cached: reader(controller.NamespaceObject("a")), api: failingReader{}, ns: "a", want: true},
 		"CachedTerminating":   {cached: reader(terminating), api: failingReader{}, ns: "terminating", want: false},
 		"Gone":                {cached: reader(), api: reader(), ns: "a", want: false},
-		"NotCachedYet":        {cached: reader(), api: reader(namespaceMeta("a")), ns: "a", want: true},
+		"NotCachedYet":        {cached: reader(), api: reader(controller.NamespaceObject("a")), ns: "a", want: true},
 		"TerminatingUncached": {cached: reader(), api: reader(terminating), ns: "terminating", want: false},
 		"CacheUnreadable":     {cached: failingReader{}, api: reader(), ns: "a", want: true},
 		"APIUnreadable":       {cached: reader(), api: failingReader{}, ns: "a", want: true},
-		"NoCache":             {api: reader(namespaceMeta("a")), ns: "a", want: true},
+		"NoCache":             {api: reader(controller.NamespaceObject("a")), ns: "a", want: true},
 		"NoCacheGone":         {api: reader(), ns: "a", want: false},
 	}
 	for name, tc := range cases {
