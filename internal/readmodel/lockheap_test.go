@@ -156,17 +156,24 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 		})
 	}
 	// Each Lock's target, as the metadata cache keeps it: a Stack that
-	// carries the lock annotation.
-	targets := apiServerTargets(b, heapObjects, true)
-	b.Run("target", func(b *testing.B) {
-		var sum float64
-		for range b.N {
-			per, store := storeHeap(b, targets, CacheTransform(nil), newMetaIndexer)
-			sum += per
-			goruntime.KeepAlive(store)
-		}
-		b.ReportMetric(sum/float64(b.N), "B/target")
-	})
+	// carries the lock annotation ("target") and, for a selector Lock's,
+	// the label of its own that the Lock's selector matches
+	// ("selected-target").
+	for _, c := range []struct {
+		name     string
+		selected bool
+	}{{"target", false}, {"selected-target", true}} {
+		targets := apiServerTargets(b, heapObjects, true, c.selected)
+		b.Run(c.name, func(b *testing.B) {
+			var sum float64
+			for range b.N {
+				per, store := storeHeap(b, targets, CacheTransform(nil), newMetaIndexer)
+				sum += per
+				goruntime.KeepAlive(store)
+			}
+			b.ReportMetric(sum/float64(b.N), "B/target")
+		})
+	}
 }
 
 // transformLockBefore is CacheTransform's handling of a Lock before

@@ -29,12 +29,14 @@ const heapLocks = 100000
 // last-applied annotation and managedFields.
 func apiServerObjects(tb testing.TB, n int) []byte {
 	tb.Helper()
-	return apiServerTargets(tb, n, false)
+	return apiServerTargets(tb, n, false, false)
 }
 
 // apiServerTargets is apiServerObjects, each object carrying, when locked,
-// the lock annotation lockguard writes on a target (naming one Lock).
-func apiServerTargets(tb testing.TB, n int, locked bool) []byte {
+// the lock annotation lockguard writes on a target (naming one Lock) and,
+// when selected, a label of its own, which a selector Lock of its own
+// matches (as the scale bench's, benchmarks.md section 9).
+func apiServerTargets(tb testing.TB, n int, locked, selected bool) []byte {
 	tb.Helper()
 	list := metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"}}
 	var owner types.UID
@@ -60,6 +62,9 @@ func apiServerTargets(tb testing.TB, n int, locked bool) []byte {
 		}
 		if locked {
 			m.Annotations[lockv1alpha1.LockedAnnotation] = fmt.Sprintf("lock-%07d", i)
+		}
+		if selected {
+			m.Labels["bench.navique.com/lock"] = fmt.Sprintf("lock-%07d", i)
 		}
 		if i%10 == 0 {
 			owner = uid
