@@ -2,9 +2,6 @@ package readmodel
 
 import (
 	"hash/maphash"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 )
 
@@ -18,16 +15,18 @@ const (
 )
 
 // interner shares the strings and label sets that many cached objects
-// repeat (label keys and values, owner references' apiVersion and kind),
-// so that the cache holds each once (issue 38: a label set of three
-// costs about 400 bytes per object, a shared one nothing). The maps it
-// hands out are shared between objects: like every object in the cache,
-// they are read-only. Safe for concurrent use: the informers of every kind
+// repeat (a Meta's labels, a Lock selector's matchLabels, owner
+// references' apiVersion and kind), so that the cache holds each once
+// (issue 38: a label set of three costs about 400 bytes per object as a
+// map, a shared one nothing). The label sets and maps it hands out are
+// shared between objects: like every object in the cache, they are
+// read-only. Safe for concurrent use: the informers of every kind
 // share the cache's transform.
 type interner struct {
 	mu      sync.Mutex
 	strings map[string]string
-	labels  map[string]map[string]string
+	sets    map[string]*labelSet         // a Meta's labels
+	matches map[string]map[string]string // a Lock selector's matchLabels
 	kinds   map[ownerKind]*ownerKind
 	spaces  map[string]*string // namespaces
 	// owners holds the owner names seen last, by their hash: the objects
@@ -41,7 +40,7 @@ type interner struct {
 const ownerNameSlots = 1 << 10
 
 func newInterner() *interner {
-	return &interner{strings: map[string]string{}, labels: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
+	return &interner{strings: map[string]string{}, sets: map[string]*labelSet{}, matches: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
 }
 
 // ownerKind returns an owner reference's apiVersion and kind, shared with
@@ -106,24 +105,29 @@ func sharedIn[K comparable, V any](m map[K]V, k K, limit int, newV func() V) V {
 	return v
 }
 
-// labelSet returns a map equal to l, l itself or one handed out before,
+// labelSet returns the labelSet of l, one handed out before when it has
+// the same labels; nil for no labels.
+func (n *interner) labelSet(l map[string]string) *labelSet {
+	if len(l) == 0 {
+		return nil
+	}
+	text := labelText(l)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return sharedIn(n.sets, text, internLabelSets, func() *labelSet { return &labelSet{text: text} })
+}
+
+// labelMap returns a map equal to l, l itself or one handed out before,
 // its keys and values interned; nil for no labels.
-func (n *interner) labelSet(l map[string]string) map[string]string {
+func (n *interner) labelMap(l map[string]string) map[string]string {
 	if len(l) == 0 {
 		return nil
 	}
 	// Label keys and values cannot hold a NUL: the key is unambiguous.
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(l)) {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(l[k])
-		b.WriteByte(0)
-	}
-	key := b.String()
+	key := labelText(l)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return sharedIn(n.labels, key, internLabelSets, func() map[string]string {
+	return sharedIn(n.matches, key, internLabelSets, func() map[string]string {
 		c := make(map[string]string, len(l))
 		for k, v := range l {
 			c[n.stringLocked(k)] = n.stringLocked(v)

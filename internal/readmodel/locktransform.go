@@ -22,7 +22,7 @@ func trimLock(c *lockv1alpha1.Lock, shared *interner) {
 	s.Enforcement = lockv1alpha1.Enforcement(shared.string(string(s.Enforcement)))
 	s.Reason = shared.string(s.Reason)
 	if sel := s.Selector; sel != nil && len(sel.MatchLabels) > 0 {
-		sel.MatchLabels = shared.labelSet(sel.MatchLabels)
+		sel.MatchLabels = shared.labelMap(sel.MatchLabels)
 	}
 	for i := range c.Status.Conditions {
 		cond := &c.Status.Conditions[i]

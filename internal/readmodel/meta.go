@@ -1,7 +1,6 @@
 package readmodel
 
 import (
-	"maps"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +20,8 @@ import (
 // metav1.PartialObjectMetadata is 288 bytes before its strings, a Meta
 // 64, and 48 more with an owner or a rare part). A UID and a
 // resourceVersion of the usual form (a UUID in lower case, a decimal) are
-// kept as numbers, any other exactly as written.
+// kept as numbers, any other exactly as written; the labels in one
+// string (labelSet: GetLabels makes a map of them, Label reads one).
 //
 // A Meta is read-only, as every object of the cache, and reads as the
 // metav1.PartialObjectMetadata it was made from (Partial, DeepCopyObject),
@@ -33,10 +33,10 @@ import (
 // deletionGracePeriodSeconds, managedFields) does nothing.
 type Meta struct {
 	name      string
-	namespace *string           // shared between the objects of a namespace; nil for none
-	objectIDs                   // odd ones in the rare part
-	labels    map[string]string // shared between the objects that repeat it
-	ext       *metaExt          // nil when the object has no owner and no rare part
+	namespace *string   // shared between the objects of a namespace; nil for none
+	objectIDs           // odd ones in the rare part
+	labels    *labelSet // shared between the objects that repeat it
+	ext       *metaExt  // nil when the object has no owner and no rare part
 }
 
 // metaExt is what a Meta has beyond its name, namespace, IDs and labels:
@@ -80,9 +80,9 @@ var (
 // newMeta returns the Meta of o, sharing the namespace through shared;
 // o's labels, annotations, finalizers and owner references' apiVersion
 // and kind are taken as they are (trimMetadata has trimmed and shared
-// them).
+// them), its labels shared through shared.
 func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
-	m := &Meta{name: o.Name, namespace: namespacePtr(o.Namespace, shared), labels: o.Labels}
+	m := &Meta{name: o.Name, namespace: namespacePtr(o.Namespace, shared), labels: shared.labelSet(o.Labels)}
 	m.SetUID(o.UID)
 	m.SetResourceVersion(o.ResourceVersion)
 	m.SetAnnotations(o.Annotations)
@@ -97,7 +97,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 func (m *Meta) Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.name, Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
-		Labels: maps.Clone(m.labels), Annotations: m.GetAnnotations(),
+		Labels: m.labels.toMap(), Annotations: m.GetAnnotations(),
 		Finalizers: slices.Clone(m.GetFinalizers()), OwnerReferences: m.GetOwnerReferences(),
 	}}
 	if t := m.GetDeletionTimestamp(); t != nil {
@@ -216,11 +216,16 @@ func (m *Meta) GetDeletionGracePeriodSeconds() *int64 { return nil }
 // SetDeletionGracePeriodSeconds does nothing: not kept.
 func (m *Meta) SetDeletionGracePeriodSeconds(*int64) {}
 
-// GetLabels returns the labels (the cache's: read-only).
-func (m *Meta) GetLabels() map[string]string { return m.labels }
+// GetLabels returns the labels, as a new map (nil for none): a Meta keeps
+// them in a labelSet.
+func (m *Meta) GetLabels() map[string]string { return m.labels.toMap() }
+
+// Label returns the value of the label key, and whether m has it,
+// without GetLabels' map.
+func (m *Meta) Label(key string) (string, bool) { return m.labels.get(key) }
 
 // SetLabels sets the labels.
-func (m *Meta) SetLabels(labels map[string]string) { m.labels = labels }
+func (m *Meta) SetLabels(labels map[string]string) { m.labels = newLabelSet(labels) }
 
 // GetFinalizers returns the finalizers (the cache's: read-only).
 func (m *Meta) GetFinalizers() []string {

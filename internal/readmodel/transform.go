@@ -63,15 +63,14 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 }
 
 // trimMetadata drops from o what the cache does not keep (CacheTransform)
-// and shares its labels and owner references' apiVersion and kind.
+// and shares its owner references' apiVersion and kind (newMeta shares
+// its labels).
 func trimMetadata(o *metav1.PartialObjectMetadata, shared *interner, clusterKeys *ClusterLabelKeys) {
 	o.Annotations = keptAnnotations(o.Annotations)
 	o.GenerateName = ""
-	if o.Namespace != "" {
-		// A namespaced object's labels are what selector Locks match.
-		o.Labels = shared.labelSet(o.Labels)
-	} else {
-		o.Labels = shared.labelSet(clusterLabels(o.Labels, clusterKeys.Keys()))
+	if o.Namespace == "" {
+		// A namespaced object keeps its labels, which selector Locks match.
+		o.Labels = clusterLabels(o.Labels, clusterKeys.Keys())
 	}
 	for i := range o.OwnerReferences {
 		r := &o.OwnerReferences[i]

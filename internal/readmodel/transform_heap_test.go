@@ -180,7 +180,9 @@ func BenchmarkCacheHeap(b *testing.B) {
 func transformShared() toolscache.TransformFunc {
 	shared := newInterner()
 	return func(in any) (any, error) {
-		trimMetadata(in.(*metav1.PartialObjectMetadata), shared, nil)
+		o := in.(*metav1.PartialObjectMetadata)
+		trimMetadata(o, shared, nil)
+		o.Labels = shared.labelMap(o.Labels)
 		return in, nil
 	}
 }
