@@ -29,15 +29,16 @@ type interner struct {
 	matches map[string]map[string]string // a Lock selector's matchLabels
 	kinds   map[ownerKind]*ownerKind
 	spaces  map[string]*string // namespaces
-	// owners holds the owner names seen last, by their hash: the objects
-	// an owner owns are usually listed and changed together, so that they
-	// share one string, without the interner holding every owner's name.
-	owners [ownerNameSlots]string
+	// owners holds the owner references seen last, by their UID: the
+	// objects an owner owns are usually listed and changed together (an
+	// owner and what it owns share a namespace), so that they share one,
+	// without the interner holding every owner's.
+	owners [ownerSlots]*ownerRef
 	seed   maphash.Seed
 }
 
-// ownerNameSlots is the number of owner names an interner remembers.
-const ownerNameSlots = 1 << 10
+// ownerSlots is the number of owner references an interner remembers.
+const ownerSlots = 1 << 12
 
 func newInterner() *interner {
 	return &interner{strings: map[string]string{}, sets: map[string]*labelSet{}, matches: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
@@ -67,16 +68,19 @@ func namespacePtr(namespace string, shared *interner) *string {
 	return sharedIn(shared.spaces, namespace, internStrings, func() *string { return new(shared.stringLocked(namespace)) })
 }
 
-// ownerName returns name, or an equal string handed out lately.
-func (n *interner) ownerName(name string) string {
-	slot := &n.owners[maphash.String(n.seed, name)&(ownerNameSlots-1)]
+// ownerRef returns an owner reference to uid, of that apiVersion, kind and
+// name: one handed out lately, or a new one (its apiVersion and kind
+// shared, ownerKind).
+func (n *interner) ownerRef(apiVersion, kind, name string, uid [16]byte) *ownerRef {
+	k := n.ownerKind(apiVersion, kind)
+	slot := &n.owners[maphash.Bytes(n.seed, uid[:])&(ownerSlots-1)]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if *slot == name {
-		return *slot
+	if r := *slot; r != nil && r.uid == uid && r.ownerKind == k && r.name == name {
+		return r
 	}
-	*slot = name
-	return name
+	*slot = &ownerRef{ownerKind: k, name: name, uid: uid}
+	return *slot
 }
 
 // string returns s, or an equal string handed out before.

@@ -149,7 +149,29 @@ func TestMetaSharesOwner(t *testing.T) {
 	if unsafe.StringData(a.ownerOf().name) != unsafe.StringData(b.ownerOf().name) {
 		t.Errorf("the two references' owner name is not shared")
 	}
+	if a.ownerOf() != b.ownerOf() {
+		t.Errorf("the two objects of one owner do not share its reference")
+	}
 	if diff := cmp.Diff(ref(), b.GetOwnerReferences()); diff != "" {
 		t.Errorf("GetOwnerReferences: -want, +got:\n%s", diff)
+	}
+	// A reference to the same UID under another name is not the shared
+	// one; and changing a Meta's owner changes no other Meta.
+	other := ref()
+	other[0].Name = "stack-renamed"
+	c := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", OwnerReferences: other}}, shared)
+	if diff := cmp.Diff(other, c.GetOwnerReferences()); diff != "" {
+		t.Errorf("GetOwnerReferences of another name: -want, +got:\n%s", diff)
+	}
+	a.SetOwnerReferences(nil)
+	b.SetOwnerReferences(other)
+	if a.GetOwnerReferences() != nil {
+		t.Errorf("GetOwnerReferences after SetOwnerReferences(nil): %v", a.GetOwnerReferences())
+	}
+	if diff := cmp.Diff(other, b.GetOwnerReferences()); diff != "" {
+		t.Errorf("GetOwnerReferences after SetOwnerReferences: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff(other, c.GetOwnerReferences()); diff != "" {
+		t.Errorf("another Meta's references after SetOwnerReferences: -want, +got:\n%s", diff)
 	}
 }
