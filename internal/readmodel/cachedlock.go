@@ -45,9 +45,10 @@ type CachedLock struct {
 	created int64
 
 	// The spec: the target's apiVersion and kind and the reason are
-	// shared, the selector is the trimmed Lock's (read-only).
+	// shared, the selector is the trimmed Lock's, its matchLabels as
+	// requirements (cachedSelector; read-only).
 	target   lockv1alpha1.TargetReference
-	selector *lockv1alpha1.LockSelector
+	selector *cachedSelector
 	reason   string
 
 	// The status: the Ready condition, when flagReady says it is the only
@@ -146,7 +147,7 @@ var (
 // else of o.
 func newCachedLock(o *lockv1alpha1.Lock) *CachedLock {
 	c := &CachedLock{name: o.Name, namespace: o.Namespace, generation: o.Generation,
-		target: o.Spec.TargetRef, selector: o.Spec.Selector, reason: o.Spec.Reason,
+		target: o.Spec.TargetRef, selector: newCachedSelector(o.Spec.Selector), reason: o.Spec.Reason,
 		observedGeneration: o.Status.ObservedGeneration}
 	if o.TypeMeta == lockTypeMeta {
 		c.flags |= flagTypeMeta
@@ -185,8 +186,9 @@ func (c *CachedLock) packStatus(o *lockv1alpha1.Lock) {
 		c.flags |= flagActive
 	}
 	if s.Scope != "" {
-		core := c.core()
-		if s.Scope == core.ScopeString() {
+		// The spec's own selector (o's), as Lock shows it: core's shows
+		// its matchLabels as requirements (cachedSelector).
+		if s.Scope == o.ScopeString() {
 			c.flags |= flagScope
 		} else {
 			c.more().scope = s.Scope
@@ -260,11 +262,12 @@ func unpackTime(n int64) metav1.Time {
 
 // core returns the Lock c stands for as far as the LockIndex's decisions
 // read it: its name, namespace, deletionTimestamp and spec (the cache's
-// selector and expiry: read-only), and nothing else. It allocates nothing
+// selector and expiry: read-only; the selector's matchLabels as
+// requirements, cachedSelector), and nothing else. It allocates nothing
 // when its result does not escape.
 func (c *CachedLock) core() lockv1alpha1.Lock {
 	l := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Name: c.name, Namespace: c.namespace}, Spec: lockv1alpha1.LockSpec{
-		TargetRef: c.target, Selector: c.selector, Reason: c.reason,
+		TargetRef: c.target, Selector: c.selector.decided(), Reason: c.reason,
 		Level: levels[0], Enforcement: enforcements[0],
 	}}
 	if c.level != codeRare {
@@ -294,7 +297,7 @@ func (c *CachedLock) Lock() *lockv1alpha1.Lock {
 	}
 	l.UID, l.ResourceVersion, l.Generation = c.GetUID(), c.GetResourceVersion(), c.generation
 	l.CreationTimestamp = c.GetCreationTimestamp()
-	l.Spec.Selector = l.Spec.Selector.DeepCopy()
+	l.Spec.Selector = c.selector.selector()
 	l.Spec.ExpiresAt = l.Spec.ExpiresAt.DeepCopy()
 	l.DeletionTimestamp = l.DeletionTimestamp.DeepCopy()
 	s := &l.Status

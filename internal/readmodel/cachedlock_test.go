@@ -226,6 +226,9 @@ func checkCachedMeta(t *testing.T, want *lockv1alpha1.Lock, c *CachedLock) {
 	}
 	core, _ := lockCore(c)
 	wantCore := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace, DeletionTimestamp: want.DeletionTimestamp}, Spec: want.Spec}
+	// The decisions read the selector's matchLabels as requirements
+	// (TestCachedSelectorDecides: the same decisions).
+	wantCore.Spec.Selector = newCachedSelector(want.Spec.Selector).decided()
 	if !reflect.DeepEqual(wantCore, core) {
 		t.Errorf("Lock %s: lockCore reads\n%#v, want\n%#v", want.Name, core, wantCore)
 	}

@@ -15,18 +15,16 @@ const (
 )
 
 // interner shares the strings and label sets that many cached objects
-// repeat (a Meta's labels, a Lock selector's matchLabels, owner
-// references' apiVersion and kind), so that the cache holds each once
-// (issue 38: a label set of three costs about 400 bytes per object as a
-// map, a shared one nothing). The label sets and maps it hands out are
-// shared between objects: like every object in the cache, they are
-// read-only. Safe for concurrent use: the informers of every kind
+// repeat (a Meta's labels, owner references, a Lock's repeated strings),
+// so that the cache holds each once (issue 38: a label set of three costs
+// about 400 bytes per object as a map, a shared one nothing). What it
+// hands out is shared between objects: like every object in the cache,
+// it is read-only. Safe for concurrent use: the informers of every kind
 // share the cache's transform.
 type interner struct {
 	mu      sync.Mutex
 	strings map[string]string
-	sets    map[string]*labelSet         // a Meta's labels
-	matches map[string]map[string]string // a Lock selector's matchLabels
+	sets    map[string]*labelSet // a Meta's labels
 	kinds   map[ownerKind]*ownerKind
 	spaces  map[string]*string // namespaces
 	// owners holds the owner references seen last, by their UID: the
@@ -41,7 +39,7 @@ type interner struct {
 const ownerSlots = 1 << 12
 
 func newInterner() *interner {
-	return &interner{strings: map[string]string{}, sets: map[string]*labelSet{}, matches: map[string]map[string]string{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
+	return &interner{strings: map[string]string{}, sets: map[string]*labelSet{}, kinds: map[ownerKind]*ownerKind{}, spaces: map[string]*string{}, seed: maphash.MakeSeed()}
 }
 
 // ownerKind returns an owner reference's apiVersion and kind, shared with
@@ -119,23 +117,4 @@ func (n *interner) labelSet(l map[string]string) *labelSet {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return sharedIn(n.sets, text, internLabelSets, func() *labelSet { return &labelSet{text: text} })
-}
-
-// labelMap returns a map equal to l, l itself or one handed out before,
-// its keys and values interned; nil for no labels.
-func (n *interner) labelMap(l map[string]string) map[string]string {
-	if len(l) == 0 {
-		return nil
-	}
-	// Label keys and values cannot hold a NUL: the key is unambiguous.
-	key := labelText(l)
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return sharedIn(n.matches, key, internLabelSets, func() map[string]string {
-		c := make(map[string]string, len(l))
-		for k, v := range l {
-			c[n.stringLocked(k)] = n.stringLocked(v)
-		}
-		return c
-	})
 }

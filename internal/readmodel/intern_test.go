@@ -1,7 +1,6 @@
 package readmodel
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -26,34 +25,13 @@ func TestInternerLabelSet(t *testing.T) {
 	}
 }
 
-func TestInternerLabelMap(t *testing.T) {
-	n := newInterner()
-	a := n.labelMap(map[string]string{"app": "forge", "tier": "backend"})
-	b := n.labelMap(map[string]string{"tier": "backend", "app": "forge"})
-	c := n.labelMap(map[string]string{"app": "forge", "tier": "frontend"})
-	if reflect.ValueOf(a).UnsafePointer() != reflect.ValueOf(b).UnsafePointer() {
-		t.Error("two equal label sets: got two maps, want one shared")
-	}
-	if diff := cmp.Diff(map[string]string{"app": "forge", "tier": "frontend"}, c); diff != "" {
-		t.Errorf("labelMap: -want, +got:\n%s", diff)
-	}
-	if reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(c).UnsafePointer() {
-		t.Error("two different label sets share a map")
-	}
-	if got := n.labelMap(map[string]string{}); got != nil {
-		t.Errorf("labelMap of no labels: got %v, want nil", got)
-	}
-}
-
 func TestInternerBounded(t *testing.T) {
 	n := newInterner()
 	for i := range internLabelSets + 10 {
-		l := map[string]string{"i": string(rune('a' + i%26)), "n": string(rune(i))}
-		n.labelSet(l)
-		n.labelMap(l)
+		n.labelSet(map[string]string{"i": string(rune('a' + i%26)), "n": string(rune(i))})
 	}
-	if len(n.sets) > internLabelSets || len(n.matches) > internLabelSets || len(n.strings) > internStrings {
-		t.Errorf("interner holds %d label sets, %d label maps and %d strings, want at most %d, %d and %d", len(n.sets), len(n.matches), len(n.strings), internLabelSets, internLabelSets, internStrings)
+	if len(n.sets) > internLabelSets || len(n.strings) > internStrings {
+		t.Errorf("interner holds %d label sets and %d strings, want at most %d and %d", len(n.sets), len(n.strings), internLabelSets, internStrings)
 	}
 	if got := n.string("x"); got != "x" {
 		t.Errorf("string(%q) = %q", "x", got)

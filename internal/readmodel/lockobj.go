@@ -16,8 +16,10 @@ import (
 // lockCore returns the Lock obj is as far as the LockIndex's decisions
 // read it: its name, namespace, deletionTimestamp and spec (Lock.Standing,
 // StandingTarget, ExpiredAt, Selects, ...), sharing the store's selector
-// and expiry (read-only), in a value that allocates nothing when it does
-// not escape; false when obj is not a Lock.
+// (a CachedLock's with its matchLabels as requirements that decide
+// alike, cachedSelector) and expiry (read-only), in a value that
+// allocates nothing when it does not escape; false when obj is not a
+// Lock.
 func lockCore(obj any) (lockv1alpha1.Lock, bool) {
 	switch l := obj.(type) {
 	case *CachedLock:

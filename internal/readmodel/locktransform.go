@@ -22,7 +22,12 @@ func trimLock(c *lockv1alpha1.Lock, shared *interner) {
 	s.Enforcement = lockv1alpha1.Enforcement(shared.string(string(s.Enforcement)))
 	s.Reason = shared.string(s.Reason)
 	if sel := s.Selector; sel != nil && len(sel.MatchLabels) > 0 {
-		sel.MatchLabels = shared.labelMap(sel.MatchLabels)
+		// Read once, by newCachedSelector, which keeps the strings.
+		m := make(map[string]string, len(sel.MatchLabels))
+		for k, v := range sel.MatchLabels {
+			m[shared.string(k)] = shared.string(v)
+		}
+		sel.MatchLabels = m
 	}
 	for i := range c.Status.Conditions {
 		cond := &c.Status.Conditions[i]

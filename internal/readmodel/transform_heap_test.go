@@ -179,10 +179,17 @@ func BenchmarkCacheHeap(b *testing.B) {
 // BenchmarkCacheHeap's comparison only.
 func transformShared() toolscache.TransformFunc {
 	shared := newInterner()
+	maps := map[string]map[string]string{}
 	return func(in any) (any, error) {
 		o := in.(*metav1.PartialObjectMetadata)
 		trimMetadata(o, shared, nil)
-		o.Labels = shared.labelMap(o.Labels)
+		if key := labelText(o.Labels); key != "" {
+			if m, ok := maps[key]; ok {
+				o.Labels = m
+			} else {
+				maps[key] = o.Labels
+			}
+		}
 		return in, nil
 	}
 }
