@@ -72,13 +72,18 @@ func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item]
 	}
 }
 
-// Create enqueues the object and the selector Locks that cover it; not
-// the object's own pass when it would have nothing to do (idle).
+// Create enqueues the object (paced when it is of the initial list,
+// addStart) and the selector Locks that cover it; not the object's own
+// pass when it would have nothing to do (idle).
 func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
 	if h.idle(e.Object) {
 		return
 	}
-	q.Add(itemOf(h.key(e.Object)))
+	if e.IsInInitialList {
+		addStart(q, itemOf(h.key(e.Object)))
+	} else {
+		q.Add(itemOf(h.key(e.Object)))
+	}
 	h.selectorLocks(q, e.Object, e.Object.Labels)
 }
 
@@ -159,9 +164,19 @@ func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInt
 	}
 }
 
-// Create enqueues requestsOfLock.
+// Create enqueues requestsOfLock, paced when the Lock is of the initial
+// list (addStart).
 func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
-	h.addAll(ctx, q, e.Object)
+	if !e.IsInInitialList {
+		h.addAll(ctx, q, e.Object)
+		return
+	}
+	reqs := h.r.requestsOfLock(ctx, e.Object)
+	items := make([]item, len(reqs))
+	for i, req := range reqs {
+		items[i] = itemOf(req)
+	}
+	addStart(q, items...)
 }
 
 // Update enqueues requestsOfLock, or, when only the status changed, the

@@ -134,7 +134,8 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
 	c, err := b.
-		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter()}).
+		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter(),
+			NewQueue: newPacedQueue(mgr.GetLogger())}).
 		WithLogConstructor(func(it *item) logr.Logger {
 			log := mgr.GetLogger().WithValues("controller", "lock")
 			var k *request
