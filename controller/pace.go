@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -74,7 +75,11 @@ func (q *pacedQueue) feed() {
 		return
 	}
 	end := min(len(q.backlog), q.head+n)
-	q.PriorityQueue.AddWithOpts(priorityqueue.AddOpts{}, q.backlog[q.head:end]...)
+	// A copy: the priority queue keeps what it is given in its add
+	// buffer a while, and the backlog's array must not be held by it.
+	// The items fed are cleared from the backlog at once.
+	q.PriorityQueue.AddWithOpts(priorityqueue.AddOpts{}, slices.Clone(q.backlog[q.head:end])...)
+	clear(q.backlog[q.head:end])
 	if q.head = end; q.head == len(q.backlog) {
 		q.backlog, q.head = nil, 0
 	}
