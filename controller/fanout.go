@@ -73,17 +73,13 @@ func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item]
 }
 
 // Create enqueues the object (paced when it is of the initial list,
-// addStart) and the selector Locks that cover it; not the object's own
+// enqueue) and the selector Locks that cover it; not the object's own
 // pass when it would have nothing to do (idle).
 func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
 	if h.idle(e.Object) {
 		return
 	}
-	if e.IsInInitialList {
-		addStart(q, itemOf(h.key(e.Object)))
-	} else {
-		q.Add(itemOf(h.key(e.Object)))
-	}
+	enqueue(q, e.IsInInitialList, itemOf(h.key(e.Object)))
 	h.selectorLocks(q, e.Object, e.Object.Labels)
 }
 
@@ -158,25 +154,20 @@ type lockEvents struct{ r *reconciler }
 
 var _ handler.TypedEventHandler[*lockv1alpha1.Lock, item] = lockEvents{}
 
-func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[item], l *lockv1alpha1.Lock) {
-	for _, req := range h.r.requestsOfLock(ctx, l) {
-		q.Add(itemOf(req))
-	}
-}
-
-// Create enqueues requestsOfLock, paced when the Lock is of the initial
-// list (addStart).
-func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
-	if !e.IsInInitialList {
-		h.addAll(ctx, q, e.Object)
-		return
-	}
-	reqs := h.r.requestsOfLock(ctx, e.Object)
+// addAll enqueues requestsOfLock of l, paced when l is of the initial
+// list (enqueue).
+func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[item], l *lockv1alpha1.Lock, initial bool) {
+	reqs := h.r.requestsOfLock(ctx, l)
 	items := make([]item, len(reqs))
 	for i, req := range reqs {
 		items[i] = itemOf(req)
 	}
-	addStart(q, items...)
+	enqueue(q, initial, items...)
+}
+
+// Create enqueues requestsOfLock.
+func (h lockEvents) Create(ctx context.Context, e event.TypedCreateEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
+	h.addAll(ctx, q, e.Object, e.IsInInitialList)
 }
 
 // Update enqueues requestsOfLock, or, when only the status changed, the
@@ -187,15 +178,15 @@ func (h lockEvents) Update(ctx context.Context, e event.TypedUpdateEvent[*lockv1
 		q.Add(itemOf(requestOf(n)))
 		return
 	}
-	h.addAll(ctx, q, n)
+	h.addAll(ctx, q, n, false)
 }
 
 // Delete enqueues requestsOfLock.
 func (h lockEvents) Delete(ctx context.Context, e event.TypedDeleteEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
-	h.addAll(ctx, q, e.Object)
+	h.addAll(ctx, q, e.Object, false)
 }
 
 // Generic enqueues requestsOfLock.
 func (h lockEvents) Generic(ctx context.Context, e event.TypedGenericEvent[*lockv1alpha1.Lock], q workqueue.TypedRateLimitingInterface[item]) {
-	h.addAll(ctx, q, e.Object)
+	h.addAll(ctx, q, e.Object, false)
 }

@@ -14,7 +14,7 @@ import (
 const startWindow = 1000
 
 // pacedQueue is the reconciler's work queue: controller-runtime's priority
-// queue, fed the passes of the informers' initial lists (addStart) no
+// queue, fed the passes of the informers' initial lists (enqueue) no
 // more than startWindow at a time, from a backlog of its own, as the
 // workers take them. Issue 38: the priority queue and its metrics keep
 // an item's entry in maps that never shrink, so a start that enqueued
@@ -47,10 +47,11 @@ func newPacedQueue(log logr.Logger) func(string, workqueue.TypedRateLimiter[item
 	}
 }
 
-// addStart adds items, the passes of an initial list's object, to q: paced
-// (pacedQueue) when q is one, at once otherwise.
-func addStart(q workqueue.TypedRateLimitingInterface[item], items ...item) {
-	if p, ok := q.(*pacedQueue); ok {
+// enqueue adds items to q: paced (pacedQueue) when they are the passes of
+// an initial list's object (initial) and q is a pacedQueue, at once
+// otherwise.
+func enqueue(q workqueue.TypedRateLimitingInterface[item], initial bool, items ...item) {
+	if p, ok := q.(*pacedQueue); ok && initial {
 		p.mu.Lock()
 		p.backlog = append(p.backlog, items...)
 		p.mu.Unlock()

@@ -60,7 +60,7 @@ func TestPacedQueue(t *testing.T) {
 	}
 	items := pacedItems(0, n)
 	for chunk := range slices.Chunk(items, 7) {
-		addStart(q, chunk...)
+		enqueue(q, true, chunk...)
 	}
 	done.Wait()
 	for _, it := range items {
@@ -84,7 +84,7 @@ func TestPacedQueueOrder(t *testing.T) {
 	q := newTestPacedQueue(t, window)
 	defer q.ShutDown()
 	items := pacedItems(0, 100)
-	addStart(q, items...)
+	enqueue(q, true, items...)
 	if got := q.Len(); got != 100 {
 		t.Errorf("Len with 100 items added: %d", got)
 	}

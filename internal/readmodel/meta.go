@@ -18,7 +18,8 @@ import (
 // UID), and, for the few objects that carry them, the annotations and
 // finalizers CacheTransform keeps and deletionTimestamp (issue 38: a
 // metav1.PartialObjectMetadata is 288 bytes before its strings, a Meta
-// 64, and 48 more with an owner or a rare part). A UID and a
+// 64, and 16 more with an owner, whose reference its owner's objects
+// share, or a rare part). A UID and a
 // resourceVersion of the usual form (a UUID in lower case, a decimal) are
 // kept as numbers, any other exactly as written; the labels in one
 // string (labelSet: GetLabels makes a map of them, Label reads one).

@@ -69,7 +69,8 @@ func trimMetadata(o *metav1.PartialObjectMetadata, shared *interner, clusterKeys
 	o.Annotations = keptAnnotations(o.Annotations)
 	o.GenerateName = ""
 	if o.Namespace == "" {
-		// A namespaced object keeps its labels, which selector Locks match.
+		// A namespaced object keeps all its labels, which selector Locks
+		// match; a cluster-scoped one those clusterKeys name.
 		o.Labels = clusterLabels(o.Labels, clusterKeys.Keys())
 	}
 	for i := range o.OwnerReferences {
