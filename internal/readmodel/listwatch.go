@@ -22,7 +22,7 @@ const (
 	restartRetryMax   = 2 * time.Second
 )
 
-// NewInformer builds the cache's informers (cache.Options.NewInformer)
+// NewInformerFunc returns the cache's cache.Options.NewInformer: informers
 // with a list and watch that ride out an API server restart.
 //
 // A reflector backs off after each failed list or watch: 0.8 s doubling to
@@ -36,13 +36,18 @@ const (
 // here, the restart costs the reflector one step at most (its watch ends).
 //
 // Each informer keeps its objects in a cachestore.Store rather than
-// client-go's store (issue 38).
-func NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-	inf := toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
-	if _, ok := obj.(metav1.Object); ok {
-		cachestore.Install(inf, cachestore.New(indexers))
+// client-go's store, and its lists are read a page at a time, each
+// page transformed with transform (the cache's, which the informer applies
+// too) as it arrives (PagedListWatch), so that what the API server sends
+// is never all held at once as decoded (issue 38).
+func NewInformerFunc(transform toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
+		inf := toolscache.NewSharedIndexInformer(PagedListWatch(steadyListWatch(lw), transform, ListPageSize), obj, resync, indexers)
+		if _, ok := obj.(metav1.Object); ok {
+			cachestore.Install(inf, cachestore.New(indexers))
+		}
+		return inf
 	}
-	return inf
 }
 
 // steadyListWatch wraps lw so that a list or watch failing for a reason

@@ -265,5 +265,5 @@ func clientGoStore(indexers toolscache.Indexers) toolscache.Indexer {
 	return toolscache.NewIndexer(toolscache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
 }
 
-// newMetaIndexer is the store lockguard's informers keep (NewInformer).
+// newMetaIndexer is the store lockguard's informers keep (NewInformerFunc).
 func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return cachestore.New(indexers) }

@@ -99,13 +99,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// read: the leader's ClusterLock reconciler sets them, the cache keeps
 	// them (and no other label of those objects).
 	clusterKeys := &readmodel.ClusterLabelKeys{}
+	transform := readmodel.CacheTransform(clusterKeys)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
 			// Only what the webhook and the reconciler read is cached.
-			DefaultTransform: readmodel.CacheTransform(clusterKeys),
-			// Lists and watches that ride out an API server restart.
-			NewInformer: readmodel.NewInformer,
+			DefaultTransform: transform,
+			// Lists and watches that ride out an API server restart,
+			// lists read and transformed a page at a time.
+			NewInformer: readmodel.NewInformerFunc(transform),
 		},
 		WebhookServer: transport.NewServer(transport.ServerOptions{
 			Host: o.WebhookHost, Port: o.WebhookPort,
