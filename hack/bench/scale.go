@@ -28,6 +28,9 @@ const (
 	// envScaleGoMemLimit is the GOMEMLIMIT lockguard runs with ("": none);
 	// the chart sets 90% of the container's memory limit, 230MiB by default.
 	envScaleGoMemLimit = "BENCH_SCALE_GOMEMLIMIT"
+	// envScaleGoDebug is the GODEBUG lockguard runs with ("": none), for
+	// diagnosis: gctrace=1 writes each collection's heap sizes to its log.
+	envScaleGoDebug = "BENCH_SCALE_GODEBUG"
 	// envScaleStackWatchCache set to "off" runs kube-apiserver without a
 	// watch cache of Stacks (--watch-cache-sizes=stacks.core.navique.com#0):
 	// it then lists them from etcd, page by page, rather than holding each
@@ -102,6 +105,9 @@ func runScale(ctx context.Context, o options, r *report) error {
 	if v := os.Getenv(envScaleGoMemLimit); v != "" {
 		c.LockguardEnv = []string{"GOMEMLIMIT=" + v}
 		r.scaleGoMemLimit = v
+	}
+	if v := os.Getenv(envScaleGoDebug); v != "" {
+		c.LockguardEnv = append(c.LockguardEnv, "GODEBUG="+v)
 	}
 	so.Baseline = o.baseline
 	so.Profiles = filepath.Join(filepath.Dir(o.out), "scale-profiles")
