@@ -114,7 +114,7 @@ func (w *targetWatches) targetsIn(ctx context.Context, ns string, s *lockv1alpha
 	}
 	var reqs []request
 	err := w.eachIn(ns, s.Kinds, func(gk schema.GroupKind, o metav1.Object) {
-		if s.Matches(gk.Kind, o.GetLabels()) {
+		if s.MatchesLabels(gk.Kind, readmodel.LabelsOf(o)) {
 			reqs = append(reqs, request{Target: lockv1alpha1.TargetKey{Namespace: ns, Group: gk.Group, Kind: gk.Kind, Name: o.GetName()}})
 		}
 	})
@@ -145,9 +145,10 @@ func (w *targetWatches) protected(lock *lockv1alpha1.Lock) (*lockv1alpha1.Protec
 	var list protectedList
 	unlabelled := 0
 	err := w.eachIn(lock.Namespace, lock.Spec.Selector.Kinds, func(gk schema.GroupKind, o metav1.Object) {
-		if lock.Selects(lockv1alpha1.Object{Namespace: o.GetNamespace(), Group: gk.Group, Kind: gk.Kind, Name: o.GetName(), Labels: o.GetLabels()}) {
+		labels := readmodel.LabelsOf(o)
+		if lock.Selects(lockv1alpha1.Object{Namespace: o.GetNamespace(), Group: gk.Group, Kind: gk.Kind, Name: o.GetName(), LabelReader: labels}) {
 			list.add(lockv1alpha1.ProtectedResource{Kind: gk.Kind, Name: o.GetName()})
-			if o.GetLabels()[lockv1alpha1.ReadOnlyLabel] != "true" {
+			if v, _ := labels.Label(lockv1alpha1.ReadOnlyLabel); v != "true" {
 				unlabelled++
 			}
 		}

@@ -145,7 +145,12 @@ func (s *ClusterLockSelector) Validate() error {
 // labels lbls: gk is one of its kinds (ClusterKind) and the labels match.
 // The selector must be valid (Validate).
 func (s *ClusterLockSelector) Matches(gk schema.GroupKind, lbls map[string]string) bool {
-	return slices.Contains(s.GroupKinds(), gk) && s.lockSelector().Matches(gk.Kind, lbls)
+	return s.MatchesLabels(gk, LabelMap(lbls))
+}
+
+// MatchesLabels is Matches of the labels lbls reads.
+func (s *ClusterLockSelector) MatchesLabels(gk schema.GroupKind, lbls LabelReader) bool {
+	return slices.Contains(s.GroupKinds(), gk) && s.lockSelector().MatchesLabels(gk.Kind, lbls)
 }
 
 // HasSelector reports whether the ClusterLock is a selector ClusterLock
@@ -171,7 +176,7 @@ func (c *ClusterLock) Selects(o Object) bool {
 		return false
 	}
 	if s := c.Spec.Selector; s != nil {
-		return s.Validate() == nil && s.Matches(schema.GroupKind{Group: o.Group, Kind: o.Kind}, o.Labels)
+		return s.Validate() == nil && s.MatchesLabels(schema.GroupKind{Group: o.Group, Kind: o.Kind}, o.labels())
 	}
 	key, err := c.Target()
 	return err == nil && key.Group == o.Group && key.Kind == o.Kind && key.Name == o.Name

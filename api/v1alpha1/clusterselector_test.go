@@ -37,6 +37,11 @@ func TestClusterLockSelector(t *testing.T) {
 		if got := ns.Covers(now, tc.o); got != tc.want {
 			t.Errorf("%s: Covers = %t, want %t", name, got, tc.want)
 		}
+		read := tc.o
+		read.Labels, read.LabelReader = map[string]string{"tier": "not-read"}, LabelMap(tc.o.Labels)
+		if got := ns.Covers(now, read); got != tc.want {
+			t.Errorf("%s: Covers of the labels through a LabelReader = %t, want %t", name, got, tc.want)
+		}
 	}
 	if _, err := ns.Target(); err != ErrClusterSelector {
 		t.Errorf("Target() error %v, want ErrClusterSelector", err)

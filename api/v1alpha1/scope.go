@@ -29,6 +29,34 @@ type Object struct {
 	Kind      string
 	Name      string
 	Labels    map[string]string
+	// LabelReader, when set, is read for the labels in place of Labels:
+	// an object cached without a map of its labels (readmodel.Meta) is
+	// matched against every selector Lock of its namespace without making
+	// one each time.
+	LabelReader LabelReader
+}
+
+// LabelReader reads an object's labels one at a time.
+type LabelReader interface {
+	// Label returns the value of the label key, and whether there is one.
+	Label(key string) (string, bool)
+}
+
+// LabelMap is a map of labels as a LabelReader.
+type LabelMap map[string]string
+
+// Label returns m[key], and whether m has key.
+func (m LabelMap) Label(key string) (string, bool) {
+	v, ok := m[key]
+	return v, ok
+}
+
+// labels returns what o's labels are read from: LabelReader, or Labels.
+func (o Object) labels() LabelReader {
+	if o.LabelReader != nil {
+		return o.LabelReader
+	}
+	return LabelMap(o.Labels)
 }
 
 // Key returns the object's TargetKey.
@@ -130,16 +158,21 @@ func (s *LockSelector) Validate() error {
 // labels, as metav1.LabelSelectorAsSelector's selector would (Kinds aside),
 // without building it. The selector must be valid (Validate).
 func (s *LockSelector) Matches(kind string, lbls map[string]string) bool {
+	return s.MatchesLabels(kind, LabelMap(lbls))
+}
+
+// MatchesLabels is Matches of the labels lbls reads.
+func (s *LockSelector) MatchesLabels(kind string, lbls LabelReader) bool {
 	if len(s.Kinds) > 0 && !slices.Contains(s.Kinds, kind) {
 		return false
 	}
 	for k, v := range s.MatchLabels {
-		if got, ok := lbls[k]; !ok || got != v {
+		if got, ok := lbls.Label(k); !ok || got != v {
 			return false
 		}
 	}
 	for _, r := range s.MatchExpressions {
-		got, ok := lbls[r.Key]
+		got, ok := lbls.Label(r.Key)
 		switch r.Operator {
 		case SelectorOpIn:
 			if !ok || !slices.Contains(r.Values, got) {
@@ -201,7 +234,7 @@ func (l *Lock) Selects(o Object) bool {
 		if o.Group != Group && !slices.Contains(s.Kinds, o.Kind) {
 			return false
 		}
-		return s.Matches(o.Kind, o.Labels)
+		return s.MatchesLabels(o.Kind, o.labels())
 	}
 	key, err := l.Target()
 	return err == nil && key == o.Key()

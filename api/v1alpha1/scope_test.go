@@ -164,6 +164,14 @@ func TestCovers(t *testing.T) {
 			if tc.lock.Live(time.Time{}) && tc.lock.Selects(tc.obj) != tc.covers {
 				t.Errorf("%s\nSelects(%+v) = %v for a live Lock, want Covers' %v", tc.reason, tc.obj, !tc.covers, tc.covers)
 			}
+			// The same labels read through a LabelReader (a cached
+			// object's, which keeps no map) decide alike; the reader, not
+			// Labels, is read.
+			read := tc.obj
+			read.Labels, read.LabelReader = map[string]string{"tier": "not-read"}, LabelMap(tc.obj.Labels)
+			if got := tc.lock.Covers(read, time.Time{}); got != tc.covers {
+				t.Errorf("%s\nCovers of the labels through a LabelReader = %v, want %v", tc.reason, got, tc.covers)
+			}
 		})
 	}
 }

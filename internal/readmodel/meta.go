@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/cachestore"
 )
 
@@ -225,6 +226,19 @@ func (m *Meta) GetLabels() map[string]string { return m.labels.toMap() }
 // Label returns the value of the label key, and whether m has it,
 // without GetLabels' map.
 func (m *Meta) Label(key string) (string, bool) { return m.labels.get(key) }
+
+// LabelsOf returns what o's labels are read from without a map of them
+// where o keeps none: o itself when it is a *Meta (Label), its labels'
+// map otherwise. A loop that matches every cached object of a namespace
+// against a selector (the reconciler's pass of a selector Lock) reads
+// them this way: GetLabels made a map per object and per Lock, the
+// start's largest garbage at 100,000 Locks and a million objects.
+func LabelsOf(o metav1.Object) lockv1alpha1.LabelReader {
+	if m, ok := o.(*Meta); ok {
+		return m
+	}
+	return lockv1alpha1.LabelMap(o.GetLabels())
+}
 
 // SetLabels sets the labels.
 func (m *Meta) SetLabels(labels map[string]string) { m.labels = newLabelSet(labels) }

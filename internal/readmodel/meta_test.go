@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // TestMetaRoundTrip: a Meta reads as exactly the metadata it was made
@@ -173,5 +175,35 @@ func TestMetaSharesOwner(t *testing.T) {
 	}
 	if diff := cmp.Diff(other, c.GetOwnerReferences()); diff != "" {
 		t.Errorf("another Meta's references after SetOwnerReferences: -want, +got:\n%s", diff)
+	}
+}
+
+// TestLabelsOf: a Meta's labels are read in place (LabelsOf gives the
+// Meta itself), so that matching it against a selector allocates nothing;
+// another object's are read from its map; both decide as the map does.
+func TestLabelsOf(t *testing.T) {
+	lbls := map[string]string{"app": "web", "tier": "db"}
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: lbls}}, newInterner())
+	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Labels: lbls}}
+	if _, ok := LabelsOf(m).(*Meta); !ok {
+		t.Errorf("LabelsOf(a *Meta) is a %T, want the *Meta", LabelsOf(m))
+	}
+	sels := []lockv1alpha1.LockSelector{
+		{MatchLabels: map[string]string{"app": "web"}},
+		{MatchLabels: map[string]string{"app": "api"}},
+		{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "tier", Operator: lockv1alpha1.SelectorOpNotIn, Values: []string{"db"}}}},
+		{MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "zone", Operator: lockv1alpha1.SelectorOpDoesNotExist}}},
+	}
+	for _, s := range sels {
+		want := s.Matches("Stack", lbls)
+		for _, o := range []metav1.Object{m, p} {
+			if got := s.MatchesLabels("Stack", LabelsOf(o)); got != want {
+				t.Errorf("%T: MatchesLabels(%+v) = %v, want the map's %v", o, s, got, want)
+			}
+		}
+	}
+	s := sels[0]
+	if n := testing.AllocsPerRun(100, func() { s.MatchesLabels("Stack", LabelsOf(m)) }); n != 0 {
+		t.Errorf("matching a Meta against a selector allocates %v times, want none", n)
 	}
 }
