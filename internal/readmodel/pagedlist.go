@@ -19,27 +19,32 @@ const ListPageSize = 500
 // PagedListWatch returns lw whose list is read pageSize objects a request,
 // each page's objects transformed (transform; nil keeps them) as the page
 // arrives, and answered as one list of the transformed objects, with the
-// resource version of the list's snapshot. Its watch is lw's; it tells a
-// reflector that it does not stream its initial list (WatchList), so that
-// the reflector lists.
+// resource version of the list's snapshot. Its watch is lw's.
 //
-// A reflector keeps the whole of its first list (on its start, and
-// whenever its watch cannot resume) until its store has it. Streamed
-// (WatchList, client-go's default since 1.35 where the API server serves
-// it), it keeps each object in a store of its own, a map keyed by
-// namespace and name, as large as the cache's own index of the same
-// objects at a million (issue 38). Listed through client-go's pager, it
-// keeps every page as decoded (managedFields and all), and a list at any
-// version (resourceVersion 0, the reflector's first) is answered whole
-// from the API server's watch cache, which ignores its limit. Listed here,
-// a page at a time is all there is of the decoded objects, and the whole
-// list is a slice of the transformed ones, which the cache keeps anyway.
-// A list at any version is read as a list of the latest (resourceVersion
-// unset: paged, consistent), which is never older than what was asked
-// for; the API server reads it from etcd, or (1.34 and later) from its
-// watch cache's snapshot.
+// A reflector lists before it watches, on its start and whenever its
+// watch cannot resume, and it keeps the whole list until its store has it:
+// at a million objects, as decoded (managedFields and all), several times
+// what the cache keeps of them (issue 38). client-go's own pager collects
+// the decoded pages, and a list "at any resource version" (the reflector's
+// first, resourceVersion 0) is answered whole from the API server's watch
+// cache, which ignores its limit. So that a page at a time is all there is
+// of the decoded objects, such a list is read as a list of the most recent
+// version (resourceVersion unset: page by page, consistent), which is never
+// older than what was asked for.
+//
+// Where the API server streams initial lists (WatchList, which client-go's
+// reflector prefers) the reflector does not list: it transforms each
+// object as it arrives. The list here serves the API servers that do not
+// stream (WatchList is off by default before 1.32) and a stream that
+// failed. Streaming is kept where it is served: listing instead (run AA,
+// benchmarks.md section 9, 100,000 Locks and a million objects on 1.37)
+// peaked no lower and took 2.5 minutes longer to load them from etcd.
 func PagedListWatch(lw toolscache.ListerWatcher, transform toolscache.TransformFunc, pageSize int64) toolscache.ListerWatcher {
-	return &pagedLW{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: transform, pageSize: pageSize}
+	p := &pagedLW{ListerWatcherWithContext: toolscache.ToListerWatcherWithContext(lw), transform: transform, pageSize: pageSize}
+	if w, ok := lw.(watchListSemantics); ok {
+		return &pagedLWSemantics{pagedLW: p, semantics: w}
+	}
+	return p
 }
 
 // pagedLW is PagedListWatch's ListerWatcher.
@@ -49,9 +54,17 @@ type pagedLW struct {
 	pageSize  int64
 }
 
-// IsWatchListSemanticsUnSupported tells a reflector to list (see
-// PagedListWatch).
-func (p *pagedLW) IsWatchListSemanticsUnSupported() bool { return true }
+// pagedLWSemantics is a pagedLW that keeps what the wrapped ListerWatcher
+// says of streamed lists.
+type pagedLWSemantics struct {
+	*pagedLW
+	semantics watchListSemantics
+}
+
+// IsWatchListSemanticsUnSupported reports what the wrapped ListerWatcher does.
+func (p *pagedLWSemantics) IsWatchListSemanticsUnSupported() bool {
+	return p.semantics.IsWatchListSemanticsUnSupported()
+}
 
 // List is ListWithContext without a context.
 //
