@@ -77,6 +77,8 @@ func (w *targetWatches) sees(k readmodel.ServedKind) bool {
 // not the cache, and skips a kind whose informer has not synced (one whose
 // CRD was deleted never does); the kind's objects bring their selector
 // Locks back when it syncs (objectEvents).
+// fn runs under the store's read lock (eachInNamespace): it must not read
+// the stores.
 func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, metav1.Object)) error {
 	for _, k := range w.watchedKinds() {
 		if len(kinds) > 0 && !slices.Contains(kinds, k.GVK.Kind) {
@@ -85,17 +87,33 @@ func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKi
 		if !k.informer.HasSynced() {
 			continue
 		}
-		objs, err := k.informer.GetIndexer().ByIndex(toolscache.NamespaceIndex, ns)
-		if err != nil {
-			return fmt.Errorf("listing the %s of namespace %s: %w", k.GVK.GroupKind(), ns, err)
-		}
 		gk := k.GVK.GroupKind()
-		for _, o := range objs {
-			// A readmodel.Meta (CacheTransform), or a
-			// metav1.PartialObjectMetadata in a test's store.
-			if m, ok := o.(metav1.Object); ok {
-				fn(gk, m)
-			}
+		if err := eachInNamespace(k.informer.GetIndexer(), ns, func(o metav1.Object) { fn(gk, o) }); err != nil {
+			return fmt.Errorf("listing the %s of namespace %s: %w", gk, ns, err)
+		}
+	}
+	return nil
+}
+
+// eachInNamespace calls fn with each object of namespace ns in store:
+// in place where store is lockguard's cache's (cachestore.Store,
+// EachByIndex: fn must not call the store), from ByIndex's copy otherwise
+// (a test's store).
+func eachInNamespace(store toolscache.Indexer, ns string, fn func(metav1.Object)) error {
+	if s, ok := store.(interface {
+		EachByIndex(string, string, func(metav1.Object)) error
+	}); ok {
+		return s.EachByIndex(toolscache.NamespaceIndex, ns, fn)
+	}
+	objs, err := store.ByIndex(toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		// A readmodel.Meta (CacheTransform), or a
+		// metav1.PartialObjectMetadata in a test's store.
+		if m, ok := o.(metav1.Object); ok {
+			fn(m)
 		}
 	}
 	return nil

@@ -199,12 +199,20 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 		for _, v := range append(want.ListIndexFuncValues(name), "none") {
 			add("ByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(got.ByIndex(name, v)))
 			add("IndexKeys "+name+" "+v, strs(want.IndexKeys(name, v)), strs(got.IndexKeys(name, v)))
+			if s, ok := got.(*Store); ok {
+				var each []any
+				err := s.EachByIndex(name, v, func(o metav1.Object) { each = append(each, o) })
+				add("EachByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(each, err))
+			}
 		}
 	}
 	add("indexers", slices.Sorted(mapKeys(want.GetIndexers())), slices.Sorted(mapKeys(got.GetIndexers())))
 	_, werr := want.ByIndex("missing", "x")
 	_, gerr := got.ByIndex("missing", "x")
 	add("ByIndex of a missing index", werr != nil, gerr != nil)
+	if s, ok := got.(*Store); ok {
+		add("EachByIndex of a missing index", true, s.EachByIndex("missing", "x", func(metav1.Object) {}) != nil)
+	}
 	return d
 }
 
