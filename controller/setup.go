@@ -133,11 +133,15 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
+	controllerLog := mgr.GetLogger().WithValues("controller", "lock")
 	c, err := b.
 		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter(),
 			NewQueue: newPacedQueue(mgr.GetLogger())}).
 		WithLogConstructor(func(it *item) logr.Logger {
-			log := mgr.GetLogger().WithValues("controller", "lock")
+			// This runs for every pass, and each WithValues copies the
+			// logger's encoder with a buffer of 1 KiB (zap): the
+			// controller's own value is added once (controllerLog).
+			log := controllerLog
 			var k *request
 			if it != nil {
 				v := it.Value()
