@@ -176,7 +176,7 @@ func (c *ClusterLock) Selects(o Object) bool {
 		return false
 	}
 	if s := c.Spec.Selector; s != nil {
-		return s.Validate() == nil && s.MatchesLabels(schema.GroupKind{Group: o.Group, Kind: o.Kind}, o.labels())
+		return s.Validate() == nil && s.MatchesLabels(schema.GroupKind{Group: o.Group, Kind: o.Kind}, o.ReadLabels())
 	}
 	key, err := c.Target()
 	return err == nil && key.Group == o.Group && key.Kind == o.Kind && key.Name == o.Name

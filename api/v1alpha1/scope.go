@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -29,17 +31,19 @@ type Object struct {
 	Kind      string
 	Name      string
 	Labels    map[string]string
-	// LabelReader, when set, is read for the labels in place of Labels:
-	// an object cached without a map of its labels (readmodel.Meta) is
-	// matched against every selector Lock of its namespace without making
-	// one each time.
+	// LabelReader, when set, is read for the labels in place of Labels
+	// (ReadLabels): an object cached without a map of its labels
+	// (readmodel.Meta) is matched against every selector Lock of its
+	// namespace without making one each time.
 	LabelReader LabelReader
 }
 
-// LabelReader reads an object's labels one at a time.
+// LabelReader reads an object's labels.
 type LabelReader interface {
 	// Label returns the value of the label key, and whether there is one.
 	Label(key string) (string, bool)
+	// Labels yields every label, key and value.
+	Labels() iter.Seq2[string, string]
 }
 
 // LabelMap is a map of labels as a LabelReader.
@@ -51,8 +55,12 @@ func (m LabelMap) Label(key string) (string, bool) {
 	return v, ok
 }
 
-// labels returns what o's labels are read from: LabelReader, or Labels.
-func (o Object) labels() LabelReader {
+// Labels yields the labels of m.
+func (m LabelMap) Labels() iter.Seq2[string, string] { return maps.All(m) }
+
+// ReadLabels returns what o's labels are read from: LabelReader when set,
+// Labels otherwise. Whatever reads an Object's labels reads them here.
+func (o Object) ReadLabels() LabelReader {
 	if o.LabelReader != nil {
 		return o.LabelReader
 	}
@@ -234,7 +242,7 @@ func (l *Lock) Selects(o Object) bool {
 		if o.Group != Group && !slices.Contains(s.Kinds, o.Kind) {
 			return false
 		}
-		return s.MatchesLabels(o.Kind, o.labels())
+		return s.MatchesLabels(o.Kind, o.ReadLabels())
 	}
 	key, err := l.Target()
 	return err == nil && key == o.Key()

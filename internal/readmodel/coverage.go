@@ -114,7 +114,7 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 		}
 	}
 	add(anyBucket(o.Namespace))
-	for k, v := range o.Labels {
+	for k, v := range o.ReadLabels().Labels() {
 		add(labelBucket(o.Namespace, k, v))
 		add(keyBucket(o.Namespace, k))
 	}

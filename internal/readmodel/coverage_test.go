@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
@@ -77,6 +78,23 @@ func TestCoverageIndex(t *testing.T) {
 			slices.Sort(got)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("LiveSelectorLocksCovering(%s labelled %v): -want (Covers), +got:\n%s", kind, labels, diff)
+			}
+			// The same object with its labels read from a Meta
+			// (LabelReader, no map): the same Locks.
+			read := o
+			read.Labels = nil
+			read.LabelReader = newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "o", Namespace: "forge", Labels: labels}}, newInterner())
+			each, err = index.LiveSelectorLocksCovering("forge", []lockv1alpha1.Object{read})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gotRead []string
+			for _, l := range each[0] {
+				gotRead = append(gotRead, l.Name)
+			}
+			slices.Sort(gotRead)
+			if diff := cmp.Diff(want, gotRead); diff != "" {
+				t.Errorf("LiveSelectorLocksCovering(%s labelled %v through a LabelReader): -want (Covers), +got:\n%s", kind, labels, diff)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package readmodel
 
 import (
+	"iter"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -226,6 +227,10 @@ func (m *Meta) GetLabels() map[string]string { return m.labels.toMap() }
 // Label returns the value of the label key, and whether m has it,
 // without GetLabels' map.
 func (m *Meta) Label(key string) (string, bool) { return m.labels.get(key) }
+
+// Labels yields m's labels, in the order of their keys, without GetLabels'
+// map.
+func (m *Meta) Labels() iter.Seq2[string, string] { return m.labels.all() }
 
 // LabelsOf returns what o's labels are read from without a map of them
 // where o keeps none: o itself when it is a *Meta (Label), its labels'

@@ -202,6 +202,13 @@ func TestLabelsOf(t *testing.T) {
 			}
 		}
 	}
+	got := map[string]string{}
+	for k, v := range LabelsOf(m).Labels() {
+		got[k] = v
+	}
+	if diff := cmp.Diff(lbls, got); diff != "" {
+		t.Errorf("a Meta's Labels (-map +yielded):\n%s", diff)
+	}
 	s := sels[0]
 	if n := testing.AllocsPerRun(100, func() { s.MatchesLabels("Stack", LabelsOf(m)) }); n != 0 {
 		t.Errorf("matching a Meta against a selector allocates %v times, want none", n)
