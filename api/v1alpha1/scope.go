@@ -39,6 +39,8 @@ type Object struct {
 }
 
 // LabelReader reads an object's labels.
+//
+// +kubebuilder:object:generate=false
 type LabelReader interface {
 	// Label returns the value of the label key, and whether there is one.
 	Label(key string) (string, bool)
@@ -47,6 +49,8 @@ type LabelReader interface {
 }
 
 // LabelMap is a map of labels as a LabelReader.
+//
+// +kubebuilder:object:generate=false
 type LabelMap map[string]string
 
 // Label returns m[key], and whether m has key.
