@@ -43,6 +43,8 @@ type report struct {
 	// scaleGoMemLimit is the GOMEMLIMIT the scale section ran lockguard
 	// with ("": none).
 	scaleGoMemLimit string
+	// scaleGoDebug is the GODEBUG it ran lockguard with ("": none).
+	scaleGoDebug string
 	// scaleNoStackWatchCache is whether kube-apiserver ran without a watch
 	// cache of Stacks (envScaleStackWatchCache).
 	scaleNoStackWatchCache bool

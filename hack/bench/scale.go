@@ -108,6 +108,7 @@ func runScale(ctx context.Context, o options, r *report) error {
 	}
 	if v := os.Getenv(envScaleGoDebug); v != "" {
 		c.LockguardEnv = append(c.LockguardEnv, "GODEBUG="+v)
+		r.scaleGoDebug = v
 	}
 	so.Baseline = o.baseline
 	so.Profiles = filepath.Join(filepath.Dir(o.out), "scale-profiles")
@@ -193,6 +194,9 @@ func (r *report) scaleSection(w writer) {
 	}
 	if r.scaleGoMemLimit != "" {
 		w("\nEvery lockguard ran with `GOMEMLIMIT=%s` (%s), as the chart runs it.\n", r.scaleGoMemLimit, envScaleGoMemLimit)
+	}
+	if r.scaleGoDebug != "" {
+		w("\nEvery lockguard ran with `GODEBUG=%s` (%s): its log has what that writes.\n", r.scaleGoDebug, envScaleGoDebug)
 	}
 	if len(s.Points) > 0 && s.Points[0].Baseline != nil {
 		r.scaleBaseline(w)
