@@ -12,3 +12,15 @@ func (s *Store) EachByIndex(indexName, value string, fn func(metav1.Object)) err
 	defer s.mu.RUnlock()
 	return s.eachIndexed(indexName, value, fn)
 }
+
+// AppendByIndex appends to dst the objects ByIndex returns and returns the
+// extended slice: a caller that looks up often reuses one slice rather
+// than have ByIndex make one each time (the Lock index's lookups for each
+// new object of a million at start). Nothing of the store is held once it
+// returns.
+func (s *Store) AppendByIndex(dst []any, indexName, value string) ([]any, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	err := s.eachIndexed(indexName, value, func(o metav1.Object) { dst = append(dst, o) })
+	return dst, err
+}

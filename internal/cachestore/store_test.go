@@ -203,6 +203,12 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 				var each []any
 				err := s.EachByIndex(name, v, func(o metav1.Object) { each = append(each, o) })
 				add("EachByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(each, err))
+				appended, err := s.AppendByIndex([]any{"kept"}, name, v)
+				if len(appended) == 0 || appended[0] != "kept" {
+					d += "AppendByIndex did not keep what dst held\n"
+				} else {
+					add("AppendByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(appended[1:], err))
+				}
 			}
 		}
 	}

@@ -194,3 +194,24 @@ func TestBucketOfParts(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSelectorLocksCovering: the lookup the reconciler's handler makes
+// for each new object (objectEvents: which selector Locks cover it), among
+// 50 selector Locks of its namespace that the lookup reads (NotIn: under
+// the bucket every object reads) and that do not cover it.
+func BenchmarkSelectorLocksCovering(b *testing.B) {
+	src := &lockSource{watcher: watch.NewFake()}
+	for i := range 50 {
+		src.locks = append(src.locks, *newSelectorLock("forge", fmt.Sprintf("l-%d", i), lockv1alpha1.LockSelector{
+			MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "app", Operator: lockv1alpha1.SelectorOpNotIn, Values: []string{"none", fmt.Sprintf("v-%d", i)}}},
+		}))
+	}
+	index := startIndexWith(b, src, CacheTransform(nil))
+	o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: map[string]string{"app": "none", "tier": "none"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if keys := index.SelectorLocksCovering(o); len(keys) != 0 {
+			b.Fatalf("covered by %v", keys)
+		}
+	}
+}

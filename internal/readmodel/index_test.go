@@ -56,14 +56,15 @@ func startIndex(t *testing.T, src *lockSource) *LockIndex {
 }
 
 // startIndexWith is startIndex with transform.
-func startIndexWith(t *testing.T, src *lockSource, transform toolscache.TransformFunc) *LockIndex {
+func startIndexWith(t testing.TB, src *lockSource, transform toolscache.TransformFunc) *LockIndex {
 	t.Helper()
 	s := runtime.NewScheme()
 	if err := lockv1alpha1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	// The namespace index, as controller-runtime's informers have it.
-	inf := toolscache.NewSharedIndexInformer(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	// The namespace index, as controller-runtime's informers have it, and
+	// the informer lockguard's cache builds (its store a cachestore.Store).
+	inf := NewInformerFunc(transform)(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	if err := inf.SetTransform(transform); err != nil {
 		t.Fatal(err)
 	}
