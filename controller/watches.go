@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/cachestore"
 	"github.com/navique/lockguard/internal/readmodel"
 )
 
@@ -77,8 +78,9 @@ func (w *targetWatches) sees(k readmodel.ServedKind) bool {
 // not the cache, and skips a kind whose informer has not synced (one whose
 // CRD was deleted never does); the kind's objects bring their selector
 // Locks back when it syncs (objectEvents).
-// fn runs under the store's read lock (eachInNamespace): it must not read
-// the stores.
+//
+// fn runs under the store's read lock (cachestore.EachIndexed): it must
+// not read the stores.
 func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKind, metav1.Object)) error {
 	for _, k := range w.watchedKinds() {
 		if len(kinds) > 0 && !slices.Contains(kinds, k.GVK.Kind) {
@@ -88,32 +90,8 @@ func (w *targetWatches) eachIn(ns string, kinds []string, fn func(schema.GroupKi
 			continue
 		}
 		gk := k.GVK.GroupKind()
-		if err := eachInNamespace(k.informer.GetIndexer(), ns, func(o metav1.Object) { fn(gk, o) }); err != nil {
+		if err := cachestore.EachIndexed(k.informer.GetIndexer(), toolscache.NamespaceIndex, ns, func(o metav1.Object) { fn(gk, o) }); err != nil {
 			return fmt.Errorf("listing the %s of namespace %s: %w", gk, ns, err)
-		}
-	}
-	return nil
-}
-
-// eachInNamespace calls fn with each object of namespace ns in store:
-// in place where store is lockguard's cache's (cachestore.Store,
-// EachByIndex: fn must not call the store), from ByIndex's copy otherwise
-// (a test's store).
-func eachInNamespace(store toolscache.Indexer, ns string, fn func(metav1.Object)) error {
-	if s, ok := store.(interface {
-		EachByIndex(string, string, func(metav1.Object)) error
-	}); ok {
-		return s.EachByIndex(toolscache.NamespaceIndex, ns, fn)
-	}
-	objs, err := store.ByIndex(toolscache.NamespaceIndex, ns)
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		// A readmodel.Meta (CacheTransform), or a
-		// metav1.PartialObjectMetadata in a test's store.
-		if m, ok := o.(metav1.Object); ok {
-			fn(m)
 		}
 	}
 	return nil

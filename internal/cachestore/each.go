@@ -1,6 +1,9 @@
 package cachestore
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
 
 // EachByIndex calls fn with each object whose index value of indexName is
 // value: the objects ByIndex returns, without the slice it makes of them
@@ -23,4 +26,34 @@ func (s *Store) AppendByIndex(dst []any, indexName, value string) ([]any, error)
 	defer s.mu.RUnlock()
 	err := s.eachIndexed(indexName, value, func(o metav1.Object) { dst = append(dst, o) })
 	return dst, err
+}
+
+// EachIndexed is EachByIndex of store when it is a Store, and otherwise
+// (client-go's store, in tests) fn with each metav1.Object of ByIndex's
+// copy.
+func EachIndexed(store toolscache.Indexer, indexName, value string, fn func(metav1.Object)) error {
+	if s, ok := store.(*Store); ok {
+		return s.EachByIndex(indexName, value, fn)
+	}
+	objs, err := store.ByIndex(indexName, value)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if m, ok := o.(metav1.Object); ok {
+			fn(m)
+		}
+	}
+	return nil
+}
+
+// AppendIndexed is AppendByIndex of store when it is a Store, and
+// otherwise (client-go's store, in tests) dst with ByIndex's copy
+// appended.
+func AppendIndexed(dst []any, store toolscache.Indexer, indexName, value string) ([]any, error) {
+	if s, ok := store.(*Store); ok {
+		return s.AppendByIndex(dst, indexName, value)
+	}
+	objs, err := store.ByIndex(indexName, value)
+	return append(dst, objs...), err
 }

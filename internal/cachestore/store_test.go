@@ -199,15 +199,17 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 		for _, v := range append(want.ListIndexFuncValues(name), "none") {
 			add("ByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(got.ByIndex(name, v)))
 			add("IndexKeys "+name+" "+v, strs(want.IndexKeys(name, v)), strs(got.IndexKeys(name, v)))
-			if s, ok := got.(*Store); ok {
+			// EachIndexed and AppendIndexed read a Store in place and
+			// client-go's store through ByIndex: both as ByIndex.
+			for which, store := range map[string]toolscache.Indexer{"Store": got, "client-go's store": want} {
 				var each []any
-				err := s.EachByIndex(name, v, func(o metav1.Object) { each = append(each, o) })
-				add("EachByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(each, err))
-				appended, err := s.AppendByIndex([]any{"kept"}, name, v)
+				err := EachIndexed(store, name, v, func(o metav1.Object) { each = append(each, o) })
+				add("EachIndexed of "+which+" "+name+" "+v, objs(want.ByIndex(name, v)), objs(each, err))
+				appended, err := AppendIndexed([]any{"kept"}, store, name, v)
 				if len(appended) == 0 || appended[0] != "kept" {
-					d += "AppendByIndex did not keep what dst held\n"
+					d += "AppendIndexed of " + which + " did not keep what dst held\n"
 				} else {
-					add("AppendByIndex "+name+" "+v, objs(want.ByIndex(name, v)), objs(appended[1:], err))
+					add("AppendIndexed of "+which+" "+name+" "+v, objs(want.ByIndex(name, v)), objs(appended[1:], err))
 				}
 			}
 		}
@@ -216,9 +218,9 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 	_, werr := want.ByIndex("missing", "x")
 	_, gerr := got.ByIndex("missing", "x")
 	add("ByIndex of a missing index", werr != nil, gerr != nil)
-	if s, ok := got.(*Store); ok {
-		add("EachByIndex of a missing index", true, s.EachByIndex("missing", "x", func(metav1.Object) {}) != nil)
-	}
+	add("EachIndexed of a missing index", true, EachIndexed(got, "missing", "x", func(metav1.Object) {}) != nil)
+	_, err := AppendIndexed(nil, got, "missing", "x")
+	add("AppendIndexed of a missing index", true, err != nil)
 	return d
 }
 

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	toolscache "k8s.io/client-go/tools/cache"
-
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/cachestore"
 )
@@ -131,7 +129,7 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 	}()
 	for _, b := range buckets {
 		var err error
-		if *found, err = appendByIndex((*found)[:0], indexer, coverageIndex, b); err != nil {
+		if *found, err = cachestore.AppendIndexed((*found)[:0], indexer, coverageIndex, b); err != nil {
 			return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
 		}
 		for _, f := range *found {
@@ -150,17 +148,6 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 // the start of run AC, where a slice each time was 28.5 MB of the start's
 // peak heap.
 var lookups = sync.Pool{New: func() any { return new([]any) }}
-
-// appendByIndex appends the objects of store's index value to dst: in
-// place where store is a cachestore.Store (AppendByIndex), from ByIndex's
-// copy otherwise (a test's store).
-func appendByIndex(dst []any, store toolscache.Indexer, indexName, value string) ([]any, error) {
-	if s, ok := store.(*cachestore.Store); ok {
-		return s.AppendByIndex(dst, indexName, value)
-	}
-	objs, err := store.ByIndex(indexName, value)
-	return append(dst, objs...), err
-}
 
 // lockSet is a set of Locks, by the store's object: a slice while it is
 // small, a map beyond lockSetSlice Locks.
