@@ -109,17 +109,7 @@ func (x *LockIndex) eachSelectorLock(o lockv1alpha1.Object, fn func(obj any)) er
 func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj any)) error {
 	indexer := x.informer.GetIndexer()
 	// The buckets of o's keys, each once: on the stack for up to 7 labels.
-	buckets := make([]string, 0, 16)
-	add := func(b string) {
-		if !slices.Contains(buckets, b) {
-			buckets = append(buckets, b)
-		}
-	}
-	add(anyBucket(o.Namespace))
-	for k, v := range o.ReadLabels().Labels() {
-		add(labelBucket(o.Namespace, k, v))
-		add(keyBucket(o.Namespace, k))
-	}
+	buckets := objectBuckets(make([]string, 0, 16), o)
 	var seen lockSet
 	found := lookups.Get().(*[]any)
 	defer func() {
@@ -141,6 +131,46 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 		}
 	}
 	return nil
+}
+
+// objectBuckets appends to dst the buckets of o's keys (coverageKeys):
+// anyBucket and each label's with and without its value, each once. A
+// map's labels are ranged over as a map, so that dst stays on its
+// caller's stack; a LabelReader's through its iterator into a slice of
+// their own (readerBuckets): what the body of a range over an interface's
+// iterator touches escapes, and dst shared with it cost every lookup 6
+// allocations and 440 bytes in BenchmarkSelectorLocksCovering.
+func objectBuckets(dst []string, o lockv1alpha1.Object) []string {
+	dst = addBucket(dst, anyBucket(o.Namespace))
+	if lbls, ok := o.ReadLabels().(lockv1alpha1.LabelMap); ok {
+		for k, v := range lbls {
+			dst = addBucket(dst, labelBucket(o.Namespace, k, v))
+			dst = addBucket(dst, keyBucket(o.Namespace, k))
+		}
+		return dst
+	}
+	for _, b := range readerBuckets(o.Namespace, o.ReadLabels()) {
+		dst = addBucket(dst, b)
+	}
+	return dst
+}
+
+// readerBuckets returns the buckets of the labels r yields, with and
+// without their values, in a slice of their own (objectBuckets).
+func readerBuckets(ns string, r lockv1alpha1.LabelReader) []string {
+	var out []string
+	for k, v := range r.Labels() {
+		out = append(out, labelBucket(ns, k, v), keyBucket(ns, k))
+	}
+	return out
+}
+
+// addBucket appends b to buckets unless it holds it.
+func addBucket(buckets []string, b string) []string {
+	if slices.Contains(buckets, b) {
+		return buckets
+	}
+	return append(buckets, b)
 }
 
 // lookups are the slices eachStandingSelectorLock reads a bucket's Locks
