@@ -1,6 +1,8 @@
 package cachestore
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -21,11 +23,22 @@ func (s *Store) EachByIndex(indexName, value string, fn func(metav1.Object)) err
 // than have ByIndex make one each time (the Lock index's lookups for each
 // new object of a million at start). Nothing of the store is held once it
 // returns.
+//
+// It allocates nothing but dst's growth: no func reads the index
+// (appendTo), so a lookup into a slice reused allocates nothing.
 func (s *Store) AppendByIndex(dst []any, indexName, value string) ([]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	err := s.eachIndexed(indexName, value, func(o metav1.Object) { dst = append(dst, o) })
-	return dst, err
+	tables, err := s.fromTables(indexName)
+	switch {
+	case err != nil:
+		return dst, err
+	case !tables:
+		return s.indices[indexName].appendTo(dst, value), nil
+	case s.objects[value] != nil:
+		return s.objects[value].appendTo(dst), nil
+	}
+	return dst, nil
 }
 
 // EachIndexed is EachByIndex of store when it is a Store, and otherwise
@@ -56,4 +69,29 @@ func AppendIndexed(dst []any, store toolscache.Indexer, indexName, value string)
 	}
 	objs, err := store.ByIndex(indexName, value)
 	return append(dst, objs...), err
+}
+
+// eachIndexed calls fn with the objects that index indexName holds under value.
+func (s *Store) eachIndexed(indexName, value string, fn func(metav1.Object)) error {
+	tables, err := s.fromTables(indexName)
+	if err != nil {
+		return err
+	}
+	if tables {
+		if ns := s.objects[value]; ns != nil {
+			ns.each(fn)
+		}
+		return nil
+	}
+	s.indices[indexName].each(value, fn)
+	return nil
+}
+
+// fromTables reports whether index indexName is served from the name
+// tables (the namespace index), or an error if there is no such index.
+func (s *Store) fromTables(indexName string) (bool, error) {
+	if _, ok := s.indexers[indexName]; !ok {
+		return false, fmt.Errorf("Index with name %s does not exist", indexName)
+	}
+	return indexName == toolscache.NamespaceIndex && s.byNamespace, nil
 }

@@ -195,3 +195,13 @@ func (t *nameTable) each(fn func(metav1.Object)) {
 		}
 	}
 }
+
+// appendTo appends each object to dst.
+func (t *nameTable) appendTo(dst []any) []any {
+	for i := range t.len() {
+		if o := t.at(i); o != nil {
+			dst = append(dst, o)
+		}
+	}
+	return dst
+}

@@ -277,21 +277,6 @@ func (s *Store) Bookmark(rv string) {
 	s.mu.Unlock()
 }
 
-// eachIndexed calls fn with the objects that index indexName holds under value.
-func (s *Store) eachIndexed(indexName, value string, fn func(metav1.Object)) error {
-	if _, ok := s.indexers[indexName]; !ok {
-		return fmt.Errorf("Index with name %s does not exist", indexName)
-	}
-	if indexName == toolscache.NamespaceIndex && s.byNamespace {
-		if ns := s.objects[value]; ns != nil {
-			ns.each(fn)
-		}
-		return nil
-	}
-	s.indices[indexName].each(value, fn)
-	return nil
-}
-
 // Index returns the objects that share an index value of indexName with obj.
 func (s *Store) Index(indexName string, obj any) ([]any, error) {
 	s.mu.RLock()
