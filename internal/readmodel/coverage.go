@@ -3,7 +3,6 @@ package readmodel
 import (
 	"fmt"
 	"slices"
-	"sync"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/cachestore"
@@ -111,12 +110,8 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 	// The buckets of o's keys, each once: on the stack for up to 7 labels.
 	buckets := objectBuckets(make([]string, 0, 16), o)
 	var seen lockSet
-	found := lookups.Get().(*[]any)
-	defer func() {
-		clear(*found)
-		*found = (*found)[:0]
-		lookups.Put(found)
-	}()
+	found := takeLookup()
+	defer putLookup(found)
 	for _, b := range buckets {
 		var err error
 		if *found, err = cachestore.AppendIndexed((*found)[:0], indexer, coverageIndex, b); err != nil {
@@ -172,12 +167,6 @@ func addBucket(buckets []string, b string) []string {
 	}
 	return append(buckets, b)
 }
-
-// lookups are the slices eachStandingSelectorLock reads a bucket's Locks
-// into, reused: it runs for each new object (objectEvents), a million at
-// the start of run AC, where a slice each time was 28.5 MB of the start's
-// peak heap.
-var lookups = sync.Pool{New: func() any { return new([]any) }}
 
 // lockSet is a set of Locks, by the store's object: a slice while it is
 // small, a map beyond lockSetSlice Locks.

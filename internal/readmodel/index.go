@@ -151,35 +151,15 @@ func (x *LockIndex) Now() time.Time { return x.now() }
 // LiveLocks answers. It is a readiness check.
 func (x *LockIndex) HasSynced() bool { return x.informer.HasSynced() }
 
-// byTarget returns the standing Locks that target key, as the index
-// holds them (the store's objects: read-only, lockCore, copyLock): those
-// of key's bucket whose target is key.
-func (x *LockIndex) byTarget(key lockv1alpha1.TargetKey) ([]any, error) {
-	objs, err := x.informer.GetIndexer().ByIndex(targetIndex, targetBucket(key))
-	if err != nil {
-		return nil, fmt.Errorf("looking up the Locks of %s %s/%s: %w", key.GroupKind(), key.Namespace, key.Name, err)
-	}
-	return slices.DeleteFunc(objs, func(obj any) bool {
-		l, ok := lockCore(obj)
-		if !ok || l.Spec.TargetRef.Name != key.Name || l.Namespace != key.Namespace {
-			return true
-		}
-		target, standing := l.StandingTarget()
-		return !standing || target != key
-	}), nil
-}
-
 // Names reports whether a standing Lock (live or expired) targets key,
 // copying none; or ErrNotSynced before the informer has synced.
 func (x *LockIndex) Names(key lockv1alpha1.TargetKey) (bool, error) {
 	if !x.HasSynced() {
 		return false, ErrNotSynced
 	}
-	objs, err := x.byTarget(key)
-	if err != nil {
-		return false, err
-	}
-	return len(objs) > 0, nil
+	named := false
+	err := x.eachByTarget(key, func(any) { named = true })
+	return named, err
 }
 
 // LiveLocks returns copies of the live Locks that target key, or

@@ -313,5 +313,29 @@ func TestLockIndexBuckets(t *testing.T) {
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Fatalf("LiveLocks(forge Stack %s): -want, +got:\n%s", target, diff)
 		}
+		key := lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
+		if named, err := index.Names(key); err != nil || named != (i < n) {
+			t.Fatalf("Names(forge Stack %s) = %t, %v; want %t", target, named, err, i < n)
+		}
+	}
+	// Every new object's lookup (objectEvents.idle) reads a bucket of a
+	// few Locks: into a pooled slice, allocating nothing.
+	for _, target := range []string{"stack-00001", "stack-99999"} {
+		key := lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
+		if allocs := testing.AllocsPerRun(100, func() { _, _ = index.Names(key) }); allocs != 0 {
+			t.Errorf("Names(forge Stack %s) allocates %v times, want none", target, allocs)
+		}
+	}
+}
+
+// TestPutLookup: a slice given back to the pool holds no Lock, beyond its
+// length either.
+func TestPutLookup(t *testing.T) {
+	p := takeLookup()
+	*p = append(*p, "a", "b", "c", "d")
+	*p = (*p)[:1]
+	putLookup(p)
+	if len(*p) != 0 || slices.ContainsFunc((*p)[:cap(*p)], func(o any) bool { return o != nil }) {
+		t.Errorf("the pooled slice holds %v", (*p)[:cap(*p)])
 	}
 }
