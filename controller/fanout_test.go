@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
 
@@ -82,7 +83,10 @@ func TestObjectEventsOwnPass(t *testing.T) {
 // TestObjectEventsIdle: an object's create enqueues its own pass unless
 // the pass would write nothing (objectEvents.idle): no mark of
 // lockguard's on it, no Lock of the index naming it (live or expired) or
-// covering it, and its kind seen by the Lock events.
+// covering it, and its kind seen by the Lock events. The informer's own
+// object (a readmodel.Meta, as the cache's transform stores the event's)
+// is dropped before it is converted exactly when Create drops the event
+// (dropsAdd: the same decision, read in place).
 func TestObjectEventsIdle(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
@@ -122,10 +126,20 @@ func TestObjectEventsIdle(t *testing.T) {
 			h := objectEvents{gk: schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}, locks: readmodeltest.Index(t, clock, tc.locks...),
 				seen: func() bool { return !tc.unseen }}
 			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "web", Labels: tc.labels, Annotations: tc.annotations}}
+			stored, err := readmodel.CacheTransform(nil)(o.DeepCopy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := stored.(*readmodel.Meta); !ok {
+				t.Fatalf("the cache stores a %T, not a Meta", stored)
+			}
 			q := newQueue()
 			h.Create(t.Context(), event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: o}, q)
 			if diff := cmp.Diff(tc.want, drain(q)); diff != "" {
 				t.Errorf("enqueued -want, +got:\n%s", diff)
+			}
+			if got, want := h.dropsAdd(stored), tc.want == nil; got != want {
+				t.Errorf("dropsAdd of the stored object = %t, Create dropped the event: %t", got, want)
 			}
 		})
 	}

@@ -27,7 +27,19 @@ import (
 // cache on every replica, would otherwise keep the reconciler from ever
 // starting, and make the leader exit after two minutes.
 func kindSource[T client.Object, R comparable](c cache.Cache, obj T, h handler.TypedEventHandler[T, R], preds ...predicate.TypedPredicate[T]) source.TypedSource[R] {
-	return source.TypedKind[T, R](oneKind{Cache: c, obj: obj}, obj, h, preds...)
+	return source.TypedKind[T, R](oneKind{Cache: c, obj: obj, drops: dropsOf(h)}, obj, h, preds...)
+}
+
+// addDropper is a handler that can tell, from an object as its informer
+// stores it, that it would drop the object's add (objectEvents.dropsAdd).
+type addDropper interface{ dropsAdd(obj any) bool }
+
+// dropsOf returns h's dropsAdd, nil if it has none.
+func dropsOf(h any) func(any) bool {
+	if d, ok := h.(addDropper); ok {
+		return d.dropsAdd
+	}
+	return nil
 }
 
 // oneKind is a cache whose WaitForCacheSync waits for obj's informer
@@ -35,10 +47,12 @@ func kindSource[T client.Object, R comparable](c cache.Cache, obj T, h handler.T
 // lockguard's form as the types the source's handlers expect
 // (convertedEvents): the metadata objects (readmodel.Meta) as
 // metav1.PartialObjectMetadata of obj's kind, the Locks
-// (readmodel.CachedLock) as lockv1alpha1.Lock.
+// (readmodel.CachedLock) as lockv1alpha1.Lock; without the adds that
+// drops reports the source's handler would drop (nil: none).
 type oneKind struct {
 	cache.Cache
-	obj client.Object
+	obj   client.Object
+	drops func(any) bool
 }
 
 // GetInformer returns the cache's informer for obj, whose handlers see
@@ -52,9 +66,9 @@ func (c oneKind) GetInformer(ctx context.Context, obj client.Object, opts ...cac
 	switch obj.(type) {
 	case *metav1.PartialObjectMetadata:
 		gvk := obj.GetObjectKind().GroupVersionKind()
-		return convertingInformer{Informer: inf, convert: func(o any) any { return readmodel.AsPartial(o, gvk) }}, nil
+		return convertingInformer{Informer: inf, convert: func(o any) any { return readmodel.AsPartial(o, gvk) }, drops: c.drops}, nil
 	case *lockv1alpha1.Lock:
-		return convertingInformer{Informer: inf, convert: readmodel.AsLock}, nil
+		return convertingInformer{Informer: inf, convert: readmodel.AsLock, drops: c.drops}, nil
 	}
 	return inf, nil
 }
@@ -62,10 +76,13 @@ func (c oneKind) GetInformer(ctx context.Context, obj client.Object, opts ...cac
 // convertingInformer is an informer whose handlers see each object it
 // stores as convert returns it: a readmodel.Meta as a
 // metav1.PartialObjectMetadata (readmodel.AsPartial), a
-// readmodel.CachedLock as a lockv1alpha1.Lock (readmodel.AsLock).
+// readmodel.CachedLock as a lockv1alpha1.Lock (readmodel.AsLock); but
+// an add that drops reports the handlers would drop (nil: none) reaches
+// none of them.
 type convertingInformer struct {
 	cache.Informer
 	convert func(any) any
+	drops   func(any) bool
 }
 
 // AddEventHandler adds h, seeing converted objects (add).
@@ -105,7 +122,7 @@ func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 // store does not change); the watches added so ignore them anyway (their
 // predicates pass changes of labels or annotations only).
 func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
-	events := convertedEvents{h: h, convert: i.convert}
+	events := convertedEvents{h: h, convert: i.convert, drops: i.drops}
 	store, ok := i.Informer.(storeInformer)
 	if !ok || !store.HasSynced() {
 		return register(events)
@@ -116,7 +133,7 @@ func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func
 	}
 	stored, stop := cs.Observe(events)
 	for _, obj := range stored {
-		h.OnAdd(i.convert(obj), true)
+		events.OnAdd(obj, true)
 	}
 	return observed{stop: stop}, nil
 }
@@ -152,13 +169,18 @@ func (doneChecker) Name() string { return "a handler added to a synced informer"
 func (doneChecker) Done() <-chan struct{} { return closedChan }
 
 // convertedEvents passes each event to h with its objects as convert
-// returns them: copies, which h may keep.
+// returns them: copies, which h may keep; except the adds drops (when
+// set) reports h would drop, which it passes on to nothing, unconverted.
 type convertedEvents struct {
 	h       toolscache.ResourceEventHandler
 	convert func(any) any
+	drops   func(any) bool
 }
 
 func (e convertedEvents) OnAdd(obj any, initial bool) {
+	if e.drops != nil && e.drops(obj) {
+		return
+	}
 	e.h.OnAdd(e.convert(obj), initial)
 }
 

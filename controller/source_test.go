@@ -94,11 +94,14 @@ func listedInformer(t *testing.T, n int) (toolscache.SharedIndexInformer, *fcach
 // the informer had synced (add gives them itself, before it returns, and
 // the store tells it of what changes after: cachestore.Store.Observe) or
 // had not started (client-go delivers them as it lists), and what changes
-// after as it happens; once removed, nothing more.
+// after as it happens; once removed, nothing more. With drops, the adds it
+// reports are neither converted nor delivered, on either path; updates and
+// deletes of those objects still are.
 func TestConvertingInformerAdds(t *testing.T) {
 	const n = 500
-	for _, synced := range []bool{true, false} {
-		t.Run(fmt.Sprintf("synced=%v", synced), func(t *testing.T) {
+	for _, tc := range []struct{ synced, dropping bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+		synced := tc.synced
+		t.Run(fmt.Sprintf("synced=%v,dropping=%v", synced, tc.dropping), func(t *testing.T) {
 			inf, src, run := listedInformer(t, n)
 			if synced {
 				run()
@@ -118,6 +121,21 @@ func TestConvertingInformerAdds(t *testing.T) {
 				mu.Unlock()
 				return o
 			}}
+			// Drops the adds of the stored objects of even index.
+			dropped := func(j int) bool { return tc.dropping && j%2 == 0 }
+			if tc.dropping {
+				i.drops = func(o any) bool {
+					var j int
+					_, err := fmt.Sscanf(o.(metav1.Object).GetName(), "o-%d", &j)
+					return err == nil && dropped(j)
+				}
+			}
+			delivered := 0
+			for j := range n {
+				if !dropped(j) {
+					delivered++
+				}
+			}
 			reg, err := i.AddEventHandler(rec)
 			rec.returned.Store(true)
 			if err != nil {
@@ -127,8 +145,8 @@ func TestConvertingInformerAdds(t *testing.T) {
 				rec.mu.Lock()
 				early := rec.early
 				rec.mu.Unlock()
-				if early != n {
-					t.Errorf("%d of the %d stored objects reached the handler before AddEventHandler returned, want all", early, n)
+				if early != delivered {
+					t.Errorf("%d of the %d stored objects reached the handler before AddEventHandler returned, want all %d not dropped", early, n, delivered)
 				}
 			}
 			if !synced {
@@ -142,7 +160,9 @@ func TestConvertingInformerAdds(t *testing.T) {
 			src.Delete(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "o-2"}})
 			want := [4]map[string]int{{}, {"new": 1}, {"o-1": 1}, {"o-2": 1}}
 			for j := range n {
-				want[0][fmt.Sprintf("o-%d", j)] = 1
+				if !dropped(j) {
+					want[0][fmt.Sprintf("o-%d", j)] = 1
+				}
 			}
 			deadline := time.Now().Add(30 * time.Second)
 			for {
@@ -159,7 +179,7 @@ func TestConvertingInformerAdds(t *testing.T) {
 			mu.Lock()
 			// One conversion per object delivered (an update converts
 			// both).
-			if want := n + 1 + 2 + 1; converted != want {
+			if want := delivered + 1 + 2 + 1; converted != want {
 				t.Errorf("converted %d objects, want %d", converted, want)
 			}
 			mu.Unlock()
@@ -249,5 +269,20 @@ func BenchmarkHandlerBuffer(b *testing.B) {
 				src.Shutdown()
 			}
 		})
+	}
+}
+
+// TestDropsOf: the sources of the target kinds drop, before converting
+// them, the adds their handler would drop (objectEvents.dropsAdd); the
+// Lock source and a handler without dropsAdd drop none.
+func TestDropsOf(t *testing.T) {
+	if dropsOf(objectEvents{}) == nil {
+		t.Error("objectEvents' source converts every add")
+	}
+	if dropsOf(lockEvents{}) != nil {
+		t.Error("lockEvents' source drops adds")
+	}
+	if dropsOf(nopHandler{}) != nil {
+		t.Error("a handler without dropsAdd has its adds dropped")
 	}
 }

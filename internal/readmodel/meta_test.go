@@ -214,3 +214,24 @@ func TestLabelsOf(t *testing.T) {
 		t.Errorf("matching a Meta against a selector allocates %v times, want none", n)
 	}
 }
+
+// TestAnnotationOf: AnnotationOf reads what GetAnnotations gives, of a
+// Meta (in place, allocating nothing) and of another object.
+func TestAnnotationOf(t *testing.T) {
+	for _, a := range []map[string]string{nil, {lockv1alpha1.LockedAnnotation: "a,b"}, {lockv1alpha1.LockedAnnotation: "", lockv1alpha1.ProtectedPendingAnnotation: "x"}} {
+		p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: a}}
+		m := newMeta(p.DeepCopy(), newInterner())
+		for _, o := range []metav1.Object{m, p} {
+			for _, k := range []string{lockv1alpha1.LockedAnnotation, lockv1alpha1.ProtectedPendingAnnotation, "other"} {
+				v, ok := AnnotationOf(o, k)
+				w, wok := o.GetAnnotations()[k]
+				if v != w || ok != wok {
+					t.Errorf("%T with %v: AnnotationOf(%q) = %q, %t; GetAnnotations has %q, %t", o, a, k, v, ok, w, wok)
+				}
+			}
+		}
+		if n := testing.AllocsPerRun(100, func() { AnnotationOf(m, lockv1alpha1.LockedAnnotation) }); n != 0 {
+			t.Errorf("AnnotationOf a Meta allocates %v times, want none", n)
+		}
+	}
+}

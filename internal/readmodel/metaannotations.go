@@ -3,6 +3,8 @@ package readmodel
 import (
 	"maps"
 	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // annotationPairs are a Meta's annotations as key, value, key, value…,
@@ -53,4 +55,24 @@ func (m *Meta) SetAnnotations(annotations map[string]string) {
 	if len(annotations) > 0 || m.rareOf() != nil {
 		m.more().annotations = pairsOf(annotations)
 	}
+}
+
+// AnnotationOf returns the value of o's annotation key, and whether it has
+// one: a Meta's read in place (its GetAnnotations makes a map each call),
+// another object's from its map.
+func AnnotationOf(o metav1.Object, key string) (string, bool) {
+	if m, ok := o.(*Meta); ok {
+		if m.rareOf() == nil {
+			return "", false
+		}
+		p := m.rareOf().annotations
+		for i := 0; i+1 < len(p); i += 2 {
+			if p[i] == key {
+				return p[i+1], true
+			}
+		}
+		return "", false
+	}
+	v, ok := o.GetAnnotations()[key]
+	return v, ok
 }
