@@ -79,7 +79,7 @@ func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1
 	if h.idle(e.Object) {
 		return
 	}
-	enqueue(q, e.IsInInitialList, itemOf(h.key(e.Object)))
+	enqueue(q, e.IsInInitialList, h.key(e.Object))
 	h.selectorLocks(q, e.Object, e.Object.Labels)
 }
 
@@ -172,12 +172,7 @@ var _ handler.TypedEventHandler[*lockv1alpha1.Lock, item] = lockEvents{}
 // addAll enqueues requestsOfLock of l, paced when l is of the initial
 // list (enqueue).
 func (h lockEvents) addAll(ctx context.Context, q workqueue.TypedRateLimitingInterface[item], l *lockv1alpha1.Lock, initial bool) {
-	reqs := h.r.requestsOfLock(ctx, l)
-	items := make([]item, len(reqs))
-	for i, req := range reqs {
-		items[i] = itemOf(req)
-	}
-	enqueue(q, initial, items...)
+	enqueue(q, initial, h.r.requestsOfLock(ctx, l)...)
 }
 
 // Create enqueues requestsOfLock.

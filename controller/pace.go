@@ -1,17 +1,22 @@
 package controller
 
 import (
-	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // startWindow is how many items of the informers' initial lists the work
 // queue holds ready at once (pacedQueue).
 const startWindow = 1000
+
+// backlogChunk is how many passes a chunk of a pacedQueue's backlog holds.
+const backlogChunk = 4096
 
 // pacedQueue is the reconciler's work queue: controller-runtime's priority
 // queue, fed the passes of the informers' initial lists (enqueue) no
@@ -19,18 +24,34 @@ const startWindow = 1000
 // workers take them. Issue 38: the priority queue and its metrics keep
 // an item's entry in maps that never shrink, so a start that enqueued
 // every Lock and target at once held them at that size for good (14 MB
-// at 100,000 Locks, benchmarks.md section 9, run S); the backlog is a
-// slice, dropped once fed. Each pass still runs once, in the order the
-// lists gave it; other events' passes do not wait behind the backlog.
-// An item both in the backlog and added again runs twice, which a pass
-// allows (it writes only what differs).
+// at 100,000 Locks, benchmarks.md section 9, run S). Each pass still runs
+// once, in the order the lists gave it; other events' passes do not wait
+// behind the backlog. An item both in the backlog and added again runs
+// twice, which a pass allows (it writes only what differs).
+//
+// The backlog holds each pass as its request's strings (pending), in
+// chunks dropped as they are fed, and makes its item (unique.Make) only
+// as it feeds it: an item of the backlog was a copy of the request and
+// its strings in unique's map, about 250 bytes a pass (32 MB of the
+// start's peak heap at 100,000 Locks and a million objects, run AC). A
+// namespace's pass still in the backlog is not added again: each Lock of
+// the initial list asks for its namespace's, which, run after them all,
+// sees them all.
 type pacedQueue struct {
 	priorityqueue.PriorityQueue[item]
 	window int
 
-	mu      sync.Mutex
-	backlog []item // fed from head on
+	mu sync.Mutex
+	// backlog is fed from backlog[0][head] on; every chunk but the last
+	// is full.
+	backlog [][]pending
 	head    int
+	// added and fed count the passes the backlog took and fed since it
+	// was last empty.
+	added, fed int
+	// namespaces is where (added, before it) each namespace's pass went
+	// into the backlog.
+	namespaces map[string]int
 }
 
 var _ priorityqueue.PriorityQueue[item] = (*pacedQueue)(nil)
@@ -47,43 +68,111 @@ func newPacedQueue(log logr.Logger) func(string, workqueue.TypedRateLimiter[item
 	}
 }
 
-// enqueue adds items to q: paced (pacedQueue) when they are the passes of
-// an initial list's object (initial) and q is a pacedQueue, at once
-// otherwise.
-func enqueue(q workqueue.TypedRateLimitingInterface[item], initial bool, items ...item) {
+// pending is a request as a pacedQueue's backlog holds it, its four
+// strings (64 bytes; a request is 112): a target's pass {namespace, name,
+// group, kind}, a Lock's {namespace, name, "", ""}, a namespace's
+// {namespace, "", "", ""}.
+type pending struct{ namespace, name, group, kind string }
+
+// pendingOf returns r as the backlog holds it, and whether it holds it
+// so (request gives r back: a target has a kind, a Lock a name).
+func pendingOf(r request) (pending, bool) {
+	var p pending
+	switch t := r.Target; {
+	case r.Namespace != "":
+		p = pending{namespace: r.Namespace}
+	case r.Lock.Name != "":
+		p = pending{namespace: r.Lock.Namespace, name: r.Lock.Name}
+	default:
+		p = pending{namespace: t.Namespace, name: t.Name, group: t.Group, kind: t.Kind}
+	}
+	return p, p.request() == r
+}
+
+// request returns the request p holds.
+func (p pending) request() request {
+	switch {
+	case p.kind != "":
+		return request{Target: lockv1alpha1.TargetKey{Namespace: p.namespace, Group: p.group, Kind: p.kind, Name: p.name}}
+	case p.name != "":
+		return request{Lock: types.NamespacedName{Namespace: p.namespace, Name: p.name}}
+	}
+	return request{Namespace: p.namespace}
+}
+
+// enqueue adds the passes of reqs to q: paced (pacedQueue) when they are
+// the passes of an initial list's object (initial) and q is a pacedQueue,
+// at once otherwise.
+func enqueue(q workqueue.TypedRateLimitingInterface[item], initial bool, reqs ...request) {
 	if p, ok := q.(*pacedQueue); ok && initial {
-		p.mu.Lock()
-		p.backlog = append(p.backlog, items...)
-		p.mu.Unlock()
+		for _, r := range p.push(reqs) {
+			q.Add(itemOf(r))
+		}
 		p.feed()
 		return
 	}
-	for _, it := range items {
-		q.Add(it)
+	for _, r := range reqs {
+		q.Add(itemOf(r))
 	}
 }
 
-// feed moves items of the backlog into the queue while it holds fewer than
-// window ready, and drops the backlog once it is empty.
+// push adds reqs to the backlog, but a namespace's pass that it holds
+// already, and returns those it cannot hold (pendingOf), to be added at
+// once.
+func (q *pacedQueue) push(reqs []request) (now []request) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range reqs {
+		p, ok := pendingOf(r)
+		if !ok {
+			now = append(now, r)
+			continue
+		}
+		if r.Namespace != "" {
+			if at, ok := q.namespaces[r.Namespace]; ok && at >= q.fed {
+				continue
+			}
+			if q.namespaces == nil {
+				q.namespaces = map[string]int{}
+			}
+			q.namespaces[r.Namespace] = q.added
+		}
+		if n := len(q.backlog); n == 0 || len(q.backlog[n-1]) == backlogChunk {
+			q.backlog = append(q.backlog, make([]pending, 0, backlogChunk))
+		}
+		last := &q.backlog[len(q.backlog)-1]
+		*last = append(*last, p)
+		q.added++
+	}
+	return now
+}
+
+// feed moves passes of the backlog into the queue while it holds fewer
+// than window ready, dropping each chunk once fed, and the backlog once
+// empty.
 func (q *pacedQueue) feed() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.head == len(q.backlog) {
-		return
-	}
-	n := q.window - q.PriorityQueue.Len()
+	n := min(q.window-q.PriorityQueue.Len(), q.added-q.fed)
 	if n <= 0 {
 		return
 	}
-	end := min(len(q.backlog), q.head+n)
-	// A copy: the priority queue keeps what it is given in its add
-	// buffer a while, and the backlog's array must not be held by it.
-	// The items fed are cleared from the backlog at once.
-	q.PriorityQueue.AddWithOpts(priorityqueue.AddOpts{}, slices.Clone(q.backlog[q.head:end])...)
-	clear(q.backlog[q.head:end])
-	if q.head = end; q.head == len(q.backlog) {
-		q.backlog, q.head = nil, 0
+	items := make([]item, 0, n)
+	for range n {
+		chunk := q.backlog[0]
+		items = append(items, itemOf(chunk[q.head].request()))
+		chunk[q.head] = pending{}
+		q.head++
+		q.fed++
+		if q.head == len(chunk) && len(q.backlog) > 1 {
+			q.backlog[0] = nil
+			q.backlog, q.head = q.backlog[1:], 0
+		}
 	}
+	if q.fed == q.added {
+		q.dropLocked()
+	}
+	q.PriorityQueue.AddWithOpts(priorityqueue.AddOpts{}, items...)
 }
 
 // Get feeds the queue, then takes its next item.
@@ -102,7 +191,7 @@ func (q *pacedQueue) GetWithPriority() (item, int, bool) {
 func (q *pacedQueue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.PriorityQueue.Len() + len(q.backlog) - q.head
+	return q.PriorityQueue.Len() + q.added - q.fed
 }
 
 // ShutDown drops the backlog and shuts the queue down.
@@ -121,5 +210,10 @@ func (q *pacedQueue) ShutDownWithDrain() {
 func (q *pacedQueue) drop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.backlog, q.head = nil, 0
+	q.dropLocked()
+}
+
+// dropLocked empties the backlog; q.mu is held.
+func (q *pacedQueue) dropLocked() {
+	q.backlog, q.head, q.added, q.fed, q.namespaces = nil, 0, 0, 0, nil
 }

@@ -7,7 +7,11 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 func newTestPacedQueue(t *testing.T, window int) *pacedQueue {
@@ -17,12 +21,22 @@ func newTestPacedQueue(t *testing.T, window int) *pacedQueue {
 	return q
 }
 
-func pacedItems(from, n int) []item {
-	items := make([]item, n)
-	for i := range items {
-		items[i] = itemOf(request{Namespace: fmt.Sprint(from + i)})
+// pacedItems returns n requests, of each kind in turn: a target's, a
+// Lock's, a namespace's.
+func pacedItems(from, n int) []request {
+	reqs := make([]request, n)
+	for i := range reqs {
+		name := fmt.Sprint(from + i)
+		switch i % 3 {
+		case 0:
+			reqs[i] = request{Target: lockv1alpha1.TargetKey{Namespace: "ns", Group: lockv1alpha1.Group, Kind: "Stack", Name: name}}
+		case 1:
+			reqs[i] = request{Lock: types.NamespacedName{Namespace: "ns", Name: name}}
+		default:
+			reqs[i] = request{Namespace: name}
+		}
 	}
-	return items
+	return reqs
 }
 
 // TestPacedQueue: the passes of initial lists, added while four workers
@@ -33,7 +47,7 @@ func TestPacedQueue(t *testing.T) {
 	q := newTestPacedQueue(t, window)
 	var (
 		mu       sync.Mutex
-		seen     = map[item]int{}
+		seen     = map[request]int{}
 		overfull int
 		done     sync.WaitGroup
 	)
@@ -45,7 +59,7 @@ func TestPacedQueue(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				seen[it]++
+				seen[it.Value()]++
 				if q.PriorityQueue.Len() > window {
 					overfull++
 				}
@@ -63,16 +77,16 @@ func TestPacedQueue(t *testing.T) {
 		enqueue(q, true, chunk...)
 	}
 	done.Wait()
-	for _, it := range items {
-		if seen[it] != 1 {
-			t.Fatalf("item %v ran %d times, want once", it.Value(), seen[it])
+	for _, r := range items {
+		if seen[r] != 1 {
+			t.Fatalf("item %v ran %d times, want once", r, seen[r])
 		}
 	}
 	if overfull > 0 {
 		t.Errorf("the priority queue held more than %d items ready %d times", window, overfull)
 	}
 	if q.backlog != nil {
-		t.Errorf("the backlog is kept after it was fed: %d items", len(q.backlog))
+		t.Errorf("the backlog is kept after it was fed: %d chunks", len(q.backlog))
 	}
 }
 
@@ -92,25 +106,77 @@ func TestPacedQueueOrder(t *testing.T) {
 	// copy feed gives the priority queue, scale runs (V, W) found the
 	// handles of 100,000 items that had run alive, 24 MB of unique's map.
 	q.mu.Lock()
-	if q.head != window || slices.ContainsFunc(q.backlog[:q.head], func(it item) bool { return it != item{} }) {
-		t.Errorf("after feeding %d: head %d, the fed part of the backlog not cleared", window, q.head)
+	if q.head != window || q.fed != window || slices.ContainsFunc(q.backlog[0][:q.head], func(p pending) bool { return p != pending{} }) {
+		t.Errorf("after feeding %d: head %d, fed %d, the fed part of the backlog not cleared", window, q.head, q.fed)
 	}
 	q.mu.Unlock()
 	late := itemOf(request{Namespace: "late"})
 	q.Add(late)
-	var got []item
+	var got []request
 	for range 101 {
 		it, _ := q.Get()
 		q.Done(it)
-		got = append(got, it)
+		got = append(got, it.Value())
 	}
-	if i := slices.Index(got, late); i < 0 || i > window {
+	if i := slices.Index(got, late.Value()); i < 0 || i > window {
 		t.Errorf("the item added after the backlog ran %dth, want within the first %d", i+1, window+1)
 	}
-	if diff := slices.DeleteFunc(slices.Clone(got), func(it item) bool { return it == late }); !slices.Equal(diff, items) {
+	if diff := slices.DeleteFunc(slices.Clone(got), func(r request) bool { return r == late.Value() }); !slices.Equal(diff, items) {
 		t.Errorf("the backlog ran out of order")
 	}
-	if q.Len() != 0 || q.backlog != nil {
-		t.Errorf("after every item: Len %d, backlog %d", q.Len(), len(q.backlog))
+	if q.Len() != 0 || q.backlog != nil || q.namespaces != nil {
+		t.Errorf("after every item: Len %d, backlog %d chunks, %d namespaces", q.Len(), len(q.backlog), len(q.namespaces))
+	}
+}
+
+// TestPacedQueueNamespaces: a namespace's pass added while one for the
+// namespace waits in the backlog is not added again (it runs after
+// both's Locks); one added once the first was fed is.
+func TestPacedQueueNamespaces(t *testing.T) {
+	q := newTestPacedQueue(t, 1)
+	defer q.ShutDown()
+	target := func(name string) request {
+		return request{Target: lockv1alpha1.TargetKey{Namespace: "a", Group: lockv1alpha1.Group, Kind: "Stack", Name: name}}
+	}
+	// The first is fed at once (the window is empty), so the second is
+	// added; the third waits behind it.
+	enqueue(q, true, request{Namespace: "a"})
+	enqueue(q, true, target("1"), request{Namespace: "a"}, target("2"), request{Namespace: "a"}, request{Namespace: "b"})
+	want := []request{{Namespace: "a"}, target("1"), {Namespace: "a"}, target("2"), {Namespace: "b"}}
+	var got []request
+	for q.Len() > 0 {
+		it, _ := q.Get()
+		q.Done(it)
+		got = append(got, it.Value())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("passes run (-want +got):\n%s", diff)
+	}
+}
+
+// TestPending: the backlog holds each kind of request as it is, and a
+// request it cannot hold so (a target without a kind) is added at once,
+// not lost.
+func TestPending(t *testing.T) {
+	for _, r := range pacedItems(0, 3) {
+		if p, ok := pendingOf(r); !ok || p.request() != r {
+			t.Errorf("pendingOf(%+v) = %+v, %t", r, p, ok)
+		}
+	}
+	odd := request{Target: lockv1alpha1.TargetKey{Namespace: "a", Name: "x"}}
+	if _, ok := pendingOf(odd); ok {
+		t.Errorf("the backlog would hold %+v as another request", odd)
+	}
+	q := newTestPacedQueue(t, 1)
+	defer q.ShutDown()
+	enqueue(q, true, request{Namespace: "a"}, odd)
+	var got []request
+	for q.Len() > 0 {
+		it, _ := q.Get()
+		q.Done(it)
+		got = append(got, it.Value())
+	}
+	if !slices.Contains(got, odd) || len(got) != 2 {
+		t.Errorf("passes run: %+v, want the namespace's and %+v", got, odd)
 	}
 }
