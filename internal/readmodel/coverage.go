@@ -130,17 +130,23 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 
 // objectBuckets appends to dst the buckets of o's keys (coverageKeys):
 // anyBucket and each label's with and without its value, each once. A
-// map's labels are ranged over as a map, so that dst stays on its
-// caller's stack; a LabelReader's through its iterator into a slice of
-// their own (readerBuckets): what the body of a range over an interface's
-// iterator touches escapes, and dst shared with it cost every lookup 6
-// allocations and 440 bytes in BenchmarkSelectorLocksCovering.
+// map's labels are ranged over as a map, and a Meta's (every new object's
+// lookup, objectEvents.idle) through its labelSet, so that dst stays on
+// its caller's stack; another LabelReader's through its iterator into a
+// slice of their own (readerBuckets): what the body of a range over an
+// interface's iterator touches escapes, and dst shared with it cost every
+// lookup 6 allocations and 440 bytes in BenchmarkSelectorLocksCovering.
 func objectBuckets(dst []string, o lockv1alpha1.Object) []string {
 	dst = addBucket(dst, anyBucket(o.Namespace))
-	if lbls, ok := o.ReadLabels().(lockv1alpha1.LabelMap); ok {
+	switch lbls := o.ReadLabels().(type) {
+	case lockv1alpha1.LabelMap:
 		for k, v := range lbls {
-			dst = addBucket(dst, labelBucket(o.Namespace, k, v))
-			dst = addBucket(dst, keyBucket(o.Namespace, k))
+			dst = addLabelBuckets(dst, o.Namespace, k, v)
+		}
+		return dst
+	case *Meta:
+		for k, v := range lbls.labels.all() {
+			dst = addLabelBuckets(dst, o.Namespace, k, v)
 		}
 		return dst
 	}
@@ -148,6 +154,12 @@ func objectBuckets(dst []string, o lockv1alpha1.Object) []string {
 		dst = addBucket(dst, b)
 	}
 	return dst
+}
+
+// addLabelBuckets adds to dst the buckets of label k=v of namespace ns,
+// with and without its value (addBucket).
+func addLabelBuckets(dst []string, ns, k, v string) []string {
+	return addBucket(addBucket(dst, labelBucket(ns, k, v)), keyBucket(ns, k))
 }
 
 // readerBuckets returns the buckets of the labels r yields, with and

@@ -189,6 +189,27 @@ func TestBucketOfParts(t *testing.T) {
 // for each new object (objectEvents: which selector Locks cover it), among
 // 50 selector Locks of its namespace that the lookup reads (NotIn: under
 // the bucket every object reads) and that do not cover it.
+// TestCoverageLookupAllocs: a coverage lookup that finds nothing, of an
+// object's labels as a map or as a Meta (every new object's at start,
+// objectEvents.idle), allocates nothing.
+func TestCoverageLookupAllocs(t *testing.T) {
+	src := &lockSource{watcher: watch.NewFake()}
+	for i := range 5 {
+		src.locks = append(src.locks, *newSelectorLock("forge", fmt.Sprintf("l-%d", i), lockv1alpha1.LockSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("v-%d", i)}}))
+	}
+	index := startIndex(t, src)
+	labels := map[string]string{"app": "none", "tier": "none"}
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "o", Labels: labels}}, newInterner())
+	for name, o := range map[string]lockv1alpha1.Object{
+		"map":  {Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: labels},
+		"meta": {Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", LabelReader: m},
+	} {
+		if n := testing.AllocsPerRun(100, func() { index.SelectorLocksCovering(o) }); n != 0 {
+			t.Errorf("a lookup of an object's labels as a %s allocates %v times, want none", name, n)
+		}
+	}
+}
+
 func BenchmarkSelectorLocksCovering(b *testing.B) {
 	src := &lockSource{watcher: watch.NewFake()}
 	for i := range 50 {
@@ -197,11 +218,19 @@ func BenchmarkSelectorLocksCovering(b *testing.B) {
 		}))
 	}
 	index := startIndexWith(b, src, CacheTransform(nil))
-	o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: map[string]string{"app": "none", "tier": "none"}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if keys := index.SelectorLocksCovering(o); len(keys) != 0 {
-			b.Fatalf("covered by %v", keys)
-		}
+	labels := map[string]string{"app": "none", "tier": "none"}
+	o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: labels}
+	// The object as the cache holds it, read in place: what every new
+	// object's lookup reads (objectEvents.idle).
+	m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "o", Labels: labels}}, newInterner())
+	for name, o := range map[string]lockv1alpha1.Object{"map": o, "meta": {Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", LabelReader: m}} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if keys := index.SelectorLocksCovering(o); len(keys) != 0 {
+					b.Fatalf("covered by %v", keys)
+				}
+			}
+		})
 	}
 }
