@@ -133,14 +133,16 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
 	}
-	controllerLog := mgr.GetLogger().WithValues("controller", "lock")
+	controllerLog := deferValues(mgr.GetLogger().WithValues("controller", "lock"))
 	c, err := b.
 		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter(),
 			NewQueue: newPacedQueue(mgr.GetLogger())}).
 		WithLogConstructor(func(it *item) logr.Logger {
 			// This runs for every pass, and each WithValues copies the
 			// logger's encoder with a buffer of 1 KiB (zap): the
-			// controller's own value is added once (controllerLog).
+			// controller's own value is added once (controllerLog), and
+			// the pass's reach zap only when it writes a line
+			// (deferValues).
 			log := controllerLog
 			var k *request
 			if it != nil {
