@@ -3,15 +3,20 @@ package controller
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel/readmodeltest"
 )
 
 func newTestPacedQueue(t *testing.T, window int) *pacedQueue {
@@ -178,5 +183,53 @@ func TestPending(t *testing.T) {
 	}
 	if !slices.Contains(got, odd) || len(got) != 2 {
 		t.Errorf("passes run: %+v, want the namespace's and %+v", got, odd)
+	}
+}
+
+// TestNamespaceEventsPaced: a namespace's create of the initial list
+// enqueues its pass, its live Locks' targets and its live selector Locks
+// through the paced backlog (never more than the window ready at once);
+// a later event's enter the queue at once. Both enqueue the same passes.
+func TestNamespaceEventsPaced(t *testing.T) {
+	now := time.Now()
+	locks := []lockv1alpha1.Lock{
+		*newLock("forge", "a", "core.navique.com/v1alpha1", "Stack", "web"),
+		*newLock("forge", "b", "core.navique.com/v1alpha1", "Stack", "db"),
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "tier", UID: "uid-tier"},
+			Spec: lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "web"}}}},
+		*newLock("other", "c", "core.navique.com/v1alpha1", "Stack", "web"),
+	}
+	for i := range locks {
+		locks[i].Generation = 1
+	}
+	h := namespaceEvents{readmodeltest.Index(t, func() time.Time { return now }, locks...)}
+	ns := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "forge"}}
+	stack := func(name string) request {
+		return request{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: name}}
+	}
+	want := []request{{Namespace: "forge"}, {Lock: types.NamespacedName{Namespace: "forge", Name: "tier"}}, stack("db"), stack("web")}
+	sorted := func(reqs []request) []request {
+		return slices.SortedFunc(slices.Values(reqs), func(a, b request) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+	}
+	for _, initial := range []bool{true, false} {
+		q := newTestPacedQueue(t, 1)
+		h.Create(t.Context(), event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: ns, IsInInitialList: initial}, q)
+		ready := q.PriorityQueue.Len()
+		if initial && ready > 1 {
+			t.Errorf("a namespace of the initial list put %d passes in the queue at once, want at most the window (1)", ready)
+		}
+		if !initial && ready != len(want) {
+			t.Errorf("a namespace created later put %d passes in the queue at once, want all %d", ready, len(want))
+		}
+		var got []request
+		for q.Len() > 0 {
+			it, _ := q.Get()
+			q.Done(it)
+			got = append(got, it.Value())
+		}
+		if diff := cmp.Diff(sorted(want), sorted(got)); diff != "" {
+			t.Errorf("initial %t: passes (-want +got):\n%s", initial, diff)
+		}
+		q.ShutDown()
 	}
 }
