@@ -58,8 +58,10 @@ func (h objectEvents) key(o *metav1.PartialObjectMetadata) request {
 }
 
 // selectorLocks enqueues, after protectedRecount, the live selector Locks
-// that match o with any of labels.
-func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item], o *metav1.PartialObjectMetadata, labels ...map[string]string) {
+// that match o with any of labels; through the paced backlog when o is of
+// the initial list (initial: a start's objects would otherwise put every
+// selector Lock in the queue at once, past it).
+func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item], o *metav1.PartialObjectMetadata, initial bool, labels ...map[string]string) {
 	if h.locks == nil {
 		return
 	}
@@ -68,6 +70,10 @@ func (h objectEvents) selectorLocks(q workqueue.TypedRateLimitingInterface[item]
 		objs = append(objs, lockv1alpha1.Object{Namespace: o.Namespace, Group: h.gk.Group, Kind: h.gk.Kind, Name: o.Name, Labels: l})
 	}
 	for _, key := range h.locks.SelectorLocksCovering(objs...) {
+		if initial {
+			enqueue(q, true, request{Lock: key})
+			continue
+		}
 		q.AddAfter(itemOf(request{Lock: key}), protectedRecount)
 	}
 }
@@ -80,7 +86,7 @@ func (h objectEvents) Create(_ context.Context, e event.TypedCreateEvent[*metav1
 		return
 	}
 	enqueue(q, e.IsInInitialList, h.key(e.Object))
-	h.selectorLocks(q, e.Object, e.Object.Labels)
+	h.selectorLocks(q, e.Object, e.IsInInitialList, e.Object.Labels)
 }
 
 // idle reports whether the pass of a new object o (reconcileTarget) would
@@ -135,14 +141,14 @@ func (h objectEvents) dropsAdd(obj any) bool {
 func (h objectEvents) Update(_ context.Context, e event.TypedUpdateEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
 	q.Add(itemOf(h.key(e.ObjectNew)))
 	if !labelsEqual(e.ObjectOld.Labels, e.ObjectNew.Labels) {
-		h.selectorLocks(q, e.ObjectNew, e.ObjectOld.Labels, e.ObjectNew.Labels)
+		h.selectorLocks(q, e.ObjectNew, false, e.ObjectOld.Labels, e.ObjectNew.Labels)
 	}
 }
 
 // Delete enqueues the object and the selector Locks that covered it.
 func (h objectEvents) Delete(_ context.Context, e event.TypedDeleteEvent[*metav1.PartialObjectMetadata], q workqueue.TypedRateLimitingInterface[item]) {
 	q.Add(itemOf(h.key(e.Object)))
-	h.selectorLocks(q, e.Object, e.Object.Labels)
+	h.selectorLocks(q, e.Object, false, e.Object.Labels)
 }
 
 // Generic enqueues the object.

@@ -144,3 +144,28 @@ func TestObjectEventsIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestObjectEventsInitialSelectorLocks: the objects of the initial list
+// enqueue the selector Locks that cover them through the paced backlog,
+// each Lock's pass once however many of its objects come (a later
+// object's enqueues it after protectedRecount instead).
+func TestObjectEventsInitialSelectorLocks(t *testing.T) {
+	now := time.Now()
+	tier := lockv1alpha1.Lock{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "tier", UID: "uid-tier", Generation: 1},
+		Spec: lockv1alpha1.LockSpec{Selector: &lockv1alpha1.LockSelector{MatchLabels: map[string]string{"tier": "web"}}}}
+	h := objectEvents{gk: schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}, locks: readmodeltest.Index(t, func() time.Time { return now }, tier)}
+	q := newTestPacedQueue(t, 1)
+	defer q.ShutDown()
+	var want []request
+	for _, name := range []string{"a", "b", "c"} {
+		o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: name, Labels: map[string]string{"tier": "web"}}}
+		h.Create(t.Context(), event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: o, IsInInitialList: true}, q)
+		want = append(want, request{Target: lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: name}})
+		if name == "a" {
+			want = append(want, request{Lock: types.NamespacedName{Namespace: "forge", Name: "tier"}})
+		}
+	}
+	if diff := cmp.Diff(want, drain(q)); diff != "" {
+		t.Errorf("enqueued -want, +got:\n%s", diff)
+	}
+}

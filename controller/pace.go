@@ -34,9 +34,11 @@ const backlogChunk = 4096
 // as it feeds it: an item of the backlog was a copy of the request and
 // its strings in unique's map, about 250 bytes a pass (32 MB of the
 // start's peak heap at 100,000 Locks and a million objects, run AC). A
-// namespace's pass still in the backlog is not added again: each Lock of
-// the initial list asks for its namespace's, which, run after them all,
-// sees them all.
+// namespace's or a Lock's pass still in the backlog is not added again:
+// each Lock of the initial list asks for its namespace's, and each object
+// for the selector Locks that cover it, a pass that, run after them all,
+// sees them all (a selector Lock's pass reads every object of its
+// namespace: one per covered object would cost the square of them).
 type pacedQueue struct {
 	priorityqueue.PriorityQueue[item]
 	window int
@@ -49,9 +51,9 @@ type pacedQueue struct {
 	// added and fed count the passes the backlog took and fed since it
 	// was last empty.
 	added, fed int
-	// namespaces is where (added, before it) each namespace's pass went
-	// into the backlog.
-	namespaces map[string]int
+	// waiting is where (added, before it) each namespace's and Lock's
+	// pass went into the backlog.
+	waiting map[pending]int
 }
 
 var _ priorityqueue.PriorityQueue[item] = (*pacedQueue)(nil)
@@ -116,9 +118,9 @@ func enqueue(q workqueue.TypedRateLimitingInterface[item], initial bool, reqs ..
 	}
 }
 
-// push adds reqs to the backlog, but a namespace's pass that it holds
-// already, and returns those it cannot hold (pendingOf), to be added at
-// once.
+// push adds reqs to the backlog, but a namespace's or a Lock's pass that
+// it holds already, and returns those it cannot hold (pendingOf), to be
+// added at once.
 func (q *pacedQueue) push(reqs []request) (now []request) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,14 +130,14 @@ func (q *pacedQueue) push(reqs []request) (now []request) {
 			now = append(now, r)
 			continue
 		}
-		if r.Namespace != "" {
-			if at, ok := q.namespaces[r.Namespace]; ok && at >= q.fed {
+		if p.kind == "" {
+			if at, ok := q.waiting[p]; ok && at >= q.fed {
 				continue
 			}
-			if q.namespaces == nil {
-				q.namespaces = map[string]int{}
+			if q.waiting == nil {
+				q.waiting = map[pending]int{}
 			}
-			q.namespaces[r.Namespace] = q.added
+			q.waiting[p] = q.added
 		}
 		if n := len(q.backlog); n == 0 || len(q.backlog[n-1]) == backlogChunk {
 			q.backlog = append(q.backlog, make([]pending, 0, backlogChunk))
@@ -215,5 +217,5 @@ func (q *pacedQueue) drop() {
 
 // dropLocked empties the backlog; q.mu is held.
 func (q *pacedQueue) dropLocked() {
-	q.backlog, q.head, q.added, q.fed, q.namespaces = nil, 0, 0, 0, nil
+	q.backlog, q.head, q.added, q.fed, q.waiting = nil, 0, 0, 0, nil
 }

@@ -129,14 +129,15 @@ func TestPacedQueueOrder(t *testing.T) {
 	if diff := slices.DeleteFunc(slices.Clone(got), func(r request) bool { return r == late.Value() }); !slices.Equal(diff, items) {
 		t.Errorf("the backlog ran out of order")
 	}
-	if q.Len() != 0 || q.backlog != nil || q.namespaces != nil {
-		t.Errorf("after every item: Len %d, backlog %d chunks, %d namespaces", q.Len(), len(q.backlog), len(q.namespaces))
+	if q.Len() != 0 || q.backlog != nil || q.waiting != nil {
+		t.Errorf("after every item: Len %d, backlog %d chunks, %d waiting", q.Len(), len(q.backlog), len(q.waiting))
 	}
 }
 
-// TestPacedQueueNamespaces: a namespace's pass added while one for the
-// namespace waits in the backlog is not added again (it runs after
-// both's Locks); one added once the first was fed is.
+// TestPacedQueueNamespaces: a namespace's or a Lock's pass added while
+// one for it waits in the backlog is not added again (it runs after
+// both's Locks or objects); one added once the first was fed is; a
+// target's always is.
 func TestPacedQueueNamespaces(t *testing.T) {
 	q := newTestPacedQueue(t, 1)
 	defer q.ShutDown()
@@ -145,9 +146,10 @@ func TestPacedQueueNamespaces(t *testing.T) {
 	}
 	// The first is fed at once (the window is empty), so the second is
 	// added; the third waits behind it.
+	lock := request{Lock: types.NamespacedName{Namespace: "a", Name: "l"}}
 	enqueue(q, true, request{Namespace: "a"})
-	enqueue(q, true, target("1"), request{Namespace: "a"}, target("2"), request{Namespace: "a"}, request{Namespace: "b"})
-	want := []request{{Namespace: "a"}, target("1"), {Namespace: "a"}, target("2"), {Namespace: "b"}}
+	enqueue(q, true, target("1"), request{Namespace: "a"}, lock, target("2"), request{Namespace: "a"}, lock, target("1"), request{Namespace: "b"})
+	want := []request{{Namespace: "a"}, target("1"), {Namespace: "a"}, lock, target("2"), target("1"), {Namespace: "b"}}
 	var got []request
 	for q.Len() > 0 {
 		it, _ := q.Get()
