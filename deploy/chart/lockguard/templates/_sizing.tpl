@@ -2,8 +2,8 @@
 {{- define "lockguard.sizingFigures" -}}
 idleMiB: 61
 connectionKiB: 61
-lockBytes: 10100
-objectBytes: 2500
+lockBytes: 1600
+objectBytes: 260
 {{- end }}
 
 {{/* A memory quantity in bytes: a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti (dict "value" the quantity, "name" the value's name, "use" what the chart does with it, for the error). */}}
