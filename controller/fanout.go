@@ -53,8 +53,8 @@ type objectEvents struct {
 var _ handler.TypedEventHandler[*metav1.PartialObjectMetadata, item] = objectEvents{}
 
 // key is the request of o's own pass.
-func (h objectEvents) key(o *metav1.PartialObjectMetadata) request {
-	return request{Target: lockv1alpha1.TargetKey{Namespace: o.Namespace, Group: h.gk.Group, Kind: h.gk.Kind, Name: o.Name}}
+func (h objectEvents) key(o metav1.Object) request {
+	return request{Target: lockv1alpha1.TargetKey{Namespace: o.GetNamespace(), Group: h.gk.Group, Kind: h.gk.Kind, Name: o.GetName()}}
 }
 
 // selectorLocks enqueues, after protectedRecount, the live selector Locks
@@ -117,7 +117,7 @@ func (h objectEvents) idle(o metav1.Object) bool {
 			return false
 		}
 	}
-	key := lockv1alpha1.TargetKey{Namespace: o.GetNamespace(), Group: h.gk.Group, Kind: h.gk.Kind, Name: o.GetName()}
+	key := h.key(o).Target
 	if named, err := h.locks.Names(key); err != nil || named {
 		return false
 	}

@@ -35,8 +35,9 @@ func (s *Store) AppendByIndex(dst []any, indexName, value string) ([]any, error)
 		return dst, err
 	case !tables:
 		return s.indices[indexName].appendTo(dst, value), nil
-	case s.objects[value] != nil:
-		return s.objects[value].appendTo(dst), nil
+	}
+	if ns := s.objects[value]; ns != nil {
+		dst = ns.appendTo(dst)
 	}
 	return dst, nil
 }
