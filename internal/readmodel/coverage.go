@@ -145,7 +145,7 @@ func objectBuckets(dst []string, o lockv1alpha1.Object) []string {
 		}
 		return dst
 	case *Meta:
-		for k, v := range lbls.labels.all() {
+		for k, v := range lbls.shapeOf().labels.all() {
 			dst = addLabelBuckets(dst, o.Namespace, k, v)
 		}
 		return dst

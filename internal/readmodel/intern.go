@@ -32,10 +32,14 @@ type interner struct {
 	// owner and what it owns share a namespace), so that they share one,
 	// without the interner holding every owner's.
 	owners [ownerSlots]*ownerRef
+	// shapes holds the Metas' shapes seen last, by their namespace, labels
+	// and owner, as owners the owner references.
+	shapes [ownerSlots]*metaShape
 	seed   maphash.Seed
 }
 
-// ownerSlots is the number of owner references an interner remembers.
+// ownerSlots is the number of owner references, and of Metas' shapes, an
+// interner remembers.
 const ownerSlots = 1 << 12
 
 func newInterner() *interner {
@@ -79,6 +83,32 @@ func (n *interner) ownerRef(apiVersion, kind, name string, uid [16]byte) *ownerR
 	}
 	*slot = &ownerRef{ownerKind: k, name: name, uid: uid}
 	return *slot
+}
+
+// shape returns a shape equal to s: nil for the empty one; a new one when
+// s has a rare part (its Meta's own) or n is nil; otherwise one handed out
+// lately with the same namespace, labels and owner (the objects an owner
+// owns, or a namespace's unowned objects with the same labels, come
+// together in a list), or a new one.
+func (n *interner) shape(s metaShape) *metaShape {
+	if s == (metaShape{}) {
+		return nil
+	}
+	if s.rare != nil || n == nil {
+		p := new(metaShape)
+		*p = s
+		return p
+	}
+	slot := &n.shapes[maphash.Comparable(n.seed, s)&(ownerSlots-1)]
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p := *slot; p != nil && *p == s {
+		return p
+	}
+	p := new(metaShape)
+	*p = s
+	*slot = p
+	return p
 }
 
 // string returns s, or an equal string handed out before.
