@@ -72,18 +72,6 @@ type ownerRef struct {
 // ownerKind is an owner reference's apiVersion and kind.
 type ownerKind struct{ apiVersion, kind string }
 
-// metaRare holds what few objects of the cache have: lockguard's
-// annotations, the garbage collector's finalizers, a deletionTimestamp,
-// a UID or resourceVersion not in the usual form, and owner references
-// other than a single one with a canonical UID.
-type metaRare struct {
-	oddIDs
-	annotations       annotationPairs
-	finalizers        []string
-	deletionTimestamp *metav1.Time
-	owners            []metav1.OwnerReference
-}
-
 var (
 	_ metav1.Object  = (*Meta)(nil)
 	_ runtime.Object = (*Meta)(nil)
@@ -102,10 +90,10 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 		s.more().annotations = pairsOf(o.Annotations)
 	}
 	if len(o.Finalizers) > 0 {
-		s.more().finalizers = o.Finalizers
+		s.moreRest().finalizers = o.Finalizers
 	}
 	if o.DeletionTimestamp != nil {
-		s.more().deletionTimestamp = o.DeletionTimestamp
+		s.moreRest().deletionTimestamp = o.DeletionTimestamp
 	}
 	s.setOwnerReferences(o.OwnerReferences, shared)
 	m.shape = shared.shape(s)
@@ -184,7 +172,7 @@ func (m *Meta) GetUID() types.UID {
 
 // SetUID sets the UID.
 func (m *Meta) SetUID(uid types.UID) {
-	m.setUID(uid, m.odd(), func() *oddIDs { return &m.more().oddIDs })
+	m.setUID(uid, m.odd(), func() *oddIDs { return &m.moreRest().oddIDs })
 }
 
 // GetResourceVersion returns the resourceVersion.
@@ -194,7 +182,7 @@ func (m *Meta) GetResourceVersion() string {
 
 // SetResourceVersion sets the resourceVersion.
 func (m *Meta) SetResourceVersion(version string) {
-	m.setRV(version, m.odd(), func() *oddIDs { return &m.more().oddIDs })
+	m.setRV(version, m.odd(), func() *oddIDs { return &m.moreRest().oddIDs })
 }
 
 // GetGeneration returns 0: not kept.
@@ -217,16 +205,16 @@ func (m *Meta) SetCreationTimestamp(metav1.Time) {}
 
 // GetDeletionTimestamp returns the deletionTimestamp (the cache's: read-only).
 func (m *Meta) GetDeletionTimestamp() *metav1.Time {
-	if m.rareOf() == nil {
+	if m.restOf() == nil {
 		return nil
 	}
-	return m.rareOf().deletionTimestamp
+	return m.restOf().deletionTimestamp
 }
 
 // SetDeletionTimestamp sets the deletionTimestamp.
 func (m *Meta) SetDeletionTimestamp(t *metav1.Time) {
-	if t != nil || m.rareOf() != nil {
-		m.more().deletionTimestamp = t
+	if t != nil || m.restOf() != nil {
+		m.moreRest().deletionTimestamp = t
 	}
 }
 
@@ -266,16 +254,16 @@ func (m *Meta) SetLabels(labels map[string]string) { m.edit().labels = newLabelS
 
 // GetFinalizers returns the finalizers (the cache's: read-only).
 func (m *Meta) GetFinalizers() []string {
-	if m.rareOf() == nil {
+	if m.restOf() == nil {
 		return nil
 	}
-	return m.rareOf().finalizers
+	return m.restOf().finalizers
 }
 
 // SetFinalizers sets the finalizers.
 func (m *Meta) SetFinalizers(finalizers []string) {
-	if len(finalizers) > 0 || m.rareOf() != nil {
-		m.more().finalizers = finalizers
+	if len(finalizers) > 0 || m.restOf() != nil {
+		m.moreRest().finalizers = finalizers
 	}
 }
 
@@ -285,8 +273,8 @@ func (m *Meta) GetOwnerReferences() []metav1.OwnerReference {
 	if r := m.ownerOf(); r != nil {
 		return []metav1.OwnerReference{{APIVersion: r.apiVersion, Kind: r.kind, Name: r.name, UID: types.UID(cachestore.FormatUUID(r.uid))}}
 	}
-	if m.rareOf() != nil && m.rareOf().owners != nil {
-		return slices.Clone(m.rareOf().owners)
+	if m.restOf() != nil && m.restOf().owners != nil {
+		return slices.Clone(m.restOf().owners)
 	}
 	return nil
 }
@@ -296,11 +284,11 @@ func (m *Meta) ownerUIDs() []string {
 	if r := m.ownerOf(); r != nil {
 		return []string{cachestore.FormatUUID(r.uid)}
 	}
-	if m.rareOf() == nil || m.rareOf().owners == nil {
+	if m.restOf() == nil || m.restOf().owners == nil {
 		return nil
 	}
-	uids := make([]string, len(m.rareOf().owners))
-	for i, r := range m.rareOf().owners {
+	uids := make([]string, len(m.restOf().owners))
+	for i, r := range m.restOf().owners {
 		uids[i] = string(r.UID)
 	}
 	return uids
@@ -317,8 +305,8 @@ func (m *Meta) SetOwnerReferences(refs []metav1.OwnerReference) {
 // through shared, when not nil), any others as rare.owners.
 func (s *metaShape) setOwnerReferences(refs []metav1.OwnerReference, shared *interner) {
 	s.owner = nil
-	if s.rare != nil {
-		s.rare.owners = nil
+	if s.rare != nil && s.rare.rest != nil {
+		s.rare.rest.owners = nil
 	}
 	if len(refs) == 0 {
 		return
@@ -335,7 +323,7 @@ func (s *metaShape) setOwnerReferences(refs []metav1.OwnerReference, shared *int
 	for i, r := range refs {
 		kept[i] = metav1.OwnerReference{APIVersion: r.APIVersion, Kind: r.Kind, Name: r.Name, UID: r.UID}
 	}
-	s.more().owners = kept
+	s.moreRest().owners = kept
 }
 
 // GetManagedFields returns nil: not kept.
@@ -343,15 +331,6 @@ func (m *Meta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 
 // SetManagedFields does nothing: not kept.
 func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry) {}
-
-// odd returns the odd UID and resourceVersion of m's rare part, nil
-// when m has none.
-func (m *Meta) odd() *oddIDs {
-	if m.rareOf() == nil {
-		return nil
-	}
-	return &m.rareOf().oddIDs
-}
 
 // shapeOf returns m's shape (noShape for none): read-only.
 func (m *Meta) shapeOf() *metaShape {
@@ -374,23 +353,6 @@ func (m *Meta) edit() *metaShape {
 	m.shape = s
 	return s
 }
-
-// more returns m's rare part, made if m has none.
-func (m *Meta) more() *metaRare { return m.edit().more() }
-
-// more returns s's rare part, made if s has none.
-func (s *metaShape) more() *metaRare {
-	if s.rare == nil {
-		s.rare = &metaRare{}
-	}
-	return s.rare
-}
-
-// oddIDs returns the oddIDs of s's rare part, made if s has none.
-func (s *metaShape) oddIDs() *oddIDs { return &s.more().oddIDs }
-
-// rareOf returns m's rare part, nil when it has none.
-func (m *Meta) rareOf() *metaRare { return m.shapeOf().rare }
 
 // ownerOf returns m's owner reference, nil when it has not one with a
 // canonical UID (any other references are in the rare part).

@@ -98,8 +98,8 @@ func TestMetaSetters(t *testing.T) {
 	if diff := cmp.Diff(want, m.DeepCopyObject()); diff != "" {
 		t.Errorf("after the setters: -want, +got:\n%s", diff)
 	}
-	if m.rareOf().uid != "" || m.rareOf().rv != "" {
-		t.Errorf("the odd UID and version are still held: %+v", *m.rareOf())
+	if m.restOf().uid != "" || m.restOf().rv != "" {
+		t.Errorf("the odd UID and version are still held: %+v", *m.restOf())
 	}
 }
 
@@ -126,8 +126,8 @@ func TestAsPartial(t *testing.T) {
 // TestMetaSharesOwner: the objects one owner owns share its reference's
 // apiVersion, kind and name (issue 38: an owned object's reference is a
 // pointer and a UID, not three strings of its own) and their namespace,
-// as one shape; a Meta stays in Go's 48-byte size class and a shape in
-// the 32-byte one; and a setter of a Meta changes no Meta that shares
+// as one shape; a Meta stays in Go's 48-byte size class, a shape and a
+// rare part in the 32-byte one; and a setter of a Meta changes no Meta that shares
 // its shape.
 func TestMetaSharesOwner(t *testing.T) {
 	if size := unsafe.Sizeof(Meta{}); size > 48 {
@@ -135,6 +135,9 @@ func TestMetaSharesOwner(t *testing.T) {
 	}
 	if size := unsafe.Sizeof(metaShape{}); size > 32 {
 		t.Errorf("a metaShape is %d bytes; want at most 32", size)
+	}
+	if size := unsafe.Sizeof(metaRare{}); size > 32 {
+		t.Errorf("a metaRare (a target's lock annotation) is %d bytes; want at most 32", size)
 	}
 	shared := newInterner()
 	ref := func() []metav1.OwnerReference {
