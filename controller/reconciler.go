@@ -172,6 +172,17 @@ func notGuarded(ns string) observation {
 // until the kind's informer has synced.
 const targetReadTimeout = 10 * time.Second
 
+// unsynced reports whether err, a target's read, is the cache's timeout
+// waiting for kind k's informer to sync (apierrors.IsTimeout), and k's
+// informer still has not.
+func (r *reconciler) unsynced(ctx context.Context, k readmodel.ServedKind, err error) bool {
+	if !apierrors.IsTimeout(err) {
+		return false
+	}
+	synced, serr := r.watches.synced(ctx, k)
+	return serr == nil && !synced
+}
+
 // reconcileTarget patches the annotation of target (the live Locks that
 // cover it: its targetRef Locks and the selector Locks that match its
 // labels), then writes the status of its live targetRef Locks: each covers
@@ -212,6 +223,12 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 	getCtx, cancel := context.WithTimeout(ctx, targetReadTimeout)
 	err = r.client.Get(getCtx, types.NamespacedName{Namespace: target.Namespace, Name: target.Name}, obj)
 	cancel()
+	if r.unsynced(ctx, kind, err) {
+		// The kind's first list is still loading (minutes at a million
+		// objects): not an error. Kind discovery says so once per kind.
+		ctrl.LoggerFrom(ctx).V(1).Info("The target's kind has not synced yet; reading it again later", "kind", gk, "after", targetReadTimeout)
+		return ctrl.Result{RequeueAfter: targetReadTimeout}, nil
+	}
 	if client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("getting %s %s/%s: %w", gk, target.Namespace, target.Name, err)
 	}
