@@ -48,7 +48,10 @@ type Meta struct {
 // unowned objects with the same labels), and read-only; a shape with one
 // is its Meta's own. It replaced a Meta's namespace and labels pointers
 // and a 16-byte part for its owner (issue 38: 80 bytes an owned object
-// before, 48 and a share of a shape since).
+// before; 48 and a share of a shape since where its owner's objects
+// repeat their labels, 80 still where each has labels of its own, as in
+// benchmarks.md section 9's bench: run AL, 129 bytes an object against
+// 130).
 type metaShape struct {
 	namespace *string   // shared between the objects of a namespace; nil for none
 	labels    *labelSet // shared between the objects that repeat it
