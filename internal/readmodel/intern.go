@@ -74,15 +74,8 @@ func namespacePtr(namespace string, shared *interner) *string {
 // name: one handed out lately, or a new one (its apiVersion and kind
 // shared, ownerKind).
 func (n *interner) ownerRef(apiVersion, kind, name string, uid [16]byte) *ownerRef {
-	k := n.ownerKind(apiVersion, kind)
-	slot := &n.owners[maphash.Bytes(n.seed, uid[:])&(ownerSlots-1)]
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if r := *slot; r != nil && r.uid == uid && r.ownerKind == k && r.name == name {
-		return r
-	}
-	*slot = &ownerRef{ownerKind: k, name: name, uid: uid}
-	return *slot
+	r := ownerRef{ownerKind: n.ownerKind(apiVersion, kind), name: name, uid: uid}
+	return recent(n, &n.owners, maphash.Bytes(n.seed, uid[:]), r)
 }
 
 // shape returns a shape equal to s: nil for the empty one; a new one when
@@ -99,14 +92,21 @@ func (n *interner) shape(s metaShape) *metaShape {
 		*p = s
 		return p
 	}
-	slot := &n.shapes[maphash.Comparable(n.seed, s)&(ownerSlots-1)]
+	return recent(n, &n.shapes, maphash.Comparable(n.seed, s), s)
+}
+
+// recent returns the value equal to v that slots holds at hash, or a new
+// copy of v, which then takes that slot: a cache of the values handed out
+// lately, as many as slots has (ownerSlots), whatever the cluster holds.
+func recent[T comparable](n *interner, slots *[ownerSlots]*T, hash uint64, v T) *T {
+	slot := &slots[hash&(ownerSlots-1)]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if p := *slot; p != nil && *p == s {
+	if p := *slot; p != nil && *p == v {
 		return p
 	}
-	p := new(metaShape)
-	*p = s
+	p := new(T)
+	*p = v
 	*slot = p
 	return p
 }

@@ -147,10 +147,10 @@ func (m *Meta) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind
 
 // GetNamespace returns the namespace.
 func (m *Meta) GetNamespace() string {
-	if m.shapeOf().namespace == nil {
-		return ""
+	if ns := m.shapeOf().namespace; ns != nil {
+		return *ns
 	}
-	return *m.shapeOf().namespace
+	return ""
 }
 
 // SetNamespace sets the namespace.
