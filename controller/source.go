@@ -123,6 +123,11 @@ func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 // predicates pass changes of labels or annotations only).
 func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
 	events := convertedEvents{h: h, convert: i.convert, drops: i.drops}
+	if _, own := i.Informer.(*cachestore.Informer); own {
+		// Its handlers observe its store already, told of the stored
+		// objects in order with its changes.
+		return register(events)
+	}
 	store, ok := i.Informer.(storeInformer)
 	if !ok || !store.HasSynced() {
 		return register(events)

@@ -1,7 +1,8 @@
 // Package cachestore is the store under every informer of lockguard's
 // manager cache (issue 38): a client-go Indexer that keeps no key per
-// object (Store), and the one way to give it to client-go's informer
-// (Install).
+// object (Store), the informer that fills it from its lists and watches
+// and keeps no copy of a list (Informer), and a way to give a Store to
+// client-go's informer instead (Install).
 package cachestore
 
 import (
@@ -66,7 +67,11 @@ func New(indexers toolscache.Indexers) *Store {
 func (s *Store) Add(obj any) error { return s.Update(obj) }
 
 // Update replaces the object of obj's namespace and name with obj, or adds it.
-func (s *Store) Update(obj any) error {
+func (s *Store) Update(obj any) error { return s.update(obj, false) }
+
+// update is Update telling an observer of an add whether it is of the
+// initial list (Informer's first list).
+func (s *Store) update(obj any, initial bool) error {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return fmt.Errorf("the metadata store keeps objects with metadata, not a %T", obj)
@@ -78,7 +83,7 @@ func (s *Store) Update(obj any) error {
 	s.mu.Unlock()
 	for _, h := range obs {
 		if old == nil {
-			h.OnAdd(o, false)
+			h.OnAdd(o, initial)
 		} else {
 			h.OnUpdate(old, o)
 		}

@@ -14,9 +14,9 @@
 //     discovery.go).
 //   - The cache's transform (CacheTransform), which keeps of each object
 //     only what the indexes and the reconciler read (transform.go), and
-//     its informers (NewInformerFunc), whose lists and watches ride out an
-//     API server restart (listwatch.go) and whose lists are read and
-//     transformed a page at a time (PagedListWatch, pagedlist.go).
+//     its informers (NewInformerFunc: cachestore.Informer), whose lists and
+//     watches ride out an API server restart (listwatch.go) and whose
+//     lists go into their stores object by object as they arrive.
 //   - What a selector ClusterLock selects now (ClusterSelected), read
 //     from the API server by the ClusterLock create's admission and by
 //     the reconciler alike (clusterselected.go).

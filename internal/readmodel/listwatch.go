@@ -25,28 +25,30 @@ const (
 // NewInformerFunc returns the cache's cache.Options.NewInformer: informers
 // with a list and watch that ride out an API server restart.
 //
-// A reflector backs off after each failed list or watch: 0.8 s doubling to
-// 30 s, jittered up to twice that, and reset only every 2 minutes
-// (client-go's defaults, which neither SharedIndexInformer nor
-// controller-runtime lets us set). A restart fails several lists in a row
+// An informer backs off after each failed list or watch: 0.8 s doubling
+// to 30 s, jittered up to twice that, and reset only every 2 minutes
+// (client-go's reflector's defaults, which cachestore.Informer keeps). A restart fails several lists in a row
 // (connection refused while it is down, then 403 while its authorizer
 // warms), so after two or three restarts within two minutes an informer
 // could wait a minute after the API server was back before it listed, and
 // the reconciler saw a new Lock or a namespace's label that late. Retried
 // here, the restart costs the reflector one step at most (its watch ends).
 //
-// Each informer keeps its objects in a cachestore.Store rather than
-// client-go's store, and its lists are read a page at a time, each
-// page transformed with transform (the cache's, which the informer applies
-// too) as it arrives (PagedListWatch), so that what the API server sends
-// is never all held at once as decoded (issue 38).
+// An informer of objects with metadata (every informer of lockguard's
+// cache) is a cachestore.Informer: its first list, streamed or a page at a
+// time, goes into its store object by object, each transformed (by the
+// transform the cache sets) as it arrives, and nothing else holds it
+// (issue 38). Any other is client-go's, its lists read a page at a time,
+// each page transformed with transform (PagedListWatch).
 func NewInformerFunc(transform toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-		inf := toolscache.NewSharedIndexInformer(PagedListWatch(steadyListWatch(lw), transform, ListPageSize), obj, resync, indexers)
 		if _, ok := obj.(metav1.Object); ok {
-			cachestore.Install(inf, cachestore.New(indexers))
+			inf := cachestore.NewInformer(steadyListWatch(lw), obj, resync, indexers)
+			// The cache sets its transform (the same) before it runs it.
+			_ = inf.SetTransform(transform)
+			return inf
 		}
-		return inf
+		return toolscache.NewSharedIndexInformer(PagedListWatch(steadyListWatch(lw), transform, ListPageSize), obj, resync, indexers)
 	}
 }
 
