@@ -242,6 +242,20 @@ func (i *Informer) SetTransform(f toolscache.TransformFunc) error {
 	return nil
 }
 
+// SetPaging sets how many objects a list asks for at a time (0: every
+// object in one answer) and whether a first list may be streamed (where
+// the ListerWatcher and client-go's WatchListClient feature allow it);
+// an error once the informer has started.
+func (i *Informer) SetPaging(pageSize int64, stream bool) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.started {
+		return errors.New("informer has already started")
+	}
+	i.pageSize, i.stream = pageSize, i.stream && stream
+	return nil
+}
+
 // IsStopped reports whether the informer has run and stopped.
 func (i *Informer) IsStopped() bool { return i.stopped.Load() }
 

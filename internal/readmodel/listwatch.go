@@ -15,7 +15,7 @@ import (
 )
 
 // How long, and how often, a cache's list or watch is retried while the
-// API server is coming back, before its reflector sees the error.
+// API server is coming back, before its informer sees the error.
 const (
 	restartRetryFor   = 30 * time.Second
 	restartRetryFirst = 250 * time.Millisecond
@@ -27,19 +27,19 @@ const (
 //
 // An informer backs off after each failed list or watch: 0.8 s doubling
 // to 30 s, jittered up to twice that, and reset only every 2 minutes
-// (client-go's reflector's defaults, which cachestore.Informer keeps). A restart fails several lists in a row
-// (connection refused while it is down, then 403 while its authorizer
-// warms), so after two or three restarts within two minutes an informer
+// (client-go's reflector's defaults, which cachestore.Informer keeps). A
+// restart fails several lists in a row (connection refused while it is
+// down, then 403 while its authorizer warms), so after two or three
+// restarts within two minutes an informer
 // could wait a minute after the API server was back before it listed, and
 // the reconciler saw a new Lock or a namespace's label that late. Retried
-// here, the restart costs the reflector one step at most (its watch ends).
+// here, the restart costs the informer one step at most (its watch ends).
 //
 // An informer of objects with metadata (every informer of lockguard's
 // cache) is a cachestore.Informer: its first list, streamed or a page at a
 // time, goes into its store object by object, each transformed (by the
 // transform the cache sets) as it arrives, and nothing else holds it
-// (issue 38). Any other is client-go's, its lists read a page at a time,
-// each page transformed with transform (PagedListWatch).
+// (issue 38). Any other (the cache has none) is client-go's.
 func NewInformerFunc(transform toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
 		if _, ok := obj.(metav1.Object); ok {
@@ -48,7 +48,7 @@ func NewInformerFunc(transform toolscache.TransformFunc) func(toolscache.ListerW
 			_ = inf.SetTransform(transform)
 			return inf
 		}
-		return toolscache.NewSharedIndexInformer(PagedListWatch(steadyListWatch(lw), transform, ListPageSize), obj, resync, indexers)
+		return toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
 	}
 }
 
@@ -96,14 +96,14 @@ type steadyLW struct {
 
 // List is ListWithContext without a context.
 //
-// Deprecated: the reflector calls ListWithContext.
+// Deprecated: the informer calls ListWithContext.
 func (s *steadyLW) List(opts metav1.ListOptions) (runtime.Object, error) {
 	return s.ListWithContext(context.Background(), opts)
 }
 
 // Watch is WatchWithContext without a context.
 //
-// Deprecated: the reflector calls WatchWithContext.
+// Deprecated: the informer calls WatchWithContext.
 func (s *steadyLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return s.WatchWithContext(context.Background(), opts)
 }
