@@ -128,13 +128,10 @@ func (i *Informer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler,
 	r := &registration{inf: i, h: h, resync: i.resync > 0 && (o.ResyncPeriod == nil || *o.ResyncPeriod != 0)}
 	i.deliver.Lock()
 	defer i.deliver.Unlock()
-	stored, stop := i.store.Observe(h)
-	r.stop = stop
+	// Nothing changes the store while deliver is held.
+	r.stop = i.store.observeEach(h, func(obj any) { h.OnAdd(obj, true) })
 	if r.resync {
 		i.resyncers = append(i.resyncers, r)
-	}
-	for _, obj := range stored {
-		h.OnAdd(obj, true)
 	}
 	return r, nil
 }
