@@ -259,12 +259,9 @@ func (i *Informer) IsStopped() bool { return i.stopped.Load() }
 // apply stores obj, transformed, telling the handlers: as an add of the
 // initial list when initial.
 func (i *Informer) apply(obj runtime.Object, transform toolscache.TransformFunc, initial bool) (metav1.Object, error) {
-	var t any = obj
-	if transform != nil {
-		var err error
-		if t, err = transform(obj); err != nil {
-			return nil, fmt.Errorf("transforming a %T: %w", obj, err)
-		}
+	t, err := i.transformed(obj, transform)
+	if err != nil {
+		return nil, err
 	}
 	o, ok := t.(metav1.Object)
 	if !ok {
