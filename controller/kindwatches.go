@@ -62,10 +62,10 @@ type watchedKind struct {
 	informer storeInformer
 }
 
-// storeInformer is what a controller-runtime informer is underneath
-// (client-go's shared index informer): whether it has synced, and its
-// store, indexed by namespace (every informer of a controller-runtime
-// cache is).
+// storeInformer is what an informer of lockguard's cache is underneath
+// (a cachestore.Informer, a shared index informer): whether it has
+// synced, and its store, indexed by namespace (every informer of a
+// controller-runtime cache is).
 type storeInformer interface {
 	HasSynced() bool
 	GetIndexer() toolscache.Indexer
@@ -87,7 +87,7 @@ func (w *kindWatches[R]) informer(ctx context.Context, k readmodel.ServedKind) (
 	}
 	si, ok := inf.(storeInformer)
 	if !ok {
-		return nil, fmt.Errorf("the metadata informer of %s is a %T, not a client-go shared index informer", k.Resource, inf)
+		return nil, fmt.Errorf("the metadata informer of %s is a %T, not a shared index informer", k.Resource, inf)
 	}
 	return si, nil
 }

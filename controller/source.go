@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
-	"github.com/navique/lockguard/internal/cachestore"
 	"github.com/navique/lockguard/internal/readmodel"
 )
 
@@ -104,74 +103,20 @@ func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEven
 	})
 }
 
-// add registers h through register, seeing converted objects; or, on an
-// informer that has synced and keeps its objects in a cachestore.Store
-// (every informer of lockguard's cache), as an observer of the store
-// (cachestore.Store.Observe), given the stored objects first, as adds of
-// the initial list, in the caller's goroutine, before add returns.
+// add registers h through register, seeing converted objects.
 //
-// client-go hands a handler added to a synced informer every stored
-// object at once through the handler's own notification buffer, which
-// grows to the backlog and never shrinks (about 21 bytes an object:
-// BenchmarkHandlerBuffer; 20 MB at a million objects in the scale runs).
-// An observer has no buffer: the store tells it of each change in the
-// informer's goroutine. h sees every object stored when it is added as an
-// add of the initial list, once, and what changes after: an object that
-// changes meanwhile may reach h as an update or a delete before its add
-// (h only enqueues). The informer's resyncs do not reach an observer (the
-// store does not change); the watches added so ignore them anyway (their
-// predicates pass changes of labels or annotations only).
+// Every informer of lockguard's cache is a cachestore.Informer
+// (readmodel.NewInformerFunc), whose handlers are observers of its store:
+// told of each change in the informer's goroutine, with no notification
+// buffer, and, when added once objects are stored, told of them first as
+// adds of the initial list before add returns. client-go's informer hands
+// a handler added to a synced informer every stored object through a
+// buffer of the handler's own that grows to the backlog and never shrinks
+// (about 21 bytes an object; 20 MB at a million objects in the scale
+// runs: docs/history/scale-runs.md).
 func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
-	events := convertedEvents{h: h, convert: i.convert, drops: i.drops}
-	if _, own := i.Informer.(*cachestore.Informer); own {
-		// Its handlers observe its store already, told of the stored
-		// objects in order with its changes.
-		return register(events)
-	}
-	store, ok := i.Informer.(storeInformer)
-	if !ok || !store.HasSynced() {
-		return register(events)
-	}
-	cs, ok := store.GetIndexer().(*cachestore.Store)
-	if !ok {
-		return register(events)
-	}
-	stored, stop := cs.Observe(events)
-	for _, obj := range stored {
-		events.OnAdd(obj, true)
-	}
-	return observed{stop: stop}, nil
+	return register(convertedEvents{h: h, convert: i.convert, drops: i.drops})
 }
-
-// RemoveEventHandler removes the handler of reg.
-func (i convertingInformer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistration) error {
-	if o, ok := reg.(observed); ok {
-		o.stop()
-		return nil
-	}
-	return i.Informer.RemoveEventHandler(reg)
-}
-
-// observed is the registration of a handler added as an observer of a
-// store (convertingInformer.add): synced once added.
-type observed struct{ stop func() }
-
-// HasSynced is true: the handler had the stored objects before its add
-// returned.
-func (observed) HasSynced() bool { return true }
-
-// HasSyncedChecker is done.
-func (observed) HasSyncedChecker() toolscache.DoneChecker { return doneChecker{} }
-
-// doneChecker is a DoneChecker that is done.
-type doneChecker struct{}
-
-// closedChan is a closed channel.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func (doneChecker) Name() string { return "a handler added to a synced informer" }
-
-func (doneChecker) Done() <-chan struct{} { return closedChan }
 
 // convertedEvents passes each event to h with its objects as convert
 // returns them: copies, which h may keep; except the adds drops (when

@@ -72,29 +72,43 @@ func (r *recordedEvents) snapshot() [4]map[string]int {
 	return [4]map[string]int{c(r.initial), c(r.added), c(r.updated), c(r.deleted)}
 }
 
-// listedInformer is a client-go informer of n metadata objects o-0 to
-// o-<n-1> over a cachestore.Store, as lockguard's cache's are, and the
-// source its test drives; started unless not.
+// listedInformer is an informer of n metadata objects o-0 to o-<n-1>,
+// as lockguard's cache's are (a cachestore.Informer), and the source its
+// test drives; started unless not.
 func listedInformer(t *testing.T, n int) (toolscache.SharedIndexInformer, *fcache.FakeControllerSource, func()) {
 	t.Helper()
-	src := fcache.NewFakeControllerSource()
+	src := fakeSource(n)
 	t.Cleanup(src.Shutdown)
-	for i := range n {
-		src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("o-%d", i)}})
-	}
-	inf := toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
-	cachestore.Install(inf, cachestore.New(toolscache.Indexers{}))
+	inf := pagedInformer(src)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return inf, src, func() { go inf.RunWithContext(ctx) }
 }
 
+// fakeSource is a source of n metadata objects o-0 to o-<n-1>.
+func fakeSource(n int) *fcache.FakeControllerSource {
+	src := fcache.NewFakeControllerSource()
+	for i := range n {
+		src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("o-%d", i)}})
+	}
+	return src
+}
+
+// pagedInformer is a cachestore.Informer of src's objects that lists them
+// (the fake source does not stream).
+func pagedInformer(src *fcache.FakeControllerSource) *cachestore.Informer {
+	inf := cachestore.NewInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
+	if err := inf.SetPaging(cachestore.InformerPageSize, false); err != nil {
+		panic(err)
+	}
+	return inf
+}
+
 // TestConvertingInformerAdds: a handler added through convertingInformer
 // sees every stored object once as an add of the initial list, whether
-// the informer had synced (add gives them itself, before it returns, and
-// the store tells it of what changes after: cachestore.Store.Observe) or
-// had not started (client-go delivers them as it lists), and what changes
-// after as it happens; once removed, nothing more. With drops, the adds it
+// the informer had synced (it is told of them before its add returns) or
+// had not started (it is told of them as they are listed), and what
+// changes after as it happens; once removed, nothing more. With drops, the adds it
 // reports are neither converted nor delivered, on either path; updates and
 // deletes of those objects still are.
 func TestConvertingInformerAdds(t *testing.T) {
@@ -214,61 +228,56 @@ func (nopHandler) OnUpdate(any, any) {}
 func (nopHandler) OnDelete(any)      {}
 
 // BenchmarkHandlerBuffer reports the live heap per object of an informer
-// of 200,000 over a cachestore.Store with a handler that takes every
-// event at once, and what adding the handler left (issue 38: client-go's
-// notification buffer, 20 MB at a million objects in the scale runs'
-// heap profiles): with no handler, for comparison; added before the
-// informer runs (client-go delivers the initial list through the
-// handler's buffer as it lists); added to the synced informer through
-// client-go (it replays the store through the buffer); and added to the
-// synced informer through convertingInformer (an observer of the store,
-// with no buffer):
+// of 200,000 with a handler that takes every event at once, and what
+// adding the handler left (issue 38: client-go's notification buffer, 20
+// MB at a million objects in the scale runs' heap profiles), for
+// client-go's informer and for lockguard's (cachestore.Informer, whose
+// handlers have no buffer): with no handler, for comparison; added before
+// the informer runs (told of the initial list as it is listed); and added
+// to the synced informer (told of the stored objects):
 //
 //	go test -run '^$' -bench HandlerBuffer -benchtime 1x ./controller/
 func BenchmarkHandlerBuffer(b *testing.B) {
 	const n = 200000
-	for _, mode := range []string{"none", "before-run", "after-sync", "after-sync-observer"} {
-		b.Run(mode, func(b *testing.B) {
-			for range b.N {
-				src := fcache.NewFakeControllerSource()
-				for i := range n {
-					src.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("o-%d", i)}})
-				}
-				inf := toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
-				cachestore.Install(inf, cachestore.New(toolscache.Indexers{}))
-				ctx, cancel := context.WithCancel(context.Background())
-				add := func() {
-					var err error
-					if mode == "after-sync-observer" {
-						_, err = convertingInformer{Informer: inf, convert: func(o any) any { return o }}.AddEventHandler(nopHandler{})
+	for _, informer := range []string{"client-go", "cachestore"} {
+		for _, mode := range []string{"none", "before-run", "after-sync"} {
+			b.Run(informer+"/"+mode, func(b *testing.B) {
+				for range b.N {
+					src := fakeSource(n)
+					var inf toolscache.SharedIndexInformer
+					if informer == "client-go" {
+						inf = toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
 					} else {
-						_, err = inf.AddEventHandler(nopHandler{})
+						inf = pagedInformer(src)
 					}
-					if err != nil {
-						b.Fatal(err)
+					ctx, cancel := context.WithCancel(context.Background())
+					add := func() {
+						if _, err := (convertingInformer{Informer: inf, convert: func(o any) any { return o }}).AddEventHandler(nopHandler{}); err != nil {
+							b.Fatal(err)
+						}
 					}
+					start := readmodeltest.LiveHeap()
+					if mode == "before-run" {
+						add()
+					}
+					go inf.RunWithContext(ctx)
+					if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+						b.Fatal("the informer did not sync")
+					}
+					time.Sleep(time.Second)
+					synced := readmodeltest.LiveHeap()
+					if mode == "after-sync" {
+						add()
+						time.Sleep(2 * time.Second)
+					}
+					end := readmodeltest.LiveHeap()
+					b.ReportMetric(float64(int64(end)-int64(start))/n, "B/object")
+					b.ReportMetric(float64(int64(end)-int64(synced))/n, "B/object-added")
+					cancel()
+					src.Shutdown()
 				}
-				start := readmodeltest.LiveHeap()
-				if mode == "before-run" {
-					add()
-				}
-				go inf.RunWithContext(ctx)
-				if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-					b.Fatal("the informer did not sync")
-				}
-				time.Sleep(time.Second)
-				synced := readmodeltest.LiveHeap()
-				if mode != "before-run" && mode != "none" {
-					add()
-					time.Sleep(2 * time.Second)
-				}
-				end := readmodeltest.LiveHeap()
-				b.ReportMetric(float64(int64(end)-int64(start))/n, "B/object")
-				b.ReportMetric(float64(int64(end)-int64(synced))/n, "B/object-added")
-				cancel()
-				src.Shutdown()
-			}
-		})
+			})
+		}
 	}
 }
 

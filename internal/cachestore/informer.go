@@ -29,7 +29,7 @@ import (
 // names listed; on a relist, the names listed, to delete what is gone.
 //
 // Its handlers are told of each change in the informer's goroutine, as
-// the Store tells its observers (Store.Observe): no notification buffer.
+// the Store tells its observers (Store.observeEach): no notification buffer.
 // A handler added once objects are stored is told of them first, as adds
 // of the initial list, while the informer waits. A handler must not wait.
 //

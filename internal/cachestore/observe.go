@@ -7,37 +7,20 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
-// Observe adds h, which from then on is told of every change to the
+// observeEach adds h, which from then on is told of every change to the
 // Store, in the goroutine that makes it (the informer's), once it is
 // made, as client-go's informer tells its handlers: an add
 // (isInInitialList false), an update with the object replaced, a delete
 // with what the informer deleted (an object or a tombstone), and for a
 // replacement (a relist) a delete of a tombstone for each object gone,
-// then an add or update for each object listed. It returns the objects
-// stored when h was added, of which h is told nothing, and a func that
-// removes h.
+// then an add or update for each object listed. h must not wait: the
+// informer waits for it. It returns a func that removes h.
 //
-// A handler fed so takes no notification buffer of client-go's: a
-// handler added to an informer through client-go gets the initial list,
-// or the stored objects if added once the informer has synced, through a
-// buffer of its own that grows to the backlog and never shrinks (issue
-// 38: 20 MB at a million objects; controller's BenchmarkHandlerBuffer).
-// h must not wait: the informer waits for it.
-func (s *Store) Observe(h toolscache.ResourceEventHandler) (stored []any, stop func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	stored = make([]any, 0, s.count)
-	for _, ns := range s.objects {
-		stored = ns.appendTo(stored)
-	}
-	return stored, s.observeLocked(h)
-}
-
-// observeEach adds h as Observe does, and calls fn with each object
-// stored then, a namespace at a time, holding no slice of every object
-// (at a million objects, 16.8 MB at the start's peak: benchmarks.md
-// section 9, run AO): for a caller that keeps the Store from changing
-// until it returns (Informer, under its deliver lock).
+// observeEach calls fn with each object stored when h was added, of which
+// h is told nothing, a namespace at a time, holding no slice of every
+// object (at a million objects, 16.8 MB at the start's peak:
+// benchmarks.md section 9, run AO): for a caller that keeps the Store
+// from changing until it returns (Informer, under its deliver lock).
 func (s *Store) observeEach(h toolscache.ResourceEventHandler, fn func(any)) (stop func()) {
 	s.mu.Lock()
 	stop = s.observeLocked(h)
@@ -71,7 +54,7 @@ func (s *Store) observeLocked(h toolscache.ResourceEventHandler) (stop func()) {
 	}
 }
 
-// observer is a handler added by Observe: a pointer of its own, so that
+// observer is a handler added by observeEach: a pointer of its own, so that
 // its removal finds it whatever the handler is.
 type observer struct {
 	toolscache.ResourceEventHandler

@@ -59,12 +59,10 @@ func TestObserve(t *testing.T) {
 	var stop func()
 	for step = range 3000 {
 		if step == 300 {
-			stored, cancel := s.Observe(m)
-			for _, obj := range stored {
+			stop = s.observeEach(m, func(obj any) {
 				o := obj.(metav1.Object)
 				m.objects[storeKey(o.GetNamespace(), o.GetName())] = o
-			}
-			stop = cancel
+			})
 		}
 		switch n := r.IntN(100); {
 		case n < 55:

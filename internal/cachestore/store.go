@@ -1,8 +1,7 @@
 // Package cachestore is the store under every informer of lockguard's
 // manager cache (issue 38): a client-go Indexer that keeps no key per
-// object (Store), the informer that fills it from its lists and watches
-// and keeps no copy of a list (Informer), and a way to give a Store to
-// client-go's informer instead (Install).
+// object (Store), and the informer that fills it from its lists and
+// watches and keeps no copy of a list (Informer).
 package cachestore
 
 import (
@@ -44,7 +43,7 @@ type Store struct {
 	// is MetaNamespaceIndexFunc, served from objects.
 	byNamespace bool
 	indices     map[string]index // by index name
-	// observers are told of each change (Observe); copied on write.
+	// observers are told of each change (observeEach); copied on write.
 	observers []toolscache.ResourceEventHandler
 	// tab is the type word of every object put so far, unless wide: the
 	// indices hold objects of any type.

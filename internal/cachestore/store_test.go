@@ -1,18 +1,15 @@
 package cachestore
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	fcache "k8s.io/client-go/tools/cache/testing"
 )
 
 // ownerIndex indexes objects by their owners' UIDs, as lockguard's owner
@@ -231,82 +228,6 @@ func mapKeys(m toolscache.Indexers) func(func(string) bool) {
 				return
 			}
 		}
-	}
-}
-
-// TestInstall: client-go's informer takes a Store (this fails when
-// client-go's informer no longer keeps its store where Install sets it),
-// and the informer's events, relists and tombstones are client-go's: a
-// handler sees the adds, updates and deletes, a relist's deletions as
-// tombstones, and the store follows.
-func TestInstall(t *testing.T) {
-	src := fcache.NewFakeControllerSource()
-	stack := func(name, rv string) *metav1.PartialObjectMetadata {
-		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv,
-			UID: types.UID("1c9e3b7a-5d2f-4e8a-9b6c-0000000000" + name[len(name)-2:])}}
-	}
-	src.Add(stack("s-01", ""))
-	src.Add(stack("s-02", ""))
-	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
-	inf := toolscache.NewSharedIndexInformer(src, &metav1.PartialObjectMetadata{}, 0, indexers)
-	store := New(indexers)
-	if !Install(inf, store) || inf.GetIndexer() != toolscache.Indexer(store) || inf.GetStore() != toolscache.Store(store) {
-		t.Fatalf("client-go's informer did not take the Store: its store is a %T", inf.GetIndexer())
-	}
-	events := make(chan string, 100)
-	name := func(obj any) string {
-		if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			return "tombstone " + tomb.Key
-		}
-		return obj.(metav1.Object).GetName()
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { events <- "add " + name(obj) },
-		UpdateFunc: func(_, obj any) { events <- "update " + name(obj) },
-		DeleteFunc: func(obj any) { events <- "delete " + name(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go inf.RunWithContext(ctx)
-	want := func(ev ...string) {
-		t.Helper()
-		var got []string
-		for range ev {
-			select {
-			case e := <-events:
-				got = append(got, e)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("events: got %q; want %q", got, ev)
-			}
-		}
-		slices.Sort(got)
-		slices.Sort(ev)
-		if diff := cmp.Diff(ev, got); diff != "" {
-			t.Errorf("events: -want, +got:\n%s", diff)
-		}
-	}
-	want("add s-01", "add s-02")
-	src.Modify(stack("s-01", ""))
-	src.Add(stack("s-03", ""))
-	src.Delete(stack("s-02", ""))
-	want("update s-01", "add s-03", "delete s-02")
-	// A relist that misses s-03: a tombstone.
-	src.DeleteDropWatch(stack("s-03", ""))
-	src.ResetWatch()
-	want("delete tombstone ns/s-03")
-	objs, err := inf.GetIndexer().ByIndex(toolscache.NamespaceIndex, "ns")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, o := range objs {
-		names = append(names, o.(metav1.Object).GetName())
-	}
-	slices.Sort(names)
-	if diff := cmp.Diff([]string{"s-01"}, names); diff != "" {
-		t.Errorf("the store after the relist: -want, +got:\n%s", diff)
 	}
 }
 
