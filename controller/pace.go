@@ -53,7 +53,9 @@ type pacedQueue struct {
 	added, fed int
 	// waiting is where (added, before it) each namespace's and Lock's
 	// pass went into the backlog.
-	waiting map[pending]int
+	waiting map[nsName]int
+	// kinds are the targets' groups and kinds the backlog's passes share.
+	kinds map[groupKind]*groupKind
 }
 
 var _ priorityqueue.PriorityQueue[item] = (*pacedQueue)(nil)
@@ -70,23 +72,46 @@ func newPacedQueue(log logr.Logger) func(string, workqueue.TypedRateLimiter[item
 	}
 }
 
-// pending is a request as a pacedQueue's backlog holds it, its four
-// strings (64 bytes; a request is 112): a target's pass {namespace, name,
-// group, kind}, a Lock's {namespace, name, "", ""}, a namespace's
-// {namespace, "", "", ""}.
-type pending struct{ namespace, name, group, kind string }
+// pending is a request as a pacedQueue's backlog holds it (40 bytes; a
+// request is 112): a target's pass {namespace, name, its group and kind},
+// a Lock's {namespace, name, nil}, a namespace's {namespace, "", nil}.
+// The passes of one kind share its group and kind (pacedQueue.kinds):
+// four strings, 64 bytes, before (issue 38, benchmarks.md section 9, run
+// AO: the backlog held 15-21 MB of the start's peak at 100,000 Locks and
+// a million objects).
+type pending struct {
+	nsName
+	kind *groupKind
+}
+
+// nsName is a namespace and a name: a Lock's or a namespace's pass as
+// pacedQueue.waiting keys it.
+type nsName struct{ namespace, name string }
+
+// groupKind is a target's group and kind.
+type groupKind struct{ group, kind string }
 
 // pendingOf returns r as the backlog holds it, and whether it holds it
-// so (request gives r back: a target has a kind, a Lock a name).
-func pendingOf(r request) (pending, bool) {
+// so (request gives r back: a request sets one of Target, Lock and
+// Namespace); q.mu is held.
+func (q *pacedQueue) pendingOf(r request) (pending, bool) {
 	var p pending
 	switch t := r.Target; {
 	case r.Namespace != "":
-		p = pending{namespace: r.Namespace}
+		p = pending{nsName: nsName{namespace: r.Namespace}}
 	case r.Lock.Name != "":
-		p = pending{namespace: r.Lock.Namespace, name: r.Lock.Name}
+		p = pending{nsName: nsName{namespace: r.Lock.Namespace, name: r.Lock.Name}}
 	default:
-		p = pending{namespace: t.Namespace, name: t.Name, group: t.Group, kind: t.Kind}
+		gk := groupKind{group: t.Group, kind: t.Kind}
+		shared, ok := q.kinds[gk]
+		if !ok {
+			if q.kinds == nil {
+				q.kinds = map[groupKind]*groupKind{}
+			}
+			shared = &gk
+			q.kinds[gk] = shared
+		}
+		p = pending{nsName: nsName{namespace: t.Namespace, name: t.Name}, kind: shared}
 	}
 	return p, p.request() == r
 }
@@ -94,8 +119,8 @@ func pendingOf(r request) (pending, bool) {
 // request returns the request p holds.
 func (p pending) request() request {
 	switch {
-	case p.kind != "":
-		return request{Target: lockv1alpha1.TargetKey{Namespace: p.namespace, Group: p.group, Kind: p.kind, Name: p.name}}
+	case p.kind != nil:
+		return request{Target: lockv1alpha1.TargetKey{Namespace: p.namespace, Group: p.kind.group, Kind: p.kind.kind, Name: p.name}}
 	case p.name != "":
 		return request{Lock: types.NamespacedName{Namespace: p.namespace, Name: p.name}}
 	}
@@ -125,19 +150,19 @@ func (q *pacedQueue) push(reqs []request) (now []request) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, r := range reqs {
-		p, ok := pendingOf(r)
+		p, ok := q.pendingOf(r)
 		if !ok {
 			now = append(now, r)
 			continue
 		}
-		if p.kind == "" {
-			if at, ok := q.waiting[p]; ok && at >= q.fed {
+		if p.kind == nil {
+			if at, ok := q.waiting[p.nsName]; ok && at >= q.fed {
 				continue
 			}
 			if q.waiting == nil {
-				q.waiting = map[pending]int{}
+				q.waiting = map[nsName]int{}
 			}
-			q.waiting[p] = q.added
+			q.waiting[p.nsName] = q.added
 		}
 		if n := len(q.backlog); n == 0 || len(q.backlog[n-1]) == backlogChunk {
 			q.backlog = append(q.backlog, make([]pending, 0, backlogChunk))
@@ -217,5 +242,5 @@ func (q *pacedQueue) drop() {
 
 // dropLocked empties the backlog; q.mu is held.
 func (q *pacedQueue) dropLocked() {
-	q.backlog, q.head, q.added, q.fed, q.waiting = nil, 0, 0, 0, nil
+	q.backlog, q.head, q.added, q.fed, q.waiting, q.kinds = nil, 0, 0, 0, nil, nil
 }
