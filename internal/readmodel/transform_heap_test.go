@@ -267,3 +267,43 @@ func clientGoStore(indexers toolscache.Indexers) toolscache.Indexer {
 
 // newMetaIndexer is the store lockguard's informers keep (NewInformerFunc).
 func newMetaIndexer(indexers toolscache.Indexers) toolscache.Indexer { return cachestore.New(indexers) }
+
+// BenchmarkCacheHeapOwnLabels reports the live heap per unlocked object
+// that CacheTransform's Meta keeps in lockguard's store when the objects
+// under one owner carry labels of their own (an app label of 100 values,
+// the next one to each sibling, as benchmarks.md section 9's bench seeds
+// them: no two siblings share a shape), against the same objects with
+// their labels dropped before the transform (what the store would keep
+// if it kept only the labels some selector reads, and none read these):
+//
+//	go test -run '^$' -bench CacheHeapOwnLabels -benchtime 3x ./internal/readmodel/
+func BenchmarkCacheHeapOwnLabels(b *testing.B) {
+	data := apiServerObjects(b, heapObjects)
+	apps := make([]string, 100)
+	for i := range apps {
+		apps[i] = fmt.Sprintf("app-%d", i)
+	}
+	for _, keep := range []bool{true, false} {
+		b.Run(fmt.Sprintf("labels=%t", keep), func(b *testing.B) {
+			var sum float64
+			for range b.N {
+				base := CacheTransform(nil)
+				i := 0
+				transform := func(in any) (any, error) {
+					o := in.(*metav1.PartialObjectMetadata)
+					if keep {
+						o.Labels = map[string]string{"app": apps[i%100], "tier": "backend"}
+					} else {
+						o.Labels = nil
+					}
+					i++
+					return base(o)
+				}
+				per, store := storeHeap(b, data, transform, newMetaIndexer)
+				sum += per
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(sum/float64(b.N), "B/object")
+		})
+	}
+}
