@@ -41,8 +41,10 @@ type report struct {
 	memory      []*measure.MemoryPoint
 	startups    map[string][]time.Duration // -baseline: ready times by binary
 	// scaleGoMemLimit is the GOMEMLIMIT the scale section ran lockguard
-	// with ("": none).
+	// with ("off": none; "": the section did not run).
 	scaleGoMemLimit string
+	// scaleChartGoMemLimit: scaleGoMemLimit is the chart's (the default).
+	scaleChartGoMemLimit bool
 	// scaleGoDebug is the GODEBUG it ran lockguard with ("": none).
 	scaleGoDebug string
 	// scaleNoStackWatchCache is whether kube-apiserver ran without a watch
@@ -562,8 +564,9 @@ heap with GOGC=100. Reaching the target would take a slimmer cached Lock
 value. The chart sets the Go runtime's memory limit (GOMEMLIMIT) to 90%
 of the container's (98fc196 had the binary derive it; the chart since
 issue 38), so that near the limit the heap in use stays close to the live
-heap; the bench runs lockguard without GOMEMLIMIT unless
-BENCH_SCALE_GOMEMLIMIT says otherwise (section 9's run E). Status Events of a burst of new Locks are also
+heap; section 4 runs lockguard without GOMEMLIMIT, section 9 with the
+chart's unless BENCH_SCALE_GOMEMLIMIT says otherwise (off: none, as in
+most runs before run AQ; run E, docs/history/scale-runs.md). Status Events of a burst of new Locks are also
 held by client-go's event cache for some minutes.
 
 **Target 4, ready at 100k Locks.** From issue 12's cascade guard until

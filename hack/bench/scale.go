@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
 	"github.com/navique/lockguard/hack/bench/measure"
@@ -25,8 +28,9 @@ const (
 	envScaleNamespaces = "BENCH_SCALE_NAMESPACES"
 	// envScaleProbes is how many dry-run DELETEs of each kind a size times.
 	envScaleProbes = "BENCH_SCALE_PROBES"
-	// envScaleGoMemLimit is the GOMEMLIMIT lockguard runs with ("": none);
-	// the chart sets 90% of the container's memory limit, 230MiB by default.
+	// envScaleGoMemLimit is the GOMEMLIMIT lockguard runs with: by
+	// default the chart's (chartGoMemLimit), as users run it; "off" for
+	// none; any other value as Go reads it.
 	envScaleGoMemLimit = "BENCH_SCALE_GOMEMLIMIT"
 	// envScaleGoDebug is the GODEBUG lockguard runs with ("": none), for
 	// diagnosis: gctrace=1 writes each collection's heap sizes to its log.
@@ -102,7 +106,16 @@ func runScale(ctx context.Context, o options, r *report) error {
 	}
 	defer c.Stop()
 	c.LockguardArgs = strings.Fields(o.args)
-	if v := os.Getenv(envScaleGoMemLimit); v != "" {
+	switch v := os.Getenv(envScaleGoMemLimit); v {
+	case "off":
+		r.scaleGoMemLimit = "off"
+	case "":
+		if v, err = chartGoMemLimit(); err != nil {
+			return err
+		}
+		c.LockguardEnv = []string{"GOMEMLIMIT=" + v}
+		r.scaleGoMemLimit, r.scaleChartGoMemLimit = v, true
+	default:
 		c.LockguardEnv = []string{"GOMEMLIMIT=" + v}
 		r.scaleGoMemLimit = v
 	}
@@ -192,8 +205,13 @@ func (r *report) scaleSection(w writer) {
 	if r.scaleNoStackWatchCache {
 		w("\nkube-apiserver ran without a watch cache of Stacks (%s=off: `--watch-cache-sizes=stacks.%s#0`), so that it could hold the objects: it lists Stacks from etcd page by page (its start is then timed until a list of each kind answers), and lockguard's informers list and watch them as on any API server.\n", envScaleStackWatchCache, lockv1alpha1.GroupVersion.Group)
 	}
-	if r.scaleGoMemLimit != "" {
-		w("\nEvery lockguard ran with `GOMEMLIMIT=%s` (%s), as the chart runs it.\n", r.scaleGoMemLimit, envScaleGoMemLimit)
+	switch {
+	case r.scaleGoMemLimit == "off":
+		w("\nEvery lockguard ran without `GOMEMLIMIT` (%s=off), where the chart sets one.\n", envScaleGoMemLimit)
+	case r.scaleChartGoMemLimit:
+		w("\nEvery lockguard ran with `GOMEMLIMIT=%s`, as the chart runs it (90%% of its default `resources.limits.memory`; %s sets another, `off` none).\n", r.scaleGoMemLimit, envScaleGoMemLimit)
+	case r.scaleGoMemLimit != "":
+		w("\nEvery lockguard ran with `GOMEMLIMIT=%s` (%s).\n", r.scaleGoMemLimit, envScaleGoMemLimit)
 	}
 	if r.scaleGoDebug != "" {
 		w("\nEvery lockguard ran with `GODEBUG=%s` (%s): its log has what that writes.\n", r.scaleGoDebug, envScaleGoDebug)
@@ -239,4 +257,33 @@ func (r *report) scaleSection(w writer) {
 		w("\n![lockguard's memory against the objects in the cluster](%s)\n", filepath.Base(r.scaleSVG))
 	}
 	w("\n")
+}
+
+// chartValues is the chart's values file, from the repository's root
+// (where make bench runs the bench).
+const chartValues = "deploy/chart/lockguard/values.yaml"
+
+// chartGoMemLimit returns, in bytes, the GOMEMLIMIT the chart's
+// Deployment sets with its default values: 90% of
+// resources.limits.memory, rounded down (templates/_helpers.tpl).
+func chartGoMemLimit() (string, error) {
+	data, err := os.ReadFile(chartValues)
+	if err != nil {
+		return "", fmt.Errorf("reading the chart's memory limit (run the bench from the repository's root, or set %s): %w", envScaleGoMemLimit, err)
+	}
+	var values struct {
+		Resources struct {
+			Limits struct {
+				Memory string `json:"memory"`
+			} `json:"limits"`
+		} `json:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return "", fmt.Errorf("%s: %w", chartValues, err)
+	}
+	q, err := resource.ParseQuantity(values.Resources.Limits.Memory)
+	if err != nil {
+		return "", fmt.Errorf("%s: resources.limits.memory %q: %w", chartValues, values.Resources.Limits.Memory, err)
+	}
+	return strconv.FormatInt(q.Value()*9/10, 10), nil
 }
