@@ -84,38 +84,35 @@ type convertingInformer struct {
 	drops   func(any) bool
 }
 
-// AddEventHandler adds h, seeing converted objects (add).
+// AddEventHandler adds h, seeing converted objects (events).
 func (i convertingInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(h, i.Informer.AddEventHandler)
+	return i.Informer.AddEventHandler(i.events(h))
 }
 
-// AddEventHandlerWithResyncPeriod adds h, seeing converted objects (add).
+// AddEventHandlerWithResyncPeriod adds h, seeing converted objects (events).
 func (i convertingInformer) AddEventHandlerWithResyncPeriod(h toolscache.ResourceEventHandler, resync time.Duration) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(h, func(e toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-		return i.Informer.AddEventHandlerWithResyncPeriod(e, resync)
-	})
+	return i.Informer.AddEventHandlerWithResyncPeriod(i.events(h), resync)
 }
 
-// AddEventHandlerWithOptions adds h, seeing converted objects (add).
+// AddEventHandlerWithOptions adds h, seeing converted objects (events).
 func (i convertingInformer) AddEventHandlerWithOptions(h toolscache.ResourceEventHandler, o toolscache.HandlerOptions) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.add(h, func(e toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-		return i.Informer.AddEventHandlerWithOptions(e, o)
-	})
+	return i.Informer.AddEventHandlerWithOptions(i.events(h), o)
 }
 
-// add registers h through register, seeing converted objects.
+// events returns h seeing converted objects, without the adds i.drops
+// reports it would drop.
 //
 // Every informer of lockguard's cache is a cachestore.Informer
 // (readmodel.NewInformerFunc), whose handlers are observers of its store:
 // told of each change in the informer's goroutine, with no notification
 // buffer, and, when added once objects are stored, told of them first as
-// adds of the initial list before add returns. client-go's informer hands
-// a handler added to a synced informer every stored object through a
-// buffer of the handler's own that grows to the backlog and never shrinks
-// (about 21 bytes an object; 20 MB at a million objects in the scale
-// runs: docs/history/scale-runs.md).
-func (i convertingInformer) add(h toolscache.ResourceEventHandler, register func(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)) (toolscache.ResourceEventHandlerRegistration, error) {
-	return register(convertedEvents{h: h, convert: i.convert, drops: i.drops})
+// adds of the initial list before the add returns. client-go's informer
+// hands a handler added to a synced informer every stored object through
+// a buffer of the handler's own that grows to the backlog and never
+// shrinks (about 21 bytes an object; 20 MB at a million objects in the
+// scale runs: docs/history/scale-runs.md).
+func (i convertingInformer) events(h toolscache.ResourceEventHandler) convertedEvents {
+	return convertedEvents{h: h, convert: i.convert, drops: i.drops}
 }
 
 // convertedEvents passes each event to h with its objects as convert

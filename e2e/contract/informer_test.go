@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
@@ -121,11 +120,11 @@ func streamsLists(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	minor, err := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	parsed, err := version.ParseGeneric(v.GitVersion)
 	if err != nil {
-		t.Fatalf("the API server's minor version %q: %v", v.Minor, err)
+		t.Fatalf("the API server's version %q: %v", v.GitVersion, err)
 	}
-	return v.Major != "1" || minor >= 32
+	return parsed.AtLeast(version.MajorMinor(1, 32))
 }
 
 // storedNames returns the names of inf's objects, sorted; each must be

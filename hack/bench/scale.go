@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/yaml"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
@@ -110,7 +109,7 @@ func runScale(ctx context.Context, o options, r *report) error {
 	case "off":
 		r.scaleGoMemLimit = "off"
 	case "":
-		if v, err = chartGoMemLimit(); err != nil {
+		if v, err = chartGoMemLimit(ctx); err != nil {
 			return err
 		}
 		c.LockguardEnv = []string{"GOMEMLIMIT=" + v}
@@ -259,31 +258,28 @@ func (r *report) scaleSection(w writer) {
 	w("\n")
 }
 
-// chartValues is the chart's values file, from the repository's root
-// (where make bench runs the bench).
-const chartValues = "deploy/chart/lockguard/values.yaml"
-
-// chartGoMemLimit returns, in bytes, the GOMEMLIMIT the chart's
-// Deployment sets with its default values: 90% of
-// resources.limits.memory, rounded down (templates/_helpers.tpl).
-func chartGoMemLimit() (string, error) {
-	data, err := os.ReadFile(chartValues)
+// chartGoMemLimit returns the GOMEMLIMIT the chart's Deployment sets with
+// its default values (90% of resources.limits.memory, in bytes), read
+// from the chart as helm renders it.
+func chartGoMemLimit(ctx context.Context) (string, error) {
+	objs, err := framework.Render(ctx, framework.Release{})
 	if err != nil {
-		return "", fmt.Errorf("reading the chart's memory limit (run the bench from the repository's root, or set %s): %w", envScaleGoMemLimit, err)
+		return "", fmt.Errorf("rendering the chart for its GOMEMLIMIT (or set %s): %w", envScaleGoMemLimit, err)
 	}
-	var values struct {
-		Resources struct {
-			Limits struct {
-				Memory string `json:"memory"`
-			} `json:"limits"`
-		} `json:"resources"`
+	d := framework.Find(objs, "Deployment", "lockguard")
+	if d == nil {
+		return "", fmt.Errorf("the rendered chart has no Deployment lockguard (set %s)", envScaleGoMemLimit)
 	}
-	if err := yaml.Unmarshal(data, &values); err != nil {
-		return "", fmt.Errorf("%s: %w", chartValues, err)
+	containers, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		env, _, _ := unstructured.NestedSlice(c.(map[string]any), "env")
+		for _, e := range env {
+			if e, _ := e.(map[string]any); e["name"] == "GOMEMLIMIT" {
+				if v, ok := e["value"].(string); ok && v != "" {
+					return v, nil
+				}
+			}
+		}
 	}
-	q, err := resource.ParseQuantity(values.Resources.Limits.Memory)
-	if err != nil {
-		return "", fmt.Errorf("%s: resources.limits.memory %q: %w", chartValues, values.Resources.Limits.Memory, err)
-	}
-	return strconv.FormatInt(q.Value()*9/10, 10), nil
+	return "", fmt.Errorf("the chart's Deployment sets no GOMEMLIMIT (set %s)", envScaleGoMemLimit)
 }
