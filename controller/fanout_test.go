@@ -126,7 +126,7 @@ func TestObjectEventsIdle(t *testing.T) {
 			h := objectEvents{gk: schema.GroupKind{Group: lockv1alpha1.Group, Kind: "Stack"}, locks: readmodeltest.Index(t, clock, tc.locks...),
 				seen: func() bool { return !tc.unseen }}
 			o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "forge", Name: "web", Labels: tc.labels, Annotations: tc.annotations}}
-			stored, err := readmodel.CacheTransform(nil)(o.DeepCopy())
+			stored, err := readmodel.CacheTransform(nil, nil)(o.DeepCopy())
 			if err != nil {
 				t.Fatal(err)
 			}

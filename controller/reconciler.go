@@ -68,6 +68,9 @@ type reconciler struct {
 	// readOnlyGuard: lockguard serves the update guard, so a ReadOnly
 	// Lock's freeze can be in force (Options.DisableReadOnlyGuard).
 	readOnlyGuard bool
+	// labels are the label keys the cache keeps of namespaced objects
+	// (Options.LabelKeys).
+	labels *readmodel.LabelKeys
 	// now is the clock Locks are live by: the Lock index's
 	// (readmodel.LockIndex.Now), so that a pass and the index agree.
 	now func() time.Time
@@ -133,6 +136,12 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if !r.labels.Complete(lock.Namespace) {
+		// The cache is storing the namespace's objects again with a label
+		// that a selector Lock (this one, most likely) reads: until then
+		// it would count too few. Their updates bring the Lock back too.
+		return ctrl.Result{RequeueAfter: labelRefreshWait}, nil
+	}
 	protected, unlabelled := protectedNone(), 0
 	if r.watches != nil {
 		if protected, unlabelled, err = r.watches.protected(&lock); err != nil {
@@ -160,6 +169,10 @@ func (r *reconciler) reconcileLock(ctx context.Context, name types.NamespacedNam
 	}
 	return ctrl.Result{RequeueAfter: soonest(recheck, now, []lockv1alpha1.Lock{lock})}, r.writeStatus(ctx, &lock, obs)
 }
+
+// labelRefreshWait is how soon a selector Lock's pass comes back while
+// the cache refreshes the labels of its namespace's objects.
+const labelRefreshWait = 250 * time.Millisecond
 
 // notGuarded is the observation of a Lock whose namespace does not carry
 // HasLocksLabel yet.

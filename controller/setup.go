@@ -54,6 +54,11 @@ type Options struct {
 	// ClusterLocks read, so that a label change bringing an object into
 	// one brings a pass. Default nil: only creates do.
 	ClusterLabelKeys *readmodel.ClusterLabelKeys
+	// LabelKeys, when set, are the label keys the cache's transform keeps
+	// of namespaced objects (readmodel.LabelKeys): a selector Lock's pass
+	// waits while they are being refreshed in its namespace. Default nil:
+	// the cache keeps every label.
+	LabelKeys *readmodel.LabelKeys
 	// Events records the reconciler's Events. Default: the manager's
 	// recorder (GetEventRecorder).
 	Events events.EventRecorder
@@ -125,6 +130,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		namespaceGuard: !opts.DisableNamespaceGuard,
 		pending:        opts.Pending,
 		readOnlyGuard:  !opts.DisableReadOnlyGuard,
+		labels:         opts.LabelKeys,
 		now:            locks.Now,
 	}
 	b := builder.TypedControllerManagedBy[item](mgr).

@@ -18,7 +18,10 @@ type cascadeGuard struct {
 	cascadeWalker
 	// listed walks the cascades the graph cannot (it has not synced);
 	// nil: they are allowed with a warning.
-	listed  *listedWalks
+	listed *listedWalks
+	// labels is the graph's, when it keeps only the labels selector Locks
+	// read; nil: it keeps all.
+	labels  LabelKeeper
 	mode    CascadeMode
 	locks   *lockReader // the handler's
 	metrics *Metrics    // the handler's
@@ -31,7 +34,25 @@ func newCascadeGuard(c CascadeConfig, locks *lockReader, metrics *Metrics) *casc
 	if c.Graph == nil || c.Mode == CascadeOff {
 		return nil
 	}
-	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), listed: newListedWalks(c), mode: c.Mode, locks: locks, metrics: metrics}
+	labels, _ := c.Graph.(LabelKeeper)
+	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), listed: newListedWalks(c), labels: labels, mode: c.Mode, locks: locks, metrics: metrics}
+}
+
+// LabelKeeper is an OwnerGraph whose objects keep, of their labels, only
+// those that selector Locks read (in lockguard, readmodel.OwnerIndex over
+// the cache's readmodel.LabelKeys): a selector Lock on a key no Lock of
+// the namespace read before finds them without it until the graph has
+// stored them again, and the cascade guard then walks the namespace as
+// the API server lists it.
+type LabelKeeper interface {
+	// LabelGeneration returns the generation of the label keys the
+	// graph keeps of its objects of namespace ns (it changes with each
+	// key added, which is added before the Lock index holds the Lock
+	// that reads it) and whether those objects carry them all.
+	LabelGeneration(ns string) (gen int, complete bool)
+	// KeepsLabels reports whether the keys kept of the objects of
+	// namespace ns include every key that the selectors of locks read.
+	KeepsLabels(ns string, locks []lockv1alpha1.Lock) bool
 }
 
 // lockedDependent is an object of the cascade that live Locks protect.
@@ -72,33 +93,40 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 		// dependents the orphaning leaves.
 		walked = metav1.DeletePropagationBackground
 	}
+	// Asked before the walk reads the graph's objects (labelsKept).
+	var kept labelsAt
+	if g.labels != nil {
+		kept.gen, kept.complete = g.labels.LabelGeneration(target.Namespace)
+	}
 	c := g.walk(ctx, target.Namespace, uid, walked)
+	listed := false
 	if c.incomplete == IncompleteUnsynced && g.listed != nil {
 		// The graph cannot tell yet: walk the namespace as the API server
-		// lists it, within the slots, which the decision holds until it
-		// answers (the locked dependents are the listed objects).
-		err := g.listed.slots.enter(ctx)
-		if err == nil {
-			defer g.listed.slots.leave()
-			g.locks.confirmed(ReasonOwners)
-			var listed *listedGraph
-			if listed, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
-				c = cascadeWalker{graph: listed, limits: g.limits}.walk(ctx, target.Namespace, uid, walked)
-			}
+		// lists it (the locked dependents are the listed objects).
+		var ok bool
+		if c, ok, d, decided = g.walkListed(ctx, req, target, uid, walked, "its owner index has not synced yet"); !ok {
+			return d, decided
 		}
-		if err != nil && (policy == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace)) {
-			// Nothing is deleted, or nothing in the namespace is locked
-			// (a cascade deletes only objects of the owner's namespace):
-			// the object guard's answer stands.
-			return d, false
-		}
-		if err != nil {
-			d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (its owner index has not synced yet), so the delete is refused; retry when lockguard is ready: %w",
-				target.GroupKind(), target.Namespace, target.Name, err))
-			return d, true
-		}
+		defer g.listed.slots.leave()
+		listed = true
 	}
+	// Asked before the Lock index, as the Freshness is: whether the index
+	// may lack a Lock of the dependents, whose labels the graph may then
+	// not have kept.
+	objs, _ := protectable(target.Namespace, c.deleted)
+	_, lags := g.locks.mayLack(objs)
 	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
+	if err == nil && !listed && len(objs) > 0 && g.labels != nil && g.listed != nil && !g.labelsKept(ctx, target.Namespace, kept, lags) {
+		// A selector Lock may read a label the graph has not kept yet
+		// (readmodel.LabelKeys): walk again, over the namespace as the
+		// API server lists it, labels and all.
+		var ok bool
+		if c, ok, d, decided = g.walkListed(ctx, req, target, uid, walked, "its cache is refreshing the labels that selector Locks read"); !ok {
+			return d, decided
+		}
+		defer g.listed.slots.leave()
+		locked, err = g.lockedIn(ctx, target.Namespace, c.deleted)
+	}
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
 			target.GroupKind(), target.Namespace, target.Name, err))
@@ -136,20 +164,83 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	return d, true
 }
 
-// lockedIn returns the objects of deleted, in namespace ns, that live
-// Locks protect (or, in Audit enforcement, would), as the handler's reader finds them (a cache that lags
-// must not let a cascade through that the API server's Locks would deny).
-func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*member) ([]lockedDependent, error) {
+// walkListed walks the cascade of req (the DELETE of target, UID uid,
+// walked as as) over its namespace as the API server lists it, within the
+// slots, which the decision holds until it answers: when ok, the caller
+// leaves them (g.listed.slots.leave). Otherwise nothing could be listed,
+// and the cascade guard's answer is d, decided: none (the object guard's
+// stands) when nothing is deleted or nothing in the namespace is locked,
+// else a refusal. why says why the graph could not answer.
+func (g *cascadeGuard) walkListed(ctx context.Context, req Request, target lockv1alpha1.TargetKey, uid types.UID, as metav1.DeletionPropagation, why string) (c walked, ok bool, d decision, decided bool) {
+	d = decision{guard: GuardCascade}
+	err := g.listed.slots.enter(ctx)
+	if err == nil {
+		g.locks.confirmed(ReasonOwners)
+		var listed *listedGraph
+		if listed, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
+			return cascadeWalker{graph: listed, limits: g.limits}.walk(ctx, target.Namespace, uid, as), true, d, false
+		}
+		g.listed.slots.leave()
+	}
+	if rootPolicy(req) == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace) {
+		// Nothing is deleted, or nothing in the namespace is locked
+		// (a cascade deletes only objects of the owner's namespace).
+		return walked{}, false, d, false
+	}
+	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (%s), so the delete is refused; retry when lockguard is ready: %w",
+		target.GroupKind(), target.Namespace, target.Name, why, err))
+	return walked{}, false, d, true
+}
+
+// labelsAt is what a LabelKeeper said of a namespace before a walk.
+type labelsAt struct {
+	gen      int
+	complete bool
+}
+
+// labelsKept reports whether the objects of namespace ns that a walk
+// read from the graph carry every label that the selectors of the Lock
+// index's selector Locks read: the graph said so before the walk (at),
+// and its keys have not changed since the index was read (now). When
+// the index may lack a Lock (lags), the namespace's Locks as the API
+// server lists them must read no key the graph does not keep (false
+// when they cannot be read).
+func (g *cascadeGuard) labelsKept(ctx context.Context, ns string, at labelsAt, lags bool) bool {
+	if gen, _ := g.labels.LabelGeneration(ns); !at.complete || gen != at.gen {
+		return false
+	}
+	if !lags {
+		return true
+	}
+	if g.locks.api == nil {
+		return false
+	}
+	locks, err := g.locks.api.namespace(ctx, ns)
+	return err == nil && g.labels.KeepsLabels(ns, locks)
+}
+
+// protectable returns the objects of deleted (of namespace ns) that Locks
+// can protect, as the guards name them, their labels as the graph holds
+// them, and their members.
+func protectable(ns string, deleted []*member) ([]lockv1alpha1.Object, []*member) {
 	var objs []lockv1alpha1.Object
 	var named []*member
 	for _, m := range deleted {
 		if lockv1alpha1.Protectable(m.gk) == nil {
-			// The labels are the metadata cache's (readmodel keeps a
-			// namespaced object's labels).
 			objs = append(objs, lockv1alpha1.Object{Namespace: ns, Group: m.gk.Group, Kind: m.gk.Kind, Name: m.meta.GetName(), Labels: m.meta.GetLabels()})
 			named = append(named, m)
 		}
 	}
+	return objs, named
+}
+
+// lockedIn returns the objects of deleted, in namespace ns, that live
+// Locks protect (or, in Audit enforcement, would), as the handler's reader finds them (a cache that lags
+// must not let a cascade through that the API server's Locks would deny).
+func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*member) ([]lockedDependent, error) {
+	// The labels are the graph's: of the metadata cache, those selector
+	// Locks read (decideCascade makes sure of it).
+	objs, named := protectable(ns, deleted)
 	if len(objs) == 0 {
 		return nil, nil
 	}

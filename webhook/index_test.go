@@ -50,7 +50,7 @@ func lockCacheWatching(tb testing.TB, list *lockv1alpha1.LockList, watcher *watc
 	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
 		Scheme:           scheme,
 		Mapper:           mapper,
-		DefaultTransform: readmodel.CacheTransform(nil),
+		DefaultTransform: readmodel.CacheTransform(nil, nil),
 		// The informer is controller-runtime's, with its indexers and
 		// transform; only the ListWatch is replaced by an in-memory one.
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {

@@ -57,7 +57,7 @@ func TestInformerOfARealAPIServer(t *testing.T) {
 					return stacks.Watch(ctx, opts)
 				},
 			}, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})
-			if err := inf.SetTransform(readmodel.CacheTransform(nil)); err != nil {
+			if err := inf.SetTransform(readmodel.CacheTransform(nil, nil)); err != nil {
 				t.Fatal(err)
 			}
 			if err := inf.SetPaging(3, tc.stream); err != nil {

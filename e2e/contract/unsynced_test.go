@@ -91,7 +91,7 @@ func TestCascadeBeforeOwnerIndexSynced(t *testing.T) {
 		t.Fatal(err)
 	}
 	kinds := readmodel.NewKinds(disco)
-	owners := readmodel.NewOwnerIndex(unstarted)
+	owners := readmodel.NewOwnerIndex(unstarted, nil)
 	go func() { _ = readmodel.NewDiscovery(kinds, owners, time.Hour).Start(ctx) }()
 	framework.Eventually(t, framework.DefaultTimeout, "the owner index knows the group's kinds, none synced", func(context.Context) error {
 		err := owners.Dependents("any", "any", func(schema.GroupKind, metav1.Object) bool { return true })

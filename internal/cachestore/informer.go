@@ -62,8 +62,11 @@ type Informer struct {
 
 	synced   atomic.Bool
 	syncedCh chan struct{}
+	onSynced func() // OnSynced's; under mu until started
 	stopped  atomic.Bool
 	rv       atomic.Pointer[string]
+	// runCtx is the context of its run, once it runs (RefreshNamespace).
+	runCtx atomic.Pointer[context.Context]
 }
 
 var _ toolscache.SharedIndexInformer = (*Informer)(nil)
@@ -253,12 +256,38 @@ func (i *Informer) SetPaging(pageSize int64, stream bool) error {
 	return nil
 }
 
+// OnSynced sets f, called once, when the informer has synced (before
+// HasSynced reports it); an error once the informer has started.
+func (i *Informer) OnSynced(f func()) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.started {
+		return errors.New("informer has already started")
+	}
+	i.onSynced = f
+	return nil
+}
+
 // IsStopped reports whether the informer has run and stopped.
 func (i *Informer) IsStopped() bool { return i.stopped.Load() }
 
 // apply stores obj, transformed, telling the handlers: as an add of the
-// initial list when initial.
+// initial list when initial. It is transformed under deliver, so that
+// RefreshNamespace never stores an object over a version of it
+// transformed before the refresh began.
 func (i *Informer) apply(obj runtime.Object, transform toolscache.TransformFunc, initial bool) (metav1.Object, error) {
+	i.deliver.Lock()
+	defer i.deliver.Unlock()
+	o, err := i.transformedMeta(obj, transform)
+	if err != nil {
+		return nil, err
+	}
+	return o, i.store.update(o, initial)
+}
+
+// transformedMeta returns obj through transform, as an object with
+// metadata.
+func (i *Informer) transformedMeta(obj runtime.Object, transform toolscache.TransformFunc) (metav1.Object, error) {
 	t, err := i.transformed(obj, transform)
 	if err != nil {
 		return nil, err
@@ -267,9 +296,7 @@ func (i *Informer) apply(obj runtime.Object, transform toolscache.TransformFunc,
 	if !ok {
 		return nil, fmt.Errorf("the informer keeps objects with metadata, not a %T", t)
 	}
-	i.deliver.Lock()
-	defer i.deliver.Unlock()
-	return o, i.store.update(o, initial)
+	return o, nil
 }
 
 // remove deletes obj (or a tombstone), telling the handlers.

@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +31,7 @@ type apiServer struct {
 	watches   []*fakeWatch
 	noStream  bool
 	endAtOnce bool                                       // every watch ends as it begins
-	snapshots map[uint64][]*metav1.PartialObjectMetadata // a list's, by resourceVersion
+	snapshots map[string][]*metav1.PartialObjectMetadata // a list's, by resourceVersion and field selector
 
 	lists, streams, resumes int
 	watchRVs                []string
@@ -139,17 +140,26 @@ func (a *apiServer) ListWithContext(_ context.Context, opts metav1.ListOptions) 
 	a.lists++
 	// A list's pages are of one snapshot, as the API server's are.
 	all, from, rv := a.sorted(), 0, a.rv
+	snap := fmt.Sprintf("%d %s", rv, opts.FieldSelector)
 	if opts.Continue != "" {
-		var snap string
 		snap, _, _ = strings.Cut(opts.Continue, "/")
-		rv, _ = strconv.ParseUint(snap, 10, 64)
-		all = a.snapshots[rv]
+		rv, _ = strconv.ParseUint(strings.Fields(snap)[0], 10, 64)
+		all = a.snapshots[snap]
 		from, _ = strconv.Atoi(opts.Continue[len(snap)+1:])
 	} else {
-		if a.snapshots == nil {
-			a.snapshots = map[uint64][]*metav1.PartialObjectMetadata{}
+		if opts.FieldSelector != "" {
+			sel, err := fields.ParseSelector(opts.FieldSelector)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			all = slices.DeleteFunc(all, func(o *metav1.PartialObjectMetadata) bool {
+				return !sel.Matches(fields.Set{"metadata.namespace": o.Namespace, "metadata.name": o.Name})
+			})
 		}
-		a.snapshots[rv] = all
+		if a.snapshots == nil {
+			a.snapshots = map[string][]*metav1.PartialObjectMetadata{}
+		}
+		a.snapshots[snap] = all
 	}
 	to := len(all)
 	if opts.Limit > 0 && from+int(opts.Limit) < to {
@@ -157,7 +167,7 @@ func (a *apiServer) ListWithContext(_ context.Context, opts metav1.ListOptions) 
 	}
 	l := &metav1.PartialObjectMetadataList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(rv, 10)}}
 	if to < len(all) {
-		l.Continue = fmt.Sprintf("%d/%d", rv, to)
+		l.Continue = fmt.Sprintf("%s/%d", snap, to)
 	}
 	for _, o := range all[from:to] {
 		l.Items = append(l.Items, *o.DeepCopy())

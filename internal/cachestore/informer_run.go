@@ -47,6 +47,7 @@ func (i *Informer) RunWithContext(ctx context.Context) {
 	i.started = true
 	transform, onError := i.transform, i.onError
 	i.mu.Unlock()
+	i.runCtx.Store(&ctx)
 	defer i.stopped.Store(true)
 	if onError == nil {
 		onError = toolscache.DefaultWatchErrorHandler
@@ -309,7 +310,11 @@ func (l *listing) end(rv string) error {
 	i.store.Bookmark(rv)
 	i.setRV(rv)
 	l.done = true
-	if i.synced.CompareAndSwap(false, true) {
+	if !i.synced.Load() {
+		if i.onSynced != nil {
+			i.onSynced()
+		}
+		i.synced.Store(true)
 		close(i.syncedCh)
 	}
 	return nil

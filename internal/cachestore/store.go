@@ -71,13 +71,21 @@ func (s *Store) Update(obj any) error { return s.update(obj, false) }
 // update is Update telling an observer of an add whether it is of the
 // initial list (Informer's first list).
 func (s *Store) update(obj any, initial bool) error {
+	return s.put(obj, initial, true)
+}
+
+// put is update, setting the store's resourceVersion to obj's when
+// setRV (not for an object stored again, RefreshNamespace).
+func (s *Store) put(obj any, initial, setRV bool) error {
 	o, ok := obj.(metav1.Object)
 	if !ok {
 		return fmt.Errorf("the metadata store keeps objects with metadata, not a %T", obj)
 	}
 	s.mu.Lock()
 	old := s.putLocked(o)
-	s.rv = o.GetResourceVersion()
+	if setRV {
+		s.rv = o.GetResourceVersion()
+	}
 	obs := s.observers
 	s.mu.Unlock()
 	for _, h := range obs {

@@ -177,7 +177,7 @@ func cachedLockVariety(t *testing.T) []*lockv1alpha1.Lock {
 // Lock the index decides from (lockCore) and its readiness are the
 // compactLock one's.
 func TestCachedLockExpandsExactly(t *testing.T) {
-	transform := CacheTransform(nil)
+	transform := CacheTransform(nil, nil)
 	for _, in := range cachedLockVariety(t) {
 		want := compactLock(in.DeepCopy(), newInterner())
 		obj, err := transform(in.DeepCopy())
@@ -378,7 +378,7 @@ func TestCachedLockDerivesActiveMessage(t *testing.T) {
 		firstCondition(l).Message = l.ActiveMessage()
 	}
 	firstCondition(other).Message = "deleting Stack is denied"
-	transform := CacheTransform(nil)
+	transform := CacheTransform(nil, nil)
 	for _, in := range []*lockv1alpha1.Lock{baseLock(0), selector, expiring, other} {
 		obj, err := transform(in.DeepCopy())
 		if err != nil {

@@ -217,7 +217,7 @@ func BenchmarkSelectorLocksCovering(b *testing.B) {
 			MatchExpressions: []lockv1alpha1.LabelSelectorRequirement{{Key: "app", Operator: lockv1alpha1.SelectorOpNotIn, Values: []string{"none", fmt.Sprintf("v-%d", i)}}},
 		}))
 	}
-	index := startIndexWith(b, src, CacheTransform(nil))
+	index := startIndexWith(b, src, CacheTransform(nil, nil))
 	labels := map[string]string{"app": "none", "tier": "none"}
 	o := lockv1alpha1.Object{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: "o", Labels: labels}
 	// The object as the cache holds it, read in place: what every new

@@ -47,7 +47,7 @@ func (m metadataInformers) IndexField(context.Context, client.Object, string, cl
 func TestDiscoveryIndexesTheGroupOnEveryReplica(t *testing.T) {
 	stacks := schema.GroupVersionKind{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"}
 	informers := metadataInformers{stacks: toolscache.NewSharedIndexInformer(&toolscache.ListWatch{}, &metav1.PartialObjectMetadata{}, 0, toolscache.Indexers{})}
-	owners := NewOwnerIndex(informers)
+	owners := NewOwnerIndex(informers, nil)
 	d := NewDiscovery(NewKinds(fakeGroup()), owners, 0)
 	if d.NeedLeaderElection() {
 		t.Error("NeedLeaderElection() = true, want false: every replica's webhook reads the owner index")
@@ -95,7 +95,7 @@ func TestDiscoveryIndexesOptedInKinds(t *testing.T) {
 		{Group: "core.navique.com", Version: "v1alpha1", Kind: "Stack"}: newInformer(),
 		sts.WithVersion("v1"): newInformer(),
 	}
-	owners := NewOwnerIndex(informers)
+	owners := NewOwnerIndex(informers, nil)
 	NewDiscovery(NewKinds(d).WithOptIn([]schema.GroupResource{{Group: "apps", Resource: "statefulsets"}}), owners, 0).discover(context.Background())
 	want := []schema.GroupKind{{Group: "core.navique.com", Kind: "Stack"}, sts}
 	if diff := cmp.Diff(want, owners.order); diff != "" {

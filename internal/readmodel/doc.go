@@ -17,6 +17,10 @@
 //     its informers (NewInformerFunc: cachestore.Informer), whose lists and
 //     watches ride out an API server restart (listwatch.go) and whose
 //     lists go into their stores object by object as they arrive.
+//   - The label keys the cache keeps of namespaced objects (LabelKeys:
+//     lockguard's own and those the namespace's selector Locks read), and
+//     the refresh of a namespace when a Lock reads a new one
+//     (labelkeys.go).
 //   - What a selector ClusterLock selects now (ClusterSelected), read
 //     from the API server by the ClusterLock create's admission and by
 //     the reconciler alike (clusterselected.go).

@@ -52,7 +52,7 @@ func (s *lockSource) IsWatchListSemanticsUnSupported() bool { return true }
 // started and synced; it stops at the end of the test.
 func startIndex(t *testing.T, src *lockSource) *LockIndex {
 	t.Helper()
-	return startIndexWith(t, src, CacheTransform(nil))
+	return startIndexWith(t, src, CacheTransform(nil, nil))
 }
 
 // startIndexWith is startIndex with transform.
@@ -64,7 +64,7 @@ func startIndexWith(t testing.TB, src *lockSource, transform toolscache.Transfor
 	}
 	// The namespace index, as controller-runtime's informers have it, and
 	// the informer lockguard's cache builds (its store a cachestore.Store).
-	inf := NewInformerFunc(transform)(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+	inf := NewInformerFunc(transform, nil)(src, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	if err := inf.SetTransform(transform); err != nil {
 		t.Fatal(err)
 	}

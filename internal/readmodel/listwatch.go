@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/internal/cachestore"
 )
 
@@ -40,23 +41,41 @@ const (
 // time, goes into its store object by object, each transformed (by the
 // transform the cache sets) as it arrives, and nothing else holds it
 // (issue 38). Any other (the cache has none) is client-go's.
-func NewInformerFunc(transform toolscache.TransformFunc) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
+//
+// With keys (the transform's LabelKeys), a metadata-only informer lists
+// and watches once the Lock informer has synced, and is one of those a
+// new label key refreshes; the Lock informer tells keys when it has
+// synced.
+func NewInformerFunc(transform toolscache.TransformFunc, keys *LabelKeys) func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer {
 	return func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-		if _, ok := obj.(metav1.Object); ok {
-			inf := cachestore.NewInformer(steadyListWatch(lw), obj, resync, indexers)
-			// The cache sets its transform (the same) before it runs it.
-			_ = inf.SetTransform(transform)
-			return inf
+		if _, ok := obj.(metav1.Object); !ok {
+			return toolscache.NewSharedIndexInformer(steadyListWatch(lw, nil), obj, resync, indexers)
 		}
-		return toolscache.NewSharedIndexInformer(steadyListWatch(lw), obj, resync, indexers)
+		var gate <-chan struct{}
+		_, partial := obj.(*metav1.PartialObjectMetadata)
+		if keys != nil && partial {
+			gate = keys.synced
+		}
+		inf := cachestore.NewInformer(steadyListWatch(lw, gate), obj, resync, indexers)
+		// The cache sets its transform (the same) before it runs it.
+		_ = inf.SetTransform(transform)
+		switch _, lock := obj.(*lockv1alpha1.Lock); {
+		case gate != nil:
+			keys.watchInformer(inf)
+		case keys != nil && lock:
+			_ = inf.OnSynced(keys.lockInformerSynced)
+		}
+		return inf
 	}
 }
 
 // steadyListWatch wraps lw so that a list or watch failing for a reason
 // that passes when the API server is back is retried (transientAPIError),
-// for up to restartRetryFor, before the error is returned.
-func steadyListWatch(lw toolscache.ListerWatcher) toolscache.ListerWatcher {
+// for up to restartRetryFor, before the error is returned; and, with a
+// gate, so that none begins before the gate is closed.
+func steadyListWatch(lw toolscache.ListerWatcher, gate <-chan struct{}) toolscache.ListerWatcher {
 	s := &steadyLW{
+		gate:  gate,
 		lw:    toolscache.ToListerWatcherWithContext(lw),
 		for_:  restartRetryFor,
 		first: restartRetryFirst,
@@ -89,6 +108,7 @@ func (s *steadyLWSemantics) IsWatchListSemanticsUnSupported() bool {
 // steadyLW retries lw's transient failures; see steadyListWatch.
 type steadyLW struct {
 	lw               toolscache.ListerWatcherWithContext
+	gate             <-chan struct{} // nil: none
 	for_, first, max time.Duration
 	sleep            func(context.Context, time.Duration) bool
 	now              func() time.Time
@@ -108,14 +128,36 @@ func (s *steadyLW) Watch(opts metav1.ListOptions) (watch.Interface, error) {
 	return s.WatchWithContext(context.Background(), opts)
 }
 
-// ListWithContext lists, retrying transient failures.
+// ListWithContext lists, once the gate is open, retrying transient
+// failures.
 func (s *steadyLW) ListWithContext(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
 	return retryTransient(ctx, s, func() (runtime.Object, error) { return s.lw.ListWithContext(ctx, opts) })
 }
 
-// WatchWithContext starts a watch, retrying transient failures.
+// WatchWithContext starts a watch, once the gate is open, retrying
+// transient failures.
 func (s *steadyLW) WatchWithContext(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
 	return retryTransient(ctx, s, func() (watch.Interface, error) { return s.lw.WatchWithContext(ctx, opts) })
+}
+
+// wait returns once the gate is open (nil), or ctx's error if it ends
+// first.
+func (s *steadyLW) wait(ctx context.Context) error {
+	if s.gate == nil {
+		return nil
+	}
+	select {
+	case <-s.gate:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // retryTransient calls f until it succeeds, fails for a reason that is not

@@ -17,7 +17,7 @@ import (
 func TestNewInformerStore(t *testing.T) {
 	src := fcache.NewFakeControllerSource()
 	for _, obj := range []runtime.Object{&metav1.PartialObjectMetadata{}, &lockv1alpha1.Lock{}} {
-		inf := NewInformerFunc(CacheTransform(nil))(src, obj, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
+		inf := NewInformerFunc(CacheTransform(nil, nil), nil)(src, obj, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 		if _, ok := inf.GetIndexer().(*cachestore.Store); !ok {
 			t.Errorf("the informer of %T keeps a %T, not a cachestore.Store", obj, inf.GetIndexer())
 		}

@@ -64,7 +64,7 @@ var (
 func testSteady(lw toolscache.ListerWatcher, retryFor time.Duration) (*steadyLW, *[]time.Duration) {
 	var waits []time.Duration
 	clock := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s := steadyListWatch(lw).(*steadyLW)
+	s := steadyListWatch(lw, nil).(*steadyLW)
 	s.for_ = retryFor
 	s.now = func() time.Time { return clock }
 	s.sleep = func(ctx context.Context, d time.Duration) bool {
@@ -158,10 +158,10 @@ func TestSteadyListWatchGivesUp(t *testing.T) {
 }
 
 func TestSteadyListWatchKeepsStreamingSemantics(t *testing.T) {
-	if watchlist.DoesClientNotSupportWatchListSemantics(steadyListWatch(&scriptedLW{})) {
+	if watchlist.DoesClientNotSupportWatchListSemantics(steadyListWatch(&scriptedLW{}, nil)) {
 		t.Error("a ListerWatcher that streams lists lost it when wrapped")
 	}
-	if !watchlist.DoesClientNotSupportWatchListSemantics(steadyListWatch(&noStreamingLW{})) {
+	if !watchlist.DoesClientNotSupportWatchListSemantics(steadyListWatch(&noStreamingLW{}, nil)) {
 		t.Error("a ListerWatcher that cannot stream lists was wrapped into one that says it can")
 	}
 }

@@ -142,7 +142,7 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 				case "compact":
 					transform = transformLockCompact(newInterner())
 				case "after", "metastore":
-					transform = CacheTransform(nil)
+					transform = CacheTransform(nil, nil)
 				}
 				newStore := clientGoStore
 				if c.name == "metastore" {
@@ -167,7 +167,7 @@ func BenchmarkLockCacheHeap(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64
 			for range b.N {
-				per, store := storeHeap(b, targets, CacheTransform(nil), newMetaIndexer)
+				per, store := storeHeap(b, targets, CacheTransform(nil, nil), newMetaIndexer)
 				sum += per
 				goruntime.KeepAlive(store)
 			}

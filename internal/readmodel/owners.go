@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
 // ownerIndex is the name of the index OwnerIndex adds to the metadata
@@ -55,7 +57,8 @@ var errOwnersNotDiscovered = errors.New("the kinds of the group have not been di
 // Kinds are added by kind discovery (Discovery, on every replica). It
 // makes no API call of its own.
 type OwnerIndex struct {
-	cache cache.Informers
+	cache  cache.Informers
+	labels *LabelKeys // the cache's transform's; nil: it keeps every label
 
 	mu         sync.RWMutex
 	kinds      map[schema.GroupKind]indexedInformer
@@ -64,10 +67,24 @@ type OwnerIndex struct {
 }
 
 // NewOwnerIndex returns an OwnerIndex over the metadata informers of c
-// (the manager's cache). It watches nothing until kind discovery adds
-// kinds (NewDiscovery).
-func NewOwnerIndex(c cache.Informers) *OwnerIndex {
-	return &OwnerIndex{cache: c, kinds: map[schema.GroupKind]indexedInformer{}}
+// (the manager's cache), whose transform keeps the labels of labels (nil:
+// every label). It watches nothing until kind discovery adds kinds
+// (NewDiscovery).
+func NewOwnerIndex(c cache.Informers, labels *LabelKeys) *OwnerIndex {
+	return &OwnerIndex{cache: c, labels: labels, kinds: map[schema.GroupKind]indexedInformer{}}
+}
+
+// LabelGeneration is the generation of the label keys kept of the
+// objects of namespace ns, and whether they carry them all
+// (LabelKeys.Generation): the cascade guard asks before its walk and
+// after it has read the Lock index (webhook.LabelKeeper).
+func (x *OwnerIndex) LabelGeneration(ns string) (int, bool) { return x.labels.Generation(ns) }
+
+// KeepsLabels reports whether the label keys kept of the objects of
+// namespace ns include those the selectors of locks read
+// (LabelKeys.Keeps).
+func (x *OwnerIndex) KeepsLabels(ns string, locks []lockv1alpha1.Lock) bool {
+	return x.labels.Keeps(ns, locks)
 }
 
 // ensure starts the metadata informer of kind k, if the index does not

@@ -19,9 +19,10 @@ import (
 //   - A target or a namespace (metadata only) keeps its name, namespace,
 //     resourceVersion, deletionTimestamp, the lock annotation, the
 //     protected-pending annotation and the has-locks label: the reconciler
-//     patches those alone. A namespaced
-//     object (a target) keeps all its labels, which selector Locks match
-//     (docs/contract.md rule 15); a cluster-scoped one (a namespace, or an
+//     patches those alone. A namespaced object (a target) keeps the
+//     labels labelKeys keep (LabelKeys: lockguard's own and those the
+//     selector Locks of its namespace read, docs/contract.md rule 15; nil
+//     keeps all); a cluster-scoped one (a namespace, or an
 //     object of a kind a live selector ClusterLock names) only the
 //     has-locks label and the labels of clusterKeys (ClusterLabelKeys:
 //     those live selector ClusterLocks read; nil keeps none). For the owner
@@ -30,7 +31,7 @@ import (
 //     flags) and, of its finalizers, only the garbage collector's
 //     (orphan, foregroundDeletion). It is stored as a Meta, which keeps
 //     that alone.
-//   - A Lock keeps its metadata but labels, annotations, owner references,
+//   - A Lock adds the keys its selector reads to labelKeys, and keeps its metadata but labels, annotations, owner references,
 //     finalizers and managedFields, and its spec and status, its repeated
 //     strings shared (trimLock), in a CachedLock, which reads as that
 //     trimmed Lock.
@@ -39,14 +40,16 @@ import (
 // The labels, the owner references' apiVersion and kind and the
 // finalizers kept are shared between the objects that repeat them
 // (interner): a cached object is read-only.
-func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
+func CacheTransform(clusterKeys *ClusterLabelKeys, labelKeys *LabelKeys) toolscache.TransformFunc {
 	shared := newInterner()
 	return func(in any) (any, error) {
 		switch o := in.(type) {
 		case *metav1.PartialObjectMetadata:
-			trimMetadata(o, shared, clusterKeys)
+			trimMetadata(o, shared, clusterKeys, labelKeys)
 			return newMeta(o, shared), nil
 		case *lockv1alpha1.Lock:
+			// Its keys before the Lock index holds it (LabelKeys).
+			labelKeys.observe(o)
 			// Trimmed on a copy on the stack, which the CachedLock does
 			// not keep.
 			c := *o
@@ -65,13 +68,15 @@ func CacheTransform(clusterKeys *ClusterLabelKeys) toolscache.TransformFunc {
 // trimMetadata drops from o what the cache does not keep (CacheTransform)
 // and shares its owner references' apiVersion and kind (newMeta shares
 // its labels).
-func trimMetadata(o *metav1.PartialObjectMetadata, shared *interner, clusterKeys *ClusterLabelKeys) {
+func trimMetadata(o *metav1.PartialObjectMetadata, shared *interner, clusterKeys *ClusterLabelKeys, labelKeys *LabelKeys) {
 	o.Annotations = keptAnnotations(o.Annotations)
 	o.GenerateName = ""
 	if o.Namespace == "" {
-		// A namespaced object keeps all its labels, which selector Locks
-		// match; a cluster-scoped one those clusterKeys name.
+		// A cluster-scoped object keeps the labels clusterKeys name; a
+		// namespaced one those labelKeys keep of its namespace.
 		o.Labels = clusterLabels(o.Labels, clusterKeys.Keys())
+	} else {
+		o.Labels = labelKeys.labelsOf(o.Namespace, o.Labels)
 	}
 	for i := range o.OwnerReferences {
 		r := &o.OwnerReferences[i]

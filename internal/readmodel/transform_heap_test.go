@@ -155,8 +155,8 @@ func BenchmarkCacheHeap(b *testing.B) {
 		{"none", func() toolscache.TransformFunc { return func(in any) (any, error) { return in, nil } }},
 		{"before", transformBefore},
 		{"shared", transformShared},
-		{"after", func() toolscache.TransformFunc { return CacheTransform(nil) }},
-		{"metastore", func() toolscache.TransformFunc { return CacheTransform(nil) }},
+		{"after", func() toolscache.TransformFunc { return CacheTransform(nil, nil) }},
+		{"metastore", func() toolscache.TransformFunc { return CacheTransform(nil, nil) }},
 	} {
 		newStore := clientGoStore
 		if c.name == "metastore" {
@@ -182,7 +182,7 @@ func transformShared() toolscache.TransformFunc {
 	maps := map[string]map[string]string{}
 	return func(in any) (any, error) {
 		o := in.(*metav1.PartialObjectMetadata)
-		trimMetadata(o, shared, nil)
+		trimMetadata(o, shared, nil, nil)
 		if key := labelText(o.Labels); key != "" {
 			if m, ok := maps[key]; ok {
 				o.Labels = m
@@ -247,7 +247,7 @@ func BenchmarkCacheStoreShare(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			var sum float64
 			for range b.N {
-				_, store := storeHeap(b, data, CacheTransform(nil), c.newStore)
+				_, store := storeHeap(b, data, CacheTransform(nil, nil), c.newStore)
 				metas := store.List()
 				with := liveHeap()
 				runtime.KeepAlive(store) // live until with is measured
@@ -287,7 +287,7 @@ func BenchmarkCacheHeapOwnLabels(b *testing.B) {
 		b.Run(fmt.Sprintf("labels=%t", keep), func(b *testing.B) {
 			var sum float64
 			for range b.N {
-				base := CacheTransform(nil)
+				base := CacheTransform(nil, nil)
 				i := 0
 				transform := func(in any) (any, error) {
 					o := in.(*metav1.PartialObjectMetadata)

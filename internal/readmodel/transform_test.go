@@ -98,7 +98,7 @@ func TestCacheTransform(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			keys := &ClusterLabelKeys{}
 			keys.Set(tc.keys)
-			got, err := CacheTransform(keys)(tc.in)
+			got, err := CacheTransform(keys, nil)(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -175,7 +175,7 @@ func TestCompactLock(t *testing.T) {
 			},
 		}
 	}
-	transform := CacheTransform(nil)
+	transform := CacheTransform(nil, nil)
 	cached := map[string]*lockv1alpha1.Lock{}
 	for _, name := range []string{"a", "b"} {
 		in := lock(name)

@@ -99,7 +99,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// read: the leader's ClusterLock reconciler sets them, the cache keeps
 	// them (and no other label of those objects).
 	clusterKeys := &readmodel.ClusterLabelKeys{}
-	transform := readmodel.CacheTransform(clusterKeys)
+	// The labels of namespaced objects that selector Locks read: the
+	// Locks' own transform adds them, the cache keeps them (and
+	// lockguard's own labels, no other).
+	labelKeys := readmodel.NewLabelKeys()
+	transform := readmodel.CacheTransform(clusterKeys, labelKeys)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
@@ -107,7 +111,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 			DefaultTransform: transform,
 			// Lists and watches that ride out an API server restart,
 			// lists read and transformed a page at a time.
-			NewInformer: readmodel.NewInformerFunc(transform),
+			NewInformer: readmodel.NewInformerFunc(transform, labelKeys),
 		},
 		WebhookServer: transport.NewServer(transport.ServerOptions{
 			Host: o.WebhookHost, Port: o.WebhookPort,
@@ -224,7 +228,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		if mode == "" {
 			mode = webhook.CascadeDeny
 		}
-		owners := readmodel.NewOwnerIndex(mgr.GetCache())
+		owners := readmodel.NewOwnerIndex(mgr.GetCache(), labelKeys)
 		d := readmodel.NewDiscovery(kinds, owners, o.Controller.DiscoveryInterval)
 		if err := mgr.Add(d); err != nil {
 			return nil, fmt.Errorf("adding kind discovery: %w", err)
@@ -302,6 +306,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	o.Controller.DisableClusterLockGuard = o.DisableClusterLockGuard
 	o.Controller.ClusterLabelKeys = clusterKeys
+	o.Controller.LabelKeys = labelKeys
 	if !o.DisableReadOnlyGuard {
 		exempt := o.ReadOnlyExempt
 		exempt.Self = self.Username

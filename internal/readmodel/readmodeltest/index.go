@@ -44,7 +44,7 @@ func Index(tb testing.TB, now func() time.Time, locks ...lockv1alpha1.Lock) *rea
 	inf := toolscache.NewSharedIndexInformer(listThenWatch{lw}, &lockv1alpha1.Lock{}, 0, toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc})
 	// The cache's transform, as lockguard's: the index reads
 	// readmodel.CachedLocks.
-	if err := inf.SetTransform(readmodel.CacheTransform(nil)); err != nil {
+	if err := inf.SetTransform(readmodel.CacheTransform(nil, nil)); err != nil {
 		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
