@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/navique/lockguard/e2e/framework"
@@ -131,6 +132,34 @@ func (l *Lockguard) RSS() (int64, error) { return l.procStatus("VmRSS") }
 // PeakRSS returns the largest resident set size of the process since it
 // started (VmHWM in /proc).
 func (l *Lockguard) PeakRSS() (int64, error) { return l.procStatus("VmHWM") }
+
+// watchAnon samples the process's anonymous RSS (RssAnon) every
+// interval until the function it returns is called, which returns the
+// largest sample.
+func (l *Lockguard) watchAnon(every time.Duration) func() int64 {
+	var peak atomic.Int64
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if v, err := l.procStatus("RssAnon"); err == nil && v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		<-finished
+		return peak.Load()
+	}
+}
 
 // procStatus returns field (in kB there) of /proc/<pid>/status, in bytes.
 func (l *Lockguard) procStatus(field string) (int64, error) {

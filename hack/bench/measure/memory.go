@@ -26,6 +26,11 @@ type MemoryPoint struct {
 	// PeakRSS is the largest RSS from the start to the last sample
 	// (VmHWM): the initial lists and reconciliation included.
 	PeakRSS int64
+	// RSSAnon is the median of the samples' anonymous RSS (RssAnon: RSS
+	// less the pages of files, the binary's mostly, which a container's
+	// memory limit reclaims rather than kills for); PeakAnon the largest
+	// sample of it from the start, every 250 ms.
+	RSSAnon, PeakAnon int64
 	// Live is go_memstats_heap_alloc_bytes right after a forced
 	// collection (LiveHeap): the heap the process holds, without the
 	// garbage HeapInuse counts; 0 when not measured.
@@ -70,6 +75,8 @@ func (c *Cluster) measureMemory(ctx context.Context, p *MemoryPoint, within time
 	if err != nil {
 		return nil, nil, err
 	}
+	peakAnon := lg.watchAnon(250 * time.Millisecond)
+	defer func() { p.PeakAnon = peakAnon() }()
 	readyCtx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	if p.Ready, err = lg.WaitReady(readyCtx); err != nil {
@@ -88,17 +95,22 @@ func (c *Cluster) measureMemory(ctx context.Context, p *MemoryPoint, within time
 		return nil, nil, err
 	}
 	p.Settled = time.Since(ready)
-	var rss, heap, alloc []int64
+	var rss, anon, heap, alloc []int64
 	for range 10 {
 		m, err := lg.Memory()
 		if err != nil {
 			lg.Stop()
 			return nil, nil, err
 		}
-		rss, heap, alloc = append(rss, m.RSS), append(heap, m.HeapInuse), append(alloc, m.HeapAlloc)
+		a, err := lg.procStatus("RssAnon")
+		if err != nil {
+			lg.Stop()
+			return nil, nil, err
+		}
+		rss, anon, heap, alloc = append(rss, m.RSS), append(anon, a), append(heap, m.HeapInuse), append(alloc, m.HeapAlloc)
 		time.Sleep(300 * time.Millisecond)
 	}
-	p.RSS, p.HeapInuse, p.HeapAlloc = medianInt(rss), medianInt(heap), medianInt(alloc)
+	p.RSS, p.RSSAnon, p.HeapInuse, p.HeapAlloc = medianInt(rss), medianInt(anon), medianInt(heap), medianInt(alloc)
 	p.HeapMin = slices.Min(heap)
 	if p.PeakRSS, err = lg.PeakRSS(); err != nil {
 		lg.Stop()
