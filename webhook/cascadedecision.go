@@ -38,23 +38,6 @@ func newCascadeGuard(c CascadeConfig, locks *lockReader, metrics *Metrics) *casc
 	return &cascadeGuard{cascadeWalker: newCascadeWalker(c.Graph, c.Limits), listed: newListedWalks(c), labels: labels, mode: c.Mode, locks: locks, metrics: metrics}
 }
 
-// LabelKeeper is an OwnerGraph whose objects keep, of their labels, only
-// those that selector Locks read (in lockguard, readmodel.OwnerIndex over
-// the cache's readmodel.LabelKeys): a selector Lock on a key no Lock of
-// the namespace read before finds them without it until the graph has
-// stored them again, and the cascade guard then walks the namespace as
-// the API server lists it.
-type LabelKeeper interface {
-	// LabelGeneration returns the generation of the label keys the
-	// graph keeps of its objects of namespace ns (it changes with each
-	// key added, which is added before the Lock index holds the Lock
-	// that reads it) and whether those objects carry them all.
-	LabelGeneration(ns string) (gen int, complete bool)
-	// KeepsLabels reports whether the keys kept of the objects of
-	// namespace ns include every key that the selectors of locks read.
-	KeepsLabels(ns string, locks []lockv1alpha1.Lock) bool
-}
-
 // lockedDependent is an object of the cascade that live Locks protect.
 type lockedDependent struct {
 	name  string // Kind/name
@@ -118,13 +101,18 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
 	if err == nil && !listed && len(objs) > 0 && g.labels != nil && g.listed != nil && !g.labelsKept(ctx, target.Namespace, kept, lags) {
 		// A selector Lock may read a label the graph has not kept yet
-		// (readmodel.LabelKeys): walk again, over the namespace as the
-		// API server lists it, labels and all.
-		var ok bool
-		if c, ok, d, decided = g.walkListed(ctx, req, target, uid, walked, "its cache is refreshing the labels that selector Locks read"); !ok {
-			return d, decided
+		// (readmodel.LabelKeys): the dependents' labels as the API
+		// server lists them.
+		var relabelled []*member
+		if relabelled, err = g.relabel(ctx, target.Namespace, c.deleted); err != nil {
+			if policy == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace) {
+				return d, false // Nothing is deleted, or nothing is locked.
+			}
+			d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the labels of the dependents of %s %s/%s from the API server (its cache is refreshing the labels that selector Locks read), so the delete is refused; retry: %w",
+				target.GroupKind(), target.Namespace, target.Name, err))
+			return d, true
 		}
-		defer g.listed.slots.leave()
+		c.deleted = relabelled
 		locked, err = g.lockedIn(ctx, target.Namespace, c.deleted)
 	}
 	if err != nil {
@@ -190,33 +178,6 @@ func (g *cascadeGuard) walkListed(ctx context.Context, req Request, target lockv
 	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (%s), so the delete is refused; retry when lockguard is ready: %w",
 		target.GroupKind(), target.Namespace, target.Name, why, err))
 	return walked{}, false, d, true
-}
-
-// labelsAt is what a LabelKeeper said of a namespace before a walk.
-type labelsAt struct {
-	gen      int
-	complete bool
-}
-
-// labelsKept reports whether the objects of namespace ns that a walk
-// read from the graph carry every label that the selectors of the Lock
-// index's selector Locks read: the graph said so before the walk (at),
-// and its keys have not changed since the index was read (now). When
-// the index may lack a Lock (lags), the namespace's Locks as the API
-// server lists them must read no key the graph does not keep (false
-// when they cannot be read).
-func (g *cascadeGuard) labelsKept(ctx context.Context, ns string, at labelsAt, lags bool) bool {
-	if gen, _ := g.labels.LabelGeneration(ns); !at.complete || gen != at.gen {
-		return false
-	}
-	if !lags {
-		return true
-	}
-	if g.locks.api == nil {
-		return false
-	}
-	locks, err := g.locks.api.namespace(ctx, ns)
-	return err == nil && g.labels.KeepsLabels(ns, locks)
 }
 
 // protectable returns the objects of deleted (of namespace ns) that Locks
