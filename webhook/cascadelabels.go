@@ -22,8 +22,8 @@ import (
 // those that selector Locks read (in lockguard, readmodel.OwnerIndex over
 // the cache's readmodel.LabelKeys): a selector Lock on a key no Lock of
 // the namespace read before finds them without it until the graph has
-// stored them again, and the cascade guard then walks the namespace as
-// the API server lists it.
+// stored them again, and the cascade guard then reads the labels of the
+// dependents it walked from the API server (relabel).
 type LabelKeeper interface {
 	// LabelGeneration returns the generation of the label keys the
 	// graph keeps of its objects of namespace ns (it changes with each
@@ -66,7 +66,8 @@ func (g *cascadeGuard) labelsKept(ctx context.Context, ns string, at labelsAt, l
 // with their labels as the API server lists them: one metadata list,
 // paged, of each of their kinds in ns, within the listed walks' slots; a
 // dependent the lists lack is gone, and dropped. Only the dependents'
-// labels are kept of the lists.
+// labels are kept of the lists, and only those of kinds a Lock can
+// protect are read.
 func (g *cascadeGuard) relabel(ctx context.Context, ns string, deleted []*member) ([]*member, error) {
 	kinds, err := g.listed.kinds()
 	if err != nil {
@@ -78,10 +79,16 @@ func (g *cascadeGuard) relabel(ctx context.Context, ns string, deleted []*member
 			versions[gvk.GroupKind()] = gvk
 		}
 	}
-	// By kind, in the order the walk met them.
+	// By kind, in the order the walk met them; a kind no Lock can
+	// protect keeps its members as they are (lockedIn skips them).
 	var order []schema.GroupKind
 	byKind := map[schema.GroupKind]map[types.UID]*member{}
+	out := make([]*member, 0, len(deleted))
 	for _, m := range deleted {
+		if lockv1alpha1.Protectable(m.gk) != nil {
+			out = append(out, m)
+			continue
+		}
 		if byKind[m.gk] == nil {
 			byKind[m.gk] = map[types.UID]*member{}
 			order = append(order, m.gk)
@@ -93,7 +100,6 @@ func (g *cascadeGuard) relabel(ctx context.Context, ns string, deleted []*member
 	}
 	defer g.listed.slots.leave()
 	g.locks.confirmed(ReasonOwners)
-	out := make([]*member, 0, len(deleted))
 	for _, gk := range order {
 		members := byKind[gk]
 		gvk, ok := versions[gk]
