@@ -221,25 +221,17 @@ func (i *Informer) SetWatchErrorHandler(h toolscache.WatchErrorHandler) error {
 
 // SetWatchErrorHandlerWithContext is SetWatchErrorHandler with a context.
 func (i *Informer) SetWatchErrorHandlerWithContext(h toolscache.WatchErrorHandlerWithContext) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.started {
-		return errors.New("informer has already started")
-	}
-	i.onError = h
-	return nil
+	return i.beforeStart(func() {
+		i.onError = h
+	})
 }
 
 // SetTransform sets the transform each object listed or watched goes
 // through before it is stored; an error once the informer has started.
 func (i *Informer) SetTransform(f toolscache.TransformFunc) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.started {
-		return errors.New("informer has already started")
-	}
-	i.transform = f
-	return nil
+	return i.beforeStart(func() {
+		i.transform = f
+	})
 }
 
 // SetPaging sets how many objects a list asks for at a time (0: every
@@ -247,24 +239,28 @@ func (i *Informer) SetTransform(f toolscache.TransformFunc) error {
 // the ListerWatcher and client-go's WatchListClient feature allow it);
 // an error once the informer has started.
 func (i *Informer) SetPaging(pageSize int64, stream bool) error {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.started {
-		return errors.New("informer has already started")
-	}
-	i.pageSize, i.stream = pageSize, i.stream && stream
-	return nil
+	return i.beforeStart(func() {
+		i.pageSize, i.stream = pageSize, i.stream && stream
+	})
 }
 
 // OnSynced sets f, called once, when the informer has synced (before
 // HasSynced reports it); an error once the informer has started.
 func (i *Informer) OnSynced(f func()) error {
+	return i.beforeStart(func() {
+		i.onSynced = f
+	})
+}
+
+// beforeStart calls set under mu, unless the informer has started: an
+// error then.
+func (i *Informer) beforeStart(set func()) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.started {
 		return errors.New("informer has already started")
 	}
-	i.onSynced = f
+	set()
 	return nil
 }
 
