@@ -85,13 +85,20 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	listed := false
 	if c.incomplete == IncompleteUnsynced && g.listed != nil {
 		// The graph cannot tell yet: walk the namespace as the API server
-		// lists it (the locked dependents are the listed objects).
-		var ok bool
-		if c, ok, d, decided = g.walkListed(ctx, req, target, uid, walked, "its owner index has not synced yet"); !ok {
-			return d, decided
+		// lists it, within the slots, which the decision holds until it
+		// answers (the locked dependents are the listed objects).
+		err := g.listed.slots.enter(ctx)
+		if err == nil {
+			defer g.listed.slots.leave()
+			g.locks.confirmed(ReasonOwners)
+			var graph *listedGraph
+			if graph, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
+				c, listed = cascadeWalker{graph: graph, limits: g.limits}.walk(ctx, target.Namespace, uid, walked), true
+			}
 		}
-		defer g.listed.slots.leave()
-		listed = true
+		if err != nil {
+			return g.unread(ctx, policy, target, "the dependents", "its owner index has not synced yet", "retry when lockguard is ready", err)
+		}
 	}
 	// Asked before the Lock index, as the Freshness is: whether the index
 	// may lack a Lock of the dependents, whose labels the graph may then
@@ -105,12 +112,7 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 		// server lists them.
 		var relabelled []*member
 		if relabelled, err = g.relabel(ctx, target.Namespace, c.deleted); err != nil {
-			if policy == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace) {
-				return d, false // Nothing is deleted, or nothing is locked.
-			}
-			d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the labels of the dependents of %s %s/%s from the API server (its cache is refreshing the labels that selector Locks read), so the delete is refused; retry: %w",
-				target.GroupKind(), target.Namespace, target.Name, err))
-			return d, true
+			return g.unread(ctx, policy, target, "the labels of the dependents", "its cache is refreshing the labels that selector Locks read", "retry", err)
 		}
 		c.deleted = relabelled
 		locked, err = g.lockedIn(ctx, target.Namespace, c.deleted)
@@ -152,32 +154,19 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	return d, true
 }
 
-// walkListed walks the cascade of req (the DELETE of target, UID uid,
-// walked as as) over its namespace as the API server lists it, within the
-// slots, which the decision holds until it answers: when ok, the caller
-// leaves them (g.listed.slots.leave). Otherwise nothing could be listed,
-// and the cascade guard's answer is d, decided: none (the object guard's
-// stands) when nothing is deleted or nothing in the namespace is locked,
-// else a refusal. why says why the graph could not answer.
-func (g *cascadeGuard) walkListed(ctx context.Context, req Request, target lockv1alpha1.TargetKey, uid types.UID, as metav1.DeletionPropagation, why string) (c walked, ok bool, d decision, decided bool) {
-	d = decision{guard: GuardCascade}
-	err := g.listed.slots.enter(ctx)
-	if err == nil {
-		g.locks.confirmed(ReasonOwners)
-		var listed *listedGraph
-		if listed, err = g.listed.list(ctx, target.Namespace, g.limits.MaxListed); err == nil {
-			return cascadeWalker{graph: listed, limits: g.limits}.walk(ctx, target.Namespace, uid, as), true, d, false
-		}
-		g.listed.slots.leave()
+// unread is the cascade guard's answer when it could not read what of
+// target's cascade (why: why the graph could not answer) from the API
+// server: none (the object guard's answer stands) when nothing is
+// deleted (policy Orphan) or nothing in the namespace is locked (a
+// cascade deletes only objects of the owner's namespace), else a refusal.
+func (g *cascadeGuard) unread(ctx context.Context, policy metav1.DeletionPropagation, target lockv1alpha1.TargetKey, what, why, retry string, err error) (decision, bool) {
+	d := decision{guard: GuardCascade}
+	if policy == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace) {
+		return d, false
 	}
-	if rootPolicy(req) == metav1.DeletePropagationOrphan || g.noLocksIn(ctx, target.Namespace) {
-		// Nothing is deleted, or nothing in the namespace is locked
-		// (a cascade deletes only objects of the owner's namespace).
-		return walked{}, false, d, false
-	}
-	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read the dependents of %s %s/%s from the API server (%s), so the delete is refused; retry when lockguard is ready: %w",
-		target.GroupKind(), target.Namespace, target.Name, why, err))
-	return walked{}, false, d, true
+	d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not read %s of %s %s/%s from the API server (%s), so the delete is refused; %s: %w",
+		what, target.GroupKind(), target.Namespace, target.Name, why, retry, err))
+	return d, true
 }
 
 // protectable returns the objects of deleted (of namespace ns) that Locks

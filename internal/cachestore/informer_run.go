@@ -151,29 +151,39 @@ func (i *Informer) list(ctx context.Context, transform toolscache.TransformFunc)
 // unset: consistent, and never older than what the store has).
 func (i *Informer) listPages(ctx context.Context, transform toolscache.TransformFunc) error {
 	l := i.newListing()
-	opts := metav1.ListOptions{Limit: i.pageSize}
+	rv, err := i.eachListed(ctx, metav1.ListOptions{Limit: i.pageSize}, func(obj runtime.Object) error {
+		return l.add(obj, transform)
+	})
+	if err != nil {
+		return err
+	}
+	return l.end(rv)
+}
+
+// eachListed lists with opts a page at a time, calling each with every
+// item as its page comes, and returns the resourceVersion of the first
+// page (the list's).
+func (i *Informer) eachListed(ctx context.Context, opts metav1.ListOptions, each func(runtime.Object) error) (string, error) {
 	rv := ""
 	for {
 		page, err := i.lw.ListWithContext(ctx, opts)
 		if err != nil {
-			return err
+			return "", err
 		}
 		lm, err := meta.ListAccessor(page)
 		if err != nil {
-			return fmt.Errorf("a page of the list: %w", err)
+			return "", fmt.Errorf("a page of the list: %w", err)
 		}
 		if rv == "" {
 			rv = lm.GetResourceVersion()
 		}
 		// Each item a copy of its own (WithAlloc), so that what the
 		// transform keeps of it does not hold the page's array.
-		if err := meta.EachListItemWithAlloc(page, func(obj runtime.Object) error {
-			return l.add(obj, transform)
-		}); err != nil {
-			return err
+		if err := meta.EachListItemWithAlloc(page, each); err != nil {
+			return "", err
 		}
 		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
-			return l.end(rv)
+			return rv, nil
 		}
 	}
 }

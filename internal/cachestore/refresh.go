@@ -36,27 +36,14 @@ func (i *Informer) RefreshNamespace(ns string) error {
 	transform := i.transform
 	i.mu.Unlock()
 	opts := metav1.ListOptions{Limit: i.pageSize, FieldSelector: fields.OneTermEqualSelector("metadata.namespace", ns).String()}
-	for {
-		page, err := i.lw.ListWithContext(ctx, opts)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("listing namespace %s again: %w", ns, err)
-		}
-		lm, err := meta.ListAccessor(page)
-		if err != nil {
-			return fmt.Errorf("a page of namespace %s's list: %w", ns, err)
-		}
-		if err := meta.EachListItemWithAlloc(page, func(obj runtime.Object) error {
-			return i.restore(obj, transform)
-		}); err != nil {
-			return err
-		}
-		if opts.Continue = lm.GetContinue(); opts.Continue == "" {
-			return nil
-		}
+	_, err := i.eachListed(ctx, opts, func(obj runtime.Object) error { return i.restore(obj, transform) })
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("listing namespace %s again: %w", ns, err)
 	}
+	return nil
 }
 
 // restore stores obj, listed by RefreshNamespace, transformed, when the

@@ -50,16 +50,8 @@ func (k *ClusterLabelKeys) Keys() []string {
 }
 
 // clusterLabels returns, of the labels l of a cluster-scoped object, those
-// the cache keeps: HasLocksLabel and the labels of keys; nil for none.
+// the cache keeps: HasLocksLabel and the labels of keys; nil for none, l
+// itself when it holds nothing else.
 func clusterLabels(l map[string]string, keys []string) map[string]string {
-	var kept map[string]string
-	for _, key := range append([]string{lockv1alpha1.HasLocksLabel}, keys...) {
-		if v, ok := l[key]; ok {
-			if kept == nil {
-				kept = make(map[string]string, 1)
-			}
-			kept[key] = v
-		}
-	}
-	return kept
+	return keptLabels(l, []string{lockv1alpha1.HasLocksLabel}, keys)
 }

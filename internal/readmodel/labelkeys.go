@@ -41,7 +41,7 @@ type LabelKeys struct {
 	informers  []weak.Pointer[cachestore.Informer]
 	synced     chan struct{} // closed once the Lock informer has synced
 	syncedOnce sync.Once
-	running    atomic.Int32  // refreshes running (metrics, tests)
+	running    atomic.Int32  // refreshes running (tests: refreshing)
 	slots      chan struct{} // refreshes listing at once
 	// retry is the first wait after a failed refresh, doubling to a
 	// minute.
@@ -85,9 +85,18 @@ func (k *LabelKeys) labelsOf(ns string, l map[string]string) map[string]string {
 		keys = n.keys
 	}
 	k.mu.RUnlock()
+	return keptLabels(l, ownLabels, keys)
+}
+
+// keptLabels returns, of the labels l, those whose key one of keys holds:
+// nil for none, l itself when it holds nothing else.
+func keptLabels(l map[string]string, keys ...[]string) map[string]string {
+	keeps := func(key string) bool {
+		return slices.ContainsFunc(keys, func(ks []string) bool { return slices.Contains(ks, key) })
+	}
 	kept := 0
 	for key := range l {
-		if slices.Contains(ownLabels, key) || slices.Contains(keys, key) {
+		if keeps(key) {
 			kept++
 		}
 	}
@@ -99,7 +108,7 @@ func (k *LabelKeys) labelsOf(ns string, l map[string]string) map[string]string {
 	}
 	out := make(map[string]string, kept)
 	for key, v := range l {
-		if slices.Contains(ownLabels, key) || slices.Contains(keys, key) {
+		if keeps(key) {
 			out[key] = v
 		}
 	}
@@ -259,8 +268,8 @@ func (k *LabelKeys) Keeps(ns string, locks []lockv1alpha1.Lock) bool {
 	return true
 }
 
-// Refreshing returns how many namespaces are being refreshed.
-func (k *LabelKeys) Refreshing() int {
+// refreshing returns how many namespaces are being refreshed.
+func (k *LabelKeys) refreshing() int {
 	if k == nil {
 		return 0
 	}

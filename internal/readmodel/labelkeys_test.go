@@ -122,8 +122,8 @@ func TestLabelKeys(t *testing.T) {
 	if got := labelsAt(t, metas, "b/y"); len(got) != 0 {
 		t.Errorf("labels kept of b/y, whose namespace has no Lock: %v, want none", got)
 	}
-	if !keys.Complete("a") || keys.Refreshing() != 0 {
-		t.Fatalf("after the first lists: namespace a complete %v, %d refreshing; want complete, none", keys.Complete("a"), keys.Refreshing())
+	if !keys.Complete("a") || keys.refreshing() != 0 {
+		t.Fatalf("after the first lists: namespace a complete %v, %d refreshing; want complete, none", keys.Complete("a"), keys.refreshing())
 	}
 
 	// A Lock on a new key, as the Lock informer's watch brings it.
@@ -156,7 +156,7 @@ func TestLabelKeys(t *testing.T) {
 	if keys.Keeps("b", []lockv1alpha1.Lock{*selectorLock("b", "new", "tier")}) {
 		t.Error("Keeps of a Lock of b on tier, kept only in a: true, want false")
 	}
-	waitFor(t, "the refresh's end", func() bool { return keys.Refreshing() == 0 })
+	waitFor(t, "the refresh's end", func() bool { return keys.refreshing() == 0 })
 }
 
 // TestLabelKeysNil: without LabelKeys the cache keeps every label of a
