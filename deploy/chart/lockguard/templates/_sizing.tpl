@@ -1,9 +1,9 @@
 {{/* The memory formula's figures (docs/limits.md, Memory: limits.memory ≥ (R0 + T + L × Locks + O × objects) / 0.9, T = the body budget + C × connections), the one place the chart holds them; hack/doccheck TestChartSizingFigures checks that they equal limits.md's table. */}}
 {{- define "lockguard.sizingFigures" -}}
-idleMiB: 61
+idleMiB: 42
 connectionKiB: 61
-lockBytes: 1600
-objectBytes: 260
+lockBytes: 1400
+objectBytes: 120
 {{- end }}
 
 {{/* A memory quantity in bytes: a whole number with an optional suffix k, M, G, T, Ki, Mi, Gi or Ti (dict "value" the quantity, "name" the value's name, "use" what the chart does with it, for the error). */}}
