@@ -3,9 +3,11 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,5 +186,53 @@ func TestTTLCacheBound(t *testing.T) {
 	}
 	if _, ok := c.get("a", later); ok || len(c.entries) != 2 {
 		t.Errorf("after the sweep: a still there or %d entries; want a gone, 2", len(c.entries))
+	}
+}
+
+// TestMetricsAuthInFlight: however many requests arrive at once, the
+// filter asks the API server at most maxReviewsInFlight reviews at a
+// time; the others wait their turn and are answered.
+func TestMetricsAuthInFlight(t *testing.T) {
+	var mu sync.Mutex
+	in, most := 0, 0
+	release := make(chan struct{})
+	a := newReviewAuth(func(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
+		mu.Lock()
+		in++
+		most = max(most, in)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		in--
+		mu.Unlock()
+		return authnv1.UserInfo{Username: token}, true, nil
+	}, func(context.Context, authnv1.UserInfo, string, string) (bool, string, error) { return true, "", nil })
+	const requests = 3 * maxReviewsInFlight
+	codes := make(chan int, requests)
+	for i := range requests {
+		go func() {
+			code, _ := serveMetrics(t, a, fmt.Sprintf("Bearer token-%d", i))
+			codes <- code
+		}()
+	}
+	// Wait for the first reviews to start, give the rest a moment to
+	// overrun the bound (they would, without it), then answer them all.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		started := in
+		mu.Unlock()
+		if started >= maxReviewsInFlight || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	for range requests {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("HTTP %d, want 200", code)
+		}
+	}
+	if most != maxReviewsInFlight {
+		t.Errorf("at most %d reviews at once, want %d", most, maxReviewsInFlight)
 	}
 }
