@@ -319,10 +319,11 @@ func TestLockIndexBuckets(t *testing.T) {
 		}
 	}
 	// Every new object's lookup (objectEvents.idle) reads a bucket of a
-	// few Locks: into a pooled slice, allocating nothing.
+	// few Locks: into a pooled slice, allocating nothing (except under the
+	// race detector, whose pool drops slices: raceDetector).
 	for _, target := range []string{"stack-00001", "stack-99999"} {
 		key := lockv1alpha1.TargetKey{Namespace: "forge", Group: lockv1alpha1.Group, Kind: "Stack", Name: target}
-		if allocs := testing.AllocsPerRun(100, func() { _, _ = index.Names(key) }); allocs != 0 {
+		if allocs := testing.AllocsPerRun(100, func() { _, _ = index.Names(key) }); allocs != 0 && !raceDetector {
 			t.Errorf("Names(forge Stack %s) allocates %v times, want none", target, allocs)
 		}
 	}
