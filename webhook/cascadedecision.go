@@ -103,9 +103,9 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 	// Asked before the Lock index, as the Freshness is: whether the index
 	// may lack a Lock of the dependents, whose labels the graph may then
 	// not have kept.
-	objs, _ := protectable(target.Namespace, c.deleted)
+	objs, named := protectable(target.Namespace, c.deleted)
 	_, lags := g.locks.mayLack(objs)
-	locked, err := g.lockedIn(ctx, target.Namespace, c.deleted)
+	locked, err := g.lockedIn(ctx, target.Namespace, objs, named)
 	if err == nil && !listed && len(objs) > 0 && g.labels != nil && g.listed != nil && !g.labelsKept(ctx, target.Namespace, kept, lags) {
 		// A selector Lock may read a label the graph has not kept yet
 		// (readmodel.LabelKeys): the dependents' labels as the API
@@ -115,7 +115,8 @@ func (g *cascadeGuard) decideCascade(ctx context.Context, req Request, target lo
 			return g.unread(ctx, policy, target, "the labels of the dependents", "its cache is refreshing the labels that selector Locks read", "retry", err)
 		}
 		c.deleted = relabelled
-		locked, err = g.lockedIn(ctx, target.Namespace, c.deleted)
+		objs, named = protectable(target.Namespace, c.deleted)
+		locked, err = g.lockedIn(ctx, target.Namespace, objs, named)
 	}
 	if err != nil {
 		d.resp = errored(http.StatusServiceUnavailable, fmt.Errorf("lockguard could not verify the Locks on the dependents of %s %s/%s, so the delete is refused; retry when lockguard is ready: %w",
@@ -184,13 +185,13 @@ func protectable(ns string, deleted []*member) ([]lockv1alpha1.Object, []*member
 	return objs, named
 }
 
-// lockedIn returns the objects of deleted, in namespace ns, that live
-// Locks protect (or, in Audit enforcement, would), as the handler's reader finds them (a cache that lags
-// must not let a cascade through that the API server's Locks would deny).
-func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, deleted []*member) ([]lockedDependent, error) {
+// lockedIn returns the objects objs (protectable's, of the members named,
+// in namespace ns) that live Locks protect (or, in Audit enforcement,
+// would), as the handler's reader finds them (a cache that lags must not
+// let a cascade through that the API server's Locks would deny).
+func (g *cascadeGuard) lockedIn(ctx context.Context, ns string, objs []lockv1alpha1.Object, named []*member) ([]lockedDependent, error) {
 	// The labels are the graph's: of the metadata cache, those selector
 	// Locks read (decideCascade makes sure of it).
-	objs, named := protectable(ns, deleted)
 	if len(objs) == 0 {
 		return nil, nil
 	}
