@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // What a Lock covers, targetRef or selector (docs/contract.md rules 1, 2 and 15):
@@ -136,11 +138,47 @@ func (s *LockSelector) String() string {
 	if s.IsEmpty() {
 		return AllScope
 	}
-	out := "selector:" + metav1.FormatLabelSelector(s.LabelSelector())
-	if len(s.Kinds) > 0 {
-		out += ";kinds=" + strings.Join(s.Kinds, ",")
+	var out strings.Builder
+	out.WriteString("selector:")
+	if keys, ok := s.validLabelsOnly(); ok {
+		// FormatLabelSelector's text of such a selector, without building
+		// it: key=value, by key, comma-separated.
+		for i, k := range keys {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			out.WriteString(k)
+			out.WriteByte('=')
+			out.WriteString(s.MatchLabels[k])
+		}
+	} else {
+		out.WriteString(metav1.FormatLabelSelector(s.LabelSelector()))
 	}
-	return out
+	if len(s.Kinds) > 0 {
+		out.WriteString(";kinds=")
+		out.WriteString(strings.Join(s.Kinds, ","))
+	}
+	return out.String()
+}
+
+// validLabelsOnly returns the keys of the selector's matchLabels, sorted,
+// when it has matchLabels and no expressions and every key and value is
+// one metav1.LabelSelectorAsSelector accepts (labels.NewRequirement's
+// checks): what every pass of a selector Lock asks (String, Validate),
+// answered without building a labels.Selector. Otherwise nil, false.
+func (s *LockSelector) validLabelsOnly() ([]string, bool) {
+	if len(s.MatchLabels) == 0 || len(s.MatchExpressions) > 0 {
+		return nil, false
+	}
+	keys := make([]string, 0, len(s.MatchLabels))
+	for k, v := range s.MatchLabels {
+		if len(content.IsLabelKey(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			return nil, false
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys, true
 }
 
 // IsEmpty reports whether the selector selects everything: no labels, no
@@ -155,8 +193,10 @@ func (s *LockSelector) IsEmpty() bool {
 // an error that says what is wrong. An invalid selector covers nothing and
 // its Lock is InvalidTarget: it never silently means everything.
 func (s *LockSelector) Validate() error {
-	if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
-		return fmt.Errorf("selector is not a valid label selector: %w", err)
+	if _, ok := s.validLabelsOnly(); !ok {
+		if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
+			return fmt.Errorf("selector is not a valid label selector: %w", err)
+		}
 	}
 	for _, k := range s.Kinds {
 		if err := Protectable(schema.GroupKind{Group: Group, Kind: k}); err != nil {
