@@ -140,9 +140,14 @@ func (s *LockSelector) String() string {
 	}
 	var out strings.Builder
 	out.WriteString("selector:")
-	if keys, ok := s.validLabelsOnly(); ok {
+	if s.validLabelsAlone() {
 		// FormatLabelSelector's text of such a selector, without building
 		// it: key=value, by key, comma-separated.
+		keys := make([]string, 0, len(s.MatchLabels))
+		for k := range s.MatchLabels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
 		for i, k := range keys {
 			if i > 0 {
 				out.WriteByte(',')
@@ -161,24 +166,21 @@ func (s *LockSelector) String() string {
 	return out.String()
 }
 
-// validLabelsOnly returns the keys of the selector's matchLabels, sorted,
-// when it has matchLabels and no expressions and every key and value is
-// one metav1.LabelSelectorAsSelector accepts (labels.NewRequirement's
-// checks): what every pass of a selector Lock asks (String, Validate),
-// answered without building a labels.Selector. Otherwise nil, false.
-func (s *LockSelector) validLabelsOnly() ([]string, bool) {
+// validLabelsAlone reports whether the selector has matchLabels and no
+// expressions, and every key and value is one
+// metav1.LabelSelectorAsSelector accepts (labels.NewRequirement's checks):
+// what every pass of a selector Lock asks (String, Validate), answered
+// without building a labels.Selector.
+func (s *LockSelector) validLabelsAlone() bool {
 	if len(s.MatchLabels) == 0 || len(s.MatchExpressions) > 0 {
-		return nil, false
+		return false
 	}
-	keys := make([]string, 0, len(s.MatchLabels))
 	for k, v := range s.MatchLabels {
 		if len(content.IsLabelKey(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
-			return nil, false
+			return false
 		}
-		keys = append(keys, k)
 	}
-	slices.Sort(keys)
-	return keys, true
+	return true
 }
 
 // IsEmpty reports whether the selector selects everything: no labels, no
@@ -193,7 +195,7 @@ func (s *LockSelector) IsEmpty() bool {
 // an error that says what is wrong. An invalid selector covers nothing and
 // its Lock is InvalidTarget: it never silently means everything.
 func (s *LockSelector) Validate() error {
-	if _, ok := s.validLabelsOnly(); !ok {
+	if !s.validLabelsAlone() {
 		if _, err := metav1.LabelSelectorAsSelector(s.LabelSelector()); err != nil {
 			return fmt.Errorf("selector is not a valid label selector: %w", err)
 		}

@@ -5,8 +5,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,49 +154,57 @@ func (a *reviewAuth) authenticate(req *http.Request) (authnv1.UserInfo, error) {
 		return authnv1.UserInfo{}, fmt.Errorf("a bearer token of %d bytes, over %d", len(token), maxBearerToken)
 	}
 	sum := sha256.Sum256([]byte(token))
-	key := string(sum[:])
-	if cached, hit := a.tokens.get(key, a.now()); hit {
-		return cached.user, notAuthenticated(cached.ok)
-	}
-	var answer tokenAnswer
-	err := a.review(req.Context(), func(ctx context.Context) (err error) {
-		answer.user, answer.ok, err = a.token(ctx, token)
-		return err
-	})
+	answer, err := cachedReview(req.Context(), a, &a.tokens, string(sum[:]), func(tokenAnswer) time.Duration { return tokenTTL },
+		func(ctx context.Context) (t tokenAnswer, err error) {
+			t.user, t.ok, err = a.token(ctx, token)
+			return t, err
+		})
 	if err != nil {
 		return authnv1.UserInfo{}, err
 	}
-	a.tokens.put(key, answer, a.now(), tokenTTL)
-	return answer.user, notAuthenticated(answer.ok)
-}
-
-func notAuthenticated(ok bool) error {
-	if ok {
-		return nil
+	if !answer.ok {
+		return authnv1.UserInfo{}, errors.New("the API server did not authenticate the token")
 	}
-	return errors.New("the API server did not authenticate the token")
+	return answer.user, nil
 }
 
 // authorize returns whether user may use verb on path.
 func (a *reviewAuth) authorize(ctx context.Context, user authnv1.UserInfo, verb, path string) (bool, string, error) {
-	key := accessKey(user, verb, path)
-	if cached, hit := a.decisions.get(key, a.now()); hit {
-		return cached.allowed, cached.reason, nil
+	answer, err := cachedReview(ctx, a, &a.decisions, accessKey(user, verb, path), accessTTL,
+		func(ctx context.Context) (d accessAnswer, err error) {
+			d.allowed, d.reason, err = a.access(ctx, user, verb, path)
+			return d, err
+		})
+	return answer.allowed, answer.reason, err
+}
+
+// accessTTL is how long a decision is kept: an allowance longer than a
+// denial.
+func accessTTL(d accessAnswer) time.Duration {
+	if d.allowed {
+		return allowTTL
 	}
-	var answer accessAnswer
+	return denyTTL
+}
+
+// cachedReview returns the answer cache c holds for key, or asks call
+// (through a.review) and keeps what it answers for ttl of the answer. A
+// failed review is not kept.
+func cachedReview[V any](ctx context.Context, a *reviewAuth, c *ttlCache[V], key string, ttl func(V) time.Duration, call func(context.Context) (V, error)) (V, error) {
+	if cached, hit := c.get(key, a.now()); hit {
+		return cached, nil
+	}
+	var answer V
 	err := a.review(ctx, func(ctx context.Context) (err error) {
-		answer.allowed, answer.reason, err = a.access(ctx, user, verb, path)
+		answer, err = call(ctx)
 		return err
 	})
 	if err != nil {
-		return false, "", err
+		var zero V
+		return zero, err
 	}
-	ttl := denyTTL
-	if answer.allowed {
-		ttl = allowTTL
-	}
-	a.decisions.put(key, answer, a.now(), ttl)
-	return answer.allowed, answer.reason, nil
+	c.put(key, answer, a.now(), ttl(answer))
+	return answer, nil
 }
 
 // review runs call within the in-flight bound and reviewTimeout, retrying
@@ -209,20 +218,16 @@ func (a *reviewAuth) review(ctx context.Context, call func(context.Context) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	backoff := reviewBackoff
-	for {
-		err := call(ctx)
-		if err == nil || !transient(err) || backoff.Steps <= 1 {
-			return err
-		}
-		t := time.NewTimer(backoff.Step())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
+	var err error
+	stopped := wait.ExponentialBackoffWithContext(ctx, reviewBackoff, func(ctx context.Context) (bool, error) {
+		err = call(ctx)
+		return err == nil || !transient(err), nil
+	})
+	if err == nil {
+		// Nothing answered (ctx ended before a call), or the last call did.
+		return stopped
 	}
+	return err
 }
 
 // transient reports whether a review's error is worth retrying: the API
@@ -241,12 +246,7 @@ func accessKey(user authnv1.UserInfo, verb, path string) string {
 		fmt.Fprintf(&b, "%q;", s)
 	}
 	fmt.Fprintf(&b, "%q;", user.Groups)
-	keys := make([]string, 0, len(user.Extra))
-	for k := range user.Extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(user.Extra)) {
 		fmt.Fprintf(&b, "%q=%q;", k, []string(user.Extra[k]))
 	}
 	sum := sha256.Sum256([]byte(b.String()))
