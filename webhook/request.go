@@ -125,6 +125,9 @@ type review struct {
 // reviewFields are the members decodeReview reads.
 var reviewFields = skim.FieldsOf(reflect.TypeFor[review]())
 
+// reviewTable is reviewFields compiled, for decodeReview.
+var reviewTable = skim.Compile(reviewFields)
+
 // decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
 // JSON, into the Request it carries, as the API server decodes JSON (keys
 // matched case-sensitively, the whole body validated), storing only the
@@ -133,7 +136,7 @@ var reviewFields = skim.FieldsOf(reflect.TypeFor[review]())
 func decodeReview(body []byte) (Request, error) {
 	bp := skimBuffers.Get().(*[]byte)
 	defer putSkimBuffer(bp)
-	kept, err := skim.AppendSkim((*bp)[:0], body, reviewFields)
+	kept, err := reviewTable.Append((*bp)[:0], body)
 	if err != nil {
 		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}

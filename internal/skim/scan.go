@@ -32,6 +32,9 @@ func (s *scanner) syntaxError(what string) error {
 
 // ws skips whitespace.
 func (s *scanner) ws() {
+	if s.i < len(s.data) && s.data[s.i] > ' ' {
+		return // the common case: no whitespace at all
+	}
 	for s.i < len(s.data) {
 		switch s.data[s.i] {
 		case ' ', '\t', '\n', '\r':

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // Fields are the members of a JSON object that a Go type reads: a member
@@ -78,27 +79,88 @@ func Skim(body []byte, f Fields) ([]byte, error) {
 
 // AppendSkim is Skim appending what it keeps of body to out (a buffer the
 // caller reuses), and returning the result; a body that is not an object
-// is returned as it is, not appended.
+// is returned as it is, not appended. It compiles f for this body alone:
+// a caller that skims many bodies with the same Fields compiles them once
+// (Compile) and calls Table.Append.
 func AppendSkim(out, body []byte, f Fields) ([]byte, error) {
-	s := &scanner{data: body}
+	return Compile(f).Append(out, body)
+}
+
+// Table is Fields compiled for lookups by key: the members of an object,
+// by the length of their key. Skimming looks up every key of a document;
+// a map lookup hashes each, where Table compares the few keys of the same
+// length. A Table is read-only once compiled, safe for concurrent use.
+type Table struct {
+	byLen [][]member
+}
+
+// member is a member of a Table: kept whole when sub is nil, skimmed in
+// turn by sub when its value is an object.
+type member struct {
+	key string
+	sub *Table
+}
+
+// Compile returns the Table of f.
+func Compile(f Fields) *Table {
+	t := &Table{}
+	for key, sub := range f {
+		if len(key) >= len(t.byLen) {
+			t.byLen = append(t.byLen, make([][]member, len(key)+1-len(t.byLen))...)
+		}
+		m := member{key: key}
+		if sub != nil {
+			m.sub = Compile(sub)
+		}
+		t.byLen[len(key)] = append(t.byLen[len(key)], m)
+	}
+	return t
+}
+
+// lookup returns the member of key, or nil when t does not keep it.
+func (t *Table) lookup(key []byte) *member {
+	if len(key) >= len(t.byLen) {
+		return nil
+	}
+	ms := t.byLen[len(key)]
+	for i := range ms {
+		if ms[i].key == string(key) {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// Append is AppendSkim with t's Fields.
+func (t *Table) Append(out, body []byte) ([]byte, error) {
+	s := scanners.Get().(*scanner)
+	defer func() {
+		*s = scanner{}
+		scanners.Put(s)
+	}()
+	s.data = body
 	s.ws()
 	if s.i >= len(body) || body[s.i] != '{' {
 		return body, nil
 	}
-	out, err := s.skim(out, f)
+	out, err := s.skim(out, t)
 	if err == nil {
 		err = s.end()
 	}
 	return out, err
 }
 
-// skim appends the object at s.i to out, reduced to the members in f.
-func (s *scanner) skim(out []byte, f Fields) ([]byte, error) {
+// scanners keep the scanners of Append: the member functions it gives
+// object take one to the heap.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// skim appends the object at s.i to out, reduced to the members in t.
+func (s *scanner) skim(out []byte, t *Table) ([]byte, error) {
 	out = append(out, '{')
 	first := true
 	err := s.object(func(key []byte) error {
-		sub, keep := f[string(key)]
-		if !keep {
+		m := t.lookup(key)
+		if m == nil {
 			return s.skipValue()
 		}
 		if !first {
@@ -106,9 +168,9 @@ func (s *scanner) skim(out []byte, f Fields) ([]byte, error) {
 		}
 		first = false
 		out = append(append(append(out, '"'), key...), '"', ':') // keys of f are plain JSON tags
-		if sub != nil && s.data[s.i] == '{' {
+		if m.sub != nil && s.data[s.i] == '{' {
 			var err error
-			out, err = s.skim(out, sub)
+			out, err = s.skim(out, m.sub)
 			return err
 		}
 		start := s.i
