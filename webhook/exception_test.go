@@ -207,6 +207,12 @@ func TestExceptionPierce(t *testing.T) {
 			if got := resp.AuditAnnotations[AuditException]; (got == "x-a") != tc.allowed {
 				t.Errorf("audit annotation %s = %q", AuditException, got)
 			}
+			// The exception is named in this answer's annotations alone,
+			// not in those every allowed review shares.
+			shared := map[string]string{AuditDecision: DecisionAllowed, AuditGuard: GuardObject}
+			if diff := cmp.Diff(shared, sharedAudit[[2]string{GuardObject, DecisionAllowed}]); diff != "" {
+				t.Errorf("the shared audit annotations changed: -want, +got:\n%s", diff)
+			}
 			var want []lockv1alpha1.DeniedRequest
 			if tc.allowed && !tc.dryRun {
 				want = []lockv1alpha1.DeniedRequest{{User: "alice", Operation: "DELETE", Kind: "Stack", Name: "forge", Exception: "x-a"}}

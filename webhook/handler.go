@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"time"
@@ -173,6 +174,8 @@ func (f *finisher) finish(req Request, d decision, start time.Time) admission.Re
 		}
 	}
 	if d.pierced != nil {
+		// auditAnnotations' maps may be shared: exceptionUsed writes.
+		d.resp.AuditAnnotations = maps.Clone(d.resp.AuditAnnotations)
 		f.exceptionUsed(req, d)
 	}
 	if (len(d.locks) == 0 && len(d.clusterLocks) == 0) || req.DryRun {

@@ -129,7 +129,7 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
 	pending := mayLack && r.pendingCreate(objs)
-	found, standingLocks, err := r.indexed(ns, objs)
+	found, known, covered, err := r.indexed(ns, objs)
 	if err != nil {
 		return r.unindexed(ctx, ns, objs, err)
 	}
@@ -144,9 +144,11 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 	// the same read of a Coverage, where every Lock seen is standing): a
 	// cache that has the update by then shows the Lock standing here too.
 	if r.confirm && !mayLack && !cached {
-		standing, err := standingLocks()
-		if err != nil {
-			return nil, err
+		standing := covered
+		if !known {
+			if standing, err = r.cache.StandingLocksCover(ns, objs); err != nil {
+				return nil, err
+			}
 		}
 		if standing {
 			reason, mayLack = ReasonLowered, true
@@ -165,34 +167,33 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 }
 
 // indexed returns the live Locks that cover each of objs (objects of
-// namespace ns) in the index, in the order of objs, and standing, which
-// reports whether a standing Lock of the index covers one of them
-// (Locks.StandingLocksCover), asked only when covering needs it: from one
-// read of the index when it is a Coverage, otherwise from LiveLocks and
-// LiveSelectorLocksCovering, standing then asking StandingLocksCover
-// (after them: a cache that has an update by then shows the Lock
-// standing there too).
-func (r *lockReader) indexed(ns string, objs []lockv1alpha1.Object) (found [][]lockv1alpha1.Lock, standing func() (bool, error), err error) {
+// namespace ns) in the index, in the order of objs, and, when known,
+// whether a standing Lock of the index covers one of them
+// (Locks.StandingLocksCover): from one read of the index when it is a
+// Coverage; otherwise from LiveLocks and LiveSelectorLocksCovering, not
+// known (covering asks StandingLocksCover when it needs to, after them: a
+// cache that has an update by then shows the Lock standing there too).
+func (r *lockReader) indexed(ns string, objs []lockv1alpha1.Object) (found [][]lockv1alpha1.Lock, known, covered bool, err error) {
 	if c, ok := r.cache.(Coverage); ok {
 		found, covered, err := c.LocksCovering(ns, objs)
-		return found, func() (bool, error) { return covered, nil }, err
+		return found, true, covered, err
 	}
 	selected, err := r.cache.LiveSelectorLocksCovering(ns, objs)
 	if err != nil {
-		return nil, nil, err
+		return nil, false, false, err
 	}
 	found = make([][]lockv1alpha1.Lock, len(objs))
 	for i, o := range objs {
 		locks, err := r.cache.LiveLocks(o.Key())
 		if err != nil {
-			return nil, nil, err
+			return nil, false, false, err
 		}
 		if selected != nil {
 			locks = append(locks, selected[i]...)
 		}
 		found[i] = locks
 	}
-	return found, func() (bool, error) { return r.cache.StandingLocksCover(ns, objs) }, nil
+	return found, false, false, nil
 }
 
 // unindexed returns covering's answer when the index cannot give one

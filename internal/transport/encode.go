@@ -35,9 +35,12 @@ func encodeReview(resp *admissionv1.AdmissionResponse) (*[]byte, error) {
 	bp := responseBuffers.Get().(*[]byte)
 	b, ok := appendReview((*bp)[:0], resp)
 	if !ok {
+		// A copy: resp itself does not escape, so that the caller's
+		// response stays on its stack on the fast path.
+		copied := *resp
 		out, err := json.Marshal(admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-			Response: resp,
+			Response: &copied,
 		})
 		if err != nil {
 			putResponseBuffer(bp)

@@ -134,7 +134,7 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 		resp := complete(ctx, uid, func(ctx context.Context) admission.Response { return decide(ctx, req) })
 		out, err := encodeReview(&resp.AdmissionResponse)
 		if err == nil {
-			w.Header().Set("Content-Type", "application/json")
+			w.Header()["Content-Type"] = jsonContentType
 			_, err = w.Write(*out)
 			putResponseBuffer(out)
 		}
@@ -143,6 +143,10 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 		}
 	})
 }
+
+// jsonContentType is the Content-Type header of every answer, shared
+// (read-only; Header.Set would make a slice per answer).
+var jsonContentType = []string{"application/json"}
 
 // complete runs decide with controller-runtime's completion of the
 // response (UID, status code) and its recovery from panics.
