@@ -27,17 +27,26 @@ func (s *Store) EachByIndex(indexName, value string, fn func(metav1.Object)) err
 // It allocates nothing but dst's growth: no func reads the index
 // (appendTo), so a lookup into a slice reused allocates nothing.
 func (s *Store) AppendByIndex(dst []any, indexName, value string) ([]any, error) {
+	return s.AppendByIndexValues(dst, indexName, value)
+}
+
+// AppendByIndexValues is AppendByIndex of each of values in turn, under
+// one read lock: one consistent read of the store, where a lookup of each
+// takes the lock (whose reader count every core serving a review writes)
+// once each.
+func (s *Store) AppendByIndexValues(dst []any, indexName string, values ...string) ([]any, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	tables, err := s.fromTables(indexName)
-	switch {
-	case err != nil:
+	if err != nil {
 		return dst, err
-	case !tables:
-		return s.indices[indexName].appendTo(dst, value), nil
 	}
-	if ns := s.objects[value]; ns != nil {
-		dst = ns.appendTo(dst)
+	for _, value := range values {
+		if !tables {
+			dst = s.indices[indexName].appendTo(dst, value)
+		} else if ns := s.objects[value]; ns != nil {
+			dst = ns.appendTo(dst)
+		}
 	}
 	return dst, nil
 }
@@ -65,11 +74,24 @@ func EachIndexed(store toolscache.Indexer, indexName, value string, fn func(meta
 // otherwise (client-go's store, in tests) dst with ByIndex's copy
 // appended.
 func AppendIndexed(dst []any, store toolscache.Indexer, indexName, value string) ([]any, error) {
+	return AppendIndexedValues(dst, store, indexName, value)
+}
+
+// AppendIndexedValues is AppendByIndexValues of store when it is a Store,
+// and otherwise (client-go's store, in tests) dst with ByIndex's copy of
+// each of values appended.
+func AppendIndexedValues(dst []any, store toolscache.Indexer, indexName string, values ...string) ([]any, error) {
 	if s, ok := store.(*Store); ok {
-		return s.AppendByIndex(dst, indexName, value)
+		return s.AppendByIndexValues(dst, indexName, values...)
 	}
-	objs, err := store.ByIndex(indexName, value)
-	return append(dst, objs...), err
+	for _, value := range values {
+		objs, err := store.ByIndex(indexName, value)
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, objs...)
+	}
+	return dst, nil
 }
 
 // eachIndexed calls fn with the objects that index indexName holds under value.

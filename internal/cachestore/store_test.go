@@ -211,12 +211,33 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 			}
 		}
 	}
+	// AppendIndexedValues reads several values at once, as ByIndex of
+	// each in turn.
+	for name := range want.GetIndexers() {
+		values := append(want.ListIndexFuncValues(name), "none")
+		slices.Sort(values)
+		var concat []any
+		for _, v := range values {
+			objs, _ := want.ByIndex(name, v)
+			concat = append(concat, objs...)
+		}
+		for which, store := range map[string]toolscache.Indexer{"Store": got, "client-go's store": want} {
+			appended, err := AppendIndexedValues([]any{"kept"}, store, name, values...)
+			if len(appended) == 0 || appended[0] != "kept" {
+				d += "AppendIndexedValues of " + which + " did not keep what dst held\n"
+				continue
+			}
+			add("AppendIndexedValues of "+which+" "+name, objs(concat, nil), objs(appended[1:], err))
+		}
+	}
+	_, err := AppendIndexedValues(nil, got, "missing", "x", "y")
+	add("AppendIndexedValues of a missing index", true, err != nil)
 	add("indexers", slices.Sorted(mapKeys(want.GetIndexers())), slices.Sorted(mapKeys(got.GetIndexers())))
 	_, werr := want.ByIndex("missing", "x")
 	_, gerr := got.ByIndex("missing", "x")
 	add("ByIndex of a missing index", werr != nil, gerr != nil)
 	add("EachIndexed of a missing index", true, EachIndexed(got, "missing", "x", func(metav1.Object) {}) != nil)
-	_, err := AppendIndexed(nil, got, "missing", "x")
+	_, err = AppendIndexed(nil, got, "missing", "x")
 	add("AppendIndexed of a missing index", true, err != nil)
 	return d
 }

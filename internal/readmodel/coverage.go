@@ -112,17 +112,16 @@ func (x *LockIndex) eachStandingSelectorLock(o lockv1alpha1.Object, fn func(obj 
 	var seen lockSet
 	found := takeLookup()
 	defer putLookup(found)
-	for _, b := range buckets {
-		var err error
-		if *found, err = cachestore.AppendIndexed((*found)[:0], indexer, coverageIndex, b); err != nil {
-			return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
-		}
-		for _, f := range *found {
-			// A bucket holds the Locks of other keys, of other
-			// namespaces too: Selects checks both.
-			if l, ok := lockCore(f); ok && l.Selects(o) && seen.add(f) {
-				fn(f)
-			}
+	// Every bucket in one read of the store.
+	var err error
+	if *found, err = cachestore.AppendIndexedValues((*found)[:0], indexer, coverageIndex, buckets...); err != nil {
+		return fmt.Errorf("looking up the selector Locks of namespace %s: %w", o.Namespace, err)
+	}
+	for _, f := range *found {
+		// A bucket holds the Locks of other keys, of other namespaces
+		// too: Selects checks both.
+		if l, ok := lockCore(f); ok && l.Selects(o) && seen.add(f) {
+			fn(f)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // ownerIndex is the name of the index OwnerIndex adds to the metadata
@@ -137,9 +138,11 @@ func (x *OwnerIndex) markDiscovered() {
 func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.GroupKind, metav1.Object) bool) error {
 	x.mu.RLock()
 	discovered, order := x.discovered, x.order
-	informers := make([]indexedInformer, len(order))
-	for i, gk := range order {
-		informers[i] = x.kinds[gk]
+	// On the stack for up to 8 kinds: every DELETE asks.
+	var onStack [8]indexedInformer
+	informers := onStack[:0]
+	for _, gk := range order {
+		informers = append(informers, x.kinds[gk])
 	}
 	x.mu.RUnlock()
 	if !discovered {
@@ -150,12 +153,14 @@ func (x *OwnerIndex) Dependents(ns string, owner types.UID, fn func(schema.Group
 			return fmt.Errorf("the metadata cache of %s has not synced yet", order[i])
 		}
 	}
+	found := takeLookup()
+	defer putLookup(found)
 	for i, inf := range informers {
-		objs, err := inf.GetIndexer().ByIndex(ownerIndex, string(owner))
-		if err != nil {
+		var err error
+		if *found, err = cachestore.AppendIndexed((*found)[:0], inf.GetIndexer(), ownerIndex, string(owner)); err != nil {
 			return fmt.Errorf("looking up the dependents of %s among %s: %w", owner, order[i], err)
 		}
-		for _, o := range objs {
+		for _, o := range *found {
 			// A Meta (CacheTransform), or a PartialObjectMetadata in a
 			// test's store.
 			if m, ok := o.(metav1.Object); ok && m.GetNamespace() == ns && !fn(order[i], m) {
