@@ -252,7 +252,8 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget, t *ti
 		return nil, ErrBudget
 	}
 	b.buf = first
-	r = io.LimitReader(r, limit+1)
+	// A LimitedReader of its own, on the stack (io.LimitReader's is not).
+	lr := io.LimitedReader{R: r, N: limit + 1}
 	for {
 		buf := *b.buf
 		if b.n == len(buf) {
@@ -270,7 +271,7 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget, t *ti
 			b.buf, b.class = next, b.class+1
 			buf = *next
 		}
-		n, err := r.Read(buf[b.n:])
+		n, err := lr.Read(buf[b.n:])
 		b.n += n
 		if int64(b.n) > limit {
 			b.Release()

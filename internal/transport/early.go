@@ -23,9 +23,14 @@ func closeEarlyAnswers(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body := &eofBody{ReadCloser: r.Body}
+		// One allocation for both.
+		both := &struct {
+			body eofBody
+			ew   earlyWriter
+		}{body: eofBody{ReadCloser: r.Body}}
+		body, ew := &both.body, &both.ew
+		ew.ResponseWriter, ew.body = w, body
 		r.Body = body
-		ew := &earlyWriter{ResponseWriter: w, body: body}
 		h.ServeHTTP(ew, r)
 		if !ew.wrote {
 			// net/http answers 200 for a handler that wrote nothing.

@@ -131,7 +131,7 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp := complete(ctx, uid, func(ctx context.Context) admission.Response { return decide(ctx, req) })
+		resp := complete(ctx, uid, decide, req)
 		out, err := encodeReview(&resp.AdmissionResponse)
 		if err == nil {
 			w.Header()["Content-Type"] = jsonContentType
@@ -148,9 +148,10 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 // (read-only; Header.Set would make a slice per answer).
 var jsonContentType = []string{"application/json"}
 
-// complete runs decide with controller-runtime's completion of the
-// response (UID, status code) and its recovery from panics.
-func complete(ctx context.Context, uid types.UID, decide func(context.Context) admission.Response) (resp admission.Response) {
+// complete runs decide on req with controller-runtime's completion of the
+// response (UID, status code) and its recovery from panics. (req is passed
+// as it is, not in a closure: a closure would take it to the heap.)
+func complete[R any](ctx context.Context, uid types.UID, decide func(context.Context, R) admission.Response, req R) (resp admission.Response) {
 	defer func() {
 		if r := recover(); r != nil {
 			admissionmetrics.WebhookPanics.WithLabelValues().Inc()
@@ -159,7 +160,7 @@ func complete(ctx context.Context, uid types.UID, decide func(context.Context) a
 			resp.UID = uid
 		}
 	}()
-	resp = decide(ctx)
+	resp = decide(ctx, req)
 	// Complete fails only on JSON patches, which a validating handler has none of.
 	_ = resp.Complete(admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{UID: uid}})
 	return resp
