@@ -266,7 +266,7 @@ func runCluster(ctx context.Context, o options, r *report) error {
 			// The default mode is measured warm: an allowed review reads
 			// the API server only for a target with a pending Lock create
 			// (internal/peers), which the benchmark's reviews never have.
-			wo := measure.WebhookOptions{Rounds: 3, RoundTime: o.d(4*time.Second, time.Second), HalfTime: o.d(8*time.Second, 2*time.Second), Conns: 16, BodySize: 2048}
+			wo := measure.WebhookOptions{Rounds: 8, RoundTime: o.d(2*time.Second, 500*time.Millisecond), HalfTime: o.d(8*time.Second, 2*time.Second), Conns: 16, BodySize: 2048}
 			res, err := c.BenchWebhook(ctx, lg, wo)
 			if err != nil {
 				return fmt.Errorf("webhook (%s): %w", mode.name, err)

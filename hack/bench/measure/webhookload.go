@@ -283,9 +283,10 @@ type WebhookResult struct {
 	BodyBytes int
 	Conns     int
 	Rounds    []WebhookRound
-	BareRPS   float64 // median
-	LockRPS   float64 // median
-	Ratio     float64 // median of the per-round lockguard/bare ratios
+	RoundTime time.Duration // of each server's closed loop in a round
+	BareRPS   float64       // median
+	LockRPS   float64       // median
+	Ratio     float64       // median of the per-round lockguard/bare ratios
 	HalfRate  float64
 	LockHalf  *LoadResult
 	BareHalf  *LoadResult
@@ -332,7 +333,7 @@ func (c *Cluster) BenchWebhook(ctx context.Context, lg *Lockguard, o WebhookOpti
 			return nil, fmt.Errorf("warm-up of %s: %d errors, first: %v", u, r.Errors, r.FirstError)
 		}
 	}
-	res := &WebhookResult{BodyBytes: len(body), Conns: o.Conns}
+	res := &WebhookResult{BodyBytes: len(body), Conns: o.Conns, RoundTime: o.RoundTime}
 	var bareRPS, lockRPS, ratios []float64
 	var lockCPU, bareCPU time.Duration
 	var lockReqs, bareReqs int
