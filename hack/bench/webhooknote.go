@@ -18,9 +18,9 @@ once): 31 allocations per review, 0.77-0.92 in six pairs at e66ae3d
 and 2f82f90 (b5d0fde 0.65-0.83 beside them). Issue 38's 80% is reached
 in 7 of those 12 medians, not reliably. f0923b3-537eadb (skim's keys by a
 compiled table, seven fewer allocations, the selector buckets in one read
-of the store): 24 allocations in process, medians 0.76-0.87 in six runs of
-8 rounds (10 of 12 at or over 0.80; 9da0b59 0.68-0.83 beside them):
-still not reliably.
+of the store): 24 allocations in process, medians 0.76-0.87 in eight runs
+of 8 rounds (13 of 16 at or over 0.80; 9da0b59 0.68-0.84 beside them, 9
+of 16): still not reliably.
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
