@@ -1,35 +1,48 @@
 package v1alpha1
 
-import "fmt"
+import (
+	"strconv"
+	"time"
+)
 
 // ActiveMessage is the message of the Ready condition of an active Lock:
 // what it denies, until when if it expires, and its spec.reason if it
 // gives one. lockguard's reconciler writes it (a ClusterLock's begins
 // otherwise, and ends with ActiveMessageEnd), and its cache keeps a Lock's
-// Ready message only when it is another (issue 38).
+// Ready message only when it is another (issue 38), making it again for
+// each copy of the Lock it gives: it is built in one buffer, names quoted
+// as fmt's %q quotes them (TestActiveMessageAsSprintf).
 func (l *Lock) ActiveMessage() string {
-	var msg string
+	const while = " is denied while this Lock exists"
+	b := make([]byte, 0, 96+len(l.Spec.TargetRef.Kind)+len(l.Spec.TargetRef.Name)+len(l.Namespace)+len(l.Spec.Reason))
 	switch s := l.Spec.Selector; {
 	case s == nil:
-		msg = fmt.Sprintf("deleting %s %q is denied while this Lock exists", l.Spec.TargetRef.Kind, l.Spec.TargetRef.Name)
+		b = append(append(b, "deleting "...), l.Spec.TargetRef.Kind...)
+		b = strconv.AppendQuote(append(b, ' '), l.Spec.TargetRef.Name)
+		b = append(b, while...)
 	case s.IsEmpty():
-		msg = fmt.Sprintf("deleting namespace %q or any resource in it is denied while this Lock exists", l.Namespace)
+		b = strconv.AppendQuote(append(b, "deleting namespace "...), l.Namespace)
+		b = append(b, " or any resource in it"+while...)
 	default:
-		msg = fmt.Sprintf("deleting the resources of namespace %q that this Lock's selector matches is denied while this Lock exists", l.Namespace)
+		b = strconv.AppendQuote(append(b, "deleting the resources of namespace "...), l.Namespace)
+		b = append(b, " that this Lock's selector matches"+while...)
 	}
-	return msg + l.ActiveMessageEnd()
+	return string(l.appendActiveMessageEnd(b))
 }
 
 // ActiveMessageEnd is how the Ready message of an active Lock or
 // ClusterLock ends: its expiry, if it has one, and its spec.reason, if it
 // gives one.
-func (l *Lock) ActiveMessageEnd() string {
-	var end string
+func (l *Lock) ActiveMessageEnd() string { return string(l.appendActiveMessageEnd(nil)) }
+
+// appendActiveMessageEnd appends ActiveMessageEnd to b.
+func (l *Lock) appendActiveMessageEnd(b []byte) []byte {
 	if l.Spec.ExpiresAt != nil {
-		end += ", until it expires at " + l.ExpiresAtString()
+		// ExpiresAtString, appended.
+		b = l.Spec.ExpiresAt.UTC().AppendFormat(append(b, ", until it expires at "...), time.RFC3339)
 	}
 	if l.Spec.Reason != "" {
-		end += ": " + l.Spec.Reason
+		b = append(append(b, ": "...), l.Spec.Reason...)
 	}
-	return end
+	return b
 }
