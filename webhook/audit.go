@@ -46,8 +46,8 @@ func auditAnnotations(guard string, resp admission.Response, locks []lockv1alpha
 // Lock, by guard and decision: read-only.
 var sharedAudit = func() map[[2]string]map[string]string {
 	shared := map[[2]string]map[string]string{}
-	for _, guard := range []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly, GuardClusterLock, GuardCreate, GuardClusterCreate} {
-		for _, decision := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
+	for _, guard := range guardNames {
+		for _, decision := range decisionNames {
 			shared[[2]string{guard, decision}] = map[string]string{AuditDecision: decision, AuditGuard: guard}
 		}
 	}

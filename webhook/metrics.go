@@ -44,12 +44,16 @@ type Metrics struct {
 // shown at zero.
 var guardNames = []string{GuardObject, GuardCascade, GuardNamespace, GuardCRD, GuardReadOnly, GuardClusterLock, GuardCreate, GuardClusterCreate}
 
+// decisionNames are the decisions of a review, as the metrics and audit
+// annotations name them (decisionOf).
+var decisionNames = []string{DecisionAllowed, DecisionDenied, DecisionErrored}
+
 // NewMetrics returns unregistered handler metrics.
 func NewMetrics() *Metrics {
 	m := newMetrics()
 	m.reviews = map[[2]string]prometheus.Counter{}
 	for _, g := range guardNames {
-		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
+		for _, d := range decisionNames {
 			m.reviews[[2]string{g, d}] = m.reviewsTotal.WithLabelValues(g, d)
 		}
 	}
@@ -118,7 +122,7 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 	// Make the decisions visible at zero, so that rate() and alerts on
 	// "errored" work before the first error.
 	for _, g := range guardNames {
-		for _, d := range []string{DecisionAllowed, DecisionDenied, DecisionErrored} {
+		for _, d := range decisionNames {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}
 	}

@@ -73,17 +73,11 @@ func FieldsOf(t reflect.Type) Fields {
 // drops as strictly as encoding/json: RFC 8259 grammar, no UTF-8
 // validation, nesting limited to maxNestingDepth. A body that is not an
 // object is returned as it is.
+//
+// It compiles f for this body alone: a caller that skims many bodies with
+// the same Fields compiles them once (Compile) and calls Table.Append.
 func Skim(body []byte, f Fields) ([]byte, error) {
-	return AppendSkim(make([]byte, 0, 512), body, f)
-}
-
-// AppendSkim is Skim appending what it keeps of body to out (a buffer the
-// caller reuses), and returning the result; a body that is not an object
-// is returned as it is, not appended. It compiles f for this body alone:
-// a caller that skims many bodies with the same Fields compiles them once
-// (Compile) and calls Table.Append.
-func AppendSkim(out, body []byte, f Fields) ([]byte, error) {
-	return Compile(f).Append(out, body)
+	return Compile(f).Append(make([]byte, 0, 512), body)
 }
 
 // Table is Fields compiled for lookups by key: the members of an object,
@@ -131,7 +125,9 @@ func (t *Table) lookup(key []byte) *member {
 	return nil
 }
 
-// Append is AppendSkim with t's Fields.
+// Append is Skim with t's Fields, appending what it keeps of body to out
+// (a buffer the caller reuses) and returning the result; a body that is
+// not an object is returned as it is, not appended.
 func (t *Table) Append(out, body []byte) ([]byte, error) {
 	s := scanners.Get().(*scanner)
 	defer func() {
