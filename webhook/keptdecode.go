@@ -6,23 +6,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// decodeKept decodes kept, what skim keeps of an AdmissionReview (valid
-// JSON holding only reviewFields' members), into the Request it carries,
-// without reflection. It reads only the shape the API server sends: plain
-// strings (no escapes), booleans, nulls, the members of reviewFields once
-// each. On anything else (an escaped or invalid UTF-8 string, a member
-// twice, a value of another type, an unknown member, nesting past
-// keptMaxDepth) ok is false and the result is not to be used: the caller
-// then decodes with decodeStandard, whose result (or error) is the
-// reference. Where ok is true, the Request is decodeStandard's:
-// TestDecodeKeptAgrees and FuzzDecodeKept compare the two.
-func decodeKept(kept []byte) (Request, bool) {
-	d := keptDecoder{b: kept}
+// decodeKept decodes body, an AdmissionReview in JSON, into the Request
+// it carries, in one pass and without reflection: it reads the members
+// reviewFields keeps (reviewTable) and skips the rest with skim.Skip,
+// which validates them as skim validates what it drops. It reads only the
+// shape the API server sends: plain strings (no escapes), booleans,
+// nulls, the kept members once each, keys with no escapes. On anything
+// else (an escaped or invalid UTF-8 string, a kept member twice, a value
+// of another type, invalid JSON) ok is false and the result is not to be
+// used: the caller then decodes what skim keeps with decodeStandard, whose
+// result (or error) is the reference. Where ok is true, the Request is
+// that one: TestDecodeKeptAgrees and FuzzDecodeKept compare the two.
+func decodeKept(body []byte) (Request, bool) {
+	d := keptDecoder{b: body}
 	var apiVersionOK, kindOK bool
 	var req Request
 	hasRequest := false
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(reviewTable, func(key []byte) {
 		switch string(key) {
 		case "apiVersion":
 			d.once(&seen, 1)
@@ -50,6 +51,21 @@ func decodeKept(kept []byte) (Request, bool) {
 	return req, true
 }
 
+// The Tables of the objects decodeKept reads: a member of one that the
+// Table does not keep is skipped, one it keeps and decodeKept does not
+// read fails (and the standard decoder reads it).
+var (
+	requestTable   = reviewTable.Sub("request")
+	userInfoTable  = requestTable.Sub("userInfo")
+	gvkTable       = requestTable.Sub("kind")
+	optionsTable   = requestTable.Sub("options")
+	oldObjectTable = requestTable.Sub("oldObject")
+	metadataTable  = oldObjectTable.Sub("metadata")
+	specTable      = oldObjectTable.Sub("spec")
+	namesTable     = specTable.Sub("names")
+	statusTable    = oldObjectTable.Sub("status")
+)
+
 // reviewAPIVersion is the apiVersion of the AdmissionReviews lockguard
 // reads, made once.
 var reviewAPIVersion = admissionv1.SchemeGroupVersion.String()
@@ -57,7 +73,7 @@ var reviewAPIVersion = admissionv1.SchemeGroupVersion.String()
 // request reads the AdmissionRequest's members that Request has.
 func (d *keptDecoder) request(r *Request) {
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(requestTable, func(key []byte) {
 		switch string(key) {
 		case "uid":
 			d.once(&seen, 1)
@@ -77,7 +93,7 @@ func (d *keptDecoder) request(r *Request) {
 		case "userInfo":
 			d.once(&seen, 32)
 			var s uint16
-			d.object(func(key []byte) {
+			d.object(userInfoTable, func(key []byte) {
 				if string(key) != "username" {
 					d.fail()
 					return
@@ -117,7 +133,7 @@ func (d *keptDecoder) operation() string {
 // gvk reads a GroupVersionKind.
 func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(gvkTable, func(key []byte) {
 		switch string(key) {
 		case "group":
 			d.once(&seen, 1)
@@ -137,7 +153,7 @@ func (d *keptDecoder) gvk(k *metav1.GroupVersionKind) {
 // options reads the DeleteOptions' members DeleteOptions has.
 func (d *keptDecoder) options(o *DeleteOptions) {
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(optionsTable, func(key []byte) {
 		switch string(key) {
 		case "propagationPolicy":
 			d.once(&seen, 1)
@@ -160,33 +176,77 @@ func (d *keptDecoder) options(o *DeleteOptions) {
 // oldObject reads what Object has of the object being deleted.
 func (d *keptDecoder) oldObject(o *Object) {
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(oldObjectTable, func(key []byte) {
 		switch string(key) {
 		case "metadata":
 			d.once(&seen, 1)
 			d.metadata(&o.Metadata)
 		case "spec":
 			d.once(&seen, 2)
-			// What skim keeps of an object's spec (a Stack's, say) is
-			// mostly {}: nothing to read.
-			if raw := d.raw(); raw != nil && !d.bad && !emptyObject(raw) {
-				_ = o.Spec.UnmarshalJSON(raw) // lenient: never an error
-			}
+			d.spec(&o.Spec)
 		case "status":
 			d.once(&seen, 4)
-			if raw := d.raw(); raw != nil && !d.bad && !emptyObject(raw) {
-				_ = o.Status.UnmarshalJSON(raw)
-			}
+			d.status(&o.Status)
 		default:
 			d.fail()
 		}
 	})
 }
 
+// spec reads what ObjectSpec's UnmarshalJSON reads of a spec: its group
+// and names.kind where they are strings, nothing of a spec or names that
+// is not an object (lenientObject, lenientStr).
+func (d *keptDecoder) spec(s *ObjectSpec) {
+	if !d.lenientObject() {
+		return
+	}
+	var seen uint16
+	d.object(specTable, func(key []byte) {
+		switch string(key) {
+		case "group":
+			d.once(&seen, 1)
+			s.Group = d.lenientStr()
+		case "names":
+			d.once(&seen, 2)
+			if !d.lenientObject() {
+				return
+			}
+			var n uint16
+			d.object(namesTable, func(key []byte) {
+				if string(key) != "kind" {
+					d.fail()
+					return
+				}
+				d.once(&n, 1)
+				s.Names.Kind = d.lenientStr()
+			})
+		default:
+			d.fail()
+		}
+	})
+}
+
+// status reads what ObjectStatus's UnmarshalJSON reads of a status: its
+// phase where it is a string.
+func (d *keptDecoder) status(s *ObjectStatus) {
+	if !d.lenientObject() {
+		return
+	}
+	var seen uint16
+	d.object(statusTable, func(key []byte) {
+		if string(key) != "phase" {
+			d.fail()
+			return
+		}
+		d.once(&seen, 1)
+		s.Phase = d.lenientStr()
+	})
+}
+
 // metadata reads ObjectMeta's members.
 func (d *keptDecoder) metadata(m *ObjectMeta) {
 	var seen uint16
-	d.object(func(key []byte) {
+	d.object(metadataTable, func(key []byte) {
 		switch string(key) {
 		case "name":
 			d.once(&seen, 1)
@@ -210,7 +270,7 @@ func (d *keptDecoder) metadata(m *ObjectMeta) {
 				return
 			}
 			labels := map[string]string{}
-			d.object(func(key []byte) {
+			d.object(nil, func(key []byte) {
 				k := sharedString(key)
 				if _, dup := labels[k]; dup {
 					d.fail()

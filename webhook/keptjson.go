@@ -4,22 +4,20 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/navique/lockguard/internal/skim"
 )
 
 // The JSON reading of decodeKept: a reader of the values it reads, which
 // gives up (bad) at anything it would read otherwise than
-// sigs.k8s.io/json.
+// sigs.k8s.io/json, and skips the others with skim.Skip.
 
-// keptMaxDepth bounds the nesting decodeKept reads (the Request's is
-// four); the standard decoder's own limit (10,000) is then never near.
-const keptMaxDepth = 16
-
-// keptDecoder reads kept left to right; bad is set at the first thing it
+// keptDecoder reads b left to right; bad is set at the first thing it
 // does not read as decodeStandard would, and every read after is a no-op.
 type keptDecoder struct {
 	b     []byte
 	i     int
-	depth int
+	depth int // objects open around i, for skim.Skip's nesting limit
 	bad   bool
 }
 
@@ -37,6 +35,9 @@ func (d *keptDecoder) once(seen *uint16, bit uint16) {
 
 // ws skips JSON whitespace.
 func (d *keptDecoder) ws() {
+	if d.i < len(d.b) && d.b[d.i] > ' ' {
+		return // the common case: no whitespace at all
+	}
 	for d.i < len(d.b) {
 		switch d.b[d.i] {
 		case ' ', '\t', '\r', '\n':
@@ -76,26 +77,22 @@ func (d *keptDecoder) rawStr() []byte {
 		d.fail()
 		return nil
 	}
-	start := d.i + 1
-	ascii := true
-	for j := start; j < len(d.b); j++ {
-		switch c := d.b[j]; {
-		case c == '"':
-			d.i = j + 1
-			s := d.b[start:j]
-			if !ascii && !utf8.Valid(s) {
-				d.fail() // the standard decoder writes U+FFFD
-			}
-			return s
-		case c == '\\' || c < 0x20:
-			d.fail()
-			return nil
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
+	end, ok := skim.PlainString(d.b, d.i)
+	if !ok {
+		d.fail()
+		return nil
 	}
-	d.fail()
-	return nil
+	s := d.b[d.i+1 : end-1]
+	var or byte
+	for _, c := range s {
+		or |= c
+	}
+	if or >= utf8.RuneSelf && !utf8.Valid(s) {
+		d.fail() // the standard decoder writes U+FFFD
+		return nil
+	}
+	d.i = end
+	return s
 }
 
 // strBytes reads a string, in place in the body (nil for null); false when
@@ -187,9 +184,10 @@ func (d *keptDecoder) literal(lit string) bool {
 	return true
 }
 
-// object reads an object, calling member with each key, positioned at its
-// value, which member must read whole; nothing for null.
-func (d *keptDecoder) object(member func(key []byte)) {
+// object reads an object, calling member with each key t keeps (every
+// key when t is nil), positioned at its value, which member must read
+// whole, and skipping the others; nothing for null.
+func (d *keptDecoder) object(t *skim.Table, member func(key []byte)) {
 	if d.null() {
 		return
 	}
@@ -197,10 +195,7 @@ func (d *keptDecoder) object(member func(key []byte)) {
 		d.fail()
 		return
 	}
-	if d.depth++; d.depth > keptMaxDepth {
-		d.fail()
-		return
-	}
+	d.depth++ // at most five: object reads only what the Tables keep
 	d.i++
 	if d.peek() == '}' {
 		d.i++
@@ -214,7 +209,11 @@ func (d *keptDecoder) object(member func(key []byte)) {
 			return
 		}
 		d.i++
-		member(key)
+		if t != nil && !t.Keeps(key) {
+			d.skip()
+		} else {
+			member(key)
+		}
 		switch d.peek() {
 		case ',':
 			d.i++
@@ -228,73 +227,54 @@ func (d *keptDecoder) object(member func(key []byte)) {
 	}
 }
 
-// raw returns the next value whole, for a type with its own UnmarshalJSON
-// (kept is valid JSON: only strings and nesting need care); nil for null.
+// skip skips the next value, validating it (skim.Skip: the nesting limit
+// counts the objects open around it).
+func (d *keptDecoder) skip() {
+	if d.bad {
+		return
+	}
+	end, err := skim.Skip(d.b, d.i, d.depth)
+	if err != nil {
+		d.fail()
+		return
+	}
+	d.i = end
+}
+
+// raw returns the next value whole, validated, for a type with its own
+// UnmarshalJSON; nil for null.
 func (d *keptDecoder) raw() []byte {
 	if d.bad || d.null() {
 		return nil
 	}
-	start := d.peek()
-	from, depth := d.i, 0
-	if start == 0 {
-		d.fail()
+	from := d.i
+	d.skip()
+	if d.bad {
 		return nil
 	}
-	for d.i < len(d.b) {
-		c := d.b[d.i]
-		switch c {
-		case '"':
-			d.i++
-			for d.i < len(d.b) && d.b[d.i] != '"' {
-				if d.b[d.i] == '\\' {
-					d.i++
-				}
-				d.i++
-			}
-		case '{', '[':
-			if depth++; d.depth+depth > keptMaxDepth {
-				d.fail()
-				return nil
-			}
-		case '}', ']':
-			depth--
-		}
-		d.i++
-		if depth == 0 {
-			// A scalar runs to the next delimiter.
-			if c != '"' && c != '}' && c != ']' {
-				for d.i < len(d.b) && !isDelim(d.b[d.i]) {
-					d.i++
-				}
-			}
-			return d.b[from:d.i]
-		}
-	}
-	d.fail()
-	return nil
+	return d.b[from:d.i]
 }
 
-// emptyObject reports whether raw, a JSON value, is an object with no
-// members.
-func emptyObject(raw []byte) bool {
-	if len(raw) < 2 || raw[0] != '{' {
-		return false
+// lenientObject reports whether an object is next; when not, it skips
+// the value, as the lenient UnmarshalJSONs of ObjectSpec and ObjectStatus
+// ignore a value that is not an object (null included).
+func (d *keptDecoder) lenientObject() bool {
+	if d.bad || d.peek() == '{' {
+		return !d.bad
 	}
-	for _, c := range raw[1 : len(raw)-1] {
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return false
-		}
-	}
-	return raw[len(raw)-1] == '}'
-}
-
-// isDelim reports whether c ends a JSON number or literal.
-func isDelim(c byte) bool {
-	switch c {
-	case ',', '}', ']', ' ', '\t', '\r', '\n':
-		return true
-	}
+	d.skip()
 	return false
+}
+
+// lenientStr reads a string as str does; a value of another type is
+// skipped and read as "", as the lenient UnmarshalJSONs read an any that
+// is not a string.
+func (d *keptDecoder) lenientStr() string {
+	if d.bad || d.peek() == '"' {
+		return d.str()
+	}
+	d.skip()
+	return ""
 }
 
 // strings reads an array of strings; nil for null.

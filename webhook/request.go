@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -131,37 +130,18 @@ var reviewTable = skim.Compile(reviewFields)
 // decodeReview decodes body, an admission.k8s.io/v1 AdmissionReview in
 // JSON, into the Request it carries, as the API server decodes JSON (keys
 // matched case-sensitively, the whole body validated), storing only the
-// fields of Request. It is decodeStandard of what skim.Skim keeps of body,
-// read by decodeKept when that can (the reviews the API server sends).
+// fields of Request. decodeKept reads the reviews the API server sends in
+// one pass; what it declines is decodeStandard of what skim keeps of body,
+// which is the reference.
 func decodeReview(body []byte) (Request, error) {
-	bp := skimBuffers.Get().(*[]byte)
-	defer putSkimBuffer(bp)
-	kept, err := reviewTable.Append((*bp)[:0], body)
+	if req, ok := decodeKept(body); ok {
+		return req, nil
+	}
+	kept, err := reviewTable.Append(make([]byte, 0, 512), body)
 	if err != nil {
 		return Request{}, fmt.Errorf("decoding the AdmissionReview: %w", err)
 	}
-	if cap(kept) > 0 && cap(*bp) > 0 && &kept[:1][0] != &body[:1][0] {
-		*bp = kept[:0] // kept is in the buffer (grown perhaps), not body
-	}
-	// Both decoders copy what they store: kept is not referenced after.
-	if req, ok := decodeKept(kept); ok {
-		return req, nil
-	}
 	return decodeStandard(kept)
-}
-
-// skimBuffers keep the buffers decodeReview skims reviews into; one grown
-// over maxSkimBuffer is not kept.
-var skimBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-const maxSkimBuffer = 16 << 10
-
-// putSkimBuffer gives bp back to skimBuffers unless it grew over
-// maxSkimBuffer.
-func putSkimBuffer(bp *[]byte) {
-	if cap(*bp) <= maxSkimBuffer {
-		skimBuffers.Put(bp)
-	}
 }
 
 // decodeStandard is decodeReview with sigs.k8s.io/json alone.

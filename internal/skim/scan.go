@@ -15,10 +15,16 @@ const maxNestingDepth = 10000
 // scanner validates JSON as encoding/json's scanner does and finds values
 // in it without decoding them.
 type scanner struct {
-	data  []byte
-	i     int
-	stack []byte // '{' and '[' open around s.i
-	buf   [64]byte
+	data []byte
+	i    int
+	// open is the number of arrays and objects open around s.i: the
+	// kind ('{' or '[') of the first len(first) is in first, of the rest
+	// in more. (No slice of first: a scanner on a caller's stack stays
+	// there.)
+	open  int
+	first [64]byte
+	more  []byte
+	outer int // arrays and objects open around data (Skip's depth)
 }
 
 var errUnexpectedEnd = errors.New("unexpected end of JSON input")
@@ -65,17 +71,27 @@ func (s *scanner) literal(lit string) bool {
 
 // push opens an array or object.
 func (s *scanner) push(c byte) error {
-	if len(s.stack) >= maxNestingDepth {
+	if s.outer+s.open >= maxNestingDepth {
 		return errors.New("exceeded max depth")
 	}
-	if s.stack == nil {
-		s.stack = s.buf[:0]
+	if s.open < len(s.first) {
+		s.first[s.open] = c
+	} else {
+		s.more = append(s.more[:s.open-len(s.first)], c)
 	}
-	s.stack = append(s.stack, c)
+	s.open++
 	return nil
 }
 
-func (s *scanner) pop() { s.stack = s.stack[:len(s.stack)-1] }
+func (s *scanner) pop() { s.open-- }
+
+// top is the kind of the innermost open array or object.
+func (s *scanner) top() byte {
+	if s.open <= len(s.first) {
+		return s.first[s.open-1]
+	}
+	return s.more[s.open-1-len(s.first)]
+}
 
 // object scans the object at s.i, calling member for each member with its
 // key (unescaped) when s.i is at the member's value (after whitespace);
@@ -149,19 +165,7 @@ func (s *scanner) str() (escaped bool, err error) {
 	}
 	s.i++
 	for {
-		// The fast path: plain bytes, eight at a time, then one by one
-		// from the first word that may hold a quote, a backslash or a
-		// control character.
-		for s.i+8 <= len(s.data) && !mayStop(binary.LittleEndian.Uint64(s.data[s.i:])) {
-			s.i += 8
-		}
-		for s.i < len(s.data) {
-			c := s.data[s.i]
-			if c == '"' || c == '\\' || c < 0x20 {
-				break
-			}
-			s.i++
-		}
+		s.i = plainRun(s.data, s.i)
 		if s.i >= len(s.data) {
 			return false, errUnexpectedEnd
 		}
@@ -196,6 +200,23 @@ func (s *scanner) str() (escaped bool, err error) {
 			return false, s.syntaxError("in string escape code")
 		}
 	}
+}
+
+// plainRun returns the offset of the first quote, backslash or control
+// character in data from i on; len(data) when there is none. The fast
+// path: plain bytes eight at a time, then one by one from the first word
+// that may hold one.
+func plainRun(data []byte, i int) int {
+	for i+8 <= len(data) && !mayStop(binary.LittleEndian.Uint64(data[i:])) {
+		i += 8
+	}
+	for i < len(data) {
+		if c := data[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // mayStop reports whether a word of eight bytes may hold a byte that ends
@@ -262,7 +283,7 @@ func (s *scanner) number() error {
 // skipValue scans one value at s.i (after whitespace), of any depth,
 // without recursion.
 func (s *scanner) skipValue() error {
-	base := len(s.stack)
+	base := s.open
 	for {
 		// A value.
 		s.ws()
@@ -312,14 +333,14 @@ func (s *scanner) skipValue() error {
 		}
 		// After a value: close containers, or go on to the next element.
 		for {
-			if len(s.stack) == base {
+			if s.open == base {
 				return nil
 			}
 			s.ws()
 			if s.i >= len(s.data) {
 				return errUnexpectedEnd
 			}
-			top := s.stack[len(s.stack)-1]
+			top := s.top()
 			c := s.data[s.i]
 			if c == top+2 { // '}' or ']'
 				s.i++

@@ -3,10 +3,12 @@
 // webhook skims an AdmissionReview (oldObject's spec and status can be
 // megabytes) so that the standard decoder reads a few hundred bytes
 // whatever the size of the objects. Only skipping is hand-written; every
-// kept value is left to the caller's decoder (in lockguard, the webhook's
-// decodeKept, with sigs.k8s.io/json for what that does not read). FuzzSkim
-// checks that the decode of what Skim keeps and the decode of the whole
-// body agree on every input.
+// kept value is left to the caller's decoder. A caller may also read the
+// kept members itself in one pass, asking the Table which they are and
+// skipping the rest with Skip (lockguard's webhook does, in decodeKept,
+// and falls back to sigs.k8s.io/json of what Skim keeps). FuzzSkim checks
+// that the decode of what Skim keeps and the decode of the whole body
+// agree on every input.
 //
 // It is a leaf: it knows JSON and Go types, nothing of admission or of
 // Locks.

@@ -169,6 +169,7 @@ func checkSkim(t *testing.T, body []byte) {
 	if err == nil && !json.Valid(body) {
 		t.Fatalf("Skim(%q) accepted a body that is not JSON", clipBody(body))
 	}
+	checkSkip(t, body)
 
 	ar, ok := referenceDecode(body)
 	if !ok {
@@ -188,6 +189,84 @@ func checkSkim(t *testing.T, body []byte) {
 	}
 	if diff := cmp.Diff(wantReq, *got.Request); diff != "" {
 		t.Fatalf("skimmed %q: -reference, +got:\n%s", clipBody(canonical), diff)
+	}
+}
+
+// checkSkip fails t unless Skip of body (one value, then only
+// whitespace) accepts exactly what encoding/json accepts; and, with two
+// containers around it, what encoding/json accepts with two around it.
+func checkSkip(t *testing.T, body []byte) {
+	t.Helper()
+	skip := func(depth int) bool {
+		end, err := skim.Skip(body, 0, depth)
+		return err == nil && len(bytes.TrimLeft(body[end:], " \t\r\n")) == 0
+	}
+	if got, want := skip(0), json.Valid(body); got != want {
+		t.Fatalf("Skip(%q) accepted it: %v; encoding/json: %v", clipBody(body), got, want)
+	} else if want {
+		wrapped := fmt.Appendf(nil, `{"a":[%s]}`, body)
+		if got, want := skip(2), json.Valid(wrapped); got != want {
+			t.Fatalf("Skip(%q, depth 2) accepted it: %v; encoding/json of %q: %v", clipBody(body), got, clipBody(wrapped), want)
+		}
+	}
+}
+
+// TestSkipDepth: Skip counts the containers around a value against the
+// standard decoder's nesting limit, as Skim does.
+func TestSkipDepth(t *testing.T) {
+	const limit = 10000
+	for _, tc := range []struct{ depth, nested int }{{0, limit}, {0, limit + 1}, {2, limit - 2}, {2, limit - 1}, {limit, 0}, {limit, 1}} {
+		value := []byte(strings.Repeat("[", tc.nested) + strings.Repeat("]", tc.nested) + "0")
+		if tc.nested == 0 {
+			value = []byte("0")
+		} else {
+			value = value[:len(value)-1]
+		}
+		_, err := skim.Skip(value, 0, tc.depth)
+		if want := tc.depth+tc.nested <= limit; (err == nil) != want {
+			t.Errorf("Skip of %d nested arrays inside %d: error %v, want it accepted: %v", tc.nested, tc.depth, err, want)
+		}
+	}
+}
+
+// TestPlainString: PlainString reads a string with no escape and no
+// control character, and declines any other, and what is not a string.
+func TestPlainString(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		end  int
+		want bool
+	}{
+		{`"" `, 2, true},
+		{`"forge",`, 7, true},
+		{`"a string past eight bytes, é"}`, 31, true},
+		{`"for\u0067e"`, 0, false},
+		{`"a\"b"`, 0, false},
+		{"\"a\tb\"", 0, false},
+		{`"unterminated`, 0, false},
+		{`7`, 0, false},
+		{``, 0, false},
+	} {
+		end, ok := skim.PlainString([]byte(tc.in), 0)
+		if ok != tc.want || ok && end != tc.end {
+			t.Errorf("PlainString(%q) = %d, %v; want %d, %v", tc.in, end, ok, tc.end, tc.want)
+		}
+	}
+}
+
+// TestTableMembers: Keeps and Sub answer from the Fields compiled.
+func TestTableMembers(t *testing.T) {
+	request := reviewTable.Sub("request")
+	if request == nil || !reviewTable.Keeps([]byte("apiVersion")) || reviewTable.Keeps([]byte("apiversion")) {
+		t.Fatalf("the review's Table: request %v, keeps apiVersion %v, apiversion %v", request,
+			reviewTable.Keeps([]byte("apiVersion")), reviewTable.Keeps([]byte("apiversion")))
+	}
+	if reviewTable.Sub("apiVersion") != nil || reviewTable.Sub("resource") != nil {
+		t.Error("Sub of a member kept whole, or not kept, is not nil")
+	}
+	labels := request.Sub("oldObject").Sub("metadata")
+	if !labels.Keeps([]byte("labels")) || labels.Sub("labels") != nil || labels.Keeps([]byte("annotations")) {
+		t.Error("metadata's Table: labels must be kept whole, annotations not kept")
 	}
 }
 
