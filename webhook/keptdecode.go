@@ -4,6 +4,8 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/navique/lockguard/internal/skim"
 )
 
 // decodeKept decodes body, an AdmissionReview in JSON, into the Request
@@ -186,7 +188,7 @@ func (d *keptDecoder) oldObject(o *Object) {
 			d.spec(&o.Spec)
 		case "status":
 			d.once(&seen, 4)
-			d.status(&o.Status)
+			d.lenientField(statusTable, "phase", &o.Status.Phase)
 		default:
 			d.fail()
 		}
@@ -208,38 +210,29 @@ func (d *keptDecoder) spec(s *ObjectSpec) {
 			s.Group = d.lenientStr()
 		case "names":
 			d.once(&seen, 2)
-			if !d.lenientObject() {
-				return
-			}
-			var n uint16
-			d.object(namesTable, func(key []byte) {
-				if string(key) != "kind" {
-					d.fail()
-					return
-				}
-				d.once(&n, 1)
-				s.Names.Kind = d.lenientStr()
-			})
+			d.lenientField(namesTable, "kind", &s.Names.Kind)
 		default:
 			d.fail()
 		}
 	})
 }
 
-// status reads what ObjectStatus's UnmarshalJSON reads of a status: its
-// phase where it is a string.
-func (d *keptDecoder) status(s *ObjectStatus) {
+// lenientField reads into the one member of an object that t keeps,
+// key, as the lenient UnmarshalJSONs read an any: a string, or "" for a
+// value of another type; nothing of a value that is not an object. It
+// reads a status's phase (ObjectStatus) and a spec's names.kind.
+func (d *keptDecoder) lenientField(t *skim.Table, key string, into *string) {
 	if !d.lenientObject() {
 		return
 	}
 	var seen uint16
-	d.object(statusTable, func(key []byte) {
-		if string(key) != "phase" {
+	d.object(t, func(k []byte) {
+		if string(k) != key {
 			d.fail()
 			return
 		}
 		d.once(&seen, 1)
-		s.Phase = d.lenientStr()
+		*into = d.lenientStr()
 	})
 }
 
