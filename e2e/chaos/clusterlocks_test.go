@@ -66,6 +66,10 @@ type clusterCounts struct {
 	// selectorLocks and readOnlyLocks are the creates by selector and of
 	// level ReadOnly among lockCreates.
 	selectorLocks, readOnlyLocks atomic.Int64
+	// lockCreateErrors are the creates among lockCreates that got an
+	// error (their outcome unknown until resolve reads it): a run whose
+	// ClusterLock rows lock nothing says here whether its creates failed.
+	lockCreateErrors atomic.Int64
 }
 
 // clusterNS is one of the clusterWorker's namespaces.
@@ -252,6 +256,11 @@ func (w *clusterWorker) lock(ctx context.Context, ns *clusterNS, raced bool) {
 	}
 	err := w.c.Create(ctx, &lockv1alpha1.ClusterLock{ObjectMeta: metav1.ObjectMeta{Name: l.name}, Spec: spec})
 	if err != nil {
+		w.cl.lockCreateErrors.Add(1)
+		if w.logged < 5 {
+			w.logged++
+			w.logf("%s: the create of ClusterLock %s (%s) on Namespace %s failed: %v", w.prefix, l.name, l.how, ns.name, err)
+		}
 		return // Unknown: resolve reads it.
 	}
 	// No delete of the client's can be in flight for the namespace it read
@@ -424,6 +433,6 @@ func (w *clusterWorker) audit(ctx context.Context) bool {
 
 // summary is the summary's line of the clusterWorker's own counts.
 func (w *clusterWorker) summary() string {
-	return fmt.Sprintf("chaos: ClusterLocks (rule 22): %d namespaces of the mix, created %d times; ClusterLocks on them created %d (%d by selector, %d ReadOnly), deleted %d (not counted in the Locks line above; their namespace deletes are the three ClusterLock rows above; a refusal of an unlocked one by a ClusterLock just deleted counts with the denials by a Lock already deleted below)",
-		clusterNamespaces, w.cl.nsCreates.Load(), w.cl.lockCreates.Load(), w.cl.selectorLocks.Load(), w.cl.readOnlyLocks.Load(), w.cl.lockDeletes.Load())
+	return fmt.Sprintf("chaos: ClusterLocks (rule 22): %d namespaces of the mix, created %d times; ClusterLocks on them created %d (%d by selector, %d ReadOnly; %d creates got an error), deleted %d (not counted in the Locks line above; their namespace deletes are the three ClusterLock rows above; a refusal of an unlocked one by a ClusterLock just deleted counts with the denials by a Lock already deleted below)",
+		clusterNamespaces, w.cl.nsCreates.Load(), w.cl.lockCreates.Load(), w.cl.selectorLocks.Load(), w.cl.readOnlyLocks.Load(), w.cl.lockCreateErrors.Load(), w.cl.lockDeletes.Load())
 }
