@@ -21,8 +21,9 @@ compiled table, seven fewer allocations, the selector buckets in one read
 of the store): 24 allocations in process, medians 0.76-0.87 in eight runs
 of 8 rounds (13 of 16 at or over 0.80; 9da0b59 0.68-0.84 beside them, 9
 of 16): still not reliably. 09af3fe (the review decoded in one pass:
-0.4 µs less per review in process): 0.80-0.87 in three runs, ef07f05
-0.77-0.88 beside them; within the machine's noise.
+0.4 µs less per review in process): 0.80-0.88 in five runs (10 of 10
+at or over 0.80, three at 0.80 itself), ef07f05 0.77-0.88 beside them
+(7 of 10); within the machine's noise.
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
