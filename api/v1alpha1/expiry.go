@@ -61,5 +61,10 @@ func (l *Lock) ExpiresAtString() string {
 	if l.Spec.ExpiresAt == nil {
 		return ""
 	}
-	return l.Spec.ExpiresAt.UTC().Format(time.RFC3339)
+	return string(l.appendExpiresAt(nil))
+}
+
+// appendExpiresAt appends ExpiresAtString to b; the Lock has an expiresAt.
+func (l *Lock) appendExpiresAt(b []byte) []byte {
+	return l.Spec.ExpiresAt.UTC().AppendFormat(b, time.RFC3339)
 }

@@ -1,9 +1,6 @@
 package v1alpha1
 
-import (
-	"strconv"
-	"time"
-)
+import "strconv"
 
 // ActiveMessage is the message of the Ready condition of an active Lock:
 // what it denies, until when if it expires, and its spec.reason if it
@@ -38,8 +35,7 @@ func (l *Lock) ActiveMessageEnd() string { return string(l.appendActiveMessageEn
 // appendActiveMessageEnd appends ActiveMessageEnd to b.
 func (l *Lock) appendActiveMessageEnd(b []byte) []byte {
 	if l.Spec.ExpiresAt != nil {
-		// ExpiresAtString, appended.
-		b = l.Spec.ExpiresAt.UTC().AppendFormat(append(b, ", until it expires at "...), time.RFC3339)
+		b = l.appendExpiresAt(append(b, ", until it expires at "...))
 	}
 	if l.Spec.Reason != "" {
 		b = append(append(b, ": "...), l.Spec.Reason...)
