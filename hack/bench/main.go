@@ -312,6 +312,21 @@ func runCluster(ctx context.Context, o options, r *report) error {
 		r.convergence = res
 	}
 	if o.want("memory") {
+		// The template the seeded Locks copy, converged by the binary
+		// under test (measure.GrowTemplate).
+		if lg == nil {
+			if lg, err = c.StartLockguard(o.lockguard); err != nil {
+				return err
+			}
+			if _, err := lg.WaitReady(ctx); err != nil {
+				return err
+			}
+		}
+		step("A Lock and its Stack converged by lockguard, for the Locks seeded below to copy")
+		template, err := c.ConvergedTemplate(ctx, "bench-mem")
+		if err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
 		stopLockguard()
 		locks, _, err := c.CountObjects(ctx)
 		if err != nil {
@@ -328,7 +343,7 @@ func runCluster(ctx context.Context, o options, r *report) error {
 			if err := c.UninstallWebhook(ctx); err != nil {
 				return err
 			}
-			err := c.GrowLocks(ctx, "bench-mem", grown, n, 64)
+			err := c.GrowLocks(ctx, template, "bench-mem", grown, n, 64)
 			if ierr := c.InstallWebhook(ctx); err == nil {
 				err = ierr
 			}
