@@ -194,6 +194,7 @@ func (r *report) markdown() string {
 	r.summary(w)
 	r.modesSummary(w)
 	r.selectorsSummary(w)
+	r.scaleSummary(w)
 	w("\n")
 	r.handlerSection(w)
 	r.webhookSection(w)

@@ -283,3 +283,76 @@ func chartGoMemLimit(ctx context.Context) (string, error) {
 	}
 	return "", fmt.Errorf("the chart's Deployment sets no GOMEMLIMIT (set %s)", envScaleGoMemLimit)
 }
+
+// Issue 38's targets, judged on the scale section's points.
+const (
+	scaleTargetLocks, scaleTargetObjects = 100_000, 1_000_000
+	scaleTargetRSS                       = 256 << 20 // the chart's default memory limit
+	scaleTargetPerLock                   = 1024      // bytes of live heap per Lock and its Stack
+	scaleTargetPerObject                 = 150       // bytes of live heap per unlocked object
+	scaleTargetReady                     = 5 * time.Second
+)
+
+// scaleSummary writes issue 38's targets into the Targets table, from
+// the scale section's points: RSS once idle at the largest size with at
+// least 100,000 Locks and a million unlocked objects, the live heap per
+// Lock and per unlocked object between sizes that differ in that count
+// alone (the widest such step), and ready at 100,000 Locks or more. A
+// target whose size the run did not reach says so.
+func (r *report) scaleSummary(w writer) {
+	if r.scale == nil {
+		return
+	}
+	pts := r.scale.Points
+	notReached := func(what string) {
+		w("| 9 | %s | not measured: the run's sizes (BENCH_SCALE_POINTS) did not reach it | **missed** |\n", what)
+	}
+	var top *measure.ScalePoint
+	for _, p := range pts {
+		if p.Locks >= scaleTargetLocks && p.Objects >= scaleTargetObjects && p.Memory != nil {
+			top = p
+		}
+	}
+	const rssTarget = "≤ 256 Mi RSS with 100k Locks and 1M unlocked objects"
+	if top == nil {
+		notReached(rssTarget)
+	} else {
+		w("| 9 | %s | %s once idle (anonymous %s; peak %s) at %d Locks and %d unlocked objects | %s |\n", rssTarget,
+			mib(top.Memory.RSS), mib(top.Memory.RSSAnon), mib(top.Memory.PeakRSS), top.Locks, top.Objects, metOrMissed(top.Memory.RSS <= scaleTargetRSS))
+	}
+	widest := func(per func(a, b *measure.ScalePoint, pick func(*measure.ScalePoint) *measure.MemoryPoint, fig func(*measure.MemoryPoint) int64) (float64, bool), count func(*measure.ScalePoint) int) (v float64, a, b *measure.ScalePoint) {
+		for i := range pts {
+			for j := i + 1; j < len(pts); j++ {
+				if x, ok := per(pts[i], pts[j], measure.Measured, measure.LiveHeap); ok && (b == nil || count(pts[j])-count(pts[i]) > count(b)-count(a)) {
+					v, a, b = x, pts[i], pts[j]
+				}
+			}
+		}
+		return v, a, b
+	}
+	const lockTarget, objectTarget = "≤ 1 KiB of heap per Lock and target", "≤ 150 bytes per unlocked object"
+	if v, a, b := widest(measure.PerLock, func(p *measure.ScalePoint) int { return p.Locks }); b == nil {
+		notReached(lockTarget)
+	} else {
+		w("| 9 | %s | %.0f bytes of live heap per Lock and its Stack, %d → %d Locks | %s |\n", lockTarget, v, a.Locks, b.Locks, metOrMissed(v <= scaleTargetPerLock))
+	}
+	if v, a, b := widest(measure.PerObject, func(p *measure.ScalePoint) int { return p.Objects }); b == nil {
+		notReached(objectTarget)
+	} else {
+		w("| 9 | %s | %.0f bytes of live heap per unlocked object, %d → %d objects | %s |\n", objectTarget, v, a.Objects, b.Objects, metOrMissed(v <= scaleTargetPerObject))
+	}
+	const readyTarget = "ready ≤ 5 s at 100k Locks"
+	var readies []string
+	slow := false
+	for _, p := range pts {
+		if p.Locks >= scaleTargetLocks && p.Memory != nil {
+			readies = append(readies, fmt.Sprintf("%s at %d Locks and %d objects", p.Memory.Ready.Round(time.Millisecond), p.Locks, p.Objects))
+			slow = slow || p.Memory.Ready > scaleTargetReady
+		}
+	}
+	if len(readies) == 0 {
+		notReached(readyTarget)
+	} else {
+		w("| 9 | %s | %s | %s |\n", readyTarget, strings.Join(readies, "; "), metOrMissed(!slow))
+	}
+}
