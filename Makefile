@@ -294,7 +294,7 @@ BENCH_OUT ?= docs/benchmarks.md
 .PHONY: bench
 bench: kube build $(HELM) ## Performance benchmarks (issue 6; section 8: issue 13's admission modes and issue 12's namespace guard on every KUBE_VERSIONS), its duration in BENCH_OUT's header; BENCH_SCALE shrinks them; writes BENCH_OUT (docs/benchmarks.md).
 	BENCH_SCALE=$(BENCH_SCALE) LOCKGUARD_KUBE_VERSION=$(KUBE_VERSION) go run ./hack/bench -lockguard $(BIN)/lockguard -out $(BENCH_OUT) \
-	  -modes-versions "$(KUBE_VERSIONS)" -command-line "make bench BENCH_SCALE=$(BENCH_SCALE)"
+	  -modes-versions "$(KUBE_VERSIONS)" -command-line "$(strip $(foreach v,BENCH_SCALE_POINTS BENCH_SCALE_NAMESPACES BENCH_SCALE_PROBES BENCH_SCALE_GOMEMLIMIT BENCH_SCALE_GODEBUG BENCH_SCALE_STACK_WATCH_CACHE,$(if $($(v)),$(v)=$($(v)))) make bench BENCH_SCALE=$(BENCH_SCALE))"
 
 .PHONY: bench-scale
 bench-scale: kube build ## make bench's scale section alone (issue 38: memory, start-up and DELETE decisions with many Locks and unlocked objects), into bin/benchmarks-scale.md and its plot; sized by BENCH_SCALE_POINTS, BENCH_SCALE_NAMESPACES, BENCH_SCALE_PROBES (defaults: a smoke run of about a minute); BENCH_SCALE_GOMEMLIMIT the GOMEMLIMIT lockguard runs with (default: the chart's, 90% of its memory limit; off: none), BENCH_SCALE_GODEBUG with that GODEBUG (gctrace=1: the start's collections in its log), BENCH_SCALE_STACK_WATCH_CACHE=off runs kube-apiserver without a watch cache of Stacks (what lets it hold a million here), BENCH_BASELINE=<an earlier lockguard binary> measures it side by side at each size.
