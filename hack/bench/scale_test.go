@@ -23,7 +23,8 @@ func TestScaleSummary(t *testing.T) {
 		point(100_000, 1_000_000, 250*mi, 181_100_000, 163*time.Millisecond),
 	}}}
 	var b strings.Builder
-	r.scaleSummary(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	r.scaleSummary(w)
 	got := b.String()
 	for _, want := range []string{
 		"| 9 | ≤ 256 Mi RSS with 100k Locks and 1M unlocked objects | 250.0 MiB once idle",
@@ -38,13 +39,13 @@ func TestScaleSummary(t *testing.T) {
 	// Over the limit, and sizes that stop short of the target's.
 	r.scale.Points[2].Memory.RSS = 257 * mi
 	b.Reset()
-	r.scaleSummary(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	r.scaleSummary(w)
 	if !strings.Contains(b.String(), "257.0 MiB once idle") || !strings.Contains(strings.SplitN(b.String(), "\n", 2)[0], "**missed**") {
 		t.Errorf("an RSS over 256 Mi is not missed:\n%s", b.String())
 	}
 	r.scale.Points = r.scale.Points[:1]
 	b.Reset()
-	r.scaleSummary(func(format string, args ...any) { fmt.Fprintf(&b, format, args...) })
+	r.scaleSummary(w)
 	if n := strings.Count(b.String(), "not measured"); n != 4 {
 		t.Errorf("%d of 4 targets say the run did not reach them:\n%s", n, b.String())
 	}
