@@ -422,7 +422,7 @@ func TestChaos(t *testing.T) {
 	}
 	run.summary = []string{
 		fmt.Sprintf("chaos: %s: Kubernetes %s, 2 lockguard replicas, %d clients (each alone in a namespace with %d Stacks and %d PostgresClusters owned by them), %s of faults (one every %s to %s)%s, seed %d",
-			time.Now().UTC().Format("2006-01-02"), env.Version, clients, stacksPerClient, pgsPerClient, duration, faultMin, faultMax, extensionText(extended), seed),
+			time.Now().UTC().Format("2006-01-02"), env.Version, clients, stacksPerClient, pgsPerClient, duration, faultMin, faultMax, extended.text(), seed),
 		selfTestLine,
 		fmt.Sprintf("chaos: faults: %d replica SIGKILLs, %d leader SIGKILLs, %d outages of both replicas, %d leader Lease deletions, %d kube-apiserver restarts (%d by SIGKILL, the others by SIGTERM with %s of grace), %d certificate rotations (%d served by every replica, slowest after %s; %d not served within %s)",
 			f.replicaKills.Load(), f.leaderKills.Load(), f.outages.Load(), f.leaseDeletions.Load(), f.apiRestarts.Load(), f.apiKills.Load(), apiGrace,
@@ -470,7 +470,7 @@ func TestChaos(t *testing.T) {
 	// requests, and every kind denied at least once (the cascade, whose
 	// denial the client cannot see, at least sent onto a locked child).
 	for _, g := range coverageGaps(&n, duration) {
-		t.Errorf("%s (after %s more of faults)", g, extended.Round(100*time.Millisecond))
+		t.Errorf("%s (after %s more of faults)", g, extended.over.Round(100*time.Millisecond))
 	}
 }
 

@@ -63,10 +63,18 @@ func coverageGaps(n *counts, duration time.Duration) []string {
 // coverage.
 const coveragePoll = time.Second
 
+// extension is how long the faults went on past the duration asked for,
+// and what was missing when it was up.
+type extension struct {
+	over    time.Duration
+	missing []string
+}
+
 // faultsUntilCovered injects faults for duration and then, while
 // coverageGaps names something, for up to duration/2 more. It returns how
-// long past duration the faults went on: zero when nothing was missing.
-func (h *harness) faultsUntilCovered(ctx context.Context, n *counts, duration time.Duration) time.Duration {
+// long past duration the faults went on (zero when nothing was missing)
+// and what was missing at duration.
+func (h *harness) faultsUntilCovered(ctx context.Context, n *counts, duration time.Duration) extension {
 	faultCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -80,23 +88,23 @@ func (h *harness) faultsUntilCovered(ctx context.Context, n *counts, duration ti
 	began := time.Now()
 	select {
 	case <-ctx.Done():
-		return 0
+		return extension{}
 	case <-time.After(duration):
 	}
 	limit := duration / 2
-	logged := false
+	var missing []string
 	for {
 		gaps := coverageGaps(n, duration)
 		over := time.Since(began) - duration
 		if len(gaps) == 0 || over >= limit || ctx.Err() != nil {
-			if !logged {
-				return 0
+			if missing == nil {
+				return extension{}
 			}
 			h.logf("coverage: the faults went on %s past %s; still not exercised: %d", over.Round(100*time.Millisecond), duration, len(gaps))
-			return over
+			return extension{over: over, missing: missing}
 		}
-		if !logged {
-			logged = true
+		if missing == nil {
+			missing = gaps
 			h.logf("coverage: after %s of faults, not yet exercised (the faults go on, up to %s more): %s", duration, limit, strings.Join(gaps, "; "))
 		}
 		select {
@@ -106,10 +114,11 @@ func (h *harness) faultsUntilCovered(ctx context.Context, n *counts, duration ti
 	}
 }
 
-// extensionText is the summary's note of the faults' extension, if any.
-func extensionText(extended time.Duration) string {
-	if extended <= 0 {
+// text is the summary's note of the extension, if any: how long, and
+// what was missing when the duration was up.
+func (e extension) text() string {
+	if e.missing == nil {
 		return ""
 	}
-	return fmt.Sprintf(" and %s more while some exercise was missing (coverage_test.go)", extended.Round(time.Second))
+	return fmt.Sprintf(" and %s more while some exercise was missing (coverage_test.go; at the duration: %s)", e.over.Round(time.Second), strings.Join(e.missing, "; "))
 }
