@@ -17,6 +17,7 @@ import (
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/peers"
 )
 
 // Admission modes of the API latency benchmark.
@@ -93,7 +94,13 @@ func (c *Cluster) SetMode(ctx context.Context, mode string, sentinel client.Obje
 		}
 	}
 	if mode != ModeWebhook {
-		if err := c.UninstallWebhook(ctx); err != nil {
+		// The Lock-create entry stays (ReplaceWebhook); it sends no
+		// delete to lockguard.
+		vwc, err := c.CreateEntryConfiguration(ctx)
+		if err != nil {
+			return err
+		}
+		if err := c.ReplaceWebhook(ctx, vwc); err != nil {
 			return err
 		}
 	}
@@ -267,12 +274,11 @@ func (c *Cluster) benchInterleaved(ctx context.Context, o APILatencyOptions, cli
 		return err
 	}
 	for i := range vwc.Webhooks {
-		vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{benchModeLabel: ModeWebhook}}
+		if vwc.Webhooks[i].Name != peers.CreateEntryName { // as the chart renders it: see ReplaceWebhook
+			vwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{benchModeLabel: ModeWebhook}}
+		}
 	}
-	if err := c.UninstallWebhook(ctx); err != nil {
-		return err
-	}
-	if err := c.Client.Create(ctx, vwc); err != nil {
+	if err := c.ReplaceWebhook(ctx, vwc); err != nil {
 		return err
 	}
 	// Each namespace answers as its mode says.

@@ -3,14 +3,12 @@ package measure
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/navique/lockguard/e2e/framework"
-	"github.com/navique/lockguard/internal/peers"
 	"github.com/navique/lockguard/webhook"
 )
 
@@ -121,11 +118,10 @@ func (c *Cluster) installWebhookFor(ctx context.Context, mode string, wh *framew
 // Lock-create entry alone (pointed at c.Webhook), unless the configuration
 // is installed already, and returns what removes it again.
 func (c *Cluster) installCreateEntry(ctx context.Context) (func(), error) {
-	vwc, err := c.Webhook.WebhookConfiguration(ctx)
+	vwc, err := c.CreateEntryConfiguration(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name != peers.CreateEntryName })
 	if err := c.Client.Create(ctx, vwc); apierrors.IsAlreadyExists(err) {
 		return func() {}, nil
 	} else if err != nil {
