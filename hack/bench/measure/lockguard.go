@@ -123,6 +123,39 @@ func (l *Lockguard) WaitWarm(ctx context.Context) error {
 	}
 }
 
+// ColdConfirmations returns how many allowed deletes lockguard confirmed
+// with the API server because it was not warm
+// (lockguard_confirmations_total{reason="cold"}: internal/peers): 0
+// for a lockguard without the metric (--cache-only-decisions).
+func (l *Lockguard) ColdConfirmations() (float64, error) {
+	m, err := l.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	return m[`lockguard_confirmations_total{reason="cold"}`], nil
+}
+
+// StayedWarm returns a check that fails when lockguard confirmed an
+// allowed delete because it was cold between the call and the check's: a
+// measurement of the default mode in which the replica went cold measured
+// the API server's reads, not the cache's decisions.
+func (l *Lockguard) StayedWarm() (func() error, error) {
+	before, err := l.ColdConfirmations()
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		after, err := l.ColdConfirmations()
+		if err != nil {
+			return err
+		}
+		if after > before {
+			return fmt.Errorf("lockguard went cold while measured: it confirmed %v allowed deletes with the API server (lockguard_confirmations_total{reason=\"cold\"}); its log says why", after-before)
+		}
+		return nil
+	}, nil
+}
+
 // Stop sends SIGTERM and waits (SIGKILL after 30s).
 func (l *Lockguard) Stop() { _ = l.Lockguard.Stop(30 * time.Second) }
 
