@@ -23,7 +23,10 @@ of 8 rounds (13 of 16 at or over 0.80; 9da0b59 0.68-0.84 beside them, 9
 of 16): still not reliably. 09af3fe (the review decoded in one pass:
 0.4 µs less per review in process): 0.80-0.88 in five runs (10 of 10
 at or over 0.80, three at 0.80 itself), ef07f05 0.77-0.88 beside them
-(7 of 10); within the machine's noise.
+(7 of 10); within the machine's noise. Over sessions 33-36, 41 of 54
+medians at or over 0.80: on 2026-12-07 the ratio followed the host's
+speed (0.76-0.81 where the bare server made at most 18,200 reviews/s,
+0.84-0.90 where it made 18,600/s or more).
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
