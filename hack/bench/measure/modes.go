@@ -182,6 +182,11 @@ func (c *Cluster) BenchModes(ctx context.Context, lockguard string, o ModesOptio
 			return nil, err
 		}
 	}
+	// Measured warm throughout, or the run fails (Lockguard.StayedWarm).
+	warm, err := def.StayedWarm()
+	if err != nil {
+		return nil, err
+	}
 
 	res.Modes = []string{ModeNone}
 	if res.PolicyAPI != "" {
@@ -279,6 +284,9 @@ func (c *Cluster) BenchModes(ctx context.Context, lockguard string, o ModesOptio
 	}
 	res.LoadRate, res.LoadErrors = stopLoad()
 	loadStopped = true
+	if err := warm(); err != nil {
+		return nil, fmt.Errorf("lockguard (default flags): %w", err)
+	}
 	res.Took = time.Since(started)
 	return res, nil
 }
