@@ -56,6 +56,12 @@ func (g *cascadeGuard) decide(ctx context.Context, req Request, _ string) (decis
 	if target.Namespace == "" || target.Name == "" || uid == "" || lockv1alpha1.Protectable(target.GroupKind()) != nil {
 		return decision{}, false
 	}
+	if g.locks != nil && g.locks.nothingIn(target.Namespace) {
+		// No Lock covers anything of the namespace, nor may (the index
+		// lacks none there): no cascade of it reaches a locked object,
+		// so there is nothing to walk, nor to warn of.
+		return decision{}, false
+	}
 	ctx, cancel := guardContext(ctx)
 	defer cancel()
 	return g.decideCascade(ctx, req, target, uid)

@@ -65,6 +65,25 @@ type Coverage interface {
 	LocksCovering(ns string, objs []lockv1alpha1.Object) (live [][]lockv1alpha1.Lock, standing bool, err error)
 }
 
+// NamespaceHolder is a Locks that tells, copying nothing, whether its
+// index holds any Lock of a namespace (in lockguard, readmodel.LockIndex):
+// where it holds none, and the Freshness says it lacks none there
+// (NamespaceFreshness), no Lock covers anything of that namespace, and
+// the guards need read nothing more for it (lockReader.nothingIn).
+type NamespaceHolder interface {
+	// HoldsLocksIn reports whether the index holds a Lock of ns in any
+	// state; an error when it cannot tell (it has not synced).
+	HoldsLocksIn(ns string) (bool, error)
+}
+
+// NamespaceFreshness is a Freshness that answers MayLack for every key of
+// a namespace at once (in lockguard, internal/peers).
+type NamespaceFreshness interface {
+	// MayLackIn reports whether MayLack may answer true for a key of ns.
+	// It is asked before the index, as MayLack is.
+	MayLackIn(ns string) bool
+}
+
 // NoLocks is a Locks that holds no Lock: every lookup answers none. A fake
 // embeds it and answers the lookups it is about.
 type NoLocks struct{}

@@ -94,6 +94,35 @@ func AppendIndexedValues(dst []any, store toolscache.Indexer, indexName string, 
 	return dst, nil
 }
 
+// AnyByIndex reports whether index indexName holds any object under
+// value, copying none: of the namespace index, one look at the
+// namespace's name table (every DELETE review asks it of the Lock
+// store, webhook's lockReader.nothingIn).
+func (s *Store) AnyByIndex(indexName, value string) (bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	tables, err := s.fromTables(indexName)
+	if err != nil || !tables {
+		found := false
+		if err == nil {
+			s.indices[indexName].each(value, func(metav1.Object) { found = true })
+		}
+		return found, err
+	}
+	ns := s.objects[value]
+	return ns != nil && ns.n > 0, nil
+}
+
+// AnyIndexed is AnyByIndex of store when it is a Store, and otherwise
+// (client-go's store, in tests) whether ByIndex returns any object.
+func AnyIndexed(store toolscache.Indexer, indexName, value string) (bool, error) {
+	if s, ok := store.(*Store); ok {
+		return s.AnyByIndex(indexName, value)
+	}
+	objs, err := store.ByIndex(indexName, value)
+	return len(objs) > 0, err
+}
+
 // eachIndexed calls fn with the objects that index indexName holds under value.
 func (s *Store) eachIndexed(indexName, value string, fn func(metav1.Object)) error {
 	tables, err := s.fromTables(indexName)

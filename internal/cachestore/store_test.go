@@ -202,6 +202,9 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 				var each []any
 				err := EachIndexed(store, name, v, func(o metav1.Object) { each = append(each, o) })
 				add("EachIndexed of "+which+" "+name+" "+v, objs(want.ByIndex(name, v)), objs(each, err))
+				wantObjs, _ := want.ByIndex(name, v)
+				found, err := AnyIndexed(store, name, v)
+				add("AnyIndexed of "+which+" "+name+" "+v, fmt.Sprint(len(wantObjs) > 0, false), fmt.Sprint(found, err != nil))
 				appended, err := AppendIndexed([]any{"kept"}, store, name, v)
 				if len(appended) == 0 || appended[0] != "kept" {
 					d += "AppendIndexed of " + which + " did not keep what dst held\n"
@@ -239,6 +242,8 @@ func storeDiff(want, got toolscache.Indexer, r *rand.Rand) string {
 	add("EachIndexed of a missing index", true, EachIndexed(got, "missing", "x", func(metav1.Object) {}) != nil)
 	_, err = AppendIndexed(nil, got, "missing", "x")
 	add("AppendIndexed of a missing index", true, err != nil)
+	_, err = AnyIndexed(got, "missing", "x")
+	add("AnyIndexed of a missing index", true, err != nil)
 	return d
 }
 

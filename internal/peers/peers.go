@@ -128,6 +128,10 @@ func (p *Peers) register(r prometheus.Registerer) error {
 // MayLack is the webhook's question (webhook.Freshness): Tracker.MayLack.
 func (p *Peers) MayLack(key lockv1alpha1.TargetKey) (string, bool) { return p.t.MayLack(key) }
 
+// MayLackIn reports whether the cache may lack a live Lock of anything in
+// namespace ns (Tracker.MayLackIn): webhook.NamespaceFreshness.
+func (p *Peers) MayLackIn(ns string) bool { return p.t.MayLackIn(ns) }
+
 // PendingCreate reports whether a Lock create of key is pending on this
 // replica (Tracker.PendingCreate): webhook.PendingCreates.
 func (p *Peers) PendingCreate(key lockv1alpha1.TargetKey) bool { return p.t.PendingCreate(key) }

@@ -161,6 +161,15 @@ func (t *Tracker) MayLack(key lockv1alpha1.TargetKey) (string, bool) {
 	return "", false
 }
 
+// MayLackIn reports whether the cache may lack a live Lock of anything in
+// namespace ns: MayLack of every key of ns at once (cold, or a pending
+// marker of a Lock create in ns).
+func (t *Tracker) MayLackIn(ns string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return !t.warmLocked(t.cfg.Now()) || t.markers.hasIn(ns)
+}
+
 // PendingCreate reports whether this replica holds a pending marker of a
 // Lock create of key, warm or not.
 func (t *Tracker) PendingCreate(key lockv1alpha1.TargetKey) bool {

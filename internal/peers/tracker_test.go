@@ -68,6 +68,9 @@ func TestStandaloneWarmsAfterSyncAndList(t *testing.T) {
 	if reason, may := tr.MayLack(key("a")); !may || reason != ReasonCold {
 		t.Fatalf("MayLack before sync = %q, %v; want cold, true", reason, may)
 	}
+	if !tr.MayLackIn("ns") || !tr.MayLackIn("other") {
+		t.Fatal("MayLackIn before sync: want true for every namespace (cold)")
+	}
 	cache.synced = true
 	if tr.Warm() {
 		t.Fatal("warm before the list")
@@ -79,6 +82,9 @@ func TestStandaloneWarmsAfterSyncAndList(t *testing.T) {
 	}
 	if _, may := tr.MayLack(key("a")); may {
 		t.Fatal("a warm replica with no marker must decide from the cache")
+	}
+	if tr.MayLackIn("ns") {
+		t.Fatal("MayLackIn: a warm replica with no marker must decide from the cache")
 	}
 }
 
@@ -105,6 +111,10 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 	if !tr.PendingIn("ns") || tr.PendingIn("other") {
 		t.Fatal("PendingIn: want true for the markers' namespace ns only")
 	}
+	// MayLackIn is MayLack of every key of the namespace at once.
+	if !tr.MayLackIn("ns") || tr.MayLackIn("other") {
+		t.Fatal("MayLackIn: want true for the markers' namespace ns only")
+	}
 	tr.Observe("u2")
 	if _, may := tr.MayLack(key("a")); may {
 		t.Fatal("both delivered: a must be decided from the cache")
@@ -114,6 +124,9 @@ func TestMarkersAndTheirClearing(t *testing.T) {
 	}
 	if tr.PendingIn("ns") {
 		t.Fatal("PendingIn(ns) after both markers were delivered: want false (the namespace label follows the cache again)")
+	}
+	if tr.MayLackIn("ns") {
+		t.Fatal("MayLackIn(ns) after both markers were delivered: want false")
 	}
 	// A Lock the cache holds already is not marked.
 	cache.uids["u3"] = true

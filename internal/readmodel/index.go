@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/cachestore"
 )
 
 // targetIndex is the name of the index NewLockIndex adds to the Lock
@@ -307,6 +308,22 @@ func (x *LockIndex) EachReadiness(fn func(active, ready bool, reason string)) {
 			fn(active, ready, reason)
 		}
 	}
+}
+
+// HoldsLocksIn reports whether the index holds any Lock of namespace ns,
+// whatever its state (expired, in Audit, deleted, of any level or
+// scope): when it holds none, none of its Locks covers anything of ns.
+// It copies nothing (every DELETE review asks it: webhook's
+// lockReader.nothingIn). ErrNotSynced before the informer has synced.
+func (x *LockIndex) HoldsLocksIn(ns string) (bool, error) {
+	if !x.HasSynced() {
+		return false, ErrNotSynced
+	}
+	held, err := cachestore.AnyIndexed(x.informer.GetIndexer(), toolscache.NamespaceIndex, ns)
+	if err != nil {
+		return false, fmt.Errorf("looking up the Locks of namespace %s: %w", ns, err)
+	}
+	return held, nil
 }
 
 // HasLiveLocksIn reports whether namespace ns holds a Lock live now,
