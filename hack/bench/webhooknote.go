@@ -32,7 +32,11 @@ CPU or memory hog at 13,300-17,022/s: not memory traffic. A
 system-wide profile (perf) puts the review's decoding and decision at
 about a tenth of lockguard's CPU each in the server; GOGC=200 for
 lockguard alone looked like 0.04-0.06 more, the same for the bare server
-too (the fair baseline) gave nothing.
+too (the fair baseline) gave nothing. Without the decision, 0.09 more
+(an upper bound); 3340cb6 decides the DELETE of an object of a namespace
+holding no Lock (none pending) without the index's lookups or the
+cascade walk: 0.78-0.84 in three runs against d2fdcc7's 0.77-0.81
+beside them (4 of 6 at or over 0.80, against 2 of 6).
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
