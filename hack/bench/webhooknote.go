@@ -23,9 +23,9 @@ of 8 rounds (13 of 16 at or over 0.80; 9da0b59 0.68-0.84 beside them, 9
 of 16): still not reliably. 09af3fe (the review decoded in one pass:
 0.4 µs less per review in process): 0.80-0.88 in five runs (10 of 10
 at or over 0.80, three at 0.80 itself), ef07f05 0.77-0.88 beside them
-(7 of 10); within the machine's noise. Over sessions 33-37, 49 of 86
+(7 of 10); within the machine's noise. Over sessions 33-37, 51 of 90
 medians at or over 0.80 (session 37, unchanged code on a slower day:
-8 of 32, 0.74-0.87); in session 36, with nothing else on the VM,
+10 of 36, 0.74-0.87); in session 36, with nothing else on the VM,
 0.76-0.81 where the bare server made at most 18,200 reviews/s and
 0.84-0.90 where it made 18,600/s or more, but 0.82-0.95 beside a
 CPU or memory hog at 13,300-17,022/s: not memory traffic. A
@@ -35,9 +35,9 @@ lockguard alone looked like 0.04-0.06 more, the same for the bare server
 too (the fair baseline) gave nothing. Without the decision, 0.09 more
 (an upper bound); 3340cb6 decides the DELETE of an object of a namespace
 holding no Lock (none pending) without the index's lookups or the
-cascade walk: 0.76-0.89 in six runs against d2fdcc7's 0.76-0.82
-beside them (9 of 12 at or over 0.80, against 4 of 12): likelier, still
-not reliably.
+cascade walk: 0.75-0.89 in eight runs against d2fdcc7's 0.76-0.83
+beside them (12 of 16 at or over 0.80, against 6 of 16): likelier,
+still not reliably.
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
