@@ -175,10 +175,11 @@ func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha
 // Lock of ns in any state (NamespaceHolder), and, when the handler
 // confirms, the Freshness says the index lacks none of ns
 // (NamespaceFreshness: warm, no Lock create of ns pending; asked first,
-// as MayLack is). covering answers from it at once (TestNothingInAgrees
-// checks that the full path answers the same), and the cascade guard asks
-// it before walking: a cascade deletes only objects of the owner's
-// namespace. A reader that cannot tell answers false.
+// as MayLack is). covering answers from it at once (readmodel's
+// TestHoldsLocksInAgrees checks that the index's lookups find no Lock
+// where HoldsLocksIn says none), and the cascade guard asks it before
+// walking: a cascade deletes only objects of the owner's namespace. A
+// reader that cannot tell answers false.
 func (r *lockReader) nothingIn(ns string) bool {
 	h, ok := r.cache.(NamespaceHolder)
 	if !ok {

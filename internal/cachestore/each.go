@@ -102,15 +102,16 @@ func (s *Store) AnyByIndex(indexName, value string) (bool, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	tables, err := s.fromTables(indexName)
-	if err != nil || !tables {
-		found := false
-		if err == nil {
-			s.indices[indexName].each(value, func(metav1.Object) { found = true })
-		}
-		return found, err
+	if err != nil {
+		return false, err
 	}
-	ns := s.objects[value]
-	return ns != nil && ns.n > 0, nil
+	if tables {
+		ns := s.objects[value]
+		return ns != nil && ns.n > 0, nil
+	}
+	found := false
+	s.indices[indexName].each(value, func(metav1.Object) { found = true })
+	return found, nil
 }
 
 // AnyIndexed is AnyByIndex of store when it is a Store, and otherwise
