@@ -77,17 +77,13 @@ func (d *keptDecoder) rawStr() []byte {
 		d.fail()
 		return nil
 	}
-	end, ok := skim.PlainString(d.b, d.i)
+	end, ascii, ok := skim.PlainString(d.b, d.i)
 	if !ok {
 		d.fail()
 		return nil
 	}
 	s := d.b[d.i+1 : end-1]
-	var or byte
-	for _, c := range s {
-		or |= c
-	}
-	if or >= utf8.RuneSelf && !utf8.Valid(s) {
+	if !ascii && !utf8.Valid(s) {
 		d.fail() // the standard decoder writes U+FFFD
 		return nil
 	}

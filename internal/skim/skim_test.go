@@ -228,26 +228,31 @@ func TestSkipDepth(t *testing.T) {
 }
 
 // TestPlainString: PlainString reads a string with no escape and no
-// control character, and declines any other, and what is not a string.
+// control character, says whether it is all ASCII, and declines any
+// other string, and what is not a string.
 func TestPlainString(t *testing.T) {
 	for _, tc := range []struct {
-		in   string
-		end  int
-		want bool
+		in          string
+		end         int
+		ascii, want bool
 	}{
-		{`"" `, 2, true},
-		{`"forge",`, 7, true},
-		{`"a string past eight bytes, é"}`, 31, true},
-		{`"for\u0067e"`, 0, false},
-		{`"a\"b"`, 0, false},
-		{"\"a\tb\"", 0, false},
-		{`"unterminated`, 0, false},
-		{`7`, 0, false},
-		{``, 0, false},
+		{`"" `, 2, true, true},
+		{`"forge",`, 7, true, true},
+		{`"a string past eight bytes"}`, 27, true, true},
+		{`"a string past eight bytes, é"}`, 31, false, true},
+		{`"é, then a string past eight bytes"}`, 36, false, true},
+		{"\"\xff\"", 3, false, true}, // no UTF-8: the caller checks
+		{`"for\u0067e"`, 0, true, false},
+		{`"a\"b"`, 0, true, false},
+		{`"é\"b"`, 0, false, false},
+		{"\"a\tb\"", 0, true, false},
+		{`"unterminated`, 0, true, false},
+		{`7`, 0, false, false},
+		{``, 0, false, false},
 	} {
-		end, ok := skim.PlainString([]byte(tc.in), 0)
-		if ok != tc.want || ok && end != tc.end {
-			t.Errorf("PlainString(%q) = %d, %v; want %d, %v", tc.in, end, ok, tc.end, tc.want)
+		end, ascii, ok := skim.PlainString([]byte(tc.in), 0)
+		if ok != tc.want || ok && (end != tc.end || ascii != tc.ascii) {
+			t.Errorf("PlainString(%q) = %d, %v, %v; want %d, %v, %v", tc.in, end, ascii, ok, tc.end, tc.ascii, tc.want)
 		}
 	}
 }

@@ -29,15 +29,20 @@ func Skip(data []byte, i, depth int) (int, error) {
 
 // PlainString returns the offset just past the JSON string at data[i]
 // when it holds no escape and no control character (its contents are then
-// data[i+1:end-1], as a decoder reads them but for invalid UTF-8); ok is
-// false for any other string, and for a value that is not a string.
-func PlainString(data []byte, i int) (end int, ok bool) {
+// data[i+1:end-1], as a decoder reads them but for invalid UTF-8), and
+// whether all its bytes are ASCII (when not, the caller who reads it as
+// a decoder would checks its UTF-8); ok is false for any other string,
+// and for a value that is not a string.
+func PlainString(data []byte, i int) (end int, ascii, ok bool) {
 	if i >= len(data) || data[i] != '"' {
-		return i, false
+		return i, false, false
 	}
-	end = plainRun(data, i+1)
+	end, ascii = asciiRun(data, i+1), true
+	if end < len(data) && data[end] >= 0x80 {
+		end, ascii = plainRun(data, end), false
+	}
 	if end >= len(data) || data[end] != '"' {
-		return end, false
+		return end, ascii, false
 	}
-	return end + 1, true
+	return end + 1, ascii, true
 }
