@@ -27,8 +27,9 @@ import (
 
 // The handler benchmarks answer DELETE reviews through the real
 // readmodel.LockIndex, on controller-runtime's informer cache with
-// lockguard's index, fed by an in-memory ListWatch of n Locks: the code
-// path of lockguard, without an API server. Each review goes through an
+// lockguard's informer, store and index (lockIndexOf), fed by an
+// in-memory ListWatch of n Locks: the code path of lockguard, without an
+// API server. Each review goes through an
 // http.Handler, body and all, so that decoding counts.
 //
 //	go test -run '^$' -bench . -benchmem ./webhook

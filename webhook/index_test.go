@@ -47,14 +47,17 @@ func lockCacheWatching(tb testing.TB, list *lockv1alpha1.LockList, watcher *watc
 	if list.ResourceVersion == "" {
 		list.ResourceVersion = "1"
 	}
+	newInformer := readmodel.NewInformerFunc(readmodel.CacheTransform(nil, nil), nil)
 	c, err := cache.New(&rest.Config{Host: "https://127.0.0.1:1"}, cache.Options{
 		Scheme:           scheme,
 		Mapper:           mapper,
 		DefaultTransform: readmodel.CacheTransform(nil, nil),
-		// The informer is controller-runtime's, with its indexers and
-		// transform; only the ListWatch is replaced by an in-memory one.
+		// The informer is lockguard's (readmodel.NewInformerFunc: its
+		// own store, as cmd/lockguard/manager builds it), with
+		// controller-runtime's indexers and the transform; only the
+		// ListWatch is replaced by an in-memory one.
 		NewInformer: func(_ toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, indexers toolscache.Indexers) toolscache.SharedIndexInformer {
-			return toolscache.NewSharedIndexInformer(&staticListWatch{list: list, watcher: watcher}, obj, resync, indexers)
+			return newInformer(&staticListWatch{list: list, watcher: watcher}, obj, resync, indexers)
 		},
 	})
 	if err != nil {
