@@ -9,10 +9,10 @@ import (
 // the scanner (str) and PlainString skip of a string's contents.
 
 // plainRun returns the offset of the first quote, backslash or control
-// character in data from i on; len(data) when there is none. The fast
-// path: eight bytes at a time while eight remain, the first stopping byte
-// being the lowest that stops flags (it flags its lowest match exactly);
-// the last few bytes one by one.
+// character in data from i on; len(data) when there is none. It reads
+// eight bytes at a time while eight remain, ending at the lowest byte
+// that stops flags in a word (an exact match: see stops), and the last
+// few bytes one by one.
 func plainRun(data []byte, i int) int {
 	return run(data, i, 0)
 }
