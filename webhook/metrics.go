@@ -18,6 +18,7 @@ const (
 	RefusedBufferedBytes     = transport.RefusedBufferedBytes
 	RefusedReadTimeout       = transport.RefusedReadTimeout
 	RefusedCutOff            = transport.RefusedCutOff
+	RefusedMemory            = transport.RefusedMemory
 )
 
 // Metrics are the handler's Prometheus metrics. A denial is an HTTP 200 to
@@ -126,10 +127,10 @@ func (m *Metrics) Register(r prometheus.Registerer) error {
 			m.reviewsTotal.WithLabelValues(g, d)
 		}
 	}
-	for _, r := range []string{RefusedInFlight, RefusedInFlightPerSource, RefusedBufferedBytes, RefusedReadTimeout, RefusedCutOff} {
+	for _, r := range []string{RefusedInFlight, RefusedInFlightPerSource, RefusedBufferedBytes, RefusedReadTimeout, RefusedCutOff, RefusedMemory} {
 		m.refused.WithLabelValues(r)
 	}
-	for _, r := range []string{transport.ClosedPerSource, transport.ClosedFull, transport.ClosedEvicted} {
+	for _, r := range []string{transport.ClosedPerSource, transport.ClosedFull, transport.ClosedMemory, transport.ClosedEvicted} {
 		m.connsClosed.WithLabelValues(r)
 	}
 	for _, op := range []string{"DELETE", "UPDATE"} {

@@ -44,6 +44,9 @@ var ErrBudget = errors.New("too many review bytes in flight; retry later")
 type byteBudget struct {
 	max  int64
 	used atomic.Int64
+	// mem, when not nil, lowers max to what the rest of the process
+	// leaves (Memory.bodyMax).
+	mem *Memory
 
 	mu sync.Mutex
 	// kept are the buffers kept for reuse, by size class; keptBytes
@@ -63,7 +66,7 @@ func (b *byteBudget) take(n int64) bool {
 	}
 	for {
 		used := b.used.Load()
-		if used+n > b.max {
+		if bound, _ := b.mem.bodyMax(b.max); used+n > bound {
 			if b.letGo() {
 				continue
 			}
@@ -73,6 +76,17 @@ func (b *byteBudget) take(n int64) bool {
 			return true
 		}
 	}
+}
+
+// short reports whether the memory bounds the budget under its max now:
+// the reason of a refusal (RefusedMemory rather than
+// RefusedBufferedBytes).
+func (b *byteBudget) short() bool {
+	if b == nil {
+		return false
+	}
+	_, short := b.mem.bodyMax(b.max)
+	return short
 }
 
 // letGo gives up the largest kept buffer, and reports whether it had one.

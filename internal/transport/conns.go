@@ -21,8 +21,11 @@ import (
 type fairListener struct {
 	net.Listener
 	max, perSource int
+	// mem, when not nil, closes connections beyond its floor that the
+	// memory left has no room for (Memory.admitConnection).
+	mem *Memory
 	// closed, when not nil, counts a connection closed by reason
-	// (ClosedPerSource, ClosedFull, ClosedEvicted).
+	// (ClosedPerSource, ClosedFull, ClosedMemory, ClosedEvicted).
 	closed func(reason string)
 
 	mu      sync.Mutex
@@ -65,7 +68,11 @@ func (l *fairListener) admit(c net.Conn) (admitted, evicted *fairConn) {
 		l.count(ClosedPerSource)
 		return nil, nil
 	}
-	if l.total >= l.max {
+	full, reason := l.total >= l.max, ClosedFull
+	if !full && !l.mem.admitConnection(l.total) {
+		full, reason = true, ClosedMemory
+	}
+	if full {
 		var most []*fairConn
 		for _, conns := range l.sources {
 			if len(conns) > len(most) {
@@ -75,7 +82,7 @@ func (l *fairListener) admit(c net.Conn) (admitted, evicted *fairConn) {
 		// Taking one from a source with one more than c's would only
 		// swap which of the two holds more.
 		if len(most) < mine+2 {
-			l.count(ClosedFull)
+			l.count(reason)
 			return nil, nil
 		}
 		evicted = victim(most)

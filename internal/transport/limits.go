@@ -70,6 +70,11 @@ type Limits struct {
 	// hold with it) whose body is still arriving is answered 429 to make
 	// room. Default DefaultMaxBufferedBytes.
 	MaxBufferedBytes int64
+	// Memory, when not nil, lowers MaxBufferedBytes to what the rest of
+	// the process leaves under GOMEMLIMIT (never under its body floor); a
+	// review that does not fit then is refused as RefusedMemory. Share it
+	// with the Server's ConnectionLimits.Memory; one Gate per Memory.
+	Memory *Memory
 }
 
 // Reasons a Gate refuses a request before its handler decides, as
@@ -79,6 +84,9 @@ const (
 	RefusedInFlightPerSource = "in_flight_per_source"
 	RefusedBufferedBytes     = "buffered_bytes"
 	RefusedReadTimeout       = "read_timeout"
+	// RefusedMemory is a request whose body did not fit the bytes the
+	// rest of the process leaves under GOMEMLIMIT (Limits.Memory).
+	RefusedMemory = "memory"
 	// RefusedCutOff is a request whose body was still arriving, cut off
 	// for a source address holding fewer requests or bytes.
 	RefusedCutOff = "cut_off"
@@ -105,7 +113,23 @@ func NewGate(l Limits, refused func(reason string)) *Gate {
 	if l.MaxBufferedBytes <= 0 {
 		l.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
-	return &Gate{share: newShare(l.MaxInFlight, l.MaxInFlightPerSource), budget: &byteBudget{max: l.MaxBufferedBytes}, refused: refused}
+	budget := &byteBudget{max: l.MaxBufferedBytes, mem: l.Memory}
+	if l.Memory != nil {
+		l.Memory.budget.Store(budget)
+	}
+	return &Gate{share: newShare(l.MaxInFlight, l.MaxInFlightPerSource), budget: budget, refused: refused}
+}
+
+// refuseBytes answers a request whose bytes the budget refused, 429, and
+// counts it: RefusedMemory when the memory bounded the budget, else
+// RefusedBufferedBytes.
+func (g *Gate) refuseBytes(w http.ResponseWriter) {
+	reason, msg := RefusedBufferedBytes, ErrBudget.Error()
+	if g.budget.short() {
+		reason, msg = RefusedMemory, refusals[RefusedMemory]
+	}
+	g.refuse(reason)
+	http.Error(w, msg, http.StatusTooManyRequests)
 }
 
 // refuse counts a refusal for reason.

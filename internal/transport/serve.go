@@ -67,8 +67,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	case errors.Is(err, ErrBudget):
-		g.refuse(RefusedBufferedBytes)
-		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		g.refuseBytes(w)
 		return
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		g.refuse(RefusedReadTimeout)
@@ -89,6 +88,7 @@ var refusals = map[string]string{
 	RefusedInFlight:          "too many requests in flight; retry later",
 	RefusedInFlightPerSource: "too many requests in flight from this address; retry later",
 	RefusedCutOff:            "the request body was cut off for clients holding less of the server; retry later",
+	RefusedMemory:            "too many review bytes in flight for the memory lockguard's caches leave; retry later",
 }
 
 // checkContentType accepts application/json, optionally with charset utf-8.
@@ -121,8 +121,7 @@ func ServeReview[R any](g *Gate, w http.ResponseWriter, r *http.Request,
 		// is at most the body's length, counted until the answer is
 		// written; the buffer is given up before decide runs.
 		if !body.charge(int64(len(body.Bytes()))) {
-			g.refuse(RefusedBufferedBytes)
-			http.Error(w, ErrBudget.Error(), http.StatusTooManyRequests)
+			g.refuseBytes(w)
 			return
 		}
 		req, uid, err := decode(body.Bytes())

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -78,6 +79,10 @@ const (
 	// ClosedFull: ConnectionLimits.Max were open, and its source held
 	// as many as any other but one.
 	ClosedFull = "full"
+	// ClosedMemory: the memory the rest of the process leaves under
+	// GOMEMLIMIT had no room for it (ConnectionLimits.Memory), and its
+	// source held as many as any other but one.
+	ClosedMemory = "memory"
 	// ClosedEvicted: closed, while open, for a new connection from a
 	// source holding fewer.
 	ClosedEvicted = "evicted"
@@ -95,6 +100,12 @@ type ConnectionLimits struct {
 	// PerSource bounds those of one source address: its next one is
 	// closed. Default DefaultMaxConnectionsPerSource, at most Max.
 	PerSource int
+	// Memory, when not nil, closes a connection beyond its connection
+	// floor when the memory the rest of the process leaves under
+	// GOMEMLIMIT has no room for it, as when Max are open (a source
+	// holding fewer still takes one of the most-holding source's): the
+	// Gate's Limits.Memory.
+	Memory *Memory
 }
 
 // Server is lockguard's webhook server: a mux of paths, each counted in
@@ -175,7 +186,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	fl := fairListen(ln, s.o.Connections.Max, s.o.Connections.PerSource)
-	fl.closed = s.o.Closed
+	fl.closed, fl.mem = s.o.Closed, s.o.Connections.Memory
 	ln = tls.NewListener(fl, cfg)
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -197,7 +208,8 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	log.Info("Serving the webhook server", "host", s.o.Host, "port", s.o.Port,
-		"maxConnections", s.o.Connections.Max, "maxConnectionsPerSource", s.o.Connections.PerSource, "maxHeaderBytes", s.o.MaxHeaderBytes)
+		"maxConnections", s.o.Connections.Max, "maxConnectionsPerSource", s.o.Connections.PerSource, "maxHeaderBytes", s.o.MaxHeaderBytes,
+		"yieldsToGOMEMLIMIT", s.o.Connections.Memory != nil && s.o.Connections.Memory.Limit() != math.MaxInt64)
 	s.started.Store(true)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
