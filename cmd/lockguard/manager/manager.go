@@ -104,9 +104,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// lockguard's own labels, no other).
 	labelKeys := readmodel.NewLabelKeys()
 	transform := readmodel.CacheTransform(clusterKeys, labelKeys)
-	// The webhook's transport holds what the caches leave under GOMEMLIMIT.
+	// The webhook's transport holds what the caches leave under GOMEMLIMIT,
+	// and the reconciler's first pass waits for the collector when pressed.
 	o.WebhookLimits.Memory = transport.NewMemory(ctx)
-	o.WebhookConnections.Memory = o.WebhookLimits.Memory
+	o.WebhookConnections.Memory, o.Controller.Pressed = o.WebhookLimits.Memory, o.WebhookLimits.Memory.Pressed
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
