@@ -47,6 +47,9 @@ type report struct {
 	scaleChartGoMemLimit bool
 	// scaleGoDebug is the GODEBUG it ran lockguard with ("": none).
 	scaleGoDebug string
+	// worstLimit is the container limit of the scale section's worst
+	// case (0: not run).
+	worstLimit int64
 	// scaleNoStackWatchCache is whether kube-apiserver ran without a watch
 	// cache of Stacks (envScaleStackWatchCache).
 	scaleNoStackWatchCache bool
@@ -195,6 +198,7 @@ func (r *report) markdown() string {
 	r.modesSummary(w)
 	r.selectorsSummary(w)
 	r.scaleSummary(w)
+	r.worstSummary(w)
 	w("\n")
 	r.handlerSection(w)
 	r.webhookSection(w)

@@ -122,6 +122,11 @@ func runScale(ctx context.Context, o options, r *report) error {
 		c.LockguardEnv = append(c.LockguardEnv, "GODEBUG="+v)
 		r.scaleGoDebug = v
 	}
+	if so.WorstLimit, err = worstLimit(ctx); err != nil {
+		return err
+	}
+	r.worstLimit = so.WorstLimit
+	so.WorstBaseline, so.WorstEvery = os.Getenv(envScaleWorstBaseline), os.Getenv(envScaleWorstEvery) == "1"
 	so.Baseline = o.baseline
 	so.Profiles = filepath.Join(filepath.Dir(o.out), "scale-profiles")
 	r.scale, err = c.MeasureScale(ctx, o.lockguard, so)
@@ -215,6 +220,7 @@ func (r *report) scaleSection(w writer) {
 	if r.scaleGoDebug != "" {
 		w("\nEvery lockguard ran with `GODEBUG=%s` (%s): its log has what that writes.\n", r.scaleGoDebug, envScaleGoDebug)
 	}
+	r.worstSection(w)
 	if len(s.Points) > 0 && s.Points[0].Baseline != nil {
 		r.scaleBaseline(w)
 	}

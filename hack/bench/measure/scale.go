@@ -42,6 +42,16 @@ type ScaleOptions struct {
 	// measured, taken with its live heap (MemoryPoint.Live); "": none
 	// kept.
 	Profiles string
+	// WorstLimit, when not 0, runs lockguard once more at the last size
+	// under a container memory limit of that many bytes with the
+	// transport held at its bounds (worstCase): ScalePoint.Worst.
+	WorstLimit int64
+	// WorstBaseline is another lockguard binary whose worst case is
+	// measured too, just before the one measured ("": none).
+	WorstBaseline string
+	// WorstEvery runs the worst case at every size with Locks, not only
+	// the last.
+	WorstEvery bool
 }
 
 // ScalePoint is lockguard at one size.
@@ -62,6 +72,12 @@ type ScalePoint struct {
 	// ProbeNamespaces says where.
 	Allowed, TargetRef, Selector *Latencies
 	ProbeNamespaces              string
+	// Worst is lockguard under a container's limit with its transport at
+	// its bounds (ScaleOptions.WorstLimit; nil: not run at this size).
+	Worst *WorstCase
+	// WorstBaseline is ScaleOptions.WorstBaseline's worst case (nil
+	// without one).
+	WorstBaseline *WorstCase
 }
 
 // ScaleResult is what MeasureScale measured.
@@ -151,6 +167,18 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 			return r, err
 		}
 		r.Points = append(r.Points, p)
+		if o.WorstLimit > 0 && (len(r.Points) == len(o.Points) || o.WorstEvery && size.Locks > 0) {
+			o.Step("scale: lockguard with %d Locks and %d unlocked objects under a memory limit of %d MiB, its transport at its bounds", size.Locks, size.Objects, o.WorstLimit>>20)
+			hold := p.Memory.Ready + p.Memory.Settled + 30*time.Second
+			if o.WorstBaseline != "" {
+				if p.WorstBaseline, err = c.worstCase(ctx, o.WorstBaseline, p, o.Namespaces, o.WorstLimit, hold, leaderArgs); err != nil {
+					return r, fmt.Errorf("the baseline's worst case: %w", err)
+				}
+			}
+			if p.Worst, err = c.worstCase(ctx, binary, p, o.Namespaces, o.WorstLimit, hold, leaderArgs); err != nil {
+				return r, fmt.Errorf("the worst case: %w", err)
+			}
+		}
 	}
 	return r, nil
 }
@@ -214,6 +242,34 @@ func (c *Cluster) scaleNamespaces(ctx context.Context, n int, size ScaleSize) er
 // scaleNamespace is the name of the k-th namespace.
 func scaleNamespace(k int) string { return fmt.Sprintf("scale-%d", k) }
 
+// scaleProbe is a Stack a point's dry-run DELETEs are sent for, whether
+// lockguard denies it, and where its latencies go.
+type scaleProbe struct {
+	ns, name string
+	deny     bool
+	into     **Latencies
+}
+
+// probeTargets are p's probes: a Stack covered by a targetRef Lock, one
+// covered by a selector Lock (denied) and an unlocked Stack with no
+// dependents (allowed), in the seeded namespaces (of namespaces) when the
+// point has them, else in the template namespace.
+func (p *ScalePoint) probeTargets(namespaces int) []scaleProbe {
+	probes := []scaleProbe{
+		{scaleTemplateNS, "tgzz", true, &p.TargetRef},
+		{scaleTemplateNS, "svzz", true, &p.Selector},
+		{scaleTemplateNS, "unzz", false, &p.Allowed},
+	}
+	if p.Locks >= 2 {
+		probes[0].ns, probes[0].name = scaleNamespace(0), "t-0"
+		probes[1].ns, probes[1].name = scaleNamespace(1%namespaces), "t-1"
+	}
+	if p.Objects >= 2 {
+		probes[2].ns, probes[2].name = scaleNamespace(0), "u-1"
+	}
+	return probes
+}
+
 // scaleProbes times p's dry-run DELETEs against lg, once warm: a Stack
 // covered by a targetRef Lock and one covered by a selector Lock (denied)
 // and an unlocked Stack with no dependents (allowed), in the seeded
@@ -222,25 +278,9 @@ func (c *Cluster) scaleProbes(ctx context.Context, lg *Lockguard, p *ScalePoint,
 	if err := lg.WaitWarm(ctx); err != nil {
 		return err
 	}
-	type probe struct {
-		ns, name string
-		deny     bool
-		into     **Latencies
-	}
-	probes := []probe{
-		{scaleTemplateNS, "tgzz", true, &p.TargetRef},
-		{scaleTemplateNS, "svzz", true, &p.Selector},
-		{scaleTemplateNS, "unzz", false, &p.Allowed},
-	}
-	if p.Locks >= 2 {
-		probes[0].ns, probes[0].name = scaleNamespace(0), "t-0"
-		probes[1].ns, probes[1].name = scaleNamespace(1%o.Namespaces), "t-1"
-	}
-	if p.Objects >= 2 {
-		probes[2].ns, probes[2].name = scaleNamespace(0), "u-1"
-	}
+	probes := p.probeTargets(o.Namespaces)
 	p.ProbeNamespaces = fmt.Sprintf("%s/%s, %s/%s, %s/%s", probes[0].ns, probes[0].name, probes[1].ns, probes[1].name, probes[2].ns, probes[2].name)
-	run := func(pr probe) (time.Duration, error) {
+	run := func(pr scaleProbe) (time.Duration, error) {
 		start := time.Now()
 		err := c.Client.Delete(ctx, Stack(pr.ns, pr.name, 0), client.DryRunAll)
 		d := time.Since(start)
