@@ -15,20 +15,29 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/navique/lockguard/e2e/framework"
+	"github.com/navique/lockguard/internal/transport"
 )
 
 // sizingFigures are the memory formula's figures (docs/limits.md, Memory),
 // as the chart's lockguard.sizingFigures names them.
 type sizingFigures struct {
-	IdleMiB       int64 `json:"idleMiB"`
-	ConnectionKiB int64 `json:"connectionKiB"`
-	LockBytes     int64 `json:"lockBytes"`
-	ObjectBytes   int64 `json:"objectBytes"`
+	IdleMiB         int64 `json:"idleMiB"`
+	BodyFloorMiB    int64 `json:"bodyFloorMiB"`
+	ConnectionFloor int64 `json:"connectionFloor"`
+	ConnectionKiB   int64 `json:"connectionKiB"`
+	LockBytes       int64 `json:"lockBytes"`
+	ObjectBytes     int64 `json:"objectBytes"`
+}
+
+// floor is F, the transport's floor with the chart's default transport
+// (64Mi and 1024 connections, over both floors).
+func (f sizingFigures) floor() int64 {
+	return f.BodyFloorMiB<<20 + f.ConnectionFloor*f.ConnectionKiB<<10
 }
 
 // limitsFigures reads the figures from the table of docs/limits.md's
 // Memory section: the first number of the value column of the rows R0
-// (MiB), C (KiB), L and O (bytes).
+// and B0 (MiB), N0 (connections), C (KiB), L and O (bytes).
 func limitsFigures(t *testing.T) sizingFigures {
 	t.Helper()
 	doc := readRepo(t, "docs/limits.md")
@@ -49,7 +58,8 @@ func limitsFigures(t *testing.T) sizingFigures {
 		}
 		return n
 	}
-	return sizingFigures{IdleMiB: row("R0", "MiB"), ConnectionKiB: row("C", "KiB"), LockBytes: row("L", "bytes"), ObjectBytes: row("O", "bytes")}
+	return sizingFigures{IdleMiB: row("R0", "MiB"), BodyFloorMiB: row("B0", "MiB"), ConnectionFloor: row("N0", "connections"),
+		ConnectionKiB: row("C", "KiB"), LockBytes: row("L", "bytes"), ObjectBytes: row("O", "bytes")}
 }
 
 // readRepo reads a file of the repository.
@@ -64,7 +74,8 @@ func readRepo(t *testing.T, rel string) string {
 
 // TestChartSizingFigures checks that the chart's memory check computes
 // with the figures docs/limits.md states: the chart holds them in one
-// place, templates/_sizing.tpl's lockguard.sizingFigures.
+// place, templates/_sizing.tpl's lockguard.sizingFigures; and that its
+// floors and connection cost are the transport's.
 func TestChartSizingFigures(t *testing.T) {
 	tpl := readRepo(t, "deploy/chart/lockguard/templates/_sizing.tpl")
 	m := regexp.MustCompile(`(?s)\{\{- define "lockguard.sizingFigures" -\}\}\n(.*?)\n\{\{- end \}\}`).FindStringSubmatch(tpl)
@@ -77,6 +88,10 @@ func TestChartSizingFigures(t *testing.T) {
 	}
 	if doc := limitsFigures(t); chart != doc {
 		t.Errorf("the chart's figures %+v; docs/limits.md (Memory) states %+v", chart, doc)
+	}
+	if chart.BodyFloorMiB<<20 != transport.DefaultBodyFloor || chart.ConnectionFloor != transport.DefaultConnectionFloor || chart.ConnectionKiB<<10 != transport.ConnectionCost {
+		t.Errorf("the chart's floors and connection cost %d MiB, %d connections, %d KiB; internal/transport's %d MiB, %d, %d KiB",
+			chart.BodyFloorMiB, chart.ConnectionFloor, chart.ConnectionKiB, transport.DefaultBodyFloor>>20, transport.DefaultConnectionFloor, transport.ConnectionCost>>10)
 	}
 }
 
@@ -103,9 +118,8 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // unknown.
 func TestSizingWarning(t *testing.T) {
 	f := limitsFigures(t)
-	const body, conns = 64 << 20, 1024 // the chart's default transport
 	needed := func(locks, objects int64) int64 {
-		return f.IdleMiB<<20 + body + conns*f.ConnectionKiB<<10 + locks*f.LockBytes + objects*f.ObjectBytes
+		return f.IdleMiB<<20 + f.floor() + locks*f.LockBytes + objects*f.ObjectBytes
 	}
 	const limit = 256 << 20 // the chart's default
 	goMemLimit := int64(limit) * 9 / 10
@@ -156,36 +170,40 @@ func TestSizingWarning(t *testing.T) {
 	}
 }
 
-// TestSizingTransportFails checks that the render fails when the
-// webhook's transport alone (webhook.maxBufferedBytes and
-// webhook.maxConnections) exceeds GOMEMLIMIT, which no count of Locks
-// fits, unless no memory limit is set; and that the chart passes both to
-// the binary.
+// TestSizingTransportFails checks that the render fails when lockguard
+// idle and the webhook's transport at its floor (R0 + F) exceed
+// GOMEMLIMIT, which no count of Locks fits, unless no memory limit is
+// set; and that the chart passes webhook.maxBufferedBytes and
+// webhook.maxConnections to the binary.
 func TestSizingTransportFails(t *testing.T) {
 	requireHelm(t)
 	f := limitsFigures(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// 128Mi: GOMEMLIMIT 115.2 MiB, under the default 64 MiB and 1024
-	// connections.
-	transport := int64(64<<20) + 1024*f.ConnectionKiB<<10
-	goMemLimit := int64(128<<20) * 9 / 10
-	if transport <= goMemLimit {
-		t.Fatalf("the default transport %s fits a 128Mi limit by docs/limits.md's figures: pick another case", mib(transport))
+	// 32Mi: GOMEMLIMIT 28.8 MiB, under R0 and the floor.
+	floor := f.IdleMiB<<20 + f.floor()
+	goMemLimit := int64(32<<20) * 9 / 10
+	if floor <= goMemLimit {
+		t.Fatalf("R0 and the transport's floor (%s) fit a 32Mi limit by docs/limits.md's figures: pick another case", mib(floor))
 	}
-	_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"resources.limits.memory=128Mi"}})
-	want := fmt.Sprintf("the webhook's transport alone can hold %s (webhook.maxBufferedBytes 64Mi + webhook.maxConnections 1024 × %d KiB), more than GOMEMLIMIT %s (90%% of resources.limits.memory 128Mi)", mib(transport), f.ConnectionKiB, mib(goMemLimit))
+	_, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"resources.limits.memory=32Mi"}})
+	want := fmt.Sprintf("lockguard idle (%d MiB) and the webhook's transport at its floor (%s: the bodies' floor of %d MiB or webhook.maxBufferedBytes when less, and %d connections × %d KiB) hold %s, more than GOMEMLIMIT %s (90%% of resources.limits.memory 32Mi)",
+		f.IdleMiB, mib(f.floor()), f.BodyFloorMiB, f.ConnectionFloor, f.ConnectionKiB, mib(floor), mib(goMemLimit))
 	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("render with a 128Mi limit: %v; want an error containing %q", err, want)
+		t.Errorf("render with a 32Mi limit: %v; want an error containing %q", err, want)
 	}
-	// The smallest whole Mi limit whose GOMEMLIMIT holds the default
-	// transport renders.
-	fits := (transport*10 + 9*(1<<20) - 1) / (9 << 20)
+	// The smallest whole Mi limit whose GOMEMLIMIT holds them renders.
+	fits := (floor*10 + 9*(1<<20) - 1) / (9 << 20)
 	if _, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{fmt.Sprintf("resources.limits.memory=%dMi", fits)}}); err != nil {
 		t.Errorf("render with a %dMi limit: %v; want none", fits, err)
 	}
 	if _, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{fmt.Sprintf("resources.limits.memory=%dMi", fits-1)}}); err == nil {
-		t.Errorf("render with a %dMi limit: no error; want the transport's", fits-1)
+		t.Errorf("render with a %dMi limit: no error; want the floor's", fits-1)
+	}
+	// The transport's bounds no longer fail the render: beyond its floor
+	// it holds only what the caches leave (128Mi failed before).
+	if _, err := framework.Render(ctx, framework.Release{KubeVersion: "1.37.2", Set: []string{"resources.limits.memory=128Mi"}}); err != nil {
+		t.Errorf("render with a 128Mi limit and the default transport: %v; want none", err)
 	}
 	for _, tc := range []struct {
 		set         []string

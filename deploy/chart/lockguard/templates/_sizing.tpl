@@ -1,6 +1,8 @@
-{{/* The memory formula's figures (docs/limits.md, Memory: limits.memory ≥ (R0 + T + L × Locks + O × objects) / 0.9, T = the body budget + C × connections), the one place the chart holds them; hack/doccheck TestChartSizingFigures checks that they equal limits.md's table. */}}
+{{/* The memory formula's figures (docs/limits.md, Memory: limits.memory ≥ (R0 + F + L × Locks + O × objects) / 0.9, F = the transport's floor: the body floor, or webhook.maxBufferedBytes when less, and C for each connection of the connection floor, or webhook.maxConnections when fewer), the one place the chart holds them; e2e/chart TestChartSizingFigures checks that they equal limits.md's table and internal/transport's floors. */}}
 {{- define "lockguard.sizingFigures" -}}
-idleMiB: 42
+idleMiB: 15
+bodyFloorMiB: 16
+connectionFloor: 64
 connectionKiB: 61
 lockBytes: 1400
 objectBytes: 120
@@ -21,11 +23,11 @@ objectBytes: 120
 {{- mul (int64 $num) (int64 (get $units $suffix)) -}}
 {{- end }}
 
-{{/* The memory budget of the values, in bytes, as YAML: transport (T: webhook.maxBufferedBytes + C × webhook.maxConnections), needed (R0 + T + L × sizing.locks + O × sizing.objects, what GOMEMLIMIT must hold), required (needed / 0.9, what limits.memory must be), and with a memory limit, limit and goMemLimit (90% of it, as the Deployment sets it). */}}
+{{/* The memory budget of the values, in bytes, as YAML: transport (F, the transport's floor, which it holds whatever the caches leave: min(webhook.maxBufferedBytes, the body floor) + C × min(webhook.maxConnections, the connection floor); beyond it the transport holds only what the caches leave under GOMEMLIMIT), needed (R0 + F + L × sizing.locks + O × sizing.objects, what GOMEMLIMIT must hold), required (needed / 0.9, what limits.memory must be), and with a memory limit, limit and goMemLimit (90% of it, as the Deployment sets it). */}}
 {{- define "lockguard.sizing" -}}
 {{- $f := include "lockguard.sizingFigures" . | fromYaml -}}
 {{- $body := include "lockguard.bytes" (dict "value" .Values.webhook.maxBufferedBytes "name" "webhook.maxBufferedBytes" "use" "the chart passes it to --webhook-max-buffered-bytes") | int64 -}}
-{{- $transport := add $body (mul (int64 .Values.webhook.maxConnections) (int64 $f.connectionKiB) 1024) -}}
+{{- $transport := add (min $body (mul (int64 $f.bodyFloorMiB) 1048576)) (mul (min (int64 .Values.webhook.maxConnections) (int64 $f.connectionFloor)) (int64 $f.connectionKiB) 1024) -}}
 {{- $caches := add (mul (int64 .Values.sizing.locks) (int64 $f.lockBytes)) (mul (int64 .Values.sizing.objects) (int64 $f.objectBytes)) -}}
 {{- $needed := add (mul (int64 $f.idleMiB) 1048576) $transport $caches }}
 transport: {{ $transport }}
@@ -37,11 +39,13 @@ goMemLimit: {{ include "lockguard.goMemLimit" . }}
 {{- end }}
 {{- end }}
 
-{{/* Fails the render when the transport's worst case alone (webhook.maxBufferedBytes and webhook.maxConnections) exceeds GOMEMLIMIT: no count of Locks fits then. Nothing without a memory limit. */}}
+{{/* Fails the render when lockguard idle and the transport's floor (R0 + F) exceed GOMEMLIMIT: no count of Locks fits then. Nothing without a memory limit. */}}
 {{- define "lockguard.checkTransport" -}}
 {{- $s := include "lockguard.sizing" . | fromYaml -}}
-{{- if and (hasKey $s "goMemLimit") (gt (int64 $s.transport) (int64 $s.goMemLimit)) -}}
-{{- fail (printf "the webhook's transport alone can hold %s (webhook.maxBufferedBytes %s + webhook.maxConnections %d × %d KiB), more than GOMEMLIMIT %s (90%% of resources.limits.memory %s): lower webhook.maxBufferedBytes or webhook.maxConnections, or raise resources.limits.memory (docs/limits.md, Memory)" (include "lockguard.mib" $s.transport) (include "lockguard.quantity" .Values.webhook.maxBufferedBytes) (int64 .Values.webhook.maxConnections) (int64 (include "lockguard.sizingFigures" . | fromYaml).connectionKiB) (include "lockguard.mib" $s.goMemLimit) (include "lockguard.quantity" .Values.resources.limits.memory)) -}}
+{{- $f := include "lockguard.sizingFigures" . | fromYaml -}}
+{{- $floor := add (mul (int64 $f.idleMiB) 1048576) (int64 $s.transport) -}}
+{{- if and (hasKey $s "goMemLimit") (gt $floor (int64 $s.goMemLimit)) -}}
+{{- fail (printf "lockguard idle (%d MiB) and the webhook's transport at its floor (%s: the bodies' floor of %d MiB or webhook.maxBufferedBytes when less, and %d connections × %d KiB) hold %s, more than GOMEMLIMIT %s (90%% of resources.limits.memory %s): raise resources.limits.memory (docs/limits.md, Memory)" (int64 $f.idleMiB) (include "lockguard.mib" $s.transport) (int64 $f.bodyFloorMiB) (min (int64 .Values.webhook.maxConnections) (int64 $f.connectionFloor)) (int64 $f.connectionKiB) (include "lockguard.mib" $floor) (include "lockguard.mib" $s.goMemLimit) (include "lockguard.quantity" .Values.resources.limits.memory)) -}}
 {{- end -}}
 {{- end }}
 
