@@ -619,4 +619,20 @@ the steady p99 from 901 ms to 991 ms.
 percent of deletes sent the moment a Lock's create returns go through: the
 cache sees the Lock milliseconds after the create returns (section 6). The
 default flags close the window, at the cost above.
+
+**Target 9, the worst case at 100k Locks and 1M objects.** In a memory
+cgroup of the chart's 256 MiB, with a client holding the transport at its
+bounds, lockguard at 100,000 Locks and a million objects is killed in its
+first pass (2026-12-07, docs/history/scale-runs.md): the caches' live heap
+alone is 185 MB there once idle, 183-205 MB at the start's peak, and the Go
+runtime's memory passes GOMEMLIMIT (230 MiB) while the collector, at a
+third of the CPU, cannot keep up. Since 3d36974 the transport holds only
+what the caches leave (at 100,000 Locks the same load then held, at 235.6
+MiB), and since 639e076 the first pass waits for the collector while the
+memory is pressed; what remains is the caches and the first pass's garbage.
+docs/limits.md's formula asks 314 MiB for that size. Closing it needs
+fewer bytes per Lock and object (the Lock as its index entry only; a Stack
+as its UID, owners and the labels selectors read) and a first pass that
+allocates less (docs/history/scale-runs.md lists where its 8 KB a pass
+go), or a larger default limit.
 `
