@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -152,35 +151,5 @@ func (g *memCgroup) charged() (charged, error) {
 // watch samples the cgroup's charges every interval until the function
 // it returns is called, which returns the sample of the largest usage.
 func (g *memCgroup) watch(every time.Duration) func() charged {
-	var (
-		mu   sync.Mutex
-		peak charged
-	)
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			if c, err := g.charged(); err == nil {
-				mu.Lock()
-				if c.Usage > peak.Usage {
-					peak = c
-				}
-				mu.Unlock()
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() charged {
-		close(done)
-		<-finished
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
+	return watchPeak(every, g.charged, func(a, b charged) bool { return a.Usage < b.Usage })
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/navique/lockguard/e2e/framework"
@@ -170,15 +169,28 @@ func (l *Lockguard) PeakRSS() (int64, error) { return l.procStatus("VmHWM") }
 // interval until the function it returns is called, which returns the
 // largest sample.
 func (l *Lockguard) watchAnon(every time.Duration) func() int64 {
-	var peak atomic.Int64
+	return watchPeak(every, func() (int64, error) { return l.procStatus("RssAnon") }, func(a, b int64) bool { return a < b })
+}
+
+// watchPeak calls sample every interval until the function it returns is
+// called, which returns the largest sample (by less).
+func watchPeak[T any](every time.Duration, sample func() (T, error), less func(a, b T) bool) func() T {
+	var (
+		mu   sync.Mutex
+		peak T
+	)
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if v, err := l.procStatus("RssAnon"); err == nil && v > peak.Load() {
-				peak.Store(v)
+			if v, err := sample(); err == nil {
+				mu.Lock()
+				if less(peak, v) {
+					peak = v
+				}
+				mu.Unlock()
 			}
 			select {
 			case <-done:
@@ -187,10 +199,12 @@ func (l *Lockguard) watchAnon(every time.Duration) func() int64 {
 			}
 		}
 	}()
-	return func() int64 {
+	return func() T {
 		close(done)
 		<-finished
-		return peak.Load()
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
 	}
 }
 
