@@ -147,7 +147,7 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 		leaderArgs := []string{"--leader-election-lease-duration=15s", "--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"}
 		if o.Baseline != "" {
 			o.Step("scale: the baseline %s with %d Locks and %d unlocked objects", o.Baseline, size.Locks, size.Objects)
-			p.Baseline = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
+			p.Baseline = &MemoryPoint{Locks: size.Locks + 2, Stacks: size.Locks + size.Objects + len(tpl.stacks())}
 			lg, err := c.measureScaleMemory(ctx, p.Baseline, o, "baseline", o.Baseline, leaderArgs)
 			if err != nil {
 				return r, fmt.Errorf("the baseline: %w", err)
@@ -156,7 +156,7 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 			lg.Stop()
 		}
 		o.Step("scale: lockguard with %d Locks and %d unlocked objects", size.Locks, size.Objects)
-		p.Memory = &MemoryPoint{Locks: size.Locks + 2, Stacks: 2*size.Locks + size.Objects + len(tpl.stacks())}
+		p.Memory = &MemoryPoint{Locks: size.Locks + 2, Stacks: size.Locks + size.Objects + len(tpl.stacks())}
 		lg, err := c.measureScaleMemory(ctx, p.Memory, o, "lockguard", binary, leaderArgs)
 		if err != nil {
 			return r, err
