@@ -134,8 +134,11 @@ func (r *report) worstSection(w writer) {
 	}
 }
 
-// reasons writes counts by reason, sorted.
+// reasons writes counts by reason, sorted ("not read" for nil).
 func reasons(m map[string]float64) string {
+	if m == nil {
+		return "not read (lockguard had exited)"
+	}
 	if len(m) == 0 {
 		return "none"
 	}

@@ -57,7 +57,8 @@ type WorstCase struct {
 	// Exited is the process's end when it did not run to the end.
 	Exited error
 	// Refused and Closed are lockguard's refusals and connections closed
-	// by reason during the load; Bodies and Headers what the load sent.
+	// by reason during the load (nil: not read, the process was gone);
+	// Bodies and Headers what the load sent.
 	Refused, Closed map[string]float64
 	Bodies, Headers int64
 	// Denied, Allowed and Failed count the dry-run DELETEs sent every
@@ -129,9 +130,11 @@ func (c *Cluster) worstCase(ctx context.Context, binary string, p *ScalePoint, n
 		time.Sleep(2 * time.Second)
 	}
 	w.Held = time.Since(start)
-	after, _ := lg.Metrics()
+	after, err := lg.Metrics()
 	w.Bodies, w.Headers = load.stop()
-	w.Refused, w.Closed = counterDeltas(before, after, "lockguard_webhook_requests_refused_total"), counterDeltas(before, after, "lockguard_webhook_connections_closed_total")
+	if err == nil {
+		w.Refused, w.Closed = counterDeltas(before, after, "lockguard_webhook_requests_refused_total"), counterDeltas(before, after, "lockguard_webhook_connections_closed_total")
+	}
 	w.Exited = lg.ExitError()
 	stopped = true
 	lg.Stop()
