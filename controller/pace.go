@@ -2,8 +2,6 @@ package controller
 
 import (
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,10 +17,6 @@ const startWindow = 1000
 
 // backlogChunk is how many passes a chunk of a pacedQueue's backlog holds.
 const backlogChunk = 4096
-
-// pressedWindow is how many passes of the backlog a pacedQueue feeds at
-// a time while the memory is pressed, each batch after a collection.
-const pressedWindow = 128
 
 // pacedQueue is the reconciler's work queue: controller-runtime's priority
 // queue, fed the passes of the informers' initial lists (enqueue) no
@@ -48,12 +42,6 @@ const pressedWindow = 128
 type pacedQueue struct {
 	priorityqueue.PriorityQueue[item]
 	window int
-	// pressed, when not nil, says whether the memory is pressed
-	// (Options.Pressed): then the backlog is fed pressedWindow at a time,
-	// once the queue is empty and the collector has run again.
-	pressed func() <-chan struct{}
-	// later is set while a goroutine waits to feed (feed).
-	later atomic.Bool
 
 	mu sync.Mutex
 	// backlog is fed from backlog[0][head] on; every chunk but the last
@@ -75,9 +63,9 @@ var _ priorityqueue.PriorityQueue[item] = (*pacedQueue)(nil)
 // newPacedQueue is the controller's NewQueue: a pacedQueue over a priority
 // queue as controller-runtime builds it (its metrics named after the
 // controller, rl its rate limiter).
-func newPacedQueue(log logr.Logger, pressed func() <-chan struct{}) func(string, workqueue.TypedRateLimiter[item]) workqueue.TypedRateLimitingInterface[item] {
+func newPacedQueue(log logr.Logger) func(string, workqueue.TypedRateLimiter[item]) workqueue.TypedRateLimitingInterface[item] {
 	return func(name string, rl workqueue.TypedRateLimiter[item]) workqueue.TypedRateLimitingInterface[item] {
-		return &pacedQueue{window: startWindow, pressed: pressed, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[item]) {
+		return &pacedQueue{window: startWindow, PriorityQueue: priorityqueue.New(name, func(o *priorityqueue.Opts[item]) {
 			o.Log = log.WithValues("controller", name)
 			o.RateLimiter = rl
 		})}
@@ -187,44 +175,12 @@ func (q *pacedQueue) push(reqs []request) (now []request) {
 }
 
 // feed moves passes of the backlog into the queue while it holds fewer
-// than window ready (feedN). While the memory is pressed it feeds only
-// once the queue is empty, pressedWindow at most, after the collector has
-// run again (at most a second later), from a goroutine of its own: the
-// workers meanwhile take what else is added, and an informer's handler
-// never waits.
-func (q *pacedQueue) feed() {
-	if q.pressed != nil {
-		if next := q.pressed(); next != nil {
-			if q.PriorityQueue.Len() == 0 && q.backlogLen() > 0 && q.later.CompareAndSwap(false, true) {
-				go func() {
-					defer q.later.Store(false)
-					afterCollection(next)
-					q.feedN(pressedWindow)
-				}()
-			}
-			return
-		}
-	}
-	q.feedN(q.window)
-}
-
-// afterCollection waits until next is closed, at most a second.
-func afterCollection(next <-chan struct{}) {
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case <-next:
-	case <-t.C:
-	}
-}
-
-// feedN moves passes of the backlog into the queue while it holds fewer
 // than window ready, dropping each chunk once fed, and the backlog once
 // empty.
-func (q *pacedQueue) feedN(window int) {
+func (q *pacedQueue) feed() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := min(window-q.PriorityQueue.Len(), q.added-q.fed)
+	n := min(q.window-q.PriorityQueue.Len(), q.added-q.fed)
 	if n <= 0 {
 		return
 	}
@@ -244,13 +200,6 @@ func (q *pacedQueue) feedN(window int) {
 		q.dropLocked()
 	}
 	q.PriorityQueue.AddWithOpts(priorityqueue.AddOpts{}, items...)
-}
-
-// backlogLen is how many passes the backlog holds.
-func (q *pacedQueue) backlogLen() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.added - q.fed
 }
 
 // Get feeds the queue, then takes its next item.

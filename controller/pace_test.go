@@ -21,7 +21,7 @@ import (
 
 func newTestPacedQueue(t *testing.T, window int) *pacedQueue {
 	t.Helper()
-	q := newPacedQueue(logr.Discard(), nil)("paced-test", workqueue.DefaultTypedControllerRateLimiter[item]()).(*pacedQueue)
+	q := newPacedQueue(logr.Discard())("paced-test", workqueue.DefaultTypedControllerRateLimiter[item]()).(*pacedQueue)
 	q.window = window
 	return q
 }
@@ -263,7 +263,7 @@ func BenchmarkBacklogHeap(b *testing.B) {
 	}
 	var sum float64
 	for range b.N {
-		q := newPacedQueue(logr.Discard(), nil)("paced-bench", workqueue.DefaultTypedControllerRateLimiter[item]()).(*pacedQueue)
+		q := newPacedQueue(logr.Discard())("paced-bench", workqueue.DefaultTypedControllerRateLimiter[item]()).(*pacedQueue)
 		q.window = 1
 		before := readmodeltest.LiveHeap()
 		for _, r := range reqs {
@@ -277,69 +277,4 @@ func BenchmarkBacklogHeap(b *testing.B) {
 		q.ShutDown()
 	}
 	b.ReportMetric(sum/float64(b.N), "B/pass")
-}
-
-// TestPacedQueuePressed: while the memory is pressed, the backlog is fed
-// pressedWindow passes at a time, and only once the queue is empty and
-// the collector has run again; an item added otherwise does not wait;
-// once the pressure is gone, the window is fed again.
-func TestPacedQueuePressed(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		pressed chan struct{}
-	)
-	press := func() { mu.Lock(); pressed = make(chan struct{}); mu.Unlock() }
-	collect := func() { mu.Lock(); close(pressed); pressed = nil; mu.Unlock() }
-	q := newTestPacedQueue(t, 1000)
-	q.pressed = func() <-chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		if pressed == nil {
-			return nil
-		}
-		return pressed
-	}
-	defer q.ShutDown()
-	press()
-	enqueue(q, true, pacedItems(0, 3*pressedWindow)...)
-	got := make(chan request, 1)
-	take := func() {
-		it, _ := q.Get()
-		q.Done(it)
-		got <- it.Value()
-	}
-	go take()
-	select {
-	case r := <-got:
-		t.Fatalf("a pass of the backlog (%v) ran while the memory was pressed, before a collection", r)
-	case <-time.After(100 * time.Millisecond):
-	}
-	late := itemOf(request{Namespace: "late"})
-	q.Add(late)
-	if r := <-got; r != late.Value() {
-		t.Fatalf("while pressed, the item added otherwise did not run first: %v", r)
-	}
-	// The collector runs; the memory is still pressed: pressedWindow
-	// passes are fed, one taken.
-	old := pressed
-	mu.Lock()
-	pressed = make(chan struct{})
-	mu.Unlock()
-	close(old)
-	go take()
-	<-got
-	for deadline := time.Now().Add(5 * time.Second); q.PriorityQueue.Len() != pressedWindow-1 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if n := q.PriorityQueue.Len(); n != pressedWindow-1 {
-		t.Errorf("after a collection while pressed: %d passes ready, want %d (pressedWindow less the one taken)", n, pressedWindow-1)
-	}
-	collect()
-	for range pressedWindow {
-		go take()
-		<-got
-	}
-	if n, left := q.PriorityQueue.Len(), q.backlogLen(); n != min(1000, 2*pressedWindow)-1 || left != 0 {
-		t.Errorf("once not pressed: %d passes ready and %d in the backlog, want %d and 0", n, left, 2*pressedWindow-1)
-	}
 }

@@ -54,13 +54,6 @@ type Options struct {
 	// ClusterLocks read, so that a label change bringing an object into
 	// one brings a pass. Default nil: only creates do.
 	ClusterLabelKeys *readmodel.ClusterLabelKeys
-	// Pressed, when set, says whether the process's memory is pressed:
-	// nil when not, else a channel closed once the collector has run
-	// again (transport.Memory.Pressed). While it is, the reconciler's
-	// first pass over the informers' initial lists waits for it between
-	// small batches, so that its garbage is collected before more is
-	// made. Default nil: never pressed.
-	Pressed func() <-chan struct{}
 	// LabelKeys, when set, are the label keys the cache's transform keeps
 	// of namespaced objects (readmodel.LabelKeys): a selector Lock's pass
 	// waits while they are being refreshed in its namespace. Default nil:
@@ -149,7 +142,7 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 	controllerLog := deferValues(mgr.GetLogger().WithValues("controller", "lock"))
 	c, err := b.
 		WithOptions(controller.TypedOptions[item]{MaxConcurrentReconciles: opts.MaxConcurrentReconciles, RateLimiter: retryLimiter(),
-			NewQueue: newPacedQueue(mgr.GetLogger(), opts.Pressed)}).
+			NewQueue: newPacedQueue(mgr.GetLogger())}).
 		WithLogConstructor(func(it *item) logr.Logger {
 			// This runs for every pass, and each WithValues copies the
 			// logger's encoder with a buffer of 1 KiB (zap): the

@@ -104,10 +104,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// lockguard's own labels, no other).
 	labelKeys := readmodel.NewLabelKeys()
 	transform := readmodel.CacheTransform(clusterKeys, labelKeys)
-	// The webhook's transport holds what the caches leave under GOMEMLIMIT,
-	// and the reconciler's first pass waits for the collector when pressed.
+	// The webhook's transport holds what the caches leave under GOMEMLIMIT.
 	o.WebhookLimits.Memory = transport.NewMemory(ctx)
-	o.WebhookConnections.Memory, o.Controller.Pressed = o.WebhookLimits.Memory, o.WebhookLimits.Memory.Pressed
+	o.WebhookConnections.Memory = o.WebhookLimits.Memory
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
