@@ -628,8 +628,9 @@ alone is 185 MB there once idle, 183-205 MB at the start's peak, and the Go
 runtime's memory passes GOMEMLIMIT (230 MiB) while the collector, at a
 third of the CPU, cannot keep up. Since 3d36974 the transport holds only
 what the caches leave (at 100,000 Locks the same load then held, at 235.6
-MiB), and since 639e076 the first pass waits for the collector while the
-memory is pressed; what remains is the caches and the first pass's garbage.
+MiB); what remains is the caches and the first pass's garbage (a pacing of
+the first pass under pressure, 639e076, was reverted: its signal stayed on
+once idle, and the backlog crawled).
 docs/limits.md's formula asks 314 MiB for that size. Closing it needs
 fewer bytes per Lock and object (the Lock as its index entry only; a Stack
 as its UID, owners and the labels selectors read) and a first pass that
