@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"sync"
 	"sync/atomic"
 )
 
@@ -74,20 +73,12 @@ type Memory struct {
 	stopped atomic.Bool
 	// limit is the sample's limit.
 	limit atomic.Int64
-	// pressed is set when the sample found the runtime holding more than
-	// seven eighths of the limit, or no room left (Pressed).
-	pressed atomic.Bool
-	// next is closed at the next sample (Pressed).
-	mu   sync.Mutex
-	next chan struct{}
 }
 
 // memSample is what Memory reads of the runtime: the soft memory limit
 // (math.MaxInt64: none), the heap live at the last collection, and the
-// runtime's memory outside the heap's objects and spans; held is all the
-// memory the runtime holds (what GOMEMLIMIT bounds: the heap's spans,
-// free ones not yet returned to the system included).
-type memSample struct{ limit, live, outside, held int64 }
+// runtime's memory outside the heap's objects and spans.
+type memSample struct{ limit, live, outside int64 }
 
 // NewMemory returns a Memory with the default floors, sampled after each
 // garbage collection until ctx ends. Pass it to NewGate (Limits.Memory)
@@ -126,51 +117,21 @@ func (m *Memory) arm() {
 	}, m)
 }
 
-// Pressed returns nil while the memory is not pressed (or there is no
-// limit); when it is (at the last collection, the runtime held more than
-// seven eighths of GOMEMLIMIT, or the live heap and the runtime's other
-// memory left the transport no room), a channel closed after the next
-// collection. Work that can wait (the reconciler's first pass over every
-// object) waits for it, so that the collector catches up with its
-// garbage.
-func (m *Memory) Pressed() <-chan struct{} {
-	if !m.pressed.Load() {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.next == nil {
-		m.next = make(chan struct{})
-	}
-	return m.next
-}
-
 // sample takes the room the rest of the process leaves.
 func (m *Memory) sample() {
-	defer func() {
-		m.mu.Lock()
-		if m.next != nil {
-			close(m.next)
-			m.next = nil
-		}
-		m.mu.Unlock()
-	}()
 	s := m.read()
 	m.limit.Store(s.limit)
 	if s.limit == math.MaxInt64 || s.limit <= 0 {
 		m.room.Store(math.MaxInt64)
 		m.fresh.Store(0)
-		m.pressed.Store(false)
 		return
 	}
 	rest := s.live + s.outside
 	if b := m.budget.Load(); b != nil {
 		rest -= b.used.Load()
 	}
-	room := s.limit - s.limit*reserveEighths/8 - max(rest, 0)
-	m.room.Store(room)
+	m.room.Store(s.limit - s.limit*reserveEighths/8 - max(rest, 0))
 	m.fresh.Store(0)
-	m.pressed.Store(room < 0 || s.held > s.limit-s.limit/8)
 }
 
 // free is the room less the connections admitted since the sample.
@@ -246,5 +207,5 @@ func readRuntime() memSample {
 	if limit == 0 {
 		limit = debug.SetMemoryLimit(-1)
 	}
-	return memSample{limit: limit, live: v[1], outside: v[2] - v[3] - v[4] - v[5] - v[6], held: v[2] - v[6]}
+	return memSample{limit: limit, live: v[1], outside: v[2] - v[3] - v[4] - v[5] - v[6]}
 }

@@ -211,35 +211,3 @@ func TestMemorySamplesAfterCollections(t *testing.T) {
 	until("the 256 MiB gone", func(room int64) bool { return room >= during+250<<20 })
 	_ = ballast
 }
-
-// TestMemoryPressed: Pressed is nil while the runtime holds at most
-// seven eighths of the limit and the transport has room; otherwise a
-// channel closed at the next sample; never without a limit.
-func TestMemoryPressed(t *testing.T) {
-	s := memSample{limit: 800 << 20, live: 100 << 20, outside: 10 << 20, held: 500 << 20}
-	m := testMemory(&s, DefaultBodyFloor, DefaultConnectionFloor)
-	if m.Pressed() != nil {
-		t.Fatalf("pressed while the runtime holds %d of %d bytes", s.held, s.limit)
-	}
-	s.held = 701 << 20
-	m.sample()
-	next := m.Pressed()
-	if next == nil {
-		t.Fatalf("not pressed while the runtime holds %d of %d bytes", s.held, s.limit)
-	}
-	s.held, s.live = 500<<20, 700<<20
-	m.sample()
-	select {
-	case <-next:
-	default:
-		t.Fatal("the channel of Pressed is not closed at the next sample")
-	}
-	if m.Pressed() == nil {
-		t.Errorf("not pressed while the live heap leaves the transport no room (room %d)", m.room.Load())
-	}
-	s.limit = math.MaxInt64
-	m.sample()
-	if m.Pressed() != nil {
-		t.Errorf("pressed without a limit")
-	}
-}
