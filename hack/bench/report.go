@@ -624,7 +624,7 @@ default flags close the window, at the cost above.
 cgroup of the chart's 256 MiB, with a client holding the transport at its
 bounds, lockguard at 100,000 Locks and a million objects is killed in its
 first pass (2026-12-07, docs/history/scale-runs.md): the caches' live heap
-alone is 185 MB there once idle, 183-205 MB at the start's peak, and the Go
+alone is 171 MiB there once idle, 197-205 MB at the start's peak, and the Go
 runtime's memory passes GOMEMLIMIT (230 MiB) while the collector, at a
 third of the CPU, cannot keep up. Since 3d36974 the transport holds only
 what the caches leave (at 100,000 Locks the same load then held, at 235.6
