@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"runtime"
-	"runtime/debug"
 	"runtime/metrics"
 	"sync/atomic"
 )
@@ -126,12 +125,17 @@ func (m *Memory) sample() {
 		m.fresh.Store(0)
 		return
 	}
-	rest := s.live + s.outside
-	if b := m.budget.Load(); b != nil {
-		rest -= b.used.Load()
-	}
+	rest := s.live + s.outside - m.bodies()
 	m.room.Store(s.limit - s.limit*reserveEighths/8 - max(rest, 0))
 	m.fresh.Store(0)
+}
+
+// bodies is the bytes the Gate's bodies hold (0 before NewGate).
+func (m *Memory) bodies() int64 {
+	if b := m.budget.Load(); b != nil {
+		return b.used.Load()
+	}
+	return 0
 }
 
 // free is the room less the connections admitted since the sample.
@@ -164,12 +168,8 @@ func (m *Memory) admitConnection(open int) bool {
 	if m == nil {
 		return true
 	}
-	if open >= m.connFloor && m.free() != math.MaxInt64 {
-		held := int64(0)
-		if b := m.budget.Load(); b != nil {
-			held = b.used.Load()
-		}
-		if m.free()-held < ConnectionCost {
+	if open >= m.connFloor {
+		if free := m.free(); free != math.MaxInt64 && free-m.bodies() < ConnectionCost {
 			return false
 		}
 	}
@@ -203,9 +203,5 @@ func readRuntime() memSample {
 			v[i] = int64(min(s[i].Value.Uint64(), math.MaxInt64))
 		}
 	}
-	limit := v[0]
-	if limit == 0 {
-		limit = debug.SetMemoryLimit(-1)
-	}
-	return memSample{limit: limit, live: v[1], outside: v[2] - v[3] - v[4] - v[5] - v[6]}
+	return memSample{limit: v[0], live: v[1], outside: v[2] - v[3] - v[4] - v[5] - v[6]}
 }
