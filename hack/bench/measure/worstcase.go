@@ -70,9 +70,9 @@ type WorstCase struct {
 }
 
 // worstCase runs binary again at p's size in a memory cgroup of limit
-// bytes (the chart's default), its probes in namespaces namespaces, with the hostile load from ready until
-// hold has passed (the first run's time to idle, and some), and DELETE
-// probes every two seconds meanwhile.
+// bytes (the chart's default), with the hostile load from ready until
+// hold has passed (the first run's time to idle, and some), and p's
+// DELETE probes (over namespaces namespaces) every two seconds meanwhile.
 func (c *Cluster) worstCase(ctx context.Context, binary string, p *ScalePoint, namespaces int, limit int64, hold time.Duration, args []string) (*WorstCase, error) {
 	w := &WorstCase{ScaleSize: p.ScaleSize, Limit: limit}
 	cg, err := newMemCgroup(fmt.Sprintf("lockguard-bench-%d", time.Now().UnixNano()), limit)
@@ -116,12 +116,12 @@ func (c *Cluster) worstCase(ctx context.Context, binary string, p *ScalePoint, n
 	for time.Since(start) < hold && lg.ExitError() == nil {
 		for _, pr := range probes {
 			err := c.Client.Delete(ctx, Stack(pr.ns, pr.name, 0), client.DryRunAll)
-			switch deny := pr.deny; {
-			case deny && apierrors.IsForbidden(err):
+			switch {
+			case pr.deny && apierrors.IsForbidden(err):
 				w.Denied++
-			case !deny && err == nil:
+			case !pr.deny && err == nil:
 				w.Allowed++
-			case deny && err == nil:
+			case pr.deny && err == nil:
 				w.Wrong++
 			default:
 				w.Failed++
