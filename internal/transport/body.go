@@ -60,14 +60,18 @@ type byteBudget struct {
 
 // take reserves n bytes, letting go of kept buffers (largest first) if
 // that makes room, or reports that they would exceed the budget.
-func (b *byteBudget) take(n int64) bool {
+func (b *byteBudget) take(n int64) bool { return b.reserve(n, true) }
+
+// reserve reserves n bytes, letting go of kept buffers for room only when
+// letGo is set, or reports that they would exceed the budget.
+func (b *byteBudget) reserve(n int64, letGo bool) bool {
 	if b == nil {
 		return true
 	}
 	for {
 		used := b.used.Load()
 		if bound, _ := b.mem.bodyMax(b.max); used+n > bound {
-			if b.letGo() {
+			if letGo && b.letGo() {
 				continue
 			}
 			return false
@@ -134,27 +138,48 @@ func (b *byteBudget) signal() {
 	}
 }
 
-// get returns a buffer of size class c, charged: a kept one, or a new
-// one if the budget has room for it.
-func (b *byteBudget) get(c int) (*[]byte, bool) {
+// get returns a buffer of size class c or larger, charged, and its
+// class: a kept one of class c; otherwise a new one, if the budget has
+// room for it beside the kept buffers; otherwise the smallest kept one
+// of a larger class; otherwise a new one, once kept buffers are let go
+// for its room. A short budget thus reuses the buffers it keeps rather
+// than letting them go to make new ones: under GOMEMLIMIT (Memory), a
+// client that grows bodies to megabytes on many connections made the
+// collector's garbage (200 MB a second, the scale benchmark's worst
+// case, 2026-12-07 13:40) faster than it could collect.
+func (b *byteBudget) get(c int) (*[]byte, int, bool) {
 	if b != nil {
-		b.mu.Lock()
-		if c < len(b.kept) && len(b.kept[c]) > 0 {
-			n := len(b.kept[c])
-			buf := b.kept[c][n-1]
-			b.kept[c][n-1] = nil
-			b.kept[c] = b.kept[c][:n-1]
-			b.keptBytes -= classSize(c)
-			b.mu.Unlock()
-			return buf, true
+		if buf, k := b.reuse(c, c); buf != nil {
+			return buf, k, true
 		}
-		b.mu.Unlock()
-	}
-	if !b.take(classSize(c)) {
-		return nil, false
+		if !b.reserve(classSize(c), false) {
+			if buf, k := b.reuse(c+1, bodyClasses-1); buf != nil {
+				return buf, k, true
+			}
+			if !b.take(classSize(c)) {
+				return nil, 0, false
+			}
+		}
 	}
 	buf := make([]byte, classSize(c))
-	return &buf, true
+	return &buf, c, true
+}
+
+// reuse returns a kept buffer of the smallest class from c to last that
+// has one, and its class; nil if none has.
+func (b *byteBudget) reuse(c, last int) (*[]byte, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := c; k <= last && k < len(b.kept); k++ {
+		if n := len(b.kept[k]); n > 0 {
+			buf := b.kept[k][n-1]
+			b.kept[k][n-1] = nil
+			b.kept[k] = b.kept[k][:n-1]
+			b.keptBytes -= classSize(k)
+			return buf, k
+		}
+	}
+	return nil, 0
 }
 
 // put keeps buf, of size class c, for reuse, still charged.
@@ -209,16 +234,17 @@ func (b *Body) charge(n int64) bool {
 	return true
 }
 
-// get returns a buffer of size class c, charged, after cutting off other
-// sources' bodies if that makes room (makeRoom).
-func (b *Body) get(c int) (*[]byte, bool) {
+// get returns a buffer of size class c or larger, charged, and its
+// class (byteBudget.get), after cutting off other sources' bodies if that
+// makes room (makeRoom).
+func (b *Body) get(c int) (*[]byte, int, bool) {
 	for {
-		if buf, ok := b.budget.get(c); ok {
-			b.t.add(classSize(c))
-			return buf, true
+		if buf, k, ok := b.budget.get(c); ok {
+			b.t.add(classSize(k))
+			return buf, k, true
 		}
 		if !b.t.makeRoom(b.budget, classSize(c)) {
-			return nil, false
+			return nil, 0, false
 		}
 	}
 }
@@ -261,11 +287,11 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget, t *ti
 		return nil, tooLarge(limit)
 	}
 	b := &Body{budget: budget, t: t}
-	first, ok := b.get(0)
+	first, class, ok := b.get(0)
 	if !ok {
 		return nil, ErrBudget
 	}
-	b.buf = first
+	b.buf, b.class = first, class
 	// A LimitedReader of its own, on the stack (io.LimitReader's is not).
 	lr := io.LimitedReader{R: r, N: limit + 1}
 	for {
@@ -275,14 +301,14 @@ func readBody(r io.Reader, contentLength, limit int64, budget *byteBudget, t *ti
 				b.Release()
 				return nil, tooLarge(limit)
 			}
-			next, ok := b.get(b.class + 1)
+			next, class, ok := b.get(b.class + 1)
 			if !ok {
 				b.Release()
 				return nil, ErrBudget
 			}
 			copy(*next, buf)
 			b.keep(b.class, b.buf)
-			b.buf, b.class = next, b.class+1
+			b.buf, b.class = next, class
 			buf = *next
 		}
 		n, err := lr.Read(buf[b.n:])

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -64,4 +65,39 @@ func TestKeptBuffersCounted(t *testing.T) {
 		t.Errorf("second body: buffer of %d bytes, want %d", got, 1<<20)
 	}
 	b.Release()
+}
+
+// TestShortBudgetMakesNoGarbage is the attack of the scale benchmark's
+// worst case (issue 38): a client grows bodies to megabytes on many
+// connections while the budget is at its bound (GOMEMLIMIT leaves the
+// transport its floor). A short budget keeps the buffers of the bodies it
+// released, and the next bodies reuse them, a larger one where none of
+// their class is kept: they make no new buffers. Letting the kept
+// buffers go to make new ones made about 200 MB of garbage a second
+// there, faster than the collector could take it under the limit.
+func TestShortBudgetMakesNoGarbage(t *testing.T) {
+	// A body of 5 MiB ends in an 8 MiB buffer, grown from a 4 MiB one:
+	// the budget holds those two and no more.
+	budget := &byteBudget{max: 12 << 20}
+	data := bytes.Repeat([]byte("x"), 5<<20)
+	read := func() {
+		t.Helper()
+		b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget, nil)
+		if err != nil {
+			t.Fatalf("a body of %d bytes in a budget of 12 MiB: %v", len(data), err)
+		}
+		b.Release()
+	}
+	read()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const bodies = 10
+	for range bodies {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Errorf("%d bodies of %d bytes, one after the other, in a budget at its bound: %d bytes allocated, want no new buffers (under 1 MiB)",
+			bodies, len(data), got)
+	}
 }

@@ -42,10 +42,10 @@ func TestOneSourceCannotHoldTheGate(t *testing.T) {
 			review: `{"review":1}`,
 		},
 		"BufferedBytes": {
-			reason: "Two bodies stalled after 40,000 bytes each hold a 64 KiB buffer: 128 KiB of the 160 KiB budget, and a review of 20,000 bytes needs 48 KiB as it grows.",
+			reason: "Two bodies stalled after 40,000 bytes each hold a 64 KiB buffer: 128 KiB of the 160 KiB budget, and a review of 40,000 bytes needs 96 KiB as it grows (the kept 32 KiB buffer and a 64 KiB one).",
 			limits: Limits{MaxBufferedBytes: 160 << 10}, bodies: 2, length: 50_000, sent: 40_000,
 			held:   func(g *Gate, n int) bool { _, b := gateHeld(g); return b == int64(n)*(64<<10) },
-			review: `{"review":"` + strings.Repeat("r", 20_000) + `"}`,
+			review: `{"review":"` + strings.Repeat("r", 40_000) + `"}`,
 		},
 	}
 	for name, tc := range cases {
