@@ -59,7 +59,7 @@ type byteBudget struct {
 }
 
 // take reserves n bytes, letting go of kept buffers (largest first) if
-// that makes room, or reports that they would exceed the budget.
+// that makes room (letGo), or reports that they would exceed the budget.
 func (b *byteBudget) take(n int64) bool { return b.reserve(n, true) }
 
 // reserve reserves n bytes, letting go of kept buffers for room only when
@@ -71,7 +71,7 @@ func (b *byteBudget) reserve(n int64, letGo bool) bool {
 	for {
 		used := b.used.Load()
 		if bound, _ := b.mem.bodyMax(b.max); used+n > bound {
-			if letGo && b.letGo() {
+			if letGo && b.letGo(n, bound) {
 				continue
 			}
 			return false
@@ -93,10 +93,16 @@ func (b *byteBudget) short() bool {
 	return short
 }
 
-// letGo gives up the largest kept buffer, and reports whether it had one.
-func (b *byteBudget) letGo() bool {
+// letGo gives up the largest kept buffer, and reports whether it had
+// one, when letting go of every kept buffer would make room for n bytes
+// under bound; otherwise it keeps them all (a body that cannot fit
+// whatever is let go would only turn them into garbage).
+func (b *byteBudget) letGo(n, bound int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.used.Load()-b.keptBytes+n > bound {
+		return false
+	}
 	for c := len(b.kept) - 1; c >= 0; c-- {
 		if n := len(b.kept[c]); n > 0 {
 			b.kept[c][n-1] = nil

@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -69,35 +71,64 @@ func TestKeptBuffersCounted(t *testing.T) {
 
 // TestShortBudgetMakesNoGarbage is the attack of the scale benchmark's
 // worst case (issue 38): a client grows bodies to megabytes on many
-// connections while the budget is at its bound (GOMEMLIMIT leaves the
-// transport its floor). A short budget keeps the buffers of the bodies it
-// released, and the next bodies reuse them, a larger one where none of
-// their class is kept: they make no new buffers. Letting the kept
-// buffers go to make new ones made about 200 MB of garbage a second
-// there, faster than the collector could take it under the limit.
+// connections while the budget is at its bound. The bodies it releases,
+// and those it refuses because the bodies in flight leave no room, keep
+// their buffers for the next ones, which reuse them (a larger one where
+// none of their class is kept): they make no new buffers. Letting the
+// kept buffers go to make new ones, or only because a body did not fit,
+// made about 200 MB of garbage a second there, faster than the collector
+// could take it under GOMEMLIMIT.
 func TestShortBudgetMakesNoGarbage(t *testing.T) {
-	// A body of 5 MiB ends in an 8 MiB buffer, grown from a 4 MiB one:
-	// the budget holds those two and no more.
-	budget := &byteBudget{max: 12 << 20}
-	data := bytes.Repeat([]byte("x"), 5<<20)
-	read := func() {
-		t.Helper()
-		b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget, nil)
-		if err != nil {
-			t.Fatalf("a body of %d bytes in a budget of 12 MiB: %v", len(data), err)
-		}
-		b.Release()
+	data := bytes.Repeat([]byte("x"), 5<<20) // an 8 MiB buffer, grown from 4 MiB
+	cases := map[string]struct {
+		// held is a body stalled in flight, in a buffer of that many
+		// bytes (0: none).
+		held int
+		// refused: each body is refused (ErrBudget), as it cannot grow
+		// to 8 MiB beside the one held.
+		refused bool
+	}{
+		"Released": {},
+		"Refused":  {held: 3 << 20, refused: true},
 	}
-	read()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	const bodies = 10
-	for range bodies {
-		read()
-	}
-	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
-		t.Errorf("%d bodies of %d bytes, one after the other, in a budget at its bound: %d bytes allocated, want no new buffers (under 1 MiB)",
-			bodies, len(data), got)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			// Room for a body of 5 MiB as it grows (its 4 and 8 MiB
+			// buffers), or for one held in a 4 MiB buffer and 8 MiB of
+			// buffers kept, but not for the 8 MiB one besides.
+			budget := &byteBudget{max: 12 << 20}
+			if tc.held > 0 {
+				r, w := io.Pipe()
+				defer w.Close()
+				go func() { _, _ = readBody(r, -1, MaxReviewSize, budget, nil) }()
+				if _, err := w.Write(data[:tc.held]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read := func() {
+				t.Helper()
+				b, err := readBody(bytes.NewReader(data), -1, MaxReviewSize, budget, nil)
+				switch {
+				case tc.refused && !errors.Is(err, ErrBudget):
+					t.Fatalf("a body of %d bytes beside one held in 4 MiB, in a budget of 12 MiB: %v, want ErrBudget", len(data), err)
+				case !tc.refused && err != nil:
+					t.Fatalf("a body of %d bytes in a budget of 12 MiB: %v", len(data), err)
+				case err == nil:
+					b.Release()
+				}
+			}
+			read()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			const bodies = 10
+			for range bodies {
+				read()
+			}
+			runtime.ReadMemStats(&after)
+			if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+				t.Errorf("%d bodies of %d bytes, one after the other, in a budget at its bound: %d bytes allocated, want no new buffers (under 1 MiB)",
+					bodies, len(data), got)
+			}
+		})
 	}
 }
