@@ -169,7 +169,7 @@ func (c *Cluster) MeasureScale(ctx context.Context, binary string, o ScaleOption
 		r.Points = append(r.Points, p)
 		if o.WorstLimit > 0 && (len(r.Points) == len(o.Points) || o.WorstEvery && size.Locks > 0) {
 			o.Step("scale: lockguard with %d Locks and %d unlocked objects under a memory limit of %d MiB, its transport at its bounds", size.Locks, size.Objects, o.WorstLimit>>20)
-			hold := p.Memory.Ready + p.Memory.Settled + 30*time.Second
+			hold := WorstHold(p)
 			if o.WorstBaseline != "" {
 				if p.WorstBaseline, err = c.worstCase(ctx, o.WorstBaseline, p, o.Namespaces, o.WorstLimit, hold, leaderArgs); err != nil {
 					return r, fmt.Errorf("the baseline's worst case: %w", err)
