@@ -12,12 +12,11 @@ import (
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
 )
 
-// annotationValue is the LockedAnnotation value for these Locks: their
-// names, sorted and comma-separated; "" when there are none.
-func annotationValue(locks []lockv1alpha1.Lock) string {
-	names := lockNames(locks)
-	slices.Sort(names)
-	names = slices.Compact(names)
+// annotationValue is the LockedAnnotation value for the Locks of these
+// names: sorted, without repeats, comma-separated; "" when there are none.
+// names is left as it is.
+func annotationValue(names []string) string {
+	names = slices.Compact(slices.Sorted(slices.Values(names)))
 	return strings.Join(names, ",")
 }
 
@@ -30,12 +29,20 @@ func lockNames(locks []lockv1alpha1.Lock) []string {
 	return names
 }
 
-// enforcing returns the Locks of locks that refuse at now
-// (Lock.Enforcing, the one rule the guards decide by too): the annotation
-// names only those, so that an audit Lock (docs/contract.md rule 20) makes
-// no guard deny, policy mode's ValidatingAdmissionPolicy included.
-func enforcing(locks []lockv1alpha1.Lock, now time.Time) []lockv1alpha1.Lock {
-	return slices.DeleteFunc(slices.Clone(locks), func(l lockv1alpha1.Lock) bool { return !l.Enforcing(now) })
+// enforcingNames returns the names of the Locks of locks that refuse at
+// now (Lock.Enforcing, the one rule the guards decide by too), in their
+// order: the annotation names only those, so that an audit Lock
+// (docs/contract.md rule 20) makes no guard deny, policy mode's
+// ValidatingAdmissionPolicy included. Names, not copies of the Locks: a
+// pass over every target at start made one per Lock.
+func enforcingNames(locks []lockv1alpha1.Lock, now time.Time) []string {
+	var names []string
+	for i := range locks {
+		if locks[i].Enforcing(now) {
+			names = append(names, locks[i].Name)
+		}
+	}
+	return names
 }
 
 // metadataPatch is a JSON merge patch that sets LockedAnnotation to

@@ -18,11 +18,15 @@ func newLock(ns, name, apiVersion, kind, target string) *lockv1alpha1.Lock {
 
 func TestAnnotationValue(t *testing.T) {
 	locks := []lockv1alpha1.Lock{*newLock("ns", "zeta", "", "Stack", "s"), *newLock("ns", "alpha", "", "Stack", "s")}
-	if got, want := annotationValue(locks), "alpha,zeta"; got != want {
+	names := lockNames(append(locks, locks[0]))
+	if got, want := annotationValue(names), "alpha,zeta"; got != want {
 		t.Errorf("annotationValue(...) = %q, want %q", got, want)
 	}
 	if got := annotationValue(nil); got != "" {
 		t.Errorf("annotationValue(nil) = %q, want empty", got)
+	}
+	if diff := cmp.Diff([]string{"zeta", "alpha", "zeta"}, names); diff != "" {
+		t.Errorf("annotationValue(names) changed names, -want +got:\n%s", diff)
 	}
 }
 

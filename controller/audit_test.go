@@ -67,7 +67,7 @@ func TestAuditAgreement(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			annotation := annotationValue(enforcing(covering, now))
+			annotation := annotationValue(enforcingNames(covering, now))
 			resp := webhook.NewHandler(webhook.Config{Locks: index, Now: clock}).Decide(context.Background(), del)
 			if resp.Allowed != (annotation == "") {
 				t.Errorf("annotation %q, but the webhook's DELETE allowed=%v (%v)", annotation, resp.Allowed, resp.Result)

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,23 +123,53 @@ const pendingRecheck = 5 * time.Second
 
 // ensureNamespaceLabel puts HasLocksLabel on namespace ns when want (its
 // removal, want false, is removeNamespaceLabel's), and returns whether ns
-// carries it afterwards. It reads the
-// namespace from the cache and writes only when the label differs. A
-// namespace that is gone or terminating is left as it is.
+// carries it afterwards. It reads the namespace from the cache
+// (namespaceLabel) and writes only when the label differs. A namespace
+// that is gone or terminating is left as it is.
 func (r *reconciler) ensureNamespaceLabel(ctx context.Context, ns string, want bool) (labelled bool, err error) {
-	obj := NamespaceObject(ns)
-	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return false, client.IgnoreNotFound(err)
+	has, terminating, found, err := r.namespaceLabel(ctx, ns)
+	if err != nil || !found {
+		return false, err
 	}
-	has := obj.Labels[lockv1alpha1.HasLocksLabel] == "true"
-	if obj.DeletionTimestamp != nil || has || !want {
+	if terminating || has || !want {
 		return has, nil
 	}
-	if err := r.client.Patch(ctx, obj, namespaceLabelPatch()); err != nil {
+	if err := r.client.Patch(ctx, NamespaceObject(ns), namespaceLabelPatch()); err != nil {
 		return false, client.IgnoreNotFound(fmt.Errorf("patching the %s label of namespace %s: %w", lockv1alpha1.HasLocksLabel, ns, err))
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Updated the namespace label", "namespace", ns, "label", lockv1alpha1.HasLocksLabel, "set", want)
 	return want, nil
+}
+
+// namespaceStore is the store of the cache's Namespace informer, which
+// namespaceLabel reads without a copy: a client-go informer's, or
+// lockguard's own (cachestore.Informer).
+type namespaceStore interface {
+	HasSynced() bool
+	GetIndexer() toolscache.Indexer
+}
+
+// namespaceLabel reads from the cache whether namespace ns carries
+// HasLocksLabel, is terminating, and is there at all: from the informer's
+// store once it has synced, without a copy of the namespace (a pass over
+// every target at start copied its namespace's labels and annotations
+// each time), through the client otherwise.
+func (r *reconciler) namespaceLabel(ctx context.Context, ns string) (has, terminating, found bool, err error) {
+	if s := r.namespaces; s != nil && s.HasSynced() {
+		stored, ok, err := s.GetIndexer().GetByKey(ns)
+		if err != nil || !ok {
+			return false, false, false, err
+		}
+		if o, isObject := stored.(metav1.Object); isObject {
+			v, _ := readmodel.LabelsOf(o).Label(lockv1alpha1.HasLocksLabel)
+			return v == "true", o.GetDeletionTimestamp() != nil, true, nil
+		}
+	}
+	obj := NamespaceObject(ns)
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return false, false, false, client.IgnoreNotFound(err)
+	}
+	return obj.Labels[lockv1alpha1.HasLocksLabel] == "true", obj.DeletionTimestamp != nil, true, nil
 }
 
 // namespaceLabelPatch is the merge patch that puts HasLocksLabel on a

@@ -8,11 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lockv1alpha1 "github.com/navique/lockguard/api/v1alpha1"
+	"github.com/navique/lockguard/internal/readmodel"
 )
 
 // TestRemoveNamespaceLabel: the namespace label of a namespace without
@@ -114,5 +116,52 @@ func TestHasLocksLabelChanged(t *testing.T) {
 	}
 	if !hasLocksLabelChanged.Create(event.TypedCreateEvent[*metav1.PartialObjectMetadata]{Object: ns(nil)}) {
 		t.Error("a namespace create is dropped; want it passed")
+	}
+}
+
+// syncedStore is a namespaceStore whose informer has synced.
+type syncedStore struct{ toolscache.Indexer }
+
+func (syncedStore) HasSynced() bool                  { return true }
+func (s syncedStore) GetIndexer() toolscache.Indexer { return s.Indexer }
+
+// TestNamespaceLabelReadsAgree: a target's pass reads its namespace's
+// label from the informer's store, without a copy, once it has synced;
+// the same as through the cached client, for a labelled namespace, one
+// without the label, one terminating and one that is not there.
+func TestNamespaceLabelReadsAgree(t *testing.T) {
+	gone := metav1.NewTime(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
+	namespaces := []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true", "team": "a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bare", Labels: map[string]string{"team": "a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "ending", Labels: map[string]string{lockv1alpha1.HasLocksLabel: "true"},
+			DeletionTimestamp: &gone, Finalizers: []string{"kubernetes"}}},
+	}
+	type read struct{ has, terminating, found bool }
+	want := map[string]read{"labelled": {true, false, true}, "bare": {false, false, true}, "ending": {true, true, true}, "missing": {}}
+	builder := fake.NewClientBuilder().WithScheme(clusterLockScheme(t))
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, nil)
+	transform := readmodel.CacheTransform(nil, readmodel.NewLabelKeys())
+	for _, ns := range namespaces {
+		builder = builder.WithObjects(ns)
+		p := NamespaceObject(ns.Name)
+		p.ObjectMeta = *ns.ObjectMeta.DeepCopy()
+		cached, err := transform(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(cached); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := builder.Build()
+	readers := map[string]*reconciler{"client": {client: c}, "store": {client: c, namespaces: syncedStore{store}}}
+	for name, w := range want {
+		for by, r := range readers {
+			has, terminating, found, err := r.namespaceLabel(context.Background(), name)
+			if got := (read{has, terminating, found}); err != nil || got != w {
+				t.Errorf("namespaceLabel(%q) read through the %s: %+v, %v; want %+v", name, by, got, err, w)
+			}
+		}
 	}
 }

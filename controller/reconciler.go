@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unique"
 
@@ -62,6 +63,9 @@ type reconciler struct {
 	// namespaceGuard: the namespace label is kept, and a Lock is active
 	// only once its namespace carries it.
 	namespaceGuard bool
+	// namespaces, when set, is the store namespaceLabel reads a
+	// namespace's label from (nil: through client).
+	namespaces namespaceStore
 	// pending, when set, keeps a namespace's label while a Lock create in
 	// it is pending (Options.Pending).
 	pending PendingLocks
@@ -257,18 +261,22 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		return ctrl.Result{RequeueAfter: soonest(0, now, locks)}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference,
 			message: MissingMessage(target.Kind, target.Name, target.Namespace)})
 	}
-	covering, err := r.locks.LiveLocksCovering(lockv1alpha1.Object{
-		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels})
+	// The live Locks that cover the target (LockIndex.LiveLocksCovering):
+	// its targetRef Locks, locks as read above (one read, whose status
+	// this pass writes last), and the selector Locks its labels match.
+	selected, err := r.locks.LiveSelectorLocksCovering(target.Namespace, []lockv1alpha1.Object{{
+		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels}})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// The annotation names only the Locks that refuse (enforcing): policy
+	covering := append(slices.Clip(locks), selected[0]...)
+	// The annotation names only the Locks that refuse (enforcingNames): policy
 	// mode's ValidatingAdmissionPolicy denies from it, and an audit Lock
 	// refuses nothing (docs/contract.md rule 20). The protected label is
 	// wanted exactly where the annotation is (protectedlabel.go).
-	refusing := enforcing(covering, now)
+	refusing := enforcingNames(covering, now)
 	want := annotationValue(refusing)
-	protected, pendingLeft := protectedLabelChange(kind.GVK.Group != lockv1alpha1.Group, lockNames(refusing), obj.Labels, obj.Annotations, now)
+	protected, pendingLeft := protectedLabelChange(kind.GVK.Group != lockv1alpha1.Group, refusing, obj.Labels, obj.Annotations, now)
 	// Back at the first expiry of a Lock that covers the target, or when
 	// a pending mark's grace ends.
 	next := ctrl.Result{RequeueAfter: soonest(pendingLeft, now, locks, covering)}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -138,6 +139,13 @@ func Setup(mgr ctrl.Manager, locks *readmodel.LockIndex, kinds *readmodel.Kinds,
 		WatchesRawSource(kindSource[*lockv1alpha1.Lock](mgr.GetCache(), &lockv1alpha1.Lock{}, lockEvents{r}))
 	if r.namespaceGuard {
 		b = b.WatchesRawSource(namespaceSource(mgr, locks))
+		inf, err := mgr.GetCache().GetInformer(context.Background(), NamespaceObject(""), cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("getting the Namespace informer: %w", err)
+		}
+		if s, ok := inf.(namespaceStore); ok {
+			r.namespaces = s
+		}
 	}
 	controllerLog := deferValues(mgr.GetLogger().WithValues("controller", "lock"))
 	c, err := b.

@@ -130,7 +130,7 @@ const auditClusterReadOnlyMessage = "this ClusterLock is in Audit enforcement (s
 // enforcement (Lock.Enforces false) that would otherwise be active, or
 // wait only for its namespace's label (which guards nothing for it), not
 // active, Ready True with reason Audit (docs/contract.md rule 20): it
-// refuses nothing, as the guards and the annotation (enforcing) agree.
+// refuses nothing, as the guards and the annotation (enforcingNames) agree.
 // What it covers is still said. An expired Lock, or one whose scope is
 // invalid or whose target is missing, keeps saying so whatever its
 // enforcement.
@@ -224,7 +224,9 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 	if obs.active {
 		obs.message = ActiveMessage(lock)
 	}
-	orig := lock.DeepCopy()
+	// The status as read, to tell whether the pass changes it: the rest
+	// of the Lock is not written, and not copied.
+	before := lock.Status.DeepCopy()
 	status := metav1.ConditionFalse
 	if obs.active || obs.reason == lockv1alpha1.ReasonAudit {
 		status = metav1.ConditionTrue
@@ -247,14 +249,14 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 	})
 	obs.readOnly.guardOff = obs.readOnly.guardOff || !r.readOnlyGuard
 	setReadOnlyCondition(lock, obs)
-	if equality.Semantic.DeepEqual(orig.Status, lock.Status) {
+	if equality.Semantic.DeepEqual(*before, lock.Status) {
 		return nil
 	}
 	if c, ok := obj.(*lockv1alpha1.ClusterLock); ok {
 		c.Status = lock.Status
 	}
 	noun := nounOf(lock)
-	if err := r.client.Status().Patch(ctx, obj, statusPatch(orig.ResourceVersion, lock.Status)); err != nil {
+	if err := r.client.Status().Patch(ctx, obj, statusPatch(lock.ResourceVersion, lock.Status)); err != nil {
 		if apierrors.IsConflict(err) {
 			// The cache has not seen the Lock's latest version yet; when
 			// it does, the Lock's watch brings its target here again.
@@ -263,7 +265,7 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 		}
 		return client.IgnoreNotFound(fmt.Errorf("writing the status of %s %s: %w", noun, client.ObjectKeyFromObject(obj), err))
 	}
-	if before := meta.FindStatusCondition(orig.Status.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
+	if before := meta.FindStatusCondition(before.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
 		if obs.active || obs.reason == lockv1alpha1.ReasonExpired || obs.reason == lockv1alpha1.ReasonAudit {
 			eventType = corev1.EventTypeNormal
