@@ -63,6 +63,10 @@ type WorstCase struct {
 	// Bodies and Headers what the load sent.
 	Refused, Closed map[string]float64
 	Bodies, Headers int64
+	// Passes are the Lock controller's passes by result at the load's
+	// end, Queued its queue then (Passes nil: not read).
+	Passes map[string]float64
+	Queued float64
 	// Denied, Allowed and Failed count the dry-run DELETEs sent every
 	// two seconds during the load: a locked Stack's denied and an
 	// unlocked one's allowed (right), and those that failed otherwise
@@ -147,6 +151,7 @@ func (c *Cluster) worstCase(ctx context.Context, binary string, p *ScalePoint, n
 	w.Bodies, w.Headers = load.stop()
 	if err == nil {
 		w.Refused, w.Closed = counterDeltas(before, after, "lockguard_webhook_requests_refused_total"), counterDeltas(before, after, "lockguard_webhook_connections_closed_total")
+		w.Passes, w.Queued = lockPasses(after)
 	}
 	w.Exited = lg.ExitError()
 	stopped = true
@@ -178,16 +183,25 @@ func WorstMaxHold(hold time.Duration) time.Duration { return 2*hold + time.Minut
 // with success at least locks times (a pass that waits for its kind's
 // cache to sync requeues instead) and its queue is empty.
 func firstPassOver(m map[string]float64, locks int) bool {
-	var passes, queued float64
+	passes, queued := lockPasses(m)
+	return passes["success"] >= float64(locks) && queued == 0
+}
+
+// lockPasses returns, from lockguard's metrics m, its Lock controller's
+// passes by result and the items in its queue.
+func lockPasses(m map[string]float64) (map[string]float64, float64) {
+	passes, queued := map[string]float64{}, 0.0
 	for k, v := range m {
 		switch {
-		case strings.HasPrefix(k, "controller_runtime_reconcile_total{") && strings.Contains(k, `controller="lock"`) && strings.Contains(k, `result="success"`):
-			passes += v
+		case strings.HasPrefix(k, "controller_runtime_reconcile_total{") && strings.Contains(k, `controller="lock"`):
+			if _, rest, ok := strings.Cut(k, `result="`); ok {
+				passes[rest[:strings.IndexByte(rest, '"')]] += v
+			}
 		case strings.HasPrefix(k, "workqueue_depth{") && strings.Contains(k, `name="lock"`):
 			queued += v
 		}
 	}
-	return passes >= float64(locks) && queued == 0
+	return passes, queued
 }
 
 // counterDeltas returns, by reason, how much each series of name grew
