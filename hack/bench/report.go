@@ -622,18 +622,17 @@ default flags close the window, at the cost above.
 
 **Target 9, the worst case at 100k Locks and 1M objects.** In a memory
 cgroup of the chart's 256 MiB, with a client holding the transport at its
-bounds, lockguard at 100,000 Locks and a million objects is killed in its
-first pass (2026-12-07, docs/history/scale-runs.md): the caches' live heap
-alone is 171 MiB there once idle, 197-205 MB at the start's peak, and the Go
-runtime's memory passes GOMEMLIMIT (230 MiB) while the collector, at a
-third of the CPU, cannot keep up. Since 3d36974 the transport holds only
-what the caches leave (at 100,000 Locks the same load then held, at 235.6
-MiB); what remains is the caches and the first pass's garbage (a pacing of
-the first pass under pressure, 639e076, was reverted: its signal stayed on
-once idle, and the backlog crawled).
+bounds until the first pass is over, lockguard at 100,000 Locks and a
+million objects is killed while its caches fill (docs/history/scale-runs.md):
+their live heap is 173 MiB there once idle and about 197 MB under the
+load, and with the transport's floor (about 20 MiB) and the collector's
+room the Go runtime's memory passes GOMEMLIMIT (230 MiB). Since 3d36974
+the transport holds only what the caches leave, and since 9d4203f it makes
+no garbage at its bounds (it made about 200 MB a second, and the container
+was killed 3 minutes after ready; one run since held 15 minutes).
 docs/limits.md's formula asks 314 MiB for that size. Closing it needs
 fewer bytes per Lock and object (the Lock as its index entry only; a Stack
-as its UID, owners and the labels selectors read) and a first pass that
-allocates less (docs/history/scale-runs.md lists where its 8 KB a pass
+as its UID, owners and the labels selectors read), a first pass that
+allocates less (docs/history/scale-runs.md lists where its bytes a pass
 go), or a larger default limit.
 `

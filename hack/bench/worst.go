@@ -132,8 +132,12 @@ func (r *report) worstSection(w writer) {
 			limitFrom, wc.Locks, wc.Objects, mib(wc.Limit), wc.Cgroup, measure.WorstMaxHold(measure.WorstHold(p)).Round(time.Second), wc.Held.Round(time.Second),
 			measure.WorstBodies, measure.WorstBodyLength, measure.WorstHeaders, measure.WorstHeaderBytes>>10, measure.WorstPause, wc.Bodies, wc.Headers,
 			wc.Ready.Round(time.Millisecond), worstLine(wc))
-		w("\nRefused by lockguard during the load (`lockguard_webhook_requests_refused_total`): %s; connections closed (`lockguard_webhook_connections_closed_total`): %s. Its Lock controller's passes at the end (`controller_runtime_reconcile_total` by result): %s; in its queue: %.0f.\n",
-			reasons(wc.Refused), reasons(wc.Closed), reasons(wc.Passes), wc.Queued)
+		queued := "not read"
+		if wc.Passes != nil {
+			queued = fmt.Sprintf("%.0f", wc.Queued)
+		}
+		w("\nRefused by lockguard during the load (`lockguard_webhook_requests_refused_total`): %s; connections closed (`lockguard_webhook_connections_closed_total`): %s. Its Lock controller's passes at the end (`controller_runtime_reconcile_total` by result): %s; in its queue: %s.\n",
+			reasons(wc.Refused), reasons(wc.Closed), reasons(wc.Passes), queued)
 		if b := p.WorstBaseline; b != nil {
 			w("\nThe same, just before, for `%s` (%s): ready in %s; %s. Refused: %s; connections closed: %s.\n", os.Getenv(envScaleWorstBaseline), envScaleWorstBaseline,
 				b.Ready.Round(time.Millisecond), worstLine(b), reasons(b.Refused), reasons(b.Closed))
