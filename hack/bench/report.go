@@ -627,9 +627,10 @@ million objects is killed while its caches fill (docs/history/scale-runs.md):
 their live heap is 173 MiB there once idle and about 197 MB under the
 load, and with the transport's floor (about 20 MiB) and the collector's
 room the Go runtime's memory passes GOMEMLIMIT (230 MiB). Since 3d36974
-the transport holds only what the caches leave, and since 9d4203f it makes
-no garbage at its bounds (it made about 200 MB a second, and the container
-was killed 3 minutes after ready; one run since held 15 minutes).
+the transport holds only what the caches leave, and since 9d4203f its body
+buffers make no garbage at its bounds (they made about 200 MB a second
+before, and the container was killed 3 minutes after ready; one run since
+held 15 minutes).
 docs/limits.md's formula asks 314 MiB for that size. Closing it needs
 fewer bytes per Lock and object (the Lock as its index entry only; a Stack
 as its UID, owners and the labels selectors read), a first pass that
