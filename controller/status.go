@@ -265,7 +265,7 @@ func (r *reconciler) writeStatusOf(ctx context.Context, obj client.Object, lock 
 		}
 		return client.IgnoreNotFound(fmt.Errorf("writing the status of %s %s: %w", noun, client.ObjectKeyFromObject(obj), err))
 	}
-	if before := meta.FindStatusCondition(before.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (before == nil || before.Reason != obs.reason) {
+	if was := meta.FindStatusCondition(before.Conditions, lockv1alpha1.ConditionReady); r.events != nil && (was == nil || was.Reason != obs.reason) {
 		eventType := corev1.EventTypeWarning
 		if obs.active || obs.reason == lockv1alpha1.ReasonExpired || obs.reason == lockv1alpha1.ReasonAudit {
 			eventType = corev1.EventTypeNormal
