@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,6 +30,7 @@ import (
 	"github.com/navique/lockguard/certs"
 	"github.com/navique/lockguard/controller"
 	"github.com/navique/lockguard/internal/denials"
+	"github.com/navique/lockguard/internal/metaslim"
 	"github.com/navique/lockguard/internal/readmodel"
 	"github.com/navique/lockguard/internal/transport"
 	"github.com/navique/lockguard/webhook"
@@ -107,9 +107,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// The webhook's transport holds what the caches leave under GOMEMLIMIT.
 	o.WebhookLimits.Memory = transport.NewMemory(ctx)
 	o.WebhookConnections.Memory = o.WebhookLimits.Memory
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the HTTP client: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
+			// The cache's metadata-only lists and watches come without
+			// what its transform would drop (managedFields above all):
+			// client-go decodes less, and makes less garbage, at start.
+			HTTPClient: metaslim.Wrap(httpClient),
 			// Only what the webhook and the reconciler read is cached.
 			DefaultTransform: transform,
 			// Lists and watches that ride out an API server restart,
@@ -354,44 +362,4 @@ func nonZero(d time.Duration) *time.Duration {
 		return nil
 	}
 	return &d
-}
-
-// servedKinds lists the namespaced kinds of the group that discovery served
-// within the last interval, for the namespace guard's selector Locks
-// (webhook.ClusterConfig.Served).
-func servedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupKind, error) {
-	return recentKinds(kinds, interval, func(k readmodel.ServedKind) (schema.GroupKind, bool) {
-		return k.GVK.GroupKind(), k.Namespaced
-	})
-}
-
-// watchedKinds lists the kinds of the group that discovery served within
-// the last interval and the owner index watches (readmodel.ServedKind.
-// Watched), in the version it watches them, for the cascade guard's walks
-// before the owner index has synced (webhook.CascadeConfig.Kinds).
-func watchedKinds(kinds *readmodel.Kinds, interval time.Duration) func() ([]schema.GroupVersionKind, error) {
-	return recentKinds(kinds, interval, func(k readmodel.ServedKind) (schema.GroupVersionKind, bool) {
-		return k.GVK, k.Watched()
-	})
-}
-
-// recentKinds lists, of the kinds of the group that discovery served
-// within the last interval (readmodel.Kinds.Recent), what pick keeps.
-func recentKinds[T any](kinds *readmodel.Kinds, interval time.Duration, pick func(readmodel.ServedKind) (T, bool)) func() ([]T, error) {
-	if interval <= 0 {
-		interval = readmodel.DefaultDiscoveryInterval
-	}
-	return func() ([]T, error) {
-		served, err := kinds.Recent(interval)
-		if err != nil {
-			return nil, err
-		}
-		var out []T
-		for _, k := range served {
-			if v, ok := pick(k); ok {
-				out = append(out, v)
-			}
-		}
-		return out, nil
-	}
 }
