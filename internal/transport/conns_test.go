@@ -38,6 +38,8 @@ func TestFairListenerAdmit(t *testing.T) {
 		"FullIdleFirst":    {reason: "Full: an idle connection goes before older busy ones.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, idle: "127.0.0.2", from: "127.0.0.1", want: true, evicted: "127.0.0.2", evictAt: 1, closed: ClosedEvicted},
 		"FullNoSwap":       {reason: "Full: a source holding one less than the most is closed, or the two would swap.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.3", closed: ClosedFull},
 		"FullEven":         {reason: "Full and even: closed.", held: map[string]int{"127.0.0.2": 2, "127.0.0.3": 2, "127.0.0.4": 1}, from: "127.0.0.4", closed: ClosedFull},
+		"FullAtShare":      {reason: "Full: a source holding its even share takes no other's, however many the most holds.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 1, "127.0.0.4": 1}, from: "127.0.0.3", closed: ClosedFull},
+		"FullUnderShare":   {reason: "Full: a source under its even share takes one of the most's.", held: map[string]int{"127.0.0.2": 3, "127.0.0.3": 2}, from: "127.0.0.4", want: true, evicted: "127.0.0.2", closed: ClosedEvicted},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -93,7 +93,8 @@ const (
 type ConnectionLimits struct {
 	// Max bounds them all: when Max are open, a new connection from a
 	// source address holding fewer (by two or more) than the source
-	// holding the most is served in place of one of that source's (its
+	// holding the most, and less than an even share of those open, is
+	// served in place of one of that source's (its
 	// oldest idle, else the oldest in its handshake or header, else its
 	// oldest), and any other is closed. Default DefaultMaxConnections.
 	Max int
