@@ -177,8 +177,11 @@ func WorstHold(p *ScalePoint) time.Duration {
 }
 
 // WorstMaxHold is how long the worst case's load holds at most, when
-// the first pass is not over: twice hold, and a minute.
-func WorstMaxHold(hold time.Duration) time.Duration { return 2*hold + time.Minute }
+// the first pass is not over: three times hold, and a minute. Twice was
+// too short at a million objects: under the load the first pass was not
+// over after 11m46s-13m55s in three runs of 2026-12-07 (01a23d5,
+// 964f144, 90d73ab; docs/history/scale-runs.md), where idle took 5-6 min.
+func WorstMaxHold(hold time.Duration) time.Duration { return 3*hold + time.Minute }
 
 // firstPassOver reports, from lockguard's metrics m, whether its first
 // pass over every object is over: its Lock controller has reconciled
