@@ -12,7 +12,7 @@ import (
 // covers, and on no other, so that the chart's protect-locked entry
 // (objectSelector on it) sends lockguard the object's DELETE whatever the
 // API server's namespace cache says. "Covered" is the annotation's own
-// fact (reconcileTarget: the enforcing Locks that LiveLocksCovering
+// fact (reconcileTarget: the enforcing Locks that LiveLocksCoveringWith
 // returns), never computed a second time. The admission of a Lock's
 // create labels the target first (webhook/create.go), with
 // ProtectedPendingAnnotation, which keeps the label for

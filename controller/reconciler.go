@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unique"
 
@@ -261,15 +260,14 @@ func (r *reconciler) reconcileTarget(ctx context.Context, target lockv1alpha1.Ta
 		return ctrl.Result{RequeueAfter: soonest(0, now, locks)}, r.writeStatuses(ctx, locks, observation{reason: lockv1alpha1.ReasonMissingReference,
 			message: MissingMessage(target.Kind, target.Name, target.Namespace)})
 	}
-	// The live Locks that cover the target (LockIndex.LiveLocksCovering):
-	// its targetRef Locks, locks as read above (one read, whose status
-	// this pass writes last), and the selector Locks its labels match.
-	selected, err := r.locks.LiveSelectorLocksCovering(target.Namespace, []lockv1alpha1.Object{{
-		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels}})
+	// The live Locks that cover the target: its targetRef Locks, locks as
+	// read above (one read, whose status this pass writes last), and the
+	// selector Locks its labels match.
+	covering, err := r.locks.LiveLocksCoveringWith(lockv1alpha1.Object{
+		Namespace: target.Namespace, Group: target.Group, Kind: target.Kind, Name: target.Name, Labels: obj.Labels}, locks)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	covering := append(slices.Clip(locks), selected[0]...)
 	// The annotation names only the Locks that refuse (enforcingNames): policy
 	// mode's ValidatingAdmissionPolicy denies from it, and an audit Lock
 	// refuses nothing (docs/contract.md rule 20). The protected label is

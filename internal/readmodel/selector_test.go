@@ -50,6 +50,21 @@ func TestLockIndexSelectors(t *testing.T) {
 	if diff := cmp.Diff([]string{"forge/all", "forge/db", "forge/ref"}, names(index.LiveLocksCovering(forge))); diff != "" {
 		t.Errorf("LiveLocksCovering(labelled forge): -want, +got:\n%s", diff)
 	}
+	// The reconciler's read (its targetRef Locks read first, their
+	// statuses its to write) gives the same Locks, and leaves its own
+	// slice as it was.
+	refs, err := index.LiveLocks(forge.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare := make([]lockv1alpha1.Lock, len(refs), len(refs)+4) // room it must not write into
+	copy(spare, refs)
+	if diff := cmp.Diff(names(index.LiveLocksCovering(forge)), names(index.LiveLocksCoveringWith(forge, spare))); diff != "" {
+		t.Errorf("LiveLocksCoveringWith(labelled forge, its targetRef Locks) against LiveLocksCovering: -want, +got:\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"/", "forge/ref"}, names(spare[:len(refs)+1], nil)); diff != "" {
+		t.Errorf("LiveLocksCoveringWith wrote into the room of the targetRef Locks it was given: -want, +got:\n%s", diff)
+	}
 	forge.Labels = map[string]string{"tier": "web"}
 	if diff := cmp.Diff([]string{"forge/all", "forge/ref"}, names(index.LiveLocksCovering(forge))); diff != "" {
 		t.Errorf("LiveLocksCovering(relabelled forge): -want, +got:\n%s", diff)

@@ -2,6 +2,7 @@ package readmodel
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -48,7 +49,19 @@ func (x *LockIndex) LiveLocksCovering(o lockv1alpha1.Object) ([]lockv1alpha1.Loc
 	if err != nil {
 		return nil, err
 	}
-	err = x.eachSelectorLock(o, func(obj any) { locks = append(locks, copyLock(obj)) })
+	return x.LiveLocksCoveringWith(o, locks)
+}
+
+// LiveLocksCoveringWith is LiveLocksCovering for a caller that has read
+// o's targetRef Locks already (LiveLocks of its key, whose statuses it
+// writes): those, then copies of the selector Locks of o's namespace that
+// cover it. targetRef is not changed.
+func (x *LockIndex) LiveLocksCoveringWith(o lockv1alpha1.Object, targetRef []lockv1alpha1.Lock) ([]lockv1alpha1.Lock, error) {
+	if !x.HasSynced() {
+		return nil, ErrNotSynced
+	}
+	locks := slices.Clip(targetRef)
+	err := x.eachSelectorLock(o, func(obj any) { locks = append(locks, copyLock(obj)) })
 	return locks, err
 }
 
