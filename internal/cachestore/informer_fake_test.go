@@ -31,6 +31,11 @@ type apiServer struct {
 	watches   []*fakeWatch
 	noStream  bool
 	endAtOnce bool                                       // every watch ends as it begins
+	// slowStream: a stream outlasts any timeout it asks for (a watch with
+	// TimeoutSeconds ends after half its initial events), as kube-apiserver
+	// streaming a million objects from etcd under load ends it at its
+	// timeout (the scale benchmark's worst case, 2026-12-07).
+	slowStream bool
 	snapshots map[string][]*metav1.PartialObjectMetadata // a list's, by resourceVersion and field selector
 
 	lists, streams, resumes int
@@ -188,13 +193,19 @@ func (a *apiServer) WatchWithContext(_ context.Context, opts metav1.ListOptions)
 			})
 		}
 		a.streams++
-		for _, o := range a.sorted() {
+		all := a.sorted()
+		if a.slowStream && opts.TimeoutSeconds != nil {
+			all, w.endWhenDrained = all[:len(all)/2], true
+		}
+		for _, o := range all {
 			w.queue(watch.Event{Type: watch.Added, Object: o.DeepCopy()})
 		}
-		w.queue(watch.Event{Type: watch.Bookmark, Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			ResourceVersion: strconv.FormatUint(a.rv, 10),
-			Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
-		}}})
+		if !w.endWhenDrained {
+			w.queue(watch.Event{Type: watch.Bookmark, Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+				ResourceVersion: strconv.FormatUint(a.rv, 10),
+				Annotations:     map[string]string{metav1.InitialEventsAnnotationKey: "true"},
+			}}})
+		}
 	} else {
 		a.resumes++
 		a.watchRVs = append(a.watchRVs, opts.ResourceVersion)
@@ -230,6 +241,8 @@ type fakeWatch struct {
 	ch      chan watch.Event
 	stop    chan struct{}
 	once    sync.Once
+	// endWhenDrained ends the watch once its queue is empty.
+	endWhenDrained bool
 }
 
 func (w *fakeWatch) queue(ev watch.Event) {
@@ -259,6 +272,9 @@ func (w *fakeWatch) run() {
 			w.pending = w.pending[1:]
 		}
 		w.mu.Unlock()
+		if ev == nil && w.endWhenDrained {
+			return
+		}
 		if ev == nil {
 			select {
 			case <-wake:

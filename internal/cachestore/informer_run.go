@@ -122,9 +122,16 @@ func (i *Informer) listAndWatch(ctx context.Context, transform toolscache.Transf
 // goes on), and otherwise, or if the stream fails, a page at a time.
 func (i *Informer) list(ctx context.Context, transform toolscache.TransformFunc) (watch.Interface, error) {
 	if i.stream {
+		// No timeout of its own (the API server's default is 30 to 60
+		// minutes): a stream that outlasts one ends before its last
+		// object, and was listed again from the start, a page at a time,
+		// beside a set of every name stored. Without a watch cache,
+		// kube-apiserver streams from etcd: a million objects under load
+		// outlasted the 5 to 10 minutes of a watch, again and again (the
+		// scale benchmark's worst case, 2026-12-07).
 		w, err := i.lw.WatchWithContext(ctx, metav1.ListOptions{
 			SendInitialEvents: new(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
-			AllowWatchBookmarks: true, TimeoutSeconds: watchTimeout(),
+			AllowWatchBookmarks: true,
 		})
 		if err == nil {
 			l := i.newListing()

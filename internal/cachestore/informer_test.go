@@ -186,17 +186,21 @@ func fill(a *apiServer, n int) {
 // before; the watch goes on from the list's resourceVersion.
 func TestInformerFirstList(t *testing.T) {
 	for _, tc := range []struct {
-		name            string
-		stream, refuses bool
-		lists, streams  int
+		name                  string
+		stream, refuses, slow bool
+		lists, streams        int
 	}{
-		{"streamed", true, false, 0, 1},
-		{"listed", false, false, 3, 0},
-		{"stream refused, listed", true, true, 3, 0},
+		{"streamed", true, false, false, 0, 1},
+		// The stream asks for no timeout: one that outlasted it ended
+		// and was listed again a page at a time, from the start, beside
+		// a set of every name it had stored.
+		{"streamed, longer than a watch's timeout", true, false, true, 0, 1},
+		{"listed", false, false, false, 3, 0},
+		{"stream refused, listed", true, true, false, 3, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAPIServer()
-			a.noStream = tc.refuses
+			a.noStream, a.slowStream = tc.refuses, tc.slow
 			fill(a, 1234)
 			inf, rec, reg, _ := startInformer(t, a, tc.stream)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
