@@ -30,13 +30,13 @@ type apiServer struct {
 	compacted uint64
 	watches   []*fakeWatch
 	noStream  bool
-	endAtOnce bool                                       // every watch ends as it begins
+	endAtOnce bool // every watch ends as it begins
 	// slowStream: a stream outlasts any timeout it asks for (a watch with
 	// TimeoutSeconds ends after half its initial events), as kube-apiserver
 	// streaming a million objects from etcd under load ends it at its
 	// timeout (the scale benchmark's worst case, 2026-12-07).
 	slowStream bool
-	snapshots map[string][]*metav1.PartialObjectMetadata // a list's, by resourceVersion and field selector
+	snapshots  map[string][]*metav1.PartialObjectMetadata // a list's, by resourceVersion and field selector
 
 	lists, streams, resumes int
 	watchRVs                []string
