@@ -623,17 +623,19 @@ default flags close the window, at the cost above.
 **Target 9, the worst case at 100k Locks and 1M objects.** In a memory
 cgroup of the chart's 256 MiB, with a client holding the transport at its
 bounds until the first pass is over, lockguard at 100,000 Locks and a
-million objects is killed while its caches fill (docs/history/scale-runs.md):
-their live heap is 173 MiB there once idle and about 197 MB under the
-load, and with the transport's floor (about 20 MiB) and the collector's
-room the Go runtime's memory passes GOMEMLIMIT (230 MiB). Since 3d36974
-the transport holds only what the caches leave, and since 9d4203f its body
-buffers make no garbage at its bounds (they made about 200 MB a second
-before, and the container was killed 3 minutes after ready; one run since
-held 15 minutes).
+million objects is killed once its caches are nearly whole
+(docs/history/scale-runs.md, runs of session 41): their live heap is 171
+MiB there once idle; under the load the live heap reached 206 MB, and a
+collection under the load (more than a second on two cores) let the heap
+grow 25-28 MB more before it ended. Until d76f756 the Stacks' streamed
+list asked for a watch's timeout (5 to 10 minutes), which a stream from
+etcd under the load outlasted: it was listed again from the start beside
+a set of every name (43 MB), and no run's first pass was ever over.
+Since 9d4203f the transport's body buffers make no garbage at its bounds,
+and since 964f144 the cache's metadata reads come without managedFields.
 docs/limits.md's formula asks 314 MiB for that size. Closing it needs
-fewer bytes per Lock and object (the Lock as its index entry only; a Stack
-as its UID, owners and the labels selectors read), a first pass that
-allocates less (docs/history/scale-runs.md lists where its bytes a pass
-go), or a larger default limit.
+about 15 MB less at that size under the load: fewer bytes per Lock and
+object, a transport that comes down to its floors under memory pressure
+(evictions keep the count of open connections, and their TLS buffers),
+or a larger default limit.
 `
