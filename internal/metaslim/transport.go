@@ -23,6 +23,9 @@ const (
 	MaxBody = 64 << 20
 	// keepBuffer is the largest buffer a watch keeps between its events.
 	keepBuffer = 64 << 10
+	// poolBuffer is the largest buffer of a whole answer kept for the
+	// next (a page of a list is well under it).
+	poolBuffer = 4 << 20
 )
 
 // The media types a Transport slims: the metadata client's request for
@@ -105,10 +108,10 @@ func slimWhole(resp *http.Response) (*http.Response, error) {
 	slim, ok := appendObject((*out)[:0], read)
 	*out = slim
 	if !ok {
-		buffers.Put(out)
+		pool(out)
 		out, slim = in, read
 	} else {
-		buffers.Put(in)
+		pool(in)
 	}
 	resp.Body = &prefixed{reader: bytes.NewReader(slim), buf: out}
 	resp.ContentLength = int64(len(slim))
@@ -116,6 +119,14 @@ func slimWhole(resp *http.Response) (*http.Response, error) {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(slim)))
 	}
 	return resp, nil
+}
+
+// pool keeps buf for the next answer, unless it is larger than
+// poolBuffer.
+func pool(buf *[]byte) {
+	if cap(*buf) <= poolBuffer {
+		buffers.Put(buf)
+	}
 }
 
 // errorOr returns a reader of r, or of err if there is one.
@@ -174,9 +185,7 @@ func (p *prefixed) Close() error {
 	defer p.mu.Unlock()
 	if p.buf != nil {
 		p.reader = bytes.NewReader(nil)
-		if cap(*p.buf) <= MaxBody {
-			buffers.Put(p.buf)
-		}
+		pool(p.buf)
 		p.buf = nil
 	}
 	if p.close != nil {
