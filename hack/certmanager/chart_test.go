@@ -427,6 +427,15 @@ func testUserIssuer(ctx context.Context, t *testing.T, c client.Client, cm cmcli
 	}
 	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		// The Secret read again each time: cert-manager may issue the
+		// certificate once more after a race of its own (a second
+		// CertificateRequest, "CSR not signed by referenced private key",
+		// make test of 2026-12-07 18:38), and the injector follows the
+		// Secret; compared with the first one read, the test waited for
+		// a CA that was gone.
+		if err := c.Get(ctx, client.ObjectKey{Namespace: userNS, Name: "guard-lockguard-serving-cert"}, &s); err != nil {
+			return false, err
+		}
 		if err := c.Get(ctx, client.ObjectKey{Name: "guard-lockguard"}, &vwc); err != nil {
 			return false, err
 		}
