@@ -3,7 +3,6 @@ package metaslim
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -143,22 +142,11 @@ type errReader struct{ err error }
 func (e *errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // readUpTo appends r's bytes to buf until it ends or buf holds more than
-// limit (then it stops, one read past limit).
+// limit (one byte more: then it stops).
 func readUpTo(buf []byte, r io.Reader, limit int) ([]byte, error) {
-	for len(buf) <= limit {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if errors.Is(err, io.EOF) {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
+	b := bytes.NewBuffer(buf)
+	_, err := b.ReadFrom(io.LimitReader(r, int64(limit-len(buf)+1)))
+	return b.Bytes(), err
 }
 
 // prefixed is an answer's body read from a pooled buffer (then from the

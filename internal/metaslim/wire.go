@@ -162,33 +162,22 @@ func appendEdited(dst, msg []byte, num protowire.Number, slim edit) ([]byte, boo
 // appendKept appends the fields of msg that keep does not drop, each
 // length-delimited one for which it returns an edit edited so.
 func appendKept(dst, msg []byte, keep func(protowire.Number) (drop bool, slim edit)) ([]byte, bool) {
-	for len(msg) > 0 {
-		num, typ, tagLen := protowire.ConsumeTag(msg)
-		if tagLen < 0 {
-			return dst, false
-		}
-		valueLen := protowire.ConsumeFieldValue(num, typ, msg[tagLen:])
-		if valueLen < 0 {
-			return dst, false
-		}
-		field := msg[:tagLen+valueLen]
-		msg = msg[tagLen+valueLen:]
+	ok := fields(msg, func(num protowire.Number, typ protowire.Type, tag, field, value []byte) bool {
 		drop, slim := keep(num)
 		switch {
 		case drop:
 		case slim == nil:
 			dst = append(dst, field...)
 		case typ != protowire.BytesType:
-			return dst, false
+			return false
 		default:
-			value, _ := protowire.ConsumeBytes(field[tagLen:])
 			var ok bool
-			if dst, ok = appendLengthPrefixed(append(dst, field[:tagLen]...), value, slim); !ok {
-				return dst, false
-			}
+			dst, ok = appendLengthPrefixed(append(dst, tag...), value, slim)
+			return ok
 		}
-	}
-	return dst, true
+		return true
+	})
+	return dst, ok
 }
 
 // appendLengthPrefixed appends value edited by slim, after its length.
@@ -220,6 +209,15 @@ func appendLengthPrefixed(dst, value []byte, slim edit) ([]byte, bool) {
 // length-delimited field without its length, of another the encoded
 // value) until it returns false; false if it did or msg cannot be read.
 func eachField(msg []byte, f func(protowire.Number, protowire.Type, []byte) bool) bool {
+	return fields(msg, func(num protowire.Number, typ protowire.Type, _, _, value []byte) bool {
+		return f(num, typ, value)
+	})
+}
+
+// fields calls f with each field of msg: its tag, the field whole (tag
+// and value) and its value (a length-delimited one's without its
+// length), until it returns false; false if it did or msg cannot be read.
+func fields(msg []byte, f func(num protowire.Number, typ protowire.Type, tag, field, value []byte) bool) bool {
 	for len(msg) > 0 {
 		num, typ, tagLen := protowire.ConsumeTag(msg)
 		if tagLen < 0 {
@@ -229,11 +227,12 @@ func eachField(msg []byte, f func(protowire.Number, protowire.Type, []byte) bool
 		if valueLen < 0 {
 			return false
 		}
-		value := msg[tagLen : tagLen+valueLen]
+		field := msg[:tagLen+valueLen]
+		value := field[tagLen:]
 		if typ == protowire.BytesType {
 			value, _ = protowire.ConsumeBytes(value)
 		}
-		if !f(num, typ, value) {
+		if !f(num, typ, msg[:tagLen], field, value) {
 			return false
 		}
 		msg = msg[tagLen+valueLen:]
