@@ -182,6 +182,13 @@ type fairConn struct {
 	// out is set, under l.mu, once it is no longer counted.
 	out  bool
 	once sync.Once
+	// records reads it a TLS record at a time (recordBound).
+	records recordBound
+}
+
+// Read reads no further than the end of the TLS record being read.
+func (c *fairConn) Read(p []byte) (int, error) {
+	return c.records.read(c.Conn, p)
 }
 
 // Close closes the connection and counts it out.
