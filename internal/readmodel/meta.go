@@ -20,8 +20,9 @@ import (
 // UID), and, for the few objects that carry them, the annotations and
 // finalizers CacheTransform keeps and deletionTimestamp (issue 38: a
 // metav1.PartialObjectMetadata is 288 bytes before its strings, a Meta
-// 48: its name, its IDs, and its shape, which the objects of a namespace
-// with one owner and the same labels share). A UID and a
+// 48 with a name of up to 15 bytes: its IDs, its shape, which the objects
+// of a namespace with one owner and the same labels share, and its name's
+// bytes, in one allocation made by newMeta only, metaname.go). A UID and a
 // resourceVersion of the usual form (a UUID in lower case, a decimal) are
 // kept as numbers, any other exactly as written; the labels in one
 // string (labelSet: GetLabels makes a map of them, Label reads one).
@@ -35,9 +36,9 @@ import (
 // (generateName, generation, selfLink, creationTimestamp,
 // deletionGracePeriodSeconds, managedFields) does nothing.
 type Meta struct {
-	name      string
-	objectIDs            // odd ones in the rare part
 	shape     *metaShape // nil for no namespace, labels, owner or rare part
+	objectIDs            // odd ones in the rare part
+	// The name follows, in the same allocation (metaname.go).
 }
 
 // metaShape is what a Meta has beyond its name and IDs: its namespace,
@@ -86,7 +87,10 @@ var (
 // them), its labels shared through shared.
 func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 	s := metaShape{namespace: namespacePtr(o.Namespace, shared), labels: shared.labelSet(o.Labels)}
-	m := &Meta{name: o.Name}
+	m := newMetaNamed(o.Name)
+	if len(o.Name) > maxInlineName {
+		s.moreRest().name = o.Name
+	}
 	m.setUID(o.UID, nil, s.oddIDs)
 	m.setRV(o.ResourceVersion, nil, s.oddIDs)
 	if len(o.Annotations) > 0 {
@@ -107,7 +111,7 @@ func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 // metav1.PartialObjectMetadata of kind gvk that shares nothing with m.
 func (m *Meta) Partial(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	p := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Name: m.name, Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(), ResourceVersion: m.GetResourceVersion(),
 		Labels: m.shapeOf().labels.toMap(), Annotations: m.GetAnnotations(),
 		Finalizers: slices.Clone(m.GetFinalizers()), OwnerReferences: m.GetOwnerReferences(),
 	}}
@@ -155,12 +159,6 @@ func (m *Meta) GetNamespace() string {
 
 // SetNamespace sets the namespace.
 func (m *Meta) SetNamespace(namespace string) { m.edit().namespace = namespacePtr(namespace, nil) }
-
-// GetName returns the name.
-func (m *Meta) GetName() string { return m.name }
-
-// SetName sets the name.
-func (m *Meta) SetName(name string) { m.name = name }
 
 // GetGenerateName returns "": not kept.
 func (m *Meta) GetGenerateName() string { return "" }

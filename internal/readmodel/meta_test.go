@@ -126,12 +126,12 @@ func TestAsPartial(t *testing.T) {
 // TestMetaSharesOwner: the objects one owner owns share its reference's
 // apiVersion, kind and name (issue 38: an owned object's reference is a
 // pointer and a UID, not three strings of its own) and their namespace,
-// as one shape; a Meta stays in Go's 48-byte size class, a shape and a
+// as one shape; a Meta of a short name stays in Go's 48-byte size class, a shape and a
 // rare part in the 32-byte one; and a setter of a Meta changes no Meta that shares
 // its shape.
 func TestMetaSharesOwner(t *testing.T) {
-	if size := unsafe.Sizeof(Meta{}); size > 48 {
-		t.Errorf("a Meta is %d bytes; want at most 48", size)
+	if size := unsafe.Sizeof(metaTail[[16]byte]{}); size > 48 {
+		t.Errorf("a Meta with a name of up to 15 bytes is %d bytes; want at most 48", size)
 	}
 	if size := unsafe.Sizeof(metaShape{}); size > 32 {
 		t.Errorf("a metaShape is %d bytes; want at most 32", size)
@@ -247,6 +247,37 @@ func TestAnnotationOf(t *testing.T) {
 		}
 		if n := testing.AllocsPerRun(100, func() { AnnotationOf(m, lockv1alpha1.LockedAnnotation) }); n != 0 {
 			t.Errorf("AnnotationOf a Meta allocates %v times, want none", n)
+		}
+	}
+}
+
+// TestMetaName: a Meta's name, in its allocation or in its rare part,
+// reads as it was made and set, in every size of allocation; setting it
+// changes no string read before.
+func TestMetaName(t *testing.T) {
+	if off := unsafe.Offsetof(metaTail[[16]byte]{}.tail); off != metaSize {
+		t.Fatalf("a name's bytes begin at %d in a metaTail; want %d, where the Meta's fields end", off, metaSize)
+	}
+	shared := newInterner()
+	for _, n := range []int{0, 1, 8, 15, 16, 31, 32, 47, 63, 64, 95, 127, 191, 192, 253, 254, 255, 300, 1000} {
+		name := strings.Repeat("n", n)
+		m := newMeta(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: strings.Clone(name), Namespace: "ns"}}, shared)
+		if got := m.GetName(); got != name {
+			t.Fatalf("a Meta made with a name of %d bytes reads a name of %d: %q", n, len(got), got)
+		}
+		if got := m.Partial(schema.GroupVersionKind{}).Name; got != name {
+			t.Fatalf("the Partial of a Meta named with %d bytes is named with %d", n, len(got))
+		}
+		if (n > maxInlineName) != (m.restOf() != nil) {
+			t.Errorf("a name of %d bytes: in the rare part %v; want %v", n, m.restOf() != nil, n > maxInlineName)
+		}
+		before := m.GetName()
+		m.SetName("other")
+		if m.GetName() != "other" || before != name {
+			t.Errorf("after SetName(other) of a Meta named with %d bytes: GetName %q, the name read before %d bytes", n, m.GetName(), len(before))
+		}
+		if got := m.GetNamespace(); got != "ns" {
+			t.Errorf("after SetName, the namespace is %q", got)
 		}
 	}
 }

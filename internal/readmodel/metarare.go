@@ -11,14 +11,16 @@ type metaRare struct {
 }
 
 // metaRest is the garbage collector's finalizers, a deletionTimestamp, a
-// UID or resourceVersion not in the usual form, and owner references
-// other than a single one with a canonical UID: apart from a metaRare, so
+// UID or resourceVersion not in the usual form, owner references other
+// than a single one with a canonical UID, and a name not in the Meta's
+// allocation (metaname.go): apart from a metaRare, so
 // that a target's rare part is 32 bytes, not 112 (issue 38).
 type metaRest struct {
 	oddIDs
 	finalizers        []string
 	deletionTimestamp *metav1.Time
 	owners            []metav1.OwnerReference
+	name              string
 }
 
 // odd returns the odd UID and resourceVersion of m's rare part, nil
