@@ -623,19 +623,20 @@ default flags close the window, at the cost above.
 **Target 9, the worst case at 100k Locks and 1M objects.** In a memory
 cgroup of the chart's 256 MiB, with a client holding the transport at its
 bounds until the first pass is over, lockguard at 100,000 Locks and a
-million objects is killed once its caches are nearly whole
-(docs/history/scale-runs.md, runs of session 41): their live heap is 171
-MiB there once idle; under the load the live heap reached 206 MB, and a
-collection under the load (more than a second on two cores) let the heap
-grow 25-28 MB more before it ended. Until d76f756 the Stacks' streamed
-list asked for a watch's timeout (5 to 10 minutes), which a stream from
-etcd under the load outlasted: it was listed again from the start beside
-a set of every name (43 MB), and no run's first pass was ever over.
-Since 9d4203f the transport's body buffers make no garbage at its bounds,
-and since 964f144 the cache's metadata reads come without managedFields.
-docs/limits.md's formula asks 314 MiB for that size. Closing it needs
-about 15 MB less at that size under the load: fewer bytes per Lock and
-object, a transport that comes down to its floors under memory pressure
-(evictions keep the count of open connections, and their TLS buffers),
-or a larger default limit.
+million objects was killed once its caches were nearly whole in every
+run until cc5e9c4, which keeps a cached object's name in its record (16
+bytes less an object) and held, 2.5 MiB under the limit, in the one run
+of session 42 (docs/history/scale-runs.md): its caches' live heap is 156
+MiB there once idle; under the load it reached 204 MB, and a collection
+under the load (more than a second on two cores) let the heap grow 20-25
+MB more before it ended. Until d76f756 the Stacks' streamed list asked
+for a watch's timeout (5 to 10 minutes), which a stream from etcd under
+the load outlasted: it was listed again from the start beside a set of
+every name (43 MB), and no run's first pass was ever over. Since 9d4203f
+the transport's body buffers make no garbage at its bounds, since
+964f144 the cache's metadata reads come without managedFields, and since
+f90e99f a connection's TLS input buffer holds one record. The margin is
+thin: docs/limits.md's formula asks 314 MiB for that size, and most of
+the load's garbage is the TLS buffers and handshakes of the connections
+the load opens again and again.
 `
