@@ -15,11 +15,8 @@ import (
 	"github.com/navique/lockguard/certs"
 )
 
-// testServer starts a Server of o on a free loopback port with a
-// self-signed certificate (HTTP/1.1 only, unless o.TLSOpts say otherwise)
-// and handlers registered by register, and returns its address; it stops
-// when the test ends.
-func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
+// loopbackPair is a self-signed certificate and key for 127.0.0.1.
+func loopbackPair(t *testing.T) tls.Certificate {
 	t.Helper()
 	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
 	if err != nil {
@@ -29,6 +26,16 @@ func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pair
+}
+
+// testServer starts a Server of o on a free loopback port with a
+// self-signed certificate (HTTP/1.1 only, unless o.TLSOpts say otherwise)
+// and handlers registered by register, and returns its address; it stops
+// when the test ends.
+func testServer(t *testing.T, o ServerOptions, register func(*Server)) string {
+	t.Helper()
+	pair := loopbackPair(t)
 	o.Host, o.Port = "127.0.0.1", freePort(t)
 	o.TLSOpts = append([]func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}, o.TLSOpts...)
 	s := NewServer(o)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
-
-	"github.com/navique/lockguard/certs"
 )
 
 // records is a stream of TLS records with bodies of the sizes given, and
@@ -70,14 +68,7 @@ func TestRecordBound(t *testing.T) {
 // recordBound it grew to 40 KiB here, and to 128 KiB in the scale
 // benchmark's worst case.
 func TestTLSInputBufferOneRecord(t *testing.T) {
-	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(ss.Cert, ss.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair := loopbackPair(t)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

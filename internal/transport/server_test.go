@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/navique/lockguard/certs"
 )
 
 // freePort returns a loopback port nothing listens on right now.
@@ -30,14 +28,7 @@ func freePort(t *testing.T) int {
 // connections from one source the next is closed at once: it is served
 // once one of them closes.
 func TestServerBoundsConnectionsAndHeaders(t *testing.T) {
-	ss, err := certs.GenerateSelfSigned([]string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.X509KeyPair(ss.Cert, ss.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pair := loopbackPair(t)
 	port := freePort(t)
 	s := NewServer(ServerOptions{Host: "127.0.0.1", Port: port, Connections: ConnectionLimits{Max: 2},
 		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.Certificates = []tls.Certificate{pair}; c.NextProtos = []string{"http/1.1"} }}})
