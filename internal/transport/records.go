@@ -16,12 +16,15 @@ const recordHeaderLen = 5
 // of the next record with each one, and the buffer grows beyond a
 // record's size, up to 128 KiB, for as long as the connection lives (the
 // connections of the scale benchmark's worst case held 12.8 MB so, in a
-// heap of 195 MB at 100,000 Locks, 2026-12-07 18:11). Read one record at
-// a time, it stays at the size crypto/tls grows it to for one record of
-// 16 KiB: 32 KiB (TestTLSInputBufferOneRecord).
+// heap of 195 MB at 100,000 Locks and a million objects, 2026-12-07
+// 18:11). Read one record at a time, it stays at the size crypto/tls
+// grows it to for one record of 16 KiB: 32 KiB
+// (TestTLSInputBufferOneRecord).
 //
 // It costs a read of the header's five bytes of their own, one system
-// call more per record than crypto/tls would make when a record is small.
+// call more per record than crypto/tls would make when a record is small:
+// no cost showed through the noise of make bench's section 2
+// (docs/history/webhook-throughput.md, session 42).
 type recordBound struct {
 	header [recordHeaderLen]byte
 	// headerRead is how much of the header of the record now read has
