@@ -87,10 +87,7 @@ var (
 // them), its labels shared through shared.
 func newMeta(o *metav1.PartialObjectMetadata, shared *interner) *Meta {
 	s := metaShape{namespace: namespacePtr(o.Namespace, shared), labels: shared.labelSet(o.Labels)}
-	m := newMetaNamed(o.Name)
-	if len(o.Name) > maxInlineName {
-		s.moreRest().name = o.Name
-	}
+	m := newMetaNamed(o.Name, &s)
 	m.setUID(o.UID, nil, s.oddIDs)
 	m.setRV(o.ResourceVersion, nil, s.oddIDs)
 	if len(o.Annotations) > 0 {

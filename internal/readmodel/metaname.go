@@ -32,10 +32,10 @@ const (
 	metaSize = unsafe.Sizeof(Meta{})
 )
 
-// newMetaNamed returns a new Meta named name, but for a name longer than
-// maxInlineName, which the caller puts in the rare part of the Meta's
-// shape (newMeta).
-func newMetaNamed(name string) *Meta {
+// newMetaNamed returns a new Meta named name; a name longer than
+// maxInlineName goes to the rare part of s, the shape newMeta is making
+// for it.
+func newMetaNamed(name string, s *metaShape) *Meta {
 	var m *Meta
 	switch n := 1 + len(name); {
 	case n <= 16:
@@ -55,8 +55,8 @@ func newMetaNamed(name string) *Meta {
 	case n <= 1+maxInlineName:
 		m = &new(metaTail[[1 + maxInlineName]byte]).Meta
 	default:
-		// newMeta puts the name in the shape's rare part.
 		m = &new(metaTail[[1]byte]).Meta
+		s.moreRest().name = name
 		*m.nameLength() = longName
 		return m
 	}

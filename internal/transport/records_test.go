@@ -79,6 +79,7 @@ func TestTLSInputBufferOneRecord(t *testing.T) {
 	go func() {
 		c, err := tls.Dial("tcp", raw.Addr().String(), &tls.Config{InsecureSkipVerify: true})
 		if err != nil {
+			ln.Close() // Accept fails, rather than waiting for the test's timeout
 			return
 		}
 		defer c.Close()
