@@ -42,6 +42,12 @@ first flagged byte of its word, UTF-8 checked only where a string is not
 all ASCII): 0.80-1.06 in twelve runs against 3340cb6's 0.76-0.91 beside
 them (12 of 12 at or over 0.80, against 9 of 12; CPU per request 1.33
 times the bare server's against 1.39, medians).
+f90e99f read each TLS record's header apart from its body, one read
+more per review (2.5-4.3% of lockguard's CPU in a profile); 421afbf
+reads up to 8 KiB at a record's start where crypto/tls's buffer cannot
+grow for it: 0.79-0.90 in four runs against 0eb9f78's 0.71-0.89
+beside them (7 of 8 medians at or over 0.80 against 4 of 8; CPU per
+request 1.30 times the bare server's against 1.43, medians).
 The profile, the figures, the commands and what is left:
 [webhook-throughput.md](history/webhook-throughput.md).
 
