@@ -68,6 +68,10 @@ func aheadFits(free int) bool {
 	return free >= aheadLen+recordRoom || free <= oneRecordCap/2
 }
 
+// The bytes crypto/tls needs for a record that starts aheadLen into its
+// buffer fit in oneRecordCap: this fails to compile where they do not.
+var _ [oneRecordCap - aheadLen - recordRoom]struct{}
+
 // read reads from r into p: no further than the end of the header or
 // body being read, or, at a record's start, up to aheadLen bytes where
 // aheadFits(len(p)).
