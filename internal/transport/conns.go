@@ -182,11 +182,13 @@ type fairConn struct {
 	// out is set, under l.mu, once it is no longer counted.
 	out  bool
 	once sync.Once
-	// records reads it a TLS record at a time (recordBound).
+	// records bounds its reads by its TLS records (recordBound).
 	records recordBound
 }
 
-// Read reads no further than the end of the TLS record being read.
+// Read reads no further than the end of the TLS record being read, or at
+// a record's start, as far ahead as recordBound lets crypto/tls's buffer
+// hold.
 func (c *fairConn) Read(p []byte) (int, error) {
 	return c.records.read(c.Conn, p)
 }
