@@ -116,7 +116,7 @@ func readAnswer(c net.Conn, within time.Duration) (string, bool) {
 // read deadline (issue 36, item 1).
 func TestEarlyAnswersClose(t *testing.T) {
 	full := NewGate(Limits{MaxInFlight: 1}, nil)
-	if held, _ := full.share.enter("127.0.0.9", time.Now().Add(time.Hour), func() {}); held == nil {
+	if held, _ := full.share.enter("127.0.0.9", time.Now().Add(time.Hour), nil); held == nil {
 		t.Fatal("the Gate admits nothing")
 	}
 	open := NewGate(Limits{}, nil)

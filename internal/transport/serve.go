@@ -36,7 +36,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, limit int64, fn fun
 	// recorder) needs none.
 	_ = rc.SetReadDeadline(deadline)
 	_ = rc.SetWriteDeadline(deadline.Add(time.Second))
-	t, reason := g.share.enter(requestSource(r), deadline, func() { _ = rc.SetReadDeadline(time.Unix(1, 0)) })
+	t, reason := g.share.enter(requestSource(r), deadline, w)
 	if t == nil {
 		g.refuse(reason)
 		http.Error(w, refusals[reason], http.StatusTooManyRequests)

@@ -47,14 +47,19 @@ type ticket struct {
 	addr string
 	// deadline is when its body must have arrived.
 	deadline time.Time
-	// cut ends the read of its body at once (a read deadline in the
-	// past); it is called only while reading, within the handler.
-	cut func()
+	// w is its response, whose read deadline cutting it off sets in the
+	// past, ending the read of its body at once (only while reading,
+	// within the handler). It is not a closure over a ResponseController:
+	// that would cost each review two allocations for a rare cut.
+	w http.ResponseWriter
 	// reading is set until its body was read (or its read failed).
 	reading bool
 	// out is set once it is no longer counted in (left, or cut off).
 	out bool
-	// cutOff is closed when it was cut off for another source.
+	// cut is set when it was cut off for another source.
+	cut bool
+	// cutOff, made only for a wait (cutOffLocked), is closed when it was
+	// cut off for another source.
 	cutOff chan struct{}
 	// bytes are what its body holds of the byte budget.
 	bytes int64
@@ -76,8 +81,9 @@ func requestSource(r *http.Request) string {
 }
 
 // enter admits a request from addr whose body must arrive by deadline
-// (cut ends its read), or returns the reason it is refused.
-func (s *share) enter(addr string, deadline time.Time, cut func()) (*ticket, string) {
+// (w, its response, ends its read if it is cut off), or returns the
+// reason it is refused.
+func (s *share) enter(addr string, deadline time.Time, w http.ResponseWriter) (*ticket, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := 0
@@ -94,7 +100,7 @@ func (s *share) enter(addr string, deadline time.Time, cut func()) (*ticket, str
 		}
 		s.cutLocked(v)
 	}
-	t := &ticket{s: s, addr: addr, deadline: deadline, cut: cut, reading: true, cutOff: make(chan struct{})}
+	t := &ticket{s: s, addr: addr, deadline: deadline, w: w, reading: true}
 	src := s.of(addr)
 	src.reqs = append(src.reqs, t)
 	s.total++
@@ -189,8 +195,25 @@ func (s *share) countOut(t *ticket) {
 func (s *share) cutLocked(t *ticket) {
 	s.countOut(t)
 	t.reading = false
-	close(t.cutOff)
-	t.cut()
+	t.cut = true
+	if t.cutOff != nil {
+		close(t.cutOff)
+	}
+	if t.w != nil {
+		_ = http.NewResponseController(t.w).SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// cutOffLocked returns the channel closed when t is cut off (closed
+// already if it was). s.mu is held.
+func (t *ticket) cutOffLocked() <-chan struct{} {
+	if t.cutOff == nil {
+		t.cutOff = make(chan struct{})
+		if t.cut {
+			close(t.cutOff)
+		}
+	}
+	return t.cutOff
 }
 
 // doneReading marks t's body as read (or its read as failed): it is no
@@ -211,12 +234,9 @@ func (t *ticket) leave() {
 
 // wasCut reports whether t was cut off for another source.
 func (t *ticket) wasCut() bool {
-	select {
-	case <-t.cutOff:
-		return true
-	default:
-		return false
-	}
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	return t.cut
 }
 
 // add counts n more bytes (fewer, if negative) held by t's body. A nil
@@ -246,8 +266,9 @@ func (t *ticket) makeRoom(b *byteBudget, n int64) bool {
 	if v != nil && !t.out {
 		t.s.cutLocked(v)
 	}
+	cut, cutOff := t.cut, t.cutOffLocked()
 	t.s.mu.Unlock()
-	if v == nil || t.wasCut() {
+	if v == nil || cut {
 		return false
 	}
 	wait := time.NewTimer(min(time.Second, time.Until(t.deadline)))
@@ -257,7 +278,7 @@ func (t *ticket) makeRoom(b *byteBudget, n int64) bool {
 		return true
 	case <-wait.C:
 		return time.Now().Before(t.deadline)
-	case <-t.cutOff:
+	case <-cutOff:
 		return false
 	}
 }

@@ -163,7 +163,7 @@ func TestShareEnter(t *testing.T) {
 			for src, n := range tc.held {
 				for range n {
 					var tk *ticket
-					tk, reason := s.enter(src, deadline, func() { cut[tk] = true })
+					tk, reason := s.enter(src, deadline, cutWriter(func() { cut[tk] = true }))
 					if tk == nil {
 						t.Fatalf("setting up %v: a request from %s refused: %s", tc.held, src, reason)
 					}
@@ -177,7 +177,7 @@ func TestShareEnter(t *testing.T) {
 					}
 				}
 			}
-			tk, reason := s.enter(tc.from, deadline, func() {})
+			tk, reason := s.enter(tc.from, deadline, nil)
 			if reason != tc.want || (tk == nil) != (tc.want != "") {
 				t.Errorf("%s\nenter(from %s) with %v in flight: refused %q, want %q", tc.reason, tc.from, tc.held, reason, tc.want)
 			}
@@ -335,7 +335,7 @@ func TestByteVictim(t *testing.T) {
 			s := newShare(10, 10)
 			var tks []*ticket
 			for _, r := range tc.held {
-				tk, reason := s.enter(r.from, time.Now().Add(time.Hour), func() {})
+				tk, reason := s.enter(r.from, time.Now().Add(time.Hour), nil)
 				if tk == nil {
 					t.Fatalf("setting up: refused %s", reason)
 				}
@@ -359,3 +359,12 @@ func TestByteVictim(t *testing.T) {
 		})
 	}
 }
+
+// cutWriter is a response that calls itself where a cut sets its read
+// deadline (through http.ResponseController, as the share does).
+type cutWriter func()
+
+func (cutWriter) Header() http.Header               { return http.Header{} }
+func (cutWriter) Write(p []byte) (int, error)       { return len(p), nil }
+func (cutWriter) WriteHeader(int)                   {}
+func (c cutWriter) SetReadDeadline(time.Time) error { c(); return nil }
