@@ -269,7 +269,7 @@ func (d *keptDecoder) metadata(m *ObjectMeta) {
 					d.fail()
 					return
 				}
-				labels[k] = d.str()
+				labels[k] = d.sharedStr()
 			})
 			m.Labels = labels
 		case "finalizers":

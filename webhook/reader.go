@@ -110,7 +110,12 @@ func keyOf(ns string, gk schema.GroupKind, name string) lockv1alpha1.TargetKey {
 
 // find returns the live Locks that cover o (covering of one object).
 func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1alpha1.Lock, error) {
-	found, err := r.covering(ctx, o.Namespace, []lockv1alpha1.Object{o})
+	if r.nothingIn(o.Namespace) {
+		// What covering finds then, without its slices: the usual
+		// delete, of an object of a namespace holding no Lock.
+		return nil, nil
+	}
+	found, err := r.held(ctx, o.Namespace, []lockv1alpha1.Object{o})
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +132,14 @@ func (r *lockReader) find(ctx context.Context, o lockv1alpha1.Object) ([]lockv1a
 // the index cannot answer or the API server cannot be read.
 func (r *lockReader) covering(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	if r.nothingIn(ns) {
-		// What the rest finds then: no Lock, and nothing to read.
+		// What held finds then: no Lock, and nothing to read.
 		return make([][]lockv1alpha1.Lock, len(objs)), nil
 	}
+	return r.held(ctx, ns, objs)
+}
+
+// held is covering where nothingIn(ns) is false.
+func (r *lockReader) held(ctx context.Context, ns string, objs []lockv1alpha1.Object) ([][]lockv1alpha1.Lock, error) {
 	// Before the index: see Freshness.MayLack.
 	reason, mayLack := r.mayLack(objs)
 	pending := mayLack && r.pendingCreate(objs)
