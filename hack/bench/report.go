@@ -626,9 +626,9 @@ cgroup of the chart's 256 MiB, with a client holding the transport at its
 bounds until the first pass is over, lockguard at 100,000 Locks and a
 million objects was killed once its caches were nearly whole in every
 run until cc5e9c4, which keeps a cached object's name in its record (16
-bytes less an object), and held since: 253.5, 249.9, 247.4 and 246.2
-MiB charged at most in four runs, make bench at e7a6301 and e4aa3ac
-among them (docs/history/scale-runs.md): its caches' live heap is 156
+bytes less an object), and held since: 253.5, 249.9, 247.4, 246.2 and
+242.5 MiB charged at most in five runs, make bench at e7a6301, e4aa3ac
+and d7c2887 among them (docs/history/scale-runs.md): its caches' live heap is 156
 MiB there once idle; under the load it reached 204 MB, and a collection
 under the load (more than a second on two cores) let the heap grow 20-25
 MB more before it ended. Until d76f756 the Stacks' streamed list asked
