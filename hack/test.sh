@@ -232,6 +232,37 @@ rm -f "$logs"/*.done "$logs"/*.log
   done
 } > "$rec"
 
+# Every process the run starts carries LOCKGUARD_TEST_RUN in its
+# environment (the lockguard processes a test starts in process groups of
+# their own, and the control planes, included), so that finish can stop
+# what a stopped or failed stage left running.
+export LOCKGUARD_TEST_RUN="$$-$(date +%s%N)"
+
+# run_pids lists the live processes of this run other than test.sh and
+# run_pids itself (its grep lists itself, gone once the loop runs).
+run_pids() {
+  local p
+  for p in $(grep -lzx "LOCKGUARD_TEST_RUN=$LOCKGUARD_TEST_RUN" /proc/[0-9]*/environ 2> /dev/null | cut -d/ -f3); do
+    [ "$p" != "$$" ] && [ "$p" != "$BASHPID" ] && kill -0 "$p" 2> /dev/null && echo "$p"
+  done
+  return 0
+}
+
+# reap stops what the run left: SIGTERM, then SIGKILL after 5 s.
+reap() {
+  local pids
+  pids=$(run_pids)
+  [ -n "$pids" ] || return 0
+  kill $pids 2> /dev/null || true
+  for _ in 1 2 3 4 5; do
+    pids=$(run_pids)
+    [ -n "$pids" ] || return 0
+    sleep 1
+  done
+  echo "test.sh: stopping what the run left: $(ps -o pid=,comm= -p "${pids//$'\n'/,}" 2> /dev/null | tr -s ' \n' ' ')" >&2
+  kill -9 $pids 2> /dev/null || true
+}
+
 finish() {
   local rc=$? f pid
   # A run a stage failed in, or that a signal stopped, never reports PASS.
@@ -242,6 +273,7 @@ finish() {
       wait "$pid" 2>/dev/null || true
     fi
   done
+  reap
   # The output of background stages not shown yet (failed, or stopped).
   for f in "$logs"/*.log; do
     [ -e "$f" ] && { echo "=== background stage $(basename "$f" .log), its output:"; cat "$f"; }
