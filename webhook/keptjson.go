@@ -127,9 +127,10 @@ func (d *keptDecoder) strIs(want string) bool {
 
 // sharedStrings is a small cache of the strings that reviews repeat (the
 // group, version and kind of the object, its namespace, the user, label
-// keys and values): a hit costs no allocation. It is bounded: sharedSlots strings
-// of at most sharedMaxLen bytes, a slot holding the last string hashed to
-// it (maphash, seeded per process: no client chooses what it evicts).
+// keys and values): a hit costs no allocation. It is bounded: sharedSlots
+// strings of at most sharedMaxLen bytes, a slot holding the last string
+// hashed to it (maphash, seeded per process: no client chooses what it
+// evicts).
 var (
 	sharedStrings [sharedSlots]atomic.Pointer[string]
 	sharedSeed    = maphash.MakeSeed()

@@ -58,8 +58,8 @@ type ticket struct {
 	out bool
 	// cut is set when it was cut off for another source.
 	cut bool
-	// cutOff, made only for a wait (cutOffLocked), is closed when it was
-	// cut off for another source.
+	// cutOff, made only when it waits for bytes (makeRoom), is closed
+	// when it is cut off for another source.
 	cutOff chan struct{}
 	// bytes are what its body holds of the byte budget.
 	bytes int64
@@ -204,18 +204,6 @@ func (s *share) cutLocked(t *ticket) {
 	}
 }
 
-// cutOffLocked returns the channel closed when t is cut off (closed
-// already if it was). s.mu is held.
-func (t *ticket) cutOffLocked() <-chan struct{} {
-	if t.cutOff == nil {
-		t.cutOff = make(chan struct{})
-		if t.cut {
-			close(t.cutOff)
-		}
-	}
-	return t.cutOff
-}
-
 // doneReading marks t's body as read (or its read as failed): it is no
 // longer cut off for another source.
 func (t *ticket) doneReading() {
@@ -266,11 +254,15 @@ func (t *ticket) makeRoom(b *byteBudget, n int64) bool {
 	if v != nil && !t.out {
 		t.s.cutLocked(v)
 	}
-	cut, cutOff := t.cut, t.cutOffLocked()
-	t.s.mu.Unlock()
-	if v == nil || cut {
+	if v == nil || t.cut {
+		t.s.mu.Unlock()
 		return false
 	}
+	if t.cutOff == nil {
+		t.cutOff = make(chan struct{}) // closed by cutLocked
+	}
+	cutOff := t.cutOff
+	t.s.mu.Unlock()
 	wait := time.NewTimer(min(time.Second, time.Until(t.deadline)))
 	defer wait.Stop()
 	select {
